@@ -1,0 +1,202 @@
+"""Shared fixtures: the owner/member/outsider users, a real OpenSSH sshd on loopback serving the simulated GPU
+host, and a real Celery worker process sharing the test database."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 20.0, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"process exited with {process.returncode} before opening port {port}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout} s")
+
+
+@pytest.fixture
+def owner(django_user_model):
+    return django_user_model.objects.create_user("owner", password="owner-pass")
+
+
+@pytest.fixture
+def member(django_user_model):
+    return django_user_model.objects.create_user("member", password="member-pass")
+
+
+@pytest.fixture
+def owner_client(client, owner):
+    client.force_login(owner)
+    return client
+
+
+class SSHServer:
+    def __init__(self, root: Path, port: int, host_key: str, key_dir: Path, client_key_name: str) -> None:
+        self.root = root
+        self.port = port
+        self.host_key = host_key
+        self.key_dir = key_dir
+        self.client_key_name = client_key_name
+        self.username = os.environ.get("USER") or __import__("getpass").getuser()
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory) -> SSHServer:
+    """A real OpenSSH daemon on a loopback port: the 'GPU host' of the integration tests."""
+    if not Path(SSHD).exists():
+        pytest.fail("OpenSSH sshd is not installed (apt-get install openssh-server); .ci/run installs it.")
+    root = tmp_path_factory.mktemp("sshd")
+    key_dir = root / "keys"
+    key_dir.mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "host_key")], check=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_dir / "id_test")], check=True
+    )
+    (root / "authorized_keys").write_text((key_dir / "id_test.pub").read_text())
+    port = free_port()
+    config = root / "sshd_config"
+    config.write_text(
+        "\n".join(
+            [
+                f"Port {port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {root / 'host_key'}",
+                f"AuthorizedKeysFile {root / 'authorized_keys'}",
+                f"PidFile {root / 'sshd.pid'}",
+                "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "AllowTcpForwarding yes",
+                "MaxSessions 64",
+                "MaxStartups 64",
+                "Subsystem sftp internal-sftp",
+                "LogLevel ERROR",
+                "",
+            ]
+        )
+    )
+    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+    process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=open(root / "sshd.log", "wb"))
+    try:
+        wait_for_port(port, process=process)
+        host_key = (root / "host_key.pub").read_text().strip()
+        yield SSHServer(root, port, host_key, key_dir, "id_test")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def simhost_shell_setup(state_dir: Path, load_seconds: float = 0.5) -> str:
+    return "\n".join(
+        [
+            f"export PATH={REPO / 'simhost' / 'bin'}:{REPO / '.venv' / 'bin'}:$PATH",
+            f"export PYTHONPATH={REPO}",
+            f"export SIMHOST_STATE_DIR={state_dir}",
+            f"export SIMHOST_LOAD_SECONDS={load_seconds}",
+        ]
+    )
+
+
+@pytest.fixture
+def sim_host(sshd, tmp_path, settings):
+    """A Host row for the simulated GPU host behind the real sshd, with its own GPU state and port."""
+    from experiments.models import Host
+
+    settings.SPECDASH_SSH_KEY_DIR = sshd.key_dir
+    state_dir = tmp_path / "simhost-state"
+    state_dir.mkdir()
+    return Host.objects.create(
+        name=f"sim-{uuid.uuid4().hex[:6]}",
+        address="127.0.0.1",
+        port=sshd.port,
+        username=sshd.username,
+        key_name=sshd.client_key_name,
+        host_key=sshd.host_key,
+        work_dir=str(tmp_path / "work"),
+        models_root=str(REPO / "simhost" / "models"),
+        shell_setup=simhost_shell_setup(state_dir),
+        launcher="python -m simhost.launch_server",
+        python="python",
+        server_port=free_port(),
+        gpu_inventory=[{"index": i, "name": "NVIDIA H200 (simulated)"} for i in range(8)],
+    )
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker, sshd, tmp_path_factory):
+    """A real `celery worker` process on a queue of its own, connected to the test database."""
+    from django.conf import settings
+    from django.db import connection
+
+    from dashboard.celery import app
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the worker process needs a shared database: run the integration tests with PostgreSQL")
+    queue = f"specdash-test-{uuid.uuid4().hex[:8]}"
+    app.conf.task_default_queue = queue
+    db = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "SPECDASH_QUEUE": queue,
+        "SPECDASH_SSH_KEY_DIR": str(sshd.key_dir),
+        "SECRET_KEY": settings.SECRET_KEY,
+    }
+    log_path = tmp_path_factory.mktemp("celery") / "worker.log"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "dashboard",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            "2",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-Q",
+            queue,
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=open(log_path, "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        yield process, log_path
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)

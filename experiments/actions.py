@@ -1,0 +1,224 @@
+"""Every state change that also enqueues work or broadcasts to browsers. Atomic; side effects on commit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from celery import current_app
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from . import broadcast
+from .models import BenchmarkProfile, Candidate, Experiment, Host, LogChunk, Measurement, Run, ServerConfig
+
+# Tasks are enqueued by name: the domain never imports the workers package.
+DRIVE_HOST_TASK = "workers.tasks.drive_host"
+
+
+def _enqueue_drive_host(host_id: int) -> None:
+    transaction.on_commit(lambda: current_app.send_task(DRIVE_HOST_TASK, args=[host_id]))
+
+
+def interleaved_schedule(configs: Sequence[ServerConfig], launches: int) -> list[tuple[ServerConfig, int]]:
+    """A B C A B C ...: slow drift of the machine then hits every config alike."""
+    return [(config, launch) for launch in range(launches) for config in configs]
+
+
+@transaction.atomic
+def do_create_experiment(
+    *,
+    user,
+    name: str,
+    host: Host,
+    baseline: ServerConfig,
+    candidates: Sequence[ServerConfig],
+    profile: BenchmarkProfile,
+) -> Experiment:
+    """Save the (validated, unsaved or saved) configs and profile, the experiment and its queued runs."""
+    for config in (baseline, *candidates):
+        if config.pk is None:
+            config.created_by = user
+            config.save()
+    if profile.pk is None:
+        profile.created_by = user
+        profile.save()
+    experiment = Experiment.objects.create(
+        name=name, host=host, baseline=baseline, profile=profile, created_by=user
+    )
+    Candidate.objects.bulk_create(
+        Candidate(experiment=experiment, config=config, position=i) for i, config in enumerate(candidates)
+    )
+    now = timezone.now()
+    schedule = interleaved_schedule([baseline, *candidates], profile.launches)
+    Run.objects.bulk_create(
+        Run(
+            experiment=experiment,
+            config=config,
+            host=host,
+            sequence=i,
+            launch_index=launch,
+            timeline=[{"state": Run.State.QUEUED, "at": now.isoformat()}],
+            created_at=now,
+        )
+        for i, (config, launch) in enumerate(schedule)
+    )
+    _enqueue_drive_host(host.pk)
+    return experiment
+
+
+@transaction.atomic
+def do_cancel_run(run: Run) -> bool:
+    """Ask for a run to stop. A queued run is cancelled at once; a live one by its orchestrator (with teardown)."""
+    if Run.objects.filter(pk=run.pk, state=Run.State.QUEUED).update(
+        state=Run.State.CANCELLED, cancel_requested=True, finished_at=timezone.now()
+    ):
+        run.refresh_from_db()
+        _append_timeline(run, Run.State.CANCELLED)
+        transaction.on_commit(lambda: broadcast.send_run_state(run))
+        return True
+    updated = Run.objects.filter(pk=run.pk, cancel_requested=False).exclude(state__in=Run.TERMINAL_STATES)
+    if updated.update(cancel_requested=True) != 1:
+        return False
+    run.refresh_from_db()
+    transaction.on_commit(lambda: broadcast.send_run_state(run))
+    return True
+
+
+def _append_timeline(run: Run, state: str) -> None:
+    run.timeline = [*run.timeline, {"state": state, "at": timezone.now().isoformat()}]
+    run.save(update_fields=["timeline"])
+
+
+@transaction.atomic
+def do_claim_next_run(host_id: int, worker: str) -> Run | None:
+    """Take the host lock for its oldest queued run, or return None if the host is busy, dirty or idle."""
+    run = (
+        Run.objects.queued()
+        .on_host(host_id)
+        .filter(cancel_requested=False)
+        .order_by("experiment__created_at", "experiment_id", "sequence")
+        .first()
+    )
+    if run is None:
+        return None
+    locked = Host.objects.filter(pk=host_id, active_run__isnull=True, is_dirty=False).update(active_run=run)
+    if locked != 1:
+        return None
+    # The conditional UPDATE on the run closes the race with a cancel that came in meanwhile.
+    now = timezone.now()
+    claimed = Run.objects.filter(pk=run.pk, state=Run.State.QUEUED).update(
+        state=Run.State.CONNECTING, worker=worker, heartbeat_at=now, started_at=now
+    )
+    if claimed != 1:
+        Host.objects.filter(pk=host_id, active_run=run).update(active_run=None)
+        return None
+    run.refresh_from_db()
+    _append_timeline(run, Run.State.CONNECTING)
+    transaction.on_commit(lambda: broadcast.send_run_state(run))
+    return run
+
+
+@transaction.atomic
+def do_release_host(run: Run) -> None:
+    Host.objects.filter(pk=run.host_id, active_run=run).update(active_run=None)
+    _enqueue_drive_host(run.host_id)
+
+
+@transaction.atomic
+def do_mark_host_dirty(host: Host, reason: str) -> None:
+    Host.objects.filter(pk=host.pk).update(is_dirty=True, dirty_reason=reason)
+
+
+@transaction.atomic
+def do_mark_host_clean(host: Host) -> None:
+    Host.objects.filter(pk=host.pk).update(is_dirty=False, dirty_reason="")
+    _enqueue_drive_host(host.pk)
+
+
+@transaction.atomic
+def do_advance_run(run: Run, state: str, **facts: Any) -> None:
+    """Move a live run to its next state, storing the facts learnt on the way (pid, args, ...)."""
+    for field, value in facts.items():
+        setattr(run, field, value)
+    run.state = state
+    run.heartbeat_at = timezone.now()
+    if state in Run.TERMINAL_STATES:
+        run.finished_at = run.heartbeat_at
+    run.timeline = [*run.timeline, {"state": state, "at": run.heartbeat_at.isoformat()}]
+    run.save(update_fields=["state", "heartbeat_at", "finished_at", "timeline", *facts])
+    transaction.on_commit(lambda: broadcast.send_run_state(run))
+
+
+@transaction.atomic
+def do_update_run(run: Run, *, notify: bool = True, **facts: Any) -> None:
+    """Store facts of a live run without a state change (progress, pids, heartbeat)."""
+    for field, value in facts.items():
+        setattr(run, field, value)
+    run.heartbeat_at = timezone.now()
+    run.save(update_fields=["heartbeat_at", *facts])
+    if notify:
+        transaction.on_commit(lambda: broadcast.send_run_state(run))
+
+
+@transaction.atomic
+def do_record_failure(
+    run: Run, kind: str, message: str, excerpt: str = "", first_line: int | None = None
+) -> None:
+    """Remember why a run failed; the first failure wins (later ones are consequences of it)."""
+    if run.failure_kind:
+        return
+    run.failure_kind = kind
+    run.failure_message = message[:4000]
+    run.failure_excerpt = excerpt[:20000]
+    run.failure_first_line = first_line
+    run.save(update_fields=["failure_kind", "failure_message", "failure_excerpt", "failure_first_line"])
+
+
+def is_cancel_requested(run_id: int) -> bool:
+    return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
+@transaction.atomic
+def do_append_log(run: Run, first_line: int, lines: list[str], new_offset: int) -> None:
+    """Store a batch of complete log lines and the byte offset after them, in one transaction.
+
+    The unique (run, first_line) constraint plus the conditional update of `log_lines` make a replayed batch
+    (after a worker re-attached) fail loudly instead of duplicating lines.
+    """
+    if not lines:
+        return
+    updated = Run.objects.filter(pk=run.pk, log_lines=first_line - 1).update(
+        log_lines=F("log_lines") + len(lines), log_offset=new_offset, heartbeat_at=timezone.now()
+    )
+    if updated != 1:
+        raise ValueError(
+            f"log batch for run {run.pk} starts at line {first_line}, not after the stored lines"
+        )
+    LogChunk.objects.create(run=run, first_line=first_line, line_count=len(lines), text="\n".join(lines))
+    run.log_lines = first_line - 1 + len(lines)
+    run.log_offset = new_offset
+
+
+@transaction.atomic
+def do_record_measurement(run: Run, pass_index: int, concurrency: int, result: dict[str, Any]) -> Measurement:
+    fields = {name: result.get(name) for name in Measurement.LATENCY_FIELDS}
+    measurement, _ = Measurement.objects.update_or_create(
+        run=run,
+        pass_index=pass_index,
+        concurrency=concurrency,
+        defaults=dict(
+            completed=result["completed"],
+            failed=result.get("failed", 0),
+            duration_s=result["duration_s"],
+            output_throughput=result["output_throughput"],
+            total_throughput=result["total_throughput"],
+            request_throughput=result["request_throughput"],
+            input_throughput=result.get("input_throughput", 0.0),
+            accept_length=result.get("accept_length"),
+            raw=result,
+            **fields,
+        ),
+    )
+    return measurement

@@ -1,0 +1,236 @@
+"""The JSON API (DESIGN.md contract). Adapters only: validation lives in forms, changes in actions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import F
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from ninja import NinjaAPI, Schema
+from ninja.errors import HttpError
+from ninja.security import HttpBearer, django_auth
+
+from . import actions
+from .forms import ExperimentSubmission, apply_profile_defaults, config_form_data, profile_form_data
+from .models import ApiToken, BenchmarkProfile, Experiment, Host, LogChunk, Run, ServerConfig
+from .reports import build_report, comparison_rows_json
+from .views import comparison_csv_response
+
+LOG_PAGE_MAX = 10_000
+
+
+class BearerToken(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> Any:
+        api_token = ApiToken.objects.matching(token).select_related("user").first()
+        if api_token is None or not api_token.user.is_active:
+            return None
+        api_token.touch()
+        request.user = api_token.user
+        return api_token.user
+
+
+api = NinjaAPI(title="specdash API", version="1", auth=[BearerToken(), django_auth], urls_namespace="api")
+
+
+class ExperimentIn(Schema):
+    name: str
+    host: str | int
+    baseline: dict[str, Any] | int
+    candidates: list[dict[str, Any] | int]
+    profile: dict[str, Any] | int
+
+
+def _config_data(value: dict[str, Any] | int, path: str) -> dict[str, Any]:
+    if isinstance(value, int):
+        config = ServerConfig.objects.filter(pk=value).first()
+        if config is None:
+            raise HttpError(422, f"{path}: no config with id {value}")
+        data = {f: getattr(config, f) for f in ServerConfig.LAUNCH_FIELDS}
+        data["name"] = config.name
+        return config_form_data(data)
+    return config_form_data(value)
+
+
+def _profile_data(value: dict[str, Any] | int) -> dict[str, Any]:
+    if isinstance(value, int):
+        profile = BenchmarkProfile.objects.filter(pk=value).first()
+        if profile is None:
+            raise HttpError(422, f"profile: no profile with id {value}")
+        value = {f: getattr(profile, f) for f in (*_PROFILE_FIELDS, "concurrency")}
+    return profile_form_data(apply_profile_defaults(value))
+
+
+_PROFILE_FIELDS = (
+    "input_len",
+    "output_len",
+    "num_prompts",
+    "warmup_requests",
+    "passes",
+    "launches",
+    "seed",
+    "request_timeout_s",
+    "readiness_timeout_s",
+    "stall_timeout_s",
+)
+
+
+def _host_name(value: str | int) -> str:
+    if isinstance(value, int):
+        host = Host.objects.filter(pk=value).first()
+        return host.name if host else str(value)
+    return value
+
+
+def _run_json(run: Run, *, with_measurements: bool = True) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": run.pk,
+        "experiment": run.experiment_id,
+        "config": run.config.name,
+        "config_id": run.config_id,
+        "config_hash": run.config.content_hash,
+        "launch_index": run.launch_index,
+        "state": run.state,
+        "phases": run.phases(),
+        "failure": run.failure(),
+        "cancel_requested": run.cancel_requested,
+        "loading_progress": run.loading_progress,
+        "log_lines": run.log_lines,
+        "effective_args": run.effective_args,
+        "url": run.get_absolute_url(),
+    }
+    if with_measurements:
+        data["measurements"] = [
+            {
+                "pass": m.pass_index,
+                "concurrency": m.concurrency,
+                "completed": m.completed,
+                "failed": m.failed,
+                "duration_s": m.duration_s,
+                "output_throughput": m.output_throughput,
+                "total_throughput": m.total_throughput,
+                "request_throughput": m.request_throughput,
+                "accept_length": m.accept_length,
+                **{name: getattr(m, name) for name in m.LATENCY_FIELDS},
+            }
+            for m in run.measurement_set.all()
+        ]
+    return data
+
+
+@api.post("/experiments", response={201: dict, 422: dict})
+def create_experiment(request: HttpRequest, payload: ExperimentIn):
+    submission = ExperimentSubmission(
+        {"name": payload.name, "host": _host_name(payload.host)},
+        _config_data(payload.baseline, "baseline"),
+        [_config_data(c, f"candidates.{i}") for i, c in enumerate(payload.candidates)],
+        _profile_data(payload.profile),
+    )
+    if not submission.is_valid():
+        return 422, {"detail": "invalid experiment", "errors": submission.errors}
+    experiment = submission.save(request.user)
+    runs = experiment.run_set.select_related("config").order_by("sequence")
+    return 201, {
+        "id": experiment.pk,
+        "url": experiment.get_absolute_url(),
+        "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs],
+    }
+
+
+@api.get("/experiments/{experiment_id}")
+def get_experiment(request: HttpRequest, experiment_id: int):
+    experiment = get_object_or_404(
+        Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id
+    )
+    report = build_report(experiment, with_figures=False)
+    return {
+        "id": experiment.pk,
+        "name": experiment.name,
+        "url": experiment.get_absolute_url(),
+        "host": experiment.host.name,
+        "status": report.status,
+        "baseline": report.baseline.name,
+        "candidates": [c.name for c in report.candidates],
+        "runs": [_run_json(r, with_measurements=False) for r in report.runs],
+        "comparison": comparison_rows_json(report),
+        "break_even": report.break_even,
+        "flags": [],
+    }
+
+
+@api.get("/experiments/{experiment_id}/export.csv", url_name="experiment_export_csv_api")
+def export_experiment_csv(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    return comparison_csv_response(get_object_or_404(Experiment, pk=experiment_id))
+
+
+@api.get("/runs/{run_id}")
+def get_run(request: HttpRequest, run_id: int):
+    run = get_object_or_404(
+        Run.objects.select_related("config").prefetch_related("measurement_set"), pk=run_id
+    )
+    return _run_json(run)
+
+
+@api.get("/runs/{run_id}/log")
+def get_run_log(request: HttpRequest, run_id: int, after: int = 0, limit: int = 1000):
+    if after < 0 or limit < 1:
+        raise HttpError(422, "after must be >= 0 and limit >= 1")
+    limit = min(limit, LOG_PAGE_MAX)
+    run = get_object_or_404(Run, pk=run_id)
+    lines = read_log_lines(run.pk, after=after, limit=limit)
+    last = lines[-1]["n"] if lines else after
+    return {"lines": lines, "next": last, "total": run.log_lines, "finished": run.is_finished}
+
+
+def read_log_lines(run_id: int, *, after: int, limit: int) -> list[dict[str, Any]]:
+    """Lines after line number `after` (1-based numbering), at most `limit` of them."""
+    chunks = (
+        LogChunk.objects.filter(run_id=run_id, first_line__lte=after + limit)
+        .annotate(last_line=F("first_line") + F("line_count") - 1)
+        .filter(last_line__gt=after)
+        .order_by("first_line")
+        .values_list("first_line", "text")
+    )
+    out: list[dict[str, Any]] = []
+    for first_line, text in chunks:
+        for i, line in enumerate(text.split("\n")):
+            n = first_line + i
+            if n > after:
+                out.append({"n": n, "text": line})
+                if len(out) >= limit:
+                    return out
+    return out
+
+
+@api.post("/runs/{run_id}/cancel")
+def cancel_run(request: HttpRequest, run_id: int):
+    run = get_object_or_404(Run, pk=run_id)
+    accepted = actions.do_cancel_run(run)
+    run.refresh_from_db()
+    return {"id": run.pk, "state": run.state, "cancel_requested": run.cancel_requested, "accepted": accepted}
+
+
+@api.get("/hosts")
+def list_hosts(request: HttpRequest):
+    return [
+        {
+            "id": h.pk,
+            "name": h.name,
+            "address": h.address,
+            "port": h.port,
+            "username": h.username,
+            "pinned": h.is_pinned,
+            "gpus": h.gpu_inventory,
+            "dirty": h.is_dirty,
+            "dirty_reason": h.dirty_reason,
+            "active_run": h.active_run_id,
+        }
+        for h in Host.objects.all()
+    ]
+
+
+@api.post("/hosts/{host_id}/clean")
+def clean_host(request: HttpRequest, host_id: int):
+    host = get_object_or_404(Host, pk=host_id)
+    actions.do_mark_host_clean(host)
+    return {"id": host.pk, "dirty": False}

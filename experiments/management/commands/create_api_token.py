@@ -1,0 +1,19 @@
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from experiments.models import ApiToken
+
+
+class Command(BaseCommand):
+    help = "Create an API token for USER and print it alone (it is shown only once)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("username")
+        parser.add_argument("--name", default="cli")
+
+    def handle(self, *args, username: str, name: str, **options):
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"No user named {username!r}.")
+        _, raw = ApiToken.issue(user, name=name)
+        self.stdout.write(raw)

@@ -1,0 +1,493 @@
+"""The domain of specdash: hosts, configs, profiles, experiments, runs, measurements, logs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+# Flags that specdash itself sets from the config's fields; `extra_args` may not repeat them, or the
+# stored config would lie about what ran.
+MANAGED_FLAGS = frozenset(
+    {
+        "--model-path",
+        "--model",
+        "--host",
+        "--port",
+        "--tp-size",
+        "--tp",
+        "--tensor-parallel-size",
+        "--speculative-algorithm",
+        "--speculative-draft-model-path",
+        "--speculative-draft-model",
+        "--speculative-num-steps",
+        "--speculative-eagle-topk",
+        "--speculative-num-draft-tokens",
+        "--served-model-name",
+    }
+)
+
+
+class Host(models.Model):
+    name = models.SlugField(max_length=64, unique=True)
+    address = models.CharField(max_length=255)
+    port = models.PositiveIntegerField(default=22)
+    username = models.CharField(max_length=64)
+    key_name = models.CharField(
+        max_length=128,
+        blank=True,
+        help_text="File name under SPECDASH_SSH_KEY_DIR; blank uses the SSH agent.",
+    )
+    host_key = models.TextField(blank=True, help_text="Pinned host public key (OpenSSH format).")
+    gpu_inventory = models.JSONField(default=list, blank=True)
+    work_dir = models.CharField(
+        max_length=512, default="specdash-work", help_text="Relative to the login's home."
+    )
+    models_root = models.CharField(
+        max_length=512, blank=True, help_text="Directory whose subdirectories are models."
+    )
+    shell_setup = models.TextField(
+        blank=True, help_text="Shell lines run before every command, e.g. activate a venv."
+    )
+    launcher = models.CharField(max_length=255, default="python3 -m sglang.launch_server")
+    python = models.CharField(
+        max_length=255, default="python3", help_text="Runs the shipped benchmark client."
+    )
+    server_port = models.PositiveIntegerField(default=30000)
+    is_dirty = models.BooleanField(default=False)
+    dirty_reason = models.TextField(blank=True)
+    # The host lock: set with a conditional UPDATE by the worker that claims a run, cleared after teardown.
+    active_run = models.OneToOneField(
+        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_pinned(self) -> bool:
+        return bool(self.host_key.strip())
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpu_inventory)
+
+
+class ServerConfig(models.Model):
+    class Algorithm(models.TextChoices):
+        NONE = "", "none (baseline)"
+        EAGLE = "EAGLE", "EAGLE"
+        EAGLE3 = "EAGLE3", "EAGLE3"
+        NEXTN = "NEXTN", "NEXTN"
+        STANDALONE = "STANDALONE", "STANDALONE"
+        NGRAM = "NGRAM", "NGRAM"
+
+    name = models.CharField(max_length=128)
+    model_path = models.CharField(max_length=512)
+    served_model_name = models.CharField(max_length=255, blank=True)
+    speculative_algorithm = models.CharField(max_length=16, choices=Algorithm.choices, blank=True, default="")
+    speculative_draft_model_path = models.CharField(max_length=512, blank=True)
+    speculative_num_steps = models.PositiveIntegerField(null=True, blank=True)
+    speculative_eagle_topk = models.PositiveIntegerField(null=True, blank=True)
+    speculative_num_draft_tokens = models.PositiveIntegerField(null=True, blank=True)
+    tp_size = models.PositiveIntegerField(default=1)
+    extra_args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    expect = models.JSONField(default=dict, blank=True)
+    log_metrics = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64, db_index=True, editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    # The fields that decide what runs on the host; the name is a label and does not change the hash.
+    LAUNCH_FIELDS = (
+        "model_path",
+        "served_model_name",
+        "speculative_algorithm",
+        "speculative_draft_model_path",
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_num_draft_tokens",
+        "tp_size",
+        "extra_args",
+        "env",
+        "expect",
+        "log_metrics",
+    )
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_speculative(self) -> bool:
+        return bool(self.speculative_algorithm)
+
+    def launch_spec(self) -> dict[str, Any]:
+        return {field: getattr(self, field) for field in self.LAUNCH_FIELDS}
+
+    def compute_hash(self) -> str:
+        canonical = json.dumps(self.launch_spec(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    @property
+    def short_hash(self) -> str:
+        return self.content_hash[:10]
+
+    @property
+    def is_frozen(self) -> bool:
+        """A config that a finished run used is history: editing it would rewrite what was measured."""
+        return self.pk is not None and self.run_set.filter(state__in=Run.TERMINAL_STATES).exists()
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        new_hash = self.compute_hash()
+        if self.pk and new_hash != self.content_hash and self.is_frozen:
+            raise ValueError(
+                f"Config {self.name!r} was used by a finished run and cannot change; copy it instead."
+            )
+        self.content_hash = new_hash
+        super().save(*args, **kwargs)
+
+
+class BenchmarkProfile(models.Model):
+    name = models.CharField(max_length=128)
+    dataset = models.CharField(max_length=32, default="random")
+    input_len = models.PositiveIntegerField(default=128)
+    output_len = models.PositiveIntegerField(default=128)
+    num_prompts = models.PositiveIntegerField(default=16)
+    concurrency = models.JSONField(default=list)
+    warmup_requests = models.PositiveIntegerField(default=1)
+    passes = models.PositiveIntegerField(default=1)
+    launches = models.PositiveIntegerField(default=1)
+    seed = models.IntegerField(default=1)
+    request_timeout_s = models.PositiveIntegerField(default=600)
+    readiness_timeout_s = models.PositiveIntegerField(default=1800)
+    stall_timeout_s = models.PositiveIntegerField(
+        default=300, help_text="No log progress and no port answer for this long while loading = zombie."
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def cells_per_run(self) -> int:
+        return self.passes * len(self.concurrency)
+
+
+class Experiment(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        FINISHED = "finished"
+        FAILED = "failed"
+
+    name = models.CharField(max_length=200)
+    host = models.ForeignKey(Host, on_delete=models.PROTECT)
+    baseline = models.ForeignKey(ServerConfig, on_delete=models.PROTECT, related_name="+")
+    candidates = models.ManyToManyField(ServerConfig, through="Candidate", related_name="+")
+    profile = models.ForeignKey(BenchmarkProfile, on_delete=models.PROTECT)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("experiment_detail", args=[self.pk])
+
+    def ordered_candidates(self) -> list[ServerConfig]:
+        return [c.config for c in self.candidate_set.select_related("config").order_by("position")]
+
+    def status_of(self, runs: list[Run]) -> str:
+        """The experiment's status from its runs (given, so a page that already has them saves a query)."""
+        if not runs or all(r.state == Run.State.QUEUED for r in runs):
+            return self.Status.QUEUED
+        if any(not r.is_finished for r in runs):
+            return self.Status.RUNNING
+        if any(r.state == Run.State.FAILED for r in runs):
+            return self.Status.FAILED
+        return self.Status.FINISHED
+
+    @property
+    def status(self) -> str:
+        return self.status_of(list(self.run_set.all()))
+
+
+class Candidate(models.Model):
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE)
+    config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
+    position = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "position"], name="candidate_position_unique")
+        ]
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    def active(self) -> RunQuerySet:
+        return self.exclude(state__in=Run.TERMINAL_STATES).exclude(state=Run.State.QUEUED)
+
+    def queued(self) -> RunQuerySet:
+        return self.filter(state=Run.State.QUEUED)
+
+    def on_host(self, host: Host | int) -> RunQuerySet:
+        return self.filter(host=host)
+
+
+class Run(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        CONNECTING = "connecting"
+        PREFLIGHT = "preflight"
+        LAUNCHING = "launching"
+        LOADING = "loading"
+        WARMING = "warming"
+        READY = "ready"
+        VERIFYING = "verifying"
+        BENCHMARKING = "benchmarking"
+        TEARDOWN = "teardown"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class FailureKind(models.TextChoices):
+        SSH = "ssh"
+        PREFLIGHT = "preflight"
+        CRASHED = "crashed"
+        OOM = "oom"
+        CONTEXT_LENGTH = "context_length"
+        ZOMBIE = "zombie"
+        READINESS_TIMEOUT = "readiness_timeout"
+        MISCONFIGURED = "misconfigured"
+        ENV_NOT_PROPAGATED = "env_not_propagated"
+        SMOKE_FAILED = "smoke_failed"
+        BENCHMARK_FAILED = "benchmark_failed"
+        TEARDOWN_INCOMPLETE = "teardown_incomplete"
+        INTERNAL = "internal"
+
+    TERMINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+    # The order a healthy run goes through; used for the timeline and the progress display.
+    LIFECYCLE = (
+        State.QUEUED,
+        State.CONNECTING,
+        State.PREFLIGHT,
+        State.LAUNCHING,
+        State.LOADING,
+        State.WARMING,
+        State.READY,
+        State.VERIFYING,
+        State.BENCHMARKING,
+        State.TEARDOWN,
+        State.SUCCEEDED,
+    )
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE)
+    config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
+    host = models.ForeignKey(Host, on_delete=models.PROTECT)
+    sequence = models.PositiveIntegerField(help_text="Position in the experiment's interleaved schedule.")
+    launch_index = models.PositiveIntegerField(default=0)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
+    timeline = models.JSONField(default=list, blank=True)
+    failure_kind = models.CharField(max_length=32, choices=FailureKind.choices, blank=True)
+    failure_message = models.TextField(blank=True)
+    failure_excerpt = models.TextField(blank=True)
+    failure_first_line = models.PositiveIntegerField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    worker = models.CharField(max_length=255, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    server_port = models.PositiveIntegerField(null=True, blank=True)
+    remote_pid = models.PositiveIntegerField(null=True, blank=True)
+    remote_pgid = models.PositiveIntegerField(null=True, blank=True)
+    remote_pids = models.JSONField(default=list, blank=True)
+    log_path = models.CharField(max_length=1024, blank=True)
+    log_offset = models.BigIntegerField(default=0)
+    log_lines = models.PositiveIntegerField(default=0)
+    loading_progress = models.PositiveSmallIntegerField(null=True, blank=True)
+    effective_args = models.JSONField(default=dict, blank=True)
+    launch_command = models.TextField(blank=True)
+    benchmark_cell = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["experiment_id", "sequence"]
+        constraints = [models.UniqueConstraint(fields=["experiment", "sequence"], name="run_sequence_unique")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.config.name})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("run_detail", args=[self.pk])
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in self.TERMINAL_STATES
+
+    @property
+    def can_cancel(self) -> bool:
+        return not self.is_finished and not self.cancel_requested
+
+    @property
+    def is_live(self) -> bool:
+        return not self.is_finished and self.state != self.State.QUEUED
+
+    def phases(self) -> list[dict[str, Any]]:
+        """Each state the run went through with its start and duration in seconds (the last is open if live)."""
+        out = []
+        entries = self.timeline
+        for i, entry in enumerate(entries):
+            start = entry["at"]
+            end = entries[i + 1]["at"] if i + 1 < len(entries) else None
+            duration = None
+            if end is not None:
+                duration = round(
+                    (_parse_time(end) - _parse_time(start)).total_seconds(),
+                    3,
+                )
+            out.append({"state": entry["state"], "at": start, "duration_s": duration})
+        return out
+
+    def failure(self) -> dict[str, Any] | None:
+        if not self.failure_kind:
+            return None
+        return {
+            "kind": self.failure_kind,
+            "message": self.failure_message,
+            "excerpt": self.failure_excerpt,
+            "first_line": self.failure_first_line,
+        }
+
+
+def _parse_time(value: str):
+    from datetime import datetime
+
+    return datetime.fromisoformat(value)
+
+
+class Measurement(models.Model):
+    """One benchmark cell: a (run, pass, concurrency) result of the benchmark client."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE)
+    pass_index = models.PositiveIntegerField()
+    concurrency = models.PositiveIntegerField()
+    completed = models.PositiveIntegerField()
+    failed = models.PositiveIntegerField(default=0)
+    duration_s = models.FloatField()
+    output_throughput = models.FloatField()
+    total_throughput = models.FloatField()
+    request_throughput = models.FloatField()
+    input_throughput = models.FloatField(default=0)
+    accept_length = models.FloatField(null=True, blank=True)
+    mean_ttft_ms = models.FloatField(null=True)
+    median_ttft_ms = models.FloatField(null=True)
+    p90_ttft_ms = models.FloatField(null=True)
+    p99_ttft_ms = models.FloatField(null=True)
+    mean_tpot_ms = models.FloatField(null=True)
+    median_tpot_ms = models.FloatField(null=True)
+    p90_tpot_ms = models.FloatField(null=True)
+    p99_tpot_ms = models.FloatField(null=True)
+    mean_itl_ms = models.FloatField(null=True)
+    median_itl_ms = models.FloatField(null=True)
+    p90_itl_ms = models.FloatField(null=True)
+    p99_itl_ms = models.FloatField(null=True)
+    mean_e2e_latency_ms = models.FloatField(null=True)
+    median_e2e_latency_ms = models.FloatField(null=True)
+    p90_e2e_latency_ms = models.FloatField(null=True)
+    p99_e2e_latency_ms = models.FloatField(null=True)
+    raw = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    LATENCY_FIELDS = tuple(
+        f"{stat}_{metric}"
+        for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
+        for stat in ("mean", "median", "p90", "p99")
+    )
+
+    class Meta:
+        ordering = ["run_id", "pass_index", "concurrency"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "pass_index", "concurrency"], name="measurement_cell_unique"
+            )
+        ]
+
+
+class LogChunk(models.Model):
+    """A batch of consecutive server log lines; line numbers are 1-based and contiguous per run."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE)
+    first_line = models.PositiveIntegerField()
+    line_count = models.PositiveIntegerField()
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["run_id", "first_line"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "first_line"], name="logchunk_first_line_unique")
+        ]
+
+    @property
+    def last_line(self) -> int:
+        return self.first_line + self.line_count - 1
+
+    def lines(self) -> list[str]:
+        return self.text.split("\n")
+
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def matching(self, raw_token: str) -> ApiTokenQuerySet:
+        return self.filter(digest=ApiToken.digest_of(raw_token))
+
+
+class ApiToken(models.Model):
+    """A bearer token for the JSON API; only its digest is stored, the token is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    name = models.CharField(max_length=100, default="api")
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    @staticmethod
+    def digest_of(raw_token: str) -> str:
+        return hashlib.sha256(raw_token.encode()).hexdigest()
+
+    @classmethod
+    def issue(cls, user, name: str = "api") -> tuple[ApiToken, str]:
+        raw = "sd_" + secrets.token_urlsafe(32)
+        return cls.objects.create(user=user, name=name, digest=cls.digest_of(raw)), raw
+
+    def touch(self) -> None:
+        # At most one write a minute per token: the API is polled by scripts.
+        now = timezone.now()
+        if self.last_used_at is None or now - self.last_used_at > timedelta(minutes=1):
+            self.last_used_at = now
+            self.save(update_fields=["last_used_at"])

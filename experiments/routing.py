@@ -1,0 +1,8 @@
+from django.urls import path
+
+from . import consumers
+
+websocket_urlpatterns = [
+    path("ws/runs/<int:run_id>/log/", consumers.RunLogConsumer.as_asgi()),
+    path("ws/experiments/<int:experiment_id>/", consumers.ExperimentConsumer.as_asgi()),
+]

@@ -1,0 +1,118 @@
+import json
+import math
+from typing import Any
+
+import pytest
+
+from experiments.analysis import FASTER, INCONCLUSIVE, ComparisonRow
+from experiments.charts import NO_ERROR_BAR, speedup_figure, throughput_figure
+
+
+def _roundtrip(figure: dict[str, Any]) -> dict[str, Any]:
+    # allow_nan=False: a NaN float would pass json.dumps by default but break JSON.parse in the browser.
+    return json.loads(json.dumps(figure, allow_nan=False))
+
+
+def _traces(figure: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {trace["name"]: trace for trace in figure["data"]}
+
+
+def _row(candidate: str, concurrency: int, speedup: float, ci: tuple[float, float] | None) -> ComparisonRow:
+    low, high = ci if ci else (None, None)
+    verdict = FASTER if ci and ci[0] > 1 else INCONCLUSIVE
+    return ComparisonRow(
+        candidate, concurrency, 80.0, 80.0 * speedup, speedup, low, high, verdict, 5, 5, None
+    )
+
+
+def test_it_draws_one_throughput_line_per_config_baseline_first() -> None:
+    figure = _roundtrip(
+        throughput_figure(
+            {
+                "eagle3-2step": [(4, 150.0, 145.0, 156.0), (1, 94.0, 92.0, 95.0)],
+                "baseline": [(1, 83.0, 82.0, 84.0), (4, 140.0, 138.0, 141.0)],
+                "eagle3-3step": [(1, 60.0, None, None)],
+            },
+            baseline="baseline",
+        )
+    )
+    assert [trace["name"] for trace in figure["data"]] == ["baseline", "eagle3-2step", "eagle3-3step"]
+    base, two_step, three_step = figure["data"]
+    assert base["line"]["dash"] == "dash"
+    assert two_step["line"]["dash"] == "solid"
+    assert two_step["x"] == [1, 4]  # sorted by concurrency
+    assert two_step["y"] == [94.0, 150.0]
+    assert two_step["error_y"]["array"] == pytest.approx([1.0, 6.0])
+    assert two_step["error_y"]["arrayminus"] == pytest.approx([2.0, 5.0])
+    assert two_step["error_y"]["visible"] is True
+    assert three_step["error_y"]["visible"] is False
+    assert two_step["line"]["color"] != three_step["line"]["color"] != base["line"]["color"]
+
+    layout = figure["layout"]
+    assert layout["title"]["text"] == "Output throughput vs concurrency"
+    assert layout["xaxis"]["title"]["text"] == "Concurrency"
+    assert layout["xaxis"]["type"] == "log"
+    assert layout["xaxis"]["tickvals"] == [1, 4]
+    assert layout["xaxis"]["ticktext"] == ["1", "4"]
+    assert layout["yaxis"]["title"]["text"] == "Output throughput (tok/s)"
+
+
+def test_it_leaves_out_error_bars_for_points_without_bounds() -> None:
+    figure = _roundtrip(
+        throughput_figure({"base": [(1, 83.0, None, None), (2, 120.0, 110.0, 125.0)]}, baseline="base")
+    )
+    error = figure["data"][0]["error_y"]
+    assert error["array"] == [NO_ERROR_BAR, 5.0]
+    assert error["arrayminus"] == [NO_ERROR_BAR, 10.0]
+    # JavaScript's Number() must turn it into NaN (as Python's float does), or plotly.js draws a bar.
+    assert isinstance(NO_ERROR_BAR, str)
+    assert math.isnan(float(NO_ERROR_BAR))
+
+
+def test_it_draws_candidates_without_a_baseline_series() -> None:
+    figure = _roundtrip(throughput_figure({"eagle": [(1, 94.0, None, None)]}, baseline="baseline"))
+    (trace,) = figure["data"]
+    assert trace["name"] == "eagle"
+    assert trace["line"]["dash"] == "solid"
+
+
+def test_it_draws_speedup_per_candidate_with_intervals() -> None:
+    rows = [
+        _row("eagle3-2step", 1, 1.13, (1.10, 1.16)),
+        _row("eagle3-3step", 1, 0.72, None),
+        _row("eagle3-2step", 8, 0.95, (0.90, 1.01)),
+    ]
+    figure = _roundtrip(speedup_figure(rows))
+    traces = _traces(figure)
+    assert list(traces) == ["eagle3-2step", "eagle3-3step"]
+
+    two_step = traces["eagle3-2step"]
+    assert two_step["x"] == [1, 8]
+    assert two_step["y"] == [1.13, 0.95]
+    assert two_step["error_y"]["array"] == pytest.approx([0.03, 0.06])
+    assert two_step["error_y"]["arrayminus"] == pytest.approx([0.03, 0.05])
+    assert two_step["marker"]["symbol"] == ["circle", "circle-open"]  # inconclusive drawn hollow
+    assert traces["eagle3-3step"]["error_y"]["visible"] is False
+
+    (line,) = figure["layout"]["shapes"]
+    assert (line["type"], line["y0"], line["y1"]) == ("line", 1.0, 1.0)
+    assert (line["x0"], line["x1"]) == (0, 1)
+    assert line["xref"].endswith("domain")  # spans the plot whatever the data range
+    assert figure["layout"]["title"]["text"] == "Speedup vs baseline"
+    assert figure["layout"]["xaxis"]["tickvals"] == [1, 8]
+
+
+def test_it_matches_candidate_colours_across_figures() -> None:
+    throughput = throughput_figure(
+        {"baseline": [(1, 83.0, None, None)], "a": [(1, 90.0, None, None)], "b": [(1, 70.0, None, None)]},
+        baseline="baseline",
+    )
+    speedup = speedup_figure([_row("a", 1, 1.08, None), _row("b", 1, 0.84, None)])
+    for name in ("a", "b"):
+        assert _traces(throughput)[name]["line"]["color"] == _traces(speedup)[name]["line"]["color"]
+
+
+def test_it_draws_an_empty_speedup_figure() -> None:
+    figure = _roundtrip(speedup_figure([]))
+    assert figure["data"] == []
+    assert figure["layout"]["shapes"][0]["y0"] == 1.0

@@ -1,0 +1,102 @@
+"""The spine, end to end: API submission -> Celery worker -> SSH (real sshd) -> simulated SGLang host -> results."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from experiments.models import ApiToken, Host, LogChunk, Measurement, Run
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def _eagle(models: str, name: str, steps: int) -> dict:
+    return {
+        "name": name,
+        "model_path": f"{models}/kimi-k2.5-sim",
+        "tp_size": 8,
+        "speculative_algorithm": "EAGLE3",
+        "speculative_draft_model_path": f"{models}/kimi-k2.5-sim-eagle3",
+        "speculative_num_steps": steps,
+        "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": steps + 1,
+        "env": {"NCCL_PROTO": "LL"},
+        "expect": {"env_propagated": ["NCCL_PROTO"]},
+    }
+
+
+def _explain(body: dict) -> str:
+    """Why runs failed, with their log tails: an integration failure must be diagnosable from CI output."""
+    out = []
+    for r in body["runs"]:
+        if r["state"] != "succeeded":
+            tail = "\n".join(c.text for c in LogChunk.objects.filter(run_id=r["id"]).order_by("-first_line")[:3][::-1])
+            out.append(f"{r['config']}: {r['state']} {r['failure']}\n--- log tail ---\n{tail[-3000:]}")
+    return "\n\n".join(out)
+
+
+def _wait_for_experiment(client, headers, experiment_id: int, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = client.get(f"/api/experiments/{experiment_id}", headers=headers).json()
+        if body["status"] in ("finished", "failed"):
+            return body
+        time.sleep(1)
+    raise AssertionError(f"experiment did not finish in {timeout} s: {body}")
+
+
+def test_it_runs_an_experiment_end_to_end_and_eagle3_two_steps_beats_baseline_at_c1(
+    client, owner, sim_host: Host, celery_worker_process
+):
+    _, raw_token = ApiToken.issue(owner)
+    headers = {"Authorization": f"Bearer {raw_token}"}
+    models = sim_host.models_root
+    payload = {
+        "name": "eagle3 2 vs 3 steps",
+        "host": sim_host.name,
+        "baseline": {"name": "baseline", "model_path": f"{models}/kimi-k2.5-sim", "tp_size": 8},
+        "candidates": [_eagle(models, "eagle3-2step", 2), _eagle(models, "eagle3-3step", 3)],
+        "profile": {"concurrency": [1, 4], "num_prompts": 4, "input_len": 128, "output_len": 64, "seed": 1,
+                    "passes": 1, "launches": 1, "stall_timeout_s": 60, "readiness_timeout_s": 120},
+    }
+
+    response = client.post("/api/experiments", payload, content_type="application/json", headers=headers)
+
+    assert response.status_code == 201, response.content
+    created = response.json()
+    assert [r["config"] for r in created["runs"]] == ["baseline", "eagle3-2step", "eagle3-3step"]
+    body = _wait_for_experiment(client, headers, created["id"], timeout=240)
+    runs = {r["config"]: r for r in body["runs"]}
+    assert body["status"] == "finished", _explain(body)
+    assert all(r["state"] == "succeeded" for r in runs.values())
+
+    # Every cell was measured and stored.
+    assert Measurement.objects.filter(run__experiment_id=created["id"]).count() == 3 * 2
+    for m in Measurement.objects.filter(run__experiment_id=created["id"]):
+        assert m.completed == 4 and m.failed == 0
+        assert m.output_throughput > 0 and m.mean_ttft_ms is not None
+    speculative = Measurement.objects.filter(run__experiment_id=created["id"], run__config__name="eagle3-2step")
+    assert all(m.accept_length and m.accept_length > 1.5 for m in speculative)
+
+    # The comparison says what DESIGN.md's speed model says: 2 steps pays at c=1, 3 steps does not.
+    rows = {(r["candidate"], r["concurrency"]): r for r in body["comparison"]}
+    assert rows[("eagle3-2step", 1)]["speedup"] > 1.05
+    assert rows[("eagle3-3step", 1)]["speedup"] < 0.9
+    assert rows[("eagle3-3step", 4)]["speedup"] < 1.0
+
+    # The log was stored with contiguous line numbers and shows the server's life.
+    run = Run.objects.get(pk=runs["eagle3-2step"]["id"])
+    chunks = list(LogChunk.objects.filter(run=run).order_by("first_line"))
+    expected_first = 1
+    for chunk in chunks:
+        assert chunk.first_line == expected_first
+        expected_first += chunk.line_count
+    text = "\n".join(c.text for c in chunks)
+    assert "The server is fired up and ready to roll!" in text
+    assert "Decode batch" in text
+    assert [p["state"] for p in runs["eagle3-2step"]["phases"]][-3:] == ["benchmarking", "teardown", "succeeded"]
+
+    # Teardown left no simulated GPU memory held and released the host.
+    sim_host.refresh_from_db()
+    assert not sim_host.is_dirty and sim_host.active_run_id is None

@@ -1,0 +1,21 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("", views.experiment_list, name="experiment_list"),
+    path("experiments/new/", views.experiment_new, name="experiment_new"),
+    path("experiments/<int:experiment_id>/", views.experiment_detail, name="experiment_detail"),
+    path(
+        "experiments/<int:experiment_id>/export.csv",
+        views.experiment_export_csv,
+        name="experiment_export_csv",
+    ),
+    path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
+    path("runs/<int:run_id>/log.txt", views.run_log_download, name="run_log_download"),
+    path("runs/<int:run_id>/cancel/", views.cancel_run, name="cancel_run"),
+    path("hosts/", views.host_list, name="host_list"),
+    path("hosts/<int:host_id>/clean/", views.clean_host, name="clean_host"),
+    path("tokens/", views.token_list, name="token_list"),
+    path("tokens/new/", views.create_token, name="create_token"),
+]

@@ -1,0 +1,1 @@
+"""simhost: a simulated multi-GPU host serving an SGLang-compatible server (see README.md)."""

@@ -1,0 +1,288 @@
+"""The batching loop: one asyncio task runs prefill batches and decode steps for every running request,
+sleeping what the speed model says, and prints the rank-0 `Prefill batch` / `Decode batch` lines."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from simhost import logs, speed
+
+WORDS = (
+    "the of and a to in is that it for on with as was at by this be from are or an which have not one had "
+    "but all were when we there can more if no out so said what up its about into than them only other new "
+    "some could time these two may then first any like now my such make over our even most after also"
+).split()
+
+
+def word_ids(words: list[str], vocab: int) -> list[int]:
+    return [zlib.crc32(w.encode()) % vocab for w in words]
+
+
+@dataclass(eq=False)
+class Request:
+    input_ids: list[int]
+    max_new_tokens: int
+    kind: str = "generate"  # generate | health | warmup
+    rid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    p: float = 0.0
+    created: float = field(default_factory=time.monotonic)
+    output_ids: list[int] = field(default_factory=list)
+    cached_tokens: int = 0
+    verify_ct: int = 0
+    accepted_drafts: int = 0
+    finished: bool = False
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def text(self) -> str:
+        return "".join(" " + WORDS[t % len(WORDS)] for t in self.output_ids)
+
+    def emit(self, count: int, vocab: int) -> None:
+        start = len(self.output_ids)
+        seed = sum(self.input_ids[:8]) + len(self.input_ids)
+        self.output_ids += [
+            ((seed + 7 * i) % len(WORDS) + 1000 * ((seed + i) % 7)) % vocab for i in range(start, start + count)
+        ]
+        if self.first_token_at is None:
+            self.first_token_at = time.monotonic()
+        if len(self.output_ids) >= self.max_new_tokens:
+            self.finished = True
+            self.finished_at = time.monotonic()
+        self.changed.set()
+
+
+@dataclass
+class Stats:
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    requests: int = 0
+    cached_tokens: int = 0
+    last_gen_throughput: float = 0.0
+    # speculative window (since the last Decode line) and lifetime totals
+    spec_accepted: int = 0  # accepted drafts + 1 bonus per request per verify step
+    spec_forward_ct: int = 0
+    spec_total_accepted: int = 0
+    spec_total_forward_ct: int = 0
+    last_accept_length: float = 0.0
+    last_accept_rate: float = 0.0
+
+
+class Engine:
+    def __init__(
+        self, args: Any, ready: dict[str, Any], params: speed.SpeedParams, knobs: dict[str, float], seed: int
+    ) -> None:
+        self.args = args
+        self.cfg = speed.SpecConfig.from_server_args(args)
+        self.params = params
+        self.rng = random.Random(seed)
+        self.max_total_tokens = int(ready["max_total_num_tokens"])
+        self.max_running = int(ready["max_running_requests"])
+        self.vocab = int(knobs.get("vocab_size", 32000))
+        self.speed = knobs["speed"]
+        self.noise = knobs["noise"]
+        self.slowdown = knobs["slowdown"] * max(0.5, self.rng.gauss(1.0, knobs["launch_noise"]))
+        self.drift = knobs["drift"]
+        self.accept_p = knobs["ngram_accept_p"] if self.cfg.algorithm == "NGRAM" else knobs["accept_p"]
+        self.accept_spread = knobs["accept_spread"]
+        self.started = time.monotonic()
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.stats = Stats()
+        self.decode_ct = 0
+        self.prefix_cache: deque[tuple[int, ...]] = deque(maxlen=256)
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._t = 0.0
+        self._last_decode_log = time.monotonic()
+        self._tokens_since_log = 0
+        self._last_prefill_log = time.monotonic()
+        self._last_prefill_tokens = 0
+
+    # -- public
+    @property
+    def is_idle(self) -> bool:
+        return not self.running and not self.waiting
+
+    def submit(self, req: Request) -> None:
+        if self.cfg.algorithm:
+            p = min(0.99, max(0.01, self.rng.gauss(self.accept_p, self.accept_spread)))
+            req.p = speed.effective_p(p, self.cfg.topk, self.params.topk_gain)
+        self.waiting.append(req)
+        self._idle.clear()
+        self._wake.set()
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    def flush_cache(self) -> bool:
+        if not self.is_idle:
+            return False
+        self.prefix_cache.clear()
+        self.stats.spec_total_accepted = self.stats.spec_total_forward_ct = 0
+        return True
+
+    @property
+    def avg_spec_accept_length(self) -> float | None:
+        if not self.cfg.algorithm or not self.stats.spec_total_forward_ct:
+            return None
+        return self.stats.spec_total_accepted / self.stats.spec_total_forward_ct
+
+    def token_usage(self) -> tuple[int, float]:
+        used = sum(len(r.input_ids) + len(r.output_ids) for r in self.running)
+        return used, used / self.max_total_tokens
+
+    # -- loop
+    async def run(self) -> None:
+        while True:
+            if self.is_idle:
+                self._idle.set()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            if self.waiting and len(self.running) < self.max_running:
+                await self._prefill()
+            if self.running:
+                await self._decode()
+
+    def _log(self, message: str) -> None:
+        logs.line(message, 0, self.args.tp_size)
+
+    async def _advance(self, ms: float) -> None:
+        if self.speed <= 0:
+            await asyncio.sleep(0)
+            return
+        hours = (time.monotonic() - self.started) / 3600
+        ms *= self.slowdown * (1 + self.drift * hours) * max(0.5, self.rng.gauss(1.0, self.noise))
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if now - self._t > 0.05:  # idle gap: restart the virtual clock; small lags are caught up
+            self._t = now
+        self._t += ms / 1000 / self.speed
+        delay = self._t - loop.time()
+        await asyncio.sleep(max(delay, 0))
+
+    def _cached_prefix(self, ids: list[int]) -> int:
+        if self.args.disable_radix_cache:
+            return 0
+        best = 0
+        key = tuple(ids)
+        for seen in self.prefix_cache:
+            n = 0
+            for a, b in zip(seen, key, strict=False):
+                if a != b:
+                    break
+                n += 1
+            best = max(best, n)
+        return min(best, len(ids) - 1)
+
+    async def _prefill(self) -> None:
+        batch: list[Request] = []
+        budget = int(self.args.max_prefill_tokens)
+        while self.waiting and len(self.running) + len(batch) < self.max_running:
+            req = self.waiting[0]
+            req.cached_tokens = self._cached_prefix(req.input_ids)
+            new = len(req.input_ids) - req.cached_tokens
+            if batch and new > budget:
+                break
+            budget -= new
+            batch.append(self.waiting.popleft())
+        new_tokens = sum(len(r.input_ids) - r.cached_tokens for r in batch)
+        cached = sum(r.cached_tokens for r in batch)
+        await self._advance(speed.prefill_ms(self.params, self.cfg, new_tokens))
+        now = time.monotonic()
+        throughput = self._last_prefill_tokens / max(now - self._last_prefill_log, 1e-6)
+        self._last_prefill_log, self._last_prefill_tokens = now, new_tokens
+        _, usage = self.token_usage()
+        self._log(
+            f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: {cached}, "
+            f"token usage: {usage:.2f}, #running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, "
+            f"input throughput (token/s): {throughput:.2f}, cuda graph: False"
+        )
+        for req in batch:
+            if req.kind != "health":
+                self.prefix_cache.append(tuple(req.input_ids))
+                self.stats.requests += 1
+                self.stats.prompt_tokens += len(req.input_ids)
+                self.stats.cached_tokens += req.cached_tokens
+            req.emit(1, self.vocab)  # the prefill produces the first token
+            self.stats.generation_tokens += 1
+            self._tokens_since_log += 1
+            if not req.finished:
+                self.running.append(req)
+
+    async def _decode(self) -> None:
+        bs = len(self.running)
+        await self._advance(speed.iteration_ms(self.params, self.cfg, bs))
+        for req in self.running:
+            left = req.max_new_tokens - len(req.output_ids)
+            if self.cfg.algorithm:
+                k = speed.draw_accepted(self.rng, req.p, self.cfg.max_accepted_drafts)
+                req.verify_ct += 1
+                req.accepted_drafts += min(k, left - 1)
+                self.stats.spec_accepted += k + 1
+                self.stats.spec_forward_ct += 1
+                n = min(k + 1, left)
+            else:
+                n = 1
+            req.emit(n, self.vocab)
+            self.stats.generation_tokens += n
+            self._tokens_since_log += n
+        self.decode_ct += 1
+        if self.decode_ct % max(1, int(self.args.decode_log_interval)) == 0:
+            self._log_decode(bs)
+        self.running = [r for r in self.running if not r.finished]
+
+    def _log_decode(self, bs: int) -> None:
+        now = time.monotonic()
+        st = self.stats
+        st.last_gen_throughput = self._tokens_since_log / max(now - self._last_decode_log, 1e-6)
+        self._last_decode_log, self._tokens_since_log = now, 0
+        used, usage = self.token_usage()
+        spec = ""
+        if self.cfg.algorithm:
+            ct = max(st.spec_forward_ct, 1)
+            st.last_accept_length = st.spec_accepted / ct
+            st.last_accept_rate = st.spec_accepted / (ct * self.cfg.num_draft_tokens)
+            spec = f"accept len: {st.last_accept_length:.2f}, accept rate: {st.last_accept_rate:.2f}, "
+            st.spec_total_accepted += st.spec_accepted
+            st.spec_total_forward_ct += st.spec_forward_ct
+            st.spec_accepted = st.spec_forward_ct = 0
+        graph = speed.uses_cuda_graph(self.cfg, bs)
+        self._log(
+            f"Decode batch, #running-req: {bs}, #token: {used}, token usage: {usage:.2f}, {spec}"
+            f"cuda graph: {graph}, gen throughput (token/s): {st.last_gen_throughput:.2f}, "
+            f"#queue-req: {len(self.waiting)}"
+        )
+
+    # -- results
+    def meta_info(self, req: Request) -> dict[str, Any]:
+        finished = req.finished
+        meta: dict[str, Any] = {
+            "id": req.rid,
+            "finish_reason": {"type": "length", "length": req.max_new_tokens} if finished else None,
+            "prompt_tokens": len(req.input_ids),
+            "weight_version": self.args.weight_version,
+            "total_retractions": 0,
+            "completion_tokens": len(req.output_ids),
+            "cached_tokens": req.cached_tokens,
+        }
+        if finished:
+            meta["e2e_latency"] = round((req.finished_at or time.monotonic()) - req.created, 6)
+            if self.cfg.algorithm and req.verify_ct > 0:
+                drafts = req.verify_ct * max(self.cfg.num_draft_tokens - 1, 1)
+                meta["spec_accept_rate"] = req.accepted_drafts / drafts
+                meta["spec_accept_length"] = len(req.output_ids) / req.verify_ct
+                meta["spec_accept_token_num"] = req.accepted_drafts
+                meta["spec_draft_token_num"] = drafts
+                meta["spec_verify_ct"] = req.verify_ct
+        return meta

@@ -1,0 +1,524 @@
+"""One scheduler process per TP rank (spawned by the launcher): prints the per-rank startup lines, "holds"
+GPU memory in the registry, reports ready over its pipe, then waits for commands (crash, exit).
+
+Kept free of aiohttp and asyncio so spawning eight of them stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simhost import gpu, logs
+
+SGLANG = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
+GIB = 1 << 30
+
+
+@dataclass
+class RankJob:
+    """Everything a scheduler process needs (pickled to the spawned process)."""
+
+    rank: int
+    tp_size: int
+    parent_pid: int
+    args: dict[str, Any]
+    target: dict[str, Any]
+    draft: dict[str, Any] | None
+    target_index: dict[str, Any]
+    draft_index: dict[str, Any] | None
+    faults: frozenset[str]
+    fault_rank: int
+    load_seconds: float
+    gpu_mib: int
+    env_override: dict[str, str] = field(default_factory=dict)
+
+
+class SchedulerError(Exception):
+    """Carries the traceback text SGLang would print for a scheduler failure."""
+
+
+def _tb(frames: list[tuple[str, int, str, str]], error: str) -> str:
+    body = "".join(
+        f'  File "{path if path.startswith("/") else f"{SGLANG}/{path}"}", line {line}, in {func}\n    {code}\n'
+        for path, line, func, code in frames
+    )
+    return f"Traceback (most recent call last):\n{body}{error}"
+
+
+_INIT_FRAMES = [
+    ("managers/scheduler.py", 3049, "run_scheduler_process", "scheduler = Scheduler("),
+    ("managers/scheduler.py", 350, "__init__", "self.init_model_worker()"),
+    ("managers/scheduler.py", 540, "init_model_worker", "self.maybe_init_draft_worker()"),
+]
+
+
+def context_error_traceback(target_len: int, derived: int) -> str:
+    frames = [
+        *_INIT_FRAMES,
+        ("managers/scheduler.py", 512, "maybe_init_draft_worker", "self.draft_worker = DraftWorkerClass("),
+        ("speculative/eagle_worker.py", 115, "__init__", "super().__init__("),
+        ("managers/tp_worker.py", 88, "__init__", "self._init_model_config()"),
+        (
+            "managers/tp_worker.py",
+            145,
+            "_init_model_config",
+            "self.model_config = ModelConfig.from_server_args(",
+        ),
+        ("configs/model_config.py", 243, "from_server_args", "return ModelConfig("),
+        ("configs/model_config.py", 160, "__init__", "self._derive_context_length(context_length)"),
+        ("configs/model_config.py", 329, "_derive_context_length", "raise ValueError("),
+    ]
+    return _tb(
+        frames,
+        f"ValueError: {context_message(True, target_len, derived)} To allow overriding this "
+        "maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+    )
+
+
+def context_message(is_draft: bool, context_len: int, derived: int) -> str:
+    reason = "Target model's" if is_draft else "User-specified"
+    return (
+        f"Warning: {reason} context_length ({context_len}) is greater than the derived context_length "
+        f"({derived}). This may lead to incorrect model outputs or CUDA errors. Note that the derived "
+        "context_length may differ from max_position_embeddings in the model's config."
+    )
+
+
+def _oom_traceback(rank: int) -> str:
+    frames = [
+        ("managers/scheduler.py", 3049, "run_scheduler_process", "scheduler = Scheduler("),
+        ("managers/scheduler.py", 350, "__init__", "self.init_model_worker()"),
+        ("managers/scheduler.py", 528, "init_model_worker", "self.tp_worker = TpModelWorker("),
+        ("managers/tp_worker.py", 121, "__init__", "self._model_runner = ModelRunner("),
+        ("model_executor/model_runner.py", 366, "__init__", "self.initialize(min_per_gpu_memory)"),
+        ("model_executor/model_runner.py", 532, "initialize", "self.init_device_graphs()"),
+        (
+            "model_executor/model_runner.py",
+            2150,
+            "init_device_graphs",
+            "self.graph_runner = graph_runners[self.device](self)",
+        ),
+        ("model_executor/cuda_graph_runner.py", 398, "__init__", "raise Exception("),
+    ]
+    return _tb(
+        frames,
+        (
+            "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB. "
+            f"GPU {rank} has a total capacity of 139.81 GiB of which 1.12 GiB is free. Including non-PyTorch memory, "
+            "this process has 138.68 GiB memory in use. Of the allocated memory 131.40 GiB is allocated by PyTorch, "
+            "and 1.51 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
+            "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
+            "Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)\n"
+            "Possible solutions:\n"
+            "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+            "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
+            "3. disable torch compile by not using --enable-torch-compile\n"
+            "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
+            "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose "
+        ),
+    )
+
+
+def _memory_traceback(mfs: float) -> str:
+    frames = [
+        ("managers/scheduler.py", 3049, "run_scheduler_process", "scheduler = Scheduler("),
+        ("managers/scheduler.py", 350, "__init__", "self.init_model_worker()"),
+        ("managers/scheduler.py", 528, "init_model_worker", "self.tp_worker = TpModelWorker("),
+        ("managers/tp_worker.py", 121, "__init__", "self._model_runner = ModelRunner("),
+        ("model_executor/model_runner.py", 366, "__init__", "self.initialize(min_per_gpu_memory)"),
+        ("model_executor/model_runner.py", 501, "initialize", "self.init_memory_pool("),
+        ("model_executor/model_runner.py", 1843, "init_memory_pool", "raise RuntimeError("),
+    ]
+    return _tb(
+        frames,
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+        f"Current value: self.server_args.mem_fraction_static={mfs}",
+    )
+
+
+def _device_traceback() -> str:
+    frames = [
+        ("managers/scheduler.py", 3049, "run_scheduler_process", "scheduler = Scheduler("),
+        ("managers/scheduler.py", 350, "__init__", "self.init_model_worker()"),
+        ("managers/scheduler.py", 528, "init_model_worker", "self.tp_worker = TpModelWorker("),
+        ("managers/tp_worker.py", 121, "__init__", "self._model_runner = ModelRunner("),
+        (
+            "model_executor/model_runner.py",
+            330,
+            "__init__",
+            "torch.get_device_module(self.device).set_device(self.gpu_id)",
+        ),
+    ]
+    return _tb(
+        frames,
+        "RuntimeError: CUDA error: invalid device ordinal\nCUDA kernel errors might be "
+        "asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+    )
+
+
+def request_crash_traceback(speculative: bool) -> str:
+    frames = [
+        ("managers/scheduler.py", 3114, "run_scheduler_process", "scheduler.event_loop_normal()"),
+        (
+            "/usr/local/lib/python3.12/dist-packages/torch/utils/_contextlib.py",
+            120,
+            "decorate_context",
+            "return func(*args, **kwargs)",
+        ),
+        ("managers/scheduler.py", 1061, "event_loop_normal", "result = self.run_batch(batch)"),
+        (
+            "managers/scheduler.py",
+            2283,
+            "run_batch",
+            "batch_result = self.model_worker.forward_batch_generation(batch_or_worker_batch)",
+        ),
+    ]
+    if speculative:
+        frames += [
+            (
+                "speculative/eagle_worker.py",
+                289,
+                "forward_batch_generation",
+                "logits_output, next_token_ids, seq_lens_cpu = self.forward_target_extend(",
+            ),
+            (
+                "speculative/eagle_worker.py",
+                332,
+                "forward_target_extend",
+                "batch_result = self.target_worker.forward_batch_generation(model_worker_batch)",
+            ),
+        ]
+    frames += [
+        (
+            "managers/tp_worker.py",
+            397,
+            "forward_batch_generation",
+            "logits_output, can_run_cuda_graph = self.model_runner.forward(",
+        ),
+        ("model_executor/model_runner.py", 2270, "forward", "output = self._forward_raw("),
+        ("model_executor/model_runner.py", 2331, "_forward_raw", "ret = self.forward_extend("),
+        ("models/deepseek_v2.py", 2987, "forward", "hidden_states = self.model("),
+        ("models/deepseek_v2.py", 2790, "forward", "num_tokens = hidden_states.shape[0]"),
+    ]
+    return _tb(frames, "AttributeError: 'NoneType' object has no attribute 'shape'")
+
+
+# ----------------------------------------------------------------------------------------------- the process
+
+
+class _Rank:
+    def __init__(self, job: RankJob, conn: Any) -> None:
+        self.job = job
+        self.conn = conn
+        self.a = job.args
+        self.name = f"sglang::scheduler_TP{job.rank}" if job.tp_size > 1 else "sglang::scheduler"
+        self.total_gb = job.gpu_mib / 1024
+        self.held_gb = 0.0
+        self.gpu_index = -1
+        self.leak = "leak" in job.faults and job.rank == job.fault_rank
+        self.stubborn = "ignore_sigterm" in job.faults and job.rank == job.fault_rank
+        self.phases = self._phase_seconds()
+
+    # -- output helpers
+    def log(self, message: str) -> None:
+        logs.line(message, self.job.rank, self.job.tp_size)
+
+    def log0(self, message: str) -> None:
+        if self.job.rank == 0:
+            self.log(message)
+
+    def hold(self, gb: float) -> None:
+        self.held_gb = gb
+        if self.gpu_index >= 0:
+            gpu.register({self.gpu_index: int(gb * 1024)}, self.name, leak=self.leak)
+
+    def fail(self, traceback_text: str) -> None:
+        """SGLang's run_scheduler_process except-branch: log, SIGQUIT the parent, end."""
+        self.log(f"Scheduler hit an exception: {traceback_text}")
+        try:
+            os.kill(self.job.parent_pid, signal.SIGQUIT)
+        except ProcessLookupError:
+            pass
+        self.exit(1)
+
+    def exit(self, code: int = 0) -> None:
+        if not self.leak:
+            gpu.unregister()
+        os._exit(code)
+
+    # -- timing
+    def _phase_seconds(self) -> dict[str, float]:
+        spec = self.job.draft is not None
+        weights = {"init": 0.04, "weights": 0.5, "kv": 0.03, "capture": 0.2}
+        if spec:
+            weights |= {"draft_weights": 0.06, "draft_capture": 0.12, "draft_extend": 0.05}
+        if self.a["disable_cuda_graph"]:
+            weights.update(capture=0.0, draft_capture=0.0, draft_extend=0.0)
+        total = sum(weights.values())
+        return {k: self.job.load_seconds * v / total for k, v in weights.items()}
+
+    def sleep(self, phase: str, fraction: float = 1.0) -> None:
+        time.sleep(self.phases.get(phase, 0.0) * fraction)
+
+    # -- startup
+    def _shards(self, index: dict[str, Any] | None, phase: str) -> None:
+        files = sorted(set((index or {}).get("weight_map", {}).values())) or ["model.safetensors"]
+        n = len(files)
+        start = time.monotonic()
+        if self.job.rank == 0:
+            logs.raw(f"Loading safetensors checkpoint shards:   0% Completed | 0/{n} [00:00<?, ?it/s]\n")
+        for i in range(1, n + 1):
+            self.sleep(phase, 1 / n)
+            if self.job.rank == 0:
+                el = time.monotonic() - start
+                rate = i / el if el > 0 else 99.99
+                left = (n - i) / rate if rate else 0
+                logs.raw(
+                    f"Loading safetensors checkpoint shards: {100 * i // n:3d}% Completed | {i}/{n} "
+                    f"[{_mmss(el)}<{_mmss(left)}, {rate:6.2f}it/s]\n"
+                )
+
+    def run(self) -> None:
+        job, a = self.job, self.a
+        visible = gpu.visible_gpus()
+        ordinal = a["base_gpu_id"] + job.rank * a["gpu_id_step"]
+        self.log("Init torch distributed begin.")
+        start = time.monotonic()
+        self.sleep("init")
+        if ordinal >= len(visible):
+            self.fail(_device_traceback())
+        self.gpu_index = visible[ordinal]
+        others = gpu.used_mib(exclude_pid=os.getpid()).get(self.gpu_index, 0) / 1024
+        init_use = 1.96 if job.tp_size > 1 else 0.0
+        self.hold(0.55 + init_use)
+        self.log(f"Init torch distributed ends. elapsed={time.monotonic() - start:.2f} s, mem usage={init_use:.2f} GB")
+
+        avail = self.total_gb - others - self.held_gb
+        mfs = float(a["mem_fraction_static"])
+        weights = min(
+            job.target_index.get("metadata", {}).get("total_size", 16 * GIB) / job.tp_size / GIB,
+            0.55 * self.total_gb * mfs,
+        )
+        self.log(f"Load weight begin. avail mem={avail:.2f} GB")
+        start = time.monotonic()
+        self._shards(job.target_index, "weights")
+        avail -= weights
+        self.hold(self.held_gb + weights)
+        arch = (job.target.get("architectures") or ["LlamaForCausalLM"])[0]
+        self.log(
+            f"Load weight end. elapsed={time.monotonic() - start:.2f} s, type={arch}, dtype=torch.bfloat16, "
+            f"avail mem={avail:.2f} GB, mem usage={weights:.2f} GB."
+        )
+        if "zombie" in job.faults:
+            while True:  # stuck (an NCCL hang, say): no more output, memory stays held
+                time.sleep(3600)
+
+        rest = avail - self.total_gb * (1 - mfs)
+        if rest <= 0:
+            self.fail(_memory_traceback(mfs))
+        draft_weights = 0.0
+        if job.draft is not None:
+            draft_weights = (job.draft_index or {}).get("metadata", {}).get("total_size", GIB) / job.tp_size / GIB
+        per_token_t = _kv_bytes_per_token(job.target, job.tp_size)
+        per_token_d = _kv_bytes_per_token(job.draft, job.tp_size) if job.draft else 0
+        kv_budget = max(rest - draft_weights - 1.5, 0.5) * GIB
+        tokens = int(kv_budget / (per_token_t + per_token_d))
+        if a["max_total_tokens"]:
+            tokens = min(tokens, int(a["max_total_tokens"]))
+        kv_dtype = "torch.bfloat16" if a["kv_cache_dtype"] == "auto" else f"torch.{a['kv_cache_dtype']}"
+        self.log(f"Using KV cache dtype: {kv_dtype}")
+        self.sleep("kv")
+        target_kv = tokens * per_token_t / GIB
+        self.log(_kv_line(job.target, tokens, target_kv))
+        avail -= target_kv
+        self.hold(self.held_gb + target_kv)
+        self.log(f"Memory pool end. avail mem={avail:.2f} GB")
+
+        context_len = a["context_length"] or job.target.get("max_position_embeddings", 4096)
+        max_running = a["max_running_requests"] or min(max(int(tokens / context_len * 512), 2048), 4096)
+        graph_bs = _graph_batch_sizes(a, max_running)
+        if not a["disable_cuda_graph"]:
+            avail = self._capture("Capture cuda graph", avail, 0.5, "capture", graph_bs)
+
+        if job.draft is not None:
+            avail = self._draft(context_len, tokens, avail, draft_weights, graph_bs)
+
+        self.log0(
+            f"max_total_num_tokens={tokens}, chunked_prefill_size={a['chunked_prefill_size']}, "
+            f"max_prefill_tokens={a['max_prefill_tokens']}, max_running_requests={max_running}, "
+            f"context_len={context_len}, available_gpu_mem={avail:.2f} GB"
+        )
+        self.conn.send(
+            (
+                "ready",
+                {
+                    "rank": job.rank,
+                    "pid": os.getpid(),
+                    "gpu": self.gpu_index,
+                    "max_total_num_tokens": tokens,
+                    "context_len": context_len,
+                    "max_running_requests": max_running,
+                    "available_gpu_mem": round(avail, 2),
+                    "weight": round(weights + draft_weights, 2),
+                    "kvcache": round(target_kv, 2),
+                    "graph": 0.5 if not a["disable_cuda_graph"] else 0.0,
+                    "cuda_graph_bs": graph_bs,
+                },
+            )
+        )
+        self.serve()
+
+    def _capture(self, what: str, avail: float, usage: float, phase: str, graph_bs: list[int] | None) -> float:
+        avail -= 0.5 if graph_bs else 0.0
+        self.log(f"{what} begin. This can take up to several minutes. avail mem={avail:.2f} GB")
+        start = time.monotonic()
+        if graph_bs:
+            self.log0(f"Capture cuda graph bs {graph_bs}")
+            if "oom_capture" in self.job.faults:
+                self.sleep(phase, 0.5)
+                self.fail(_oom_traceback(self.gpu_index))
+            n = len(graph_bs)
+        self.sleep(phase)
+        elapsed = time.monotonic() - start
+        if graph_bs and self.job.rank == 0:
+            # tqdm's \r-updated bar, in one write so other ranks' lines cannot land inside it
+            logs.raw(
+                f"\rCapturing batches (bs={graph_bs[-1]} avail_mem={avail:.2f} GB):   0%|          "
+                f"| 0/{n} [00:00<?, ?it/s]"
+                f"\rCapturing batches (bs=1 avail_mem={avail - usage:.2f} GB): 100%|██████████| {n}/{n} "
+                f"[{_mmss(elapsed)}<00:00, {n / max(elapsed, 1e-3):5.2f}it/s]\n"
+            )
+        avail -= usage
+        self.hold(self.held_gb + usage)
+        self.log(f"{what} end. Time elapsed: {elapsed:.2f} s. mem usage={usage:.2f} GB. avail mem={avail:.2f} GB.")
+        return avail
+
+    def _draft(self, context_len: int, tokens: int, avail: float, weights: float, graph_bs: list[int]) -> float:
+        job, a = self.job, self.a
+        assert job.draft is not None
+        derived = job.draft.get("max_position_embeddings", 2048)
+        if context_len > derived:
+            if os.environ.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "").lower() not in ("1", "true"):
+                self.fail(context_error_traceback(context_len, derived))
+            self.log(context_message(True, context_len, derived))
+            self.log(f"Overriding the draft model's max_position_embeddings to {context_len}.")
+        self.log("Init torch distributed begin.")
+        self.log("Init torch distributed ends. elapsed=0.00 s, mem usage=0.00 GB")
+        self.log(f"Load weight begin. avail mem={avail:.2f} GB")
+        start = time.monotonic()
+        self._shards(job.draft_index, "draft_weights")
+        avail -= weights
+        self.hold(self.held_gb + weights)
+        arch = (job.draft.get("architectures") or ["LlamaForCausalLMEagle3"])[0]
+        self.log(
+            f"Load weight end. elapsed={time.monotonic() - start:.2f} s, type={arch}, dtype=torch.bfloat16, "
+            f"avail mem={avail:.2f} GB, mem usage={weights:.2f} GB."
+        )
+        kv = tokens * _kv_bytes_per_token(job.draft, job.tp_size) / GIB
+        self.log(_kv_line(job.draft, tokens, kv))
+        avail -= kv
+        self.hold(self.held_gb + kv)
+        self.log(f"Memory pool end. avail mem={avail:.2f} GB")
+        if not a["disable_cuda_graph"]:
+            if (a["speculative_num_steps"] or 0) > 1:
+                avail = self._capture("Capture draft cuda graph", avail, 0.4, "draft_capture", None)
+            avail = self._capture("Capture draft extend cuda graph", avail, 0.1, "draft_extend", None)
+        return avail
+
+    # -- serving
+    def serve(self) -> None:
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                message = ("parent_gone",)
+            if message[0] == "crash":
+                self.fail(request_crash_traceback(bool(self.a["speculative_algorithm"])))
+            if message[0] == "parent_gone" and self.stubborn:
+                while True:  # outlives the server, memory held, until SIGKILL
+                    time.sleep(3600)
+            self.exit(0)
+
+    def watch_parent(self) -> None:
+        while True:
+            time.sleep(0.2)
+            if os.getppid() != self.job.parent_pid and not self.stubborn:
+                self.exit(0)
+
+
+def _mmss(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60:02d}:{seconds % 60:02d}"
+
+
+def _kv_bytes_per_token(config: dict[str, Any] | None, tp: int) -> int:
+    if not config:
+        return 0
+    layers = int(config.get("num_hidden_layers", 32))
+    if "kv_lora_rank" in config:  # MLA: one latent vector per token and layer, replicated on every rank
+        return layers * (int(config["kv_lora_rank"]) + int(config.get("qk_rope_head_dim", 64))) * 2
+    heads = int(config.get("num_key_value_heads") or config.get("num_attention_heads", 8))
+    head_dim = int(config.get("head_dim") or config.get("hidden_size", 4096) // config.get("num_attention_heads", 32))
+    return layers * 2 * max(1, heads // tp) * head_dim * 2
+
+
+def _kv_line(config: dict[str, Any], tokens: int, size_gb: float) -> str:
+    if "kv_lora_rank" in config:
+        return f"KV Cache is allocated. #tokens: {tokens}, KV size: {size_gb:.2f} GB"
+    return f"KV Cache is allocated. #tokens: {tokens}, K size: {size_gb / 2:.2f} GB, V size: {size_gb / 2:.2f} GB"
+
+
+def _graph_batch_sizes(a: dict[str, Any], max_running: int) -> list[int]:
+    if a["cuda_graph_bs"]:
+        sizes = sorted(a["cuda_graph_bs"])
+    elif a["speculative_algorithm"]:
+        sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, 513, 16)]
+    else:
+        sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 513, 16)]
+    cap = min(int(a["cuda_graph_max_bs"] or 512), max_running)
+    return [s for s in sizes if s <= cap] or [1]
+
+
+def run_scheduler_process(job: RankJob, conn: Any) -> None:
+    """Entry point of a spawned scheduler process."""
+    from setproctitle import setproctitle
+
+    rank = _Rank(job, conn)
+    setproctitle(rank.name)
+    if rank.stubborn:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    else:
+        signal.signal(signal.SIGTERM, lambda *_: rank.exit(0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the launcher, which stops us
+    threading.Thread(target=rank.watch_parent, daemon=True).start()
+    try:
+        rank.run()
+    except Exception as exc:  # a simulator bug: still die like a scheduler would
+        rank.fail(f"Traceback (most recent call last):\n  (simhost internal)\n{type(exc).__name__}: {exc}")
+
+
+def run_detokenizer_process(parent_pid: int) -> None:
+    from setproctitle import setproctitle
+
+    setproctitle("sglang::detokenizer")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while os.getppid() == parent_pid:
+        time.sleep(0.2)
+    sys.exit(0)
+
+
+def load_index(model_dir: str) -> dict[str, Any]:
+    path = Path(model_dir) / "model.safetensors.index.json"
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data

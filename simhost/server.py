@@ -1,0 +1,476 @@
+"""The HTTP side (SGLang 0.5.9 endpoints and response shapes) on aiohttp, with uvicorn-style access lines."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import http
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from simhost import logs
+from simhost.engine import Engine, Request, word_ids
+
+VERSION = "0.5.9"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def _json(obj: Any, status: int = 200) -> web.Response:
+    return web.Response(text=_dumps(obj), status=status, content_type="application/json")
+
+
+def _error(message: str, status: int = 400) -> web.Response:
+    return _json(
+        {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": status},
+        status,
+    )
+
+
+@dataclasses.dataclass
+class ServerState:
+    args: Any
+    engine: Engine
+    ready: dict[str, Any]
+    target: dict[str, Any]
+    faults: frozenset[str]
+    status: str = "starting"  # starting | up | shutdown
+    up_since: float = 0.0
+    flaky_seconds: float = 5.0
+    health_poll: float = 1.0
+    on_first_request: Callable[[], None] | None = None
+    created: int = dataclasses.field(default_factory=lambda: int(time.time()))
+
+    @property
+    def context_len(self) -> int:
+        return int(self.ready["context_len"])
+
+
+STATE: web.AppKey[ServerState] = web.AppKey("state", ServerState)
+
+
+async def _on_prepare(request: web.Request, response: web.StreamResponse) -> None:
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    client = f"{peer[0]}:{peer[1]}" if peer else "-"
+    try:
+        phrase = http.HTTPStatus(response.status).phrase
+    except ValueError:
+        phrase = ""
+    line = f'{client} - "{request.method} {request.path_qs} HTTP/{request.version.major}.{request.version.minor}" '
+    logs.uvicorn(f"{line}{response.status} {phrase}", fd=logs.STDOUT)
+
+
+@web.middleware
+async def _not_found_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPNotFound:
+        return _json({"detail": "Not Found"}, 404)
+    except web.HTTPMethodNotAllowed:
+        return _json({"detail": "Method Not Allowed"}, 405)
+
+
+# ----------------------------------------------------------------------------------------------- health/info
+
+
+async def health(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    if state.status == "shutdown":
+        logs.line("Health check request received during shutdown. Returning 503.")
+        return web.Response(status=503)
+    if state.status != "up":
+        return web.Response(status=503)
+    if "health_flaky" in state.faults and time.monotonic() - state.up_since < state.flaky_seconds:
+        return web.Response(status=503)
+    generation = os.environ.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "true").lower() not in (
+        "0",
+        "false",
+    )
+    if request.path == "/health" and not generation:
+        return web.Response(status=200)
+    if state.engine.is_idle:  # an idle server runs a real 1-token prefill; a busy one just signals
+        state.engine.submit(Request(input_ids=[0], max_new_tokens=1, kind="health", rid=f"HEALTH_CHECK_{time.time()}"))
+    await asyncio.sleep(state.health_poll)
+    return web.Response(status=200)
+
+
+async def model_info(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    if request.path == "/get_model_info":
+        logs.line(
+            "Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
+            "Please use '/model_info' instead."
+        )
+    a = state.args
+    return _json(
+        {
+            "model_path": a.model_path,
+            "tokenizer_path": a.tokenizer_path,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": a.weight_version,
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+            "model_type": state.target.get("model_type"),
+            "architectures": state.target.get("architectures"),
+        }
+    )
+
+
+def server_info_dict(state: ServerState) -> dict[str, Any]:
+    args = dataclasses.asdict(state.args)
+    ready = state.ready
+    internal: dict[str, Any] = {
+        **args,
+        "last_gen_throughput": state.engine.stats.last_gen_throughput,
+        "memory_usage": {
+            "weight": ready["weight"],
+            "kvcache": ready["kvcache"],
+            "token_capacity": ready["max_total_num_tokens"],
+            "graph": ready["graph"],
+        },
+        "effective_max_running_requests_per_dp": ready["max_running_requests"],
+    }
+    accept = state.engine.avg_spec_accept_length
+    if accept is not None:
+        internal["avg_spec_accept_length"] = accept
+    return {
+        **args,
+        "status": "ready",
+        "max_total_num_tokens": ready["max_total_num_tokens"],
+        "max_req_input_len": min(state.context_len - 1, ready["max_total_num_tokens"] - 1),
+        "internal_states": [internal],
+        "version": VERSION,
+    }
+
+
+async def server_info(request: web.Request) -> web.Response:
+    if request.path == "/get_server_info":
+        logs.line(
+            "Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
+            "Please use '/server_info' instead."
+        )
+    return _json(server_info_dict(request.app[STATE]))
+
+
+def _model_card(state: ServerState) -> dict[str, Any]:
+    name = state.args.served_model_name
+    return {
+        "id": name,
+        "object": "model",
+        "created": state.created,
+        "owned_by": "sglang",
+        "root": name,
+        "parent": None,
+        "max_model_len": state.context_len,
+    }
+
+
+async def models(request: web.Request) -> web.Response:
+    return _json({"object": "list", "data": [_model_card(request.app[STATE])]})
+
+
+async def model(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    name = request.match_info["model"]
+    if name != state.args.served_model_name:
+        return _json(
+            {
+                "error": {
+                    "message": f"The model '{name}' does not exist",
+                    "type": "invalid_request_error",
+                    "param": "model",
+                    "code": "model_not_found",
+                }
+            },
+            404,
+        )
+    return _json(_model_card(state))
+
+
+async def flush_cache(request: web.Request) -> web.Response:
+    engine = request.app[STATE].engine
+    ok = engine.flush_cache()
+    if ok:
+        logs.line("Cache flushed successfully!", 0, engine.args.tp_size)
+    else:
+        logs.line(
+            f"Cache not flushed because there are pending requests. #queue-req: {len(engine.waiting)}, "
+            f"#running-req: {len(engine.running)}",
+            0,
+            engine.args.tp_size,
+        )
+    text = (
+        "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
+        "requests, the operation will not be performed.)\n"
+    )
+    return web.Response(text=text, status=200 if ok else 400)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    if not state.args.enable_metrics:
+        return _json({"detail": "Not Found"}, 404)
+    e = state.engine
+    st = e.stats
+    used, usage = e.token_usage()
+    sched = f'engine_type="unified",model_name="{state.args.served_model_name}",pp_rank="0",tp_rank="0"'
+    tok = f'model_name="{state.args.served_model_name}"'
+    gauges = [
+        ("num_running_reqs", "The number of running requests.", len(e.running)),
+        ("num_used_tokens", "The number of used tokens.", used),
+        ("token_usage", "The token usage.", usage),
+        ("gen_throughput", "The generation throughput (token/s).", st.last_gen_throughput),
+        ("num_queue_reqs", "The number of requests in the waiting queue.", len(e.waiting)),
+        ("max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", e.max_total_tokens),
+        (
+            "spec_accept_length",
+            "The average acceptance length of speculative decoding.",
+            st.last_accept_length,
+        ),
+        ("spec_accept_rate", "The average acceptance rate of speculative decoding.", st.last_accept_rate),
+        ("is_cuda_graph", "Whether the batch is using CUDA graph.", float(not state.args.disable_cuda_graph)),
+    ]
+    counters = [
+        ("prompt_tokens_total", "Number of prefill tokens processed.", st.prompt_tokens),
+        ("generation_tokens_total", "Number of generation tokens processed.", st.generation_tokens),
+        ("num_requests_total", "Number of requests processed.", st.requests),
+        ("cached_tokens_total", "Number of cached prompt tokens.", st.cached_tokens),
+    ]
+    out = []
+    for name, text, value in gauges:
+        out += [
+            f"# HELP sglang:{name} {text}",
+            f"# TYPE sglang:{name} gauge",
+            f"sglang:{name}{{{sched}}} {float(value)}",
+        ]
+    for name, text, value in counters:
+        out += [
+            f"# HELP sglang:{name} {text}",
+            f"# TYPE sglang:{name} counter",
+            f"sglang:{name}{{{tok}}} {float(value)}",
+        ]
+    return web.Response(text="\n".join(out) + "\n", content_type="text/plain", charset="utf-8")
+
+
+# ----------------------------------------------------------------------------------------------- generation
+
+
+def _prompt_ids(state: ServerState, text: Any, input_ids: Any) -> list[int] | None:
+    vocab = int(state.target.get("vocab_size", 32000))
+    if isinstance(input_ids, list) and input_ids and all(isinstance(t, int) for t in input_ids):
+        return list(input_ids)
+    if isinstance(text, str):
+        return word_ids(text.split(), vocab) or [0]
+    return None
+
+
+async def _start(state: ServerState, ids: list[int], max_new: int, warmup: bool) -> Request | web.Response:
+    if len(ids) >= state.context_len:
+        return _error(
+            f"The input ({len(ids)} tokens) is longer than the model's context length ({state.context_len} tokens)."
+        )
+    if not warmup and state.on_first_request is not None:
+        crash, state.on_first_request = state.on_first_request, None
+        crash()
+        await asyncio.Future()  # the scheduler is gone; the client hangs until the process tree dies
+    req = Request(input_ids=ids, max_new_tokens=max(1, max_new), kind="warmup" if warmup else "generate")
+    state.engine.submit(req)
+    return req
+
+
+async def _updates(req: Request):  # type: ignore[no-untyped-def]
+    """Yield once per engine step that touched the request, until it finishes."""
+    while True:
+        await req.changed.wait()
+        req.changed.clear()
+        yield
+        if req.finished:
+            return
+
+
+async def _sse(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    return resp
+
+
+async def generate(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    try:
+        body = await request.json()
+    except ValueError:
+        return _error("Invalid JSON body")
+    params = body.get("sampling_params") or {}
+    ids = _prompt_ids(state, body.get("text"), body.get("input_ids"))
+    if ids is None:
+        return _error("Either text or input_ids should be provided.")
+    started = await _start(
+        state, ids, int(params.get("max_new_tokens", 128)), request.headers.get("X-Simhost-Warmup") == "1"
+    )
+    if isinstance(started, web.Response):
+        return started
+    req = started
+    engine = state.engine
+
+    def result() -> dict[str, Any]:
+        return {"text": req.text, "output_ids": list(req.output_ids), "meta_info": engine.meta_info(req)}
+
+    if not body.get("stream"):
+        async for _ in _updates(req):
+            pass
+        return _json(result())
+    resp = await _sse(request)
+    async for _ in _updates(req):
+        await resp.write(f"data: {_dumps(result())}\n\n".encode())
+    await resp.write(b"data: [DONE]\n\n")
+    return resp
+
+
+def _messages_ids(state: ServerState, messages: Any) -> list[int]:
+    words: list[str] = []
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            content = " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+        words += ["<|im_start|>", str(message.get("role", "user")), *str(content or "").split(), "<|im_end|>"]
+    return word_ids(words, int(state.target.get("vocab_size", 32000))) or [0]
+
+
+async def openai(request: web.Request) -> web.StreamResponse:
+    """/v1/completions and /v1/chat/completions."""
+    state = request.app[STATE]
+    chat = request.path.endswith("/chat/completions")
+    try:
+        body = await request.json()
+    except ValueError:
+        return _error("Invalid JSON body")
+    if chat:
+        ids: list[int] | None = _messages_ids(state, body.get("messages"))
+    else:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
+            prompt = prompt[0]
+        ids = _prompt_ids(
+            state, prompt if isinstance(prompt, str) else None, prompt if isinstance(prompt, list) else None
+        )
+    if ids is None:
+        return _error("prompt is required")
+    max_new = body.get("max_completion_tokens") or body.get("max_tokens") or (None if chat else 16)
+    if max_new is None:
+        max_new = state.context_len - len(ids)
+    started = await _start(state, ids, int(max_new), False)
+    if isinstance(started, web.Response):
+        return started
+    req = started
+    rid = req.rid
+    model_name = body.get("model") or state.args.served_model_name
+    obj = "chat.completion" if chat else "text_completion"
+    head = {
+        "id": rid,
+        "object": obj + (".chunk" if body.get("stream") and chat else ""),
+        "created": int(time.time()),
+        "model": model_name,
+    }
+
+    def usage(full: bool) -> dict[str, Any]:
+        u: dict[str, Any] = {
+            "prompt_tokens": len(ids),
+            "total_tokens": len(ids) + len(req.output_ids),
+            "completion_tokens": len(req.output_ids),
+        }
+        if full:
+            u |= {"prompt_tokens_details": None, "reasoning_tokens": 0}
+        return u
+
+    if not body.get("stream"):
+        async for _ in _updates(req):
+            pass
+        if chat:
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": req.text.lstrip(),
+                    "reasoning_content": None,
+                    "tool_calls": None,
+                },
+            }
+        else:
+            choice = {"index": 0, "text": req.text}
+        choice |= {"logprobs": None, "finish_reason": "length", "matched_stop": None}
+        return _json({**head, "choices": [choice], "usage": usage(True), "metadata": None})
+
+    resp = await _sse(request)
+
+    async def send(choices: list[dict[str, Any]], use: dict[str, Any] | None = None) -> None:
+        await resp.write(f"data: {_dumps({**head, 'choices': choices, 'usage': use})}\n\n".encode())
+
+    def delta(text: str | None, role: str | None = None) -> dict[str, Any]:
+        return {"role": role, "content": text, "reasoning_content": None, "tool_calls": None}
+
+    if chat:
+        await send(
+            [
+                {
+                    "index": 0,
+                    "delta": delta("", "assistant"),
+                    "logprobs": None,
+                    "finish_reason": None,
+                    "matched_stop": None,
+                }
+            ]
+        )
+    sent = ""
+    async for _ in _updates(req):
+        text = req.text
+        piece, sent = text[len(sent) :], text
+        final = "length" if req.finished and not chat else None
+        body_piece: dict[str, Any] = {"delta": delta(piece)} if chat else {"text": piece}
+        await send([{"index": 0, **body_piece, "logprobs": None, "finish_reason": final, "matched_stop": None}])
+    if chat:
+        await send(
+            [
+                {
+                    "index": 0,
+                    "delta": delta(None),
+                    "logprobs": None,
+                    "finish_reason": "length",
+                    "matched_stop": None,
+                }
+            ]
+        )
+    if (body.get("stream_options") or {}).get("include_usage"):
+        await send([], usage(chat))
+    await resp.write(b"data: [DONE]\n\n")
+    return resp
+
+
+def build_app(state: ServerState) -> web.Application:
+    app = web.Application(middlewares=[_not_found_as_json], client_max_size=64 * 1024 * 1024)
+    app[STATE] = state
+    app.on_response_prepare.append(_on_prepare)
+    r = app.router
+    for path in ("/health", "/health_generate"):
+        r.add_get(path, health)
+    for path in ("/model_info", "/get_model_info"):
+        r.add_get(path, model_info)
+    for path in ("/server_info", "/get_server_info"):
+        r.add_get(path, server_info)
+    r.add_get("/v1/models", models)
+    r.add_get("/v1/models/{model}", model)
+    r.add_post("/generate", generate)
+    r.add_post("/v1/completions", openai)
+    r.add_post("/v1/chat/completions", openai)
+    r.add_route("GET", "/flush_cache", flush_cache)
+    r.add_route("POST", "/flush_cache", flush_cache)
+    r.add_get("/metrics", metrics)
+    return app

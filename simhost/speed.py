@@ -1,0 +1,147 @@
+"""The speed model of the simulated GPU (pure: no I/O, no clock; the engine sleeps what this returns).
+
+One batching loop serves every running request. A step costs:
+
+- baseline decode: `forward(1 token per request, batch bs)`
+- speculative iteration: `num_steps x draft_step(bs) + forward(num_draft_tokens per request, bs) (+ draft
+  extend folded into the verify figure)`, then each request accepts a run of drafts (Bernoulli p each, at most
+  min(num_steps, num_draft_tokens - 1)) plus one bonus token.
+- `forward(n, bs) = verify_ms[n] + per_token_ms * n * (bs - 1)`: the batch-1 cost for n query tokens per
+  request, growing with every extra token in the batch (MoE: more tokens touch more experts).
+- `+ schedule_overhead_ms` when the overlap scheduler is off (always for spec v1), `x no_graph_factor`
+  without CUDA graphs (disabled, or batch above --cuda-graph-max-bs).
+
+The defaults are fitted so that 128 in / 128 out at concurrency 1 gives baseline ~83 tok/s, EAGLE3 2 steps
+~94 tok/s, EAGLE3 3 steps ~60 tok/s (the verify cost jumps above 3 query tokens per request: the fitted data
+show the attention kernel switching path there), and speculation's advantage shrinks with concurrency.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from functools import cache
+
+
+def _default_verify_ms() -> dict[int, float]:
+    # Batch-1 forward cost by query tokens per request; n=1 is the plain decode step.
+    return {1: 12.0, 2: 15.0, 3: 17.1, 4: 31.6, 5: 33.9, 6: 36.2, 7: 38.5, 8: 40.8}
+
+
+@dataclass(frozen=True)
+class SpeedParams:
+    verify_ms: dict[int, float] = field(default_factory=_default_verify_ms)
+    verify_ms_per_extra_token: float = 2.3  # beyond the table
+    per_token_ms: float = 0.6
+    draft_step_ms: dict[str, float] = field(
+        default_factory=lambda: {"EAGLE": 1.5, "EAGLE3": 1.5, "STANDALONE": 4.0, "NGRAM": 0.2}
+    )
+    draft_per_req_ms: float = 0.05
+    schedule_overhead_ms: float = 1.0
+    no_graph_factor: float = 1.6
+    prefill_fixed_ms: float = 10.0
+    prefill_per_token_ms: float = 0.05
+    accept_p: float = 0.62
+    topk_gain: float = 0.35  # each extra top-k branch adds this much "effective tries" per position
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    algorithm: str | None = None  # None = baseline
+    num_steps: int = 0
+    topk: int = 1
+    num_draft_tokens: int = 1
+    overlap: bool = True
+    cuda_graph: bool = True
+    cuda_graph_max_bs: int = 256
+
+    @classmethod
+    def from_server_args(cls, args: object) -> SpecConfig:
+        get = args.__getattribute__
+        algo = get("speculative_algorithm")
+        return cls(
+            algorithm=algo,
+            num_steps=get("speculative_num_steps") or 0 if algo else 0,
+            topk=get("speculative_eagle_topk") or 1 if algo else 1,
+            num_draft_tokens=get("speculative_num_draft_tokens") or 1 if algo else 1,
+            overlap=not get("disable_overlap_schedule"),
+            cuda_graph=not get("disable_cuda_graph"),
+            cuda_graph_max_bs=get("cuda_graph_max_bs") or 256,
+        )
+
+    @property
+    def max_accepted_drafts(self) -> int:
+        return min(self.num_steps, self.num_draft_tokens - 1) if self.algorithm else 0
+
+
+def forward_ms(params: SpeedParams, tokens_per_req: int, bs: int) -> float:
+    table = params.verify_ms
+    top = max(table)
+    base = table.get(tokens_per_req) or table[top] + params.verify_ms_per_extra_token * (tokens_per_req - top)
+    return base + params.per_token_ms * tokens_per_req * (bs - 1)
+
+
+def uses_cuda_graph(cfg: SpecConfig, bs: int) -> bool:
+    return cfg.cuda_graph and bs <= cfg.cuda_graph_max_bs
+
+
+def iteration_ms(params: SpeedParams, cfg: SpecConfig, bs: int) -> float:
+    """Duration of one decode step (baseline) or one draft+verify iteration (speculative) at batch bs."""
+    if cfg.algorithm:
+        draft = params.draft_step_ms.get(cfg.algorithm, 1.5) + params.draft_per_req_ms * (bs - 1) * cfg.topk
+        ms = cfg.num_steps * draft + forward_ms(params, cfg.num_draft_tokens, bs)
+    else:
+        ms = forward_ms(params, 1, bs)
+    if not uses_cuda_graph(cfg, bs):
+        ms *= params.no_graph_factor
+    if not cfg.overlap:
+        ms += params.schedule_overhead_ms
+    return ms
+
+
+def prefill_ms(params: SpeedParams, cfg: SpecConfig, new_tokens: int) -> float:
+    ms = params.prefill_fixed_ms + params.prefill_per_token_ms * new_tokens
+    if cfg.algorithm:  # the draft model extends over the prompt too
+        ms += params.draft_step_ms.get(cfg.algorithm, 1.5)
+    return ms
+
+
+def effective_p(p: float, topk: int, gain: float) -> float:
+    """Per-position acceptance with top-k branches: more candidates, more chances one matches."""
+    return 1 - (1 - p) ** (1 + gain * (topk - 1))
+
+
+def draw_accepted(rng: random.Random, p: float, max_accepted: int) -> int:
+    """Accepted drafts in one verify step: a run of successes, Bernoulli p each, capped."""
+    k = 0
+    while k < max_accepted and rng.random() < p:
+        k += 1
+    return k
+
+
+def expected_accept_length(p: float, max_accepted: int) -> float:
+    """Expected tokens per request per iteration: accepted drafts + 1 bonus."""
+    return sum(p**i for i in range(max_accepted + 1))
+
+
+@cache
+def expected_iterations(p: float, max_accepted: int, tokens: int) -> float:
+    """Expected iterations to emit `tokens` tokens (the last iteration may overshoot and be truncated)."""
+    probs = [p**k * (1 - p) for k in range(max_accepted)] + [p**max_accepted]
+    e = [0.0] * (tokens + 1)
+    for n in range(1, tokens + 1):
+        e[n] = 1 + sum(pk * e[max(0, n - (k + 1))] for k, pk in enumerate(probs))
+    return e[tokens]
+
+
+def expected_output_throughput(
+    params: SpeedParams, cfg: SpecConfig, input_len: int, output_len: int, concurrency: int
+) -> float:
+    """Steady-state output tok/s of a closed loop of `concurrency` identical requests (no noise).
+
+    The prefill emits the first token; each of the `concurrency` prefills stalls everyone's decoding.
+    """
+    p = effective_p(params.accept_p, cfg.topk, params.topk_gain) if cfg.algorithm else 0.0
+    iters = expected_iterations(p, cfg.max_accepted_drafts, output_len - 1)
+    total_ms = concurrency * prefill_ms(params, cfg, input_len) + iters * iteration_ms(params, cfg, concurrency)
+    return concurrency * output_len / total_ms * 1000

@@ -1,0 +1,79 @@
+"""Command line: run one benchmark cell and print its result as one JSON object on stdout.
+
+Exit codes: 0 when the run happened (even with failed requests), 1 when no request could reach the
+server, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from .client import BACKENDS, BenchConfig, run_benchmark
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="benchclient",
+        description="Streaming load generator for an SGLang server (bench_serving semantics, random ids).",
+    )
+    parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:30000")
+    parser.add_argument("--backend", choices=BACKENDS, default="sglang")
+    parser.add_argument("--concurrency", type=_positive_int, required=True, help="requests in flight at most")
+    parser.add_argument("--num-prompts", type=_positive_int, required=True)
+    parser.add_argument("--input-len", type=_positive_int, required=True, help="prompt length in tokens")
+    parser.add_argument(
+        "--output-len", type=_positive_int, required=True, help="generated tokens per request"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--warmup-requests", type=_non_negative_int, default=1)
+    parser.add_argument("--request-timeout", type=_positive_float, default=600.0, help="seconds per request")
+    parser.add_argument("--vocab-size", type=_positive_int, default=32000, help="random ids are below this")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    config = BenchConfig(
+        base_url=args.base_url,
+        backend=args.backend,
+        concurrency=args.concurrency,
+        num_prompts=args.num_prompts,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        seed=args.seed,
+        warmup_requests=args.warmup_requests,
+        request_timeout=args.request_timeout,
+        vocab_size=args.vocab_size,
+    )
+    result, exit_code = asyncio.run(run_benchmark(config))
+    sys.stdout.write(json.dumps(result, allow_nan=False) + "\n")
+    sys.stdout.flush()
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

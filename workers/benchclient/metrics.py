@@ -1,0 +1,166 @@
+"""Benchmark arithmetic, following bench_serving's calculate_metrics (reference §5.2).
+
+Pure: no I/O and no aiohttp, so the numbers can be checked against hand-computed timings.
+All times are seconds from one monotonic clock; reported latencies are converted to milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# How many distinct error messages a result keeps; the rest are only counted.
+MAX_ERRORS_KEPT = 5
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """What the client saw of one request. Only chunks that carried new tokens are recorded."""
+
+    prompt_len: int
+    start: float
+    end: float = 0.0
+    chunk_times: list[float] = field(default_factory=list)
+    # New tokens per recorded chunk. The OpenAI backend cannot count them and records 1 per chunk.
+    chunk_tokens: list[int] = field(default_factory=list)
+    output_len: int = 0
+    # Verify steps of a speculative server (meta_info.spec_verify_ct); None when the server did not say.
+    spec_verify_ct: int | None = None
+    error: str | None = None
+    # True when the server could not be reached at all (connection refused, DNS failure).
+    unreachable: bool = False
+
+    @property
+    def succeeded(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTimings:
+    ttft: float
+    latency: float
+    itl: list[float]
+    tpot: float | None
+
+
+def request_timings(record: RequestRecord, *, split_itl: bool) -> RequestTimings:
+    """ttft, e2e latency, inter-token latencies and tpot of one successful request.
+
+    With split_itl (the sglang backend) a chunk that brought n tokens contributes n gaps of gap/n, so the
+    multi-token chunks of speculative decoding do not look like one slow token.
+    """
+    ttft = record.chunk_times[0] - record.start
+    latency = record.end - record.start
+    itl: list[float] = []
+    previous = record.chunk_times[0]
+    for arrival, new_tokens in zip(record.chunk_times[1:], record.chunk_tokens[1:], strict=True):
+        gap = arrival - previous
+        previous = arrival
+        if split_itl and new_tokens > 1:
+            itl.extend([gap / new_tokens] * new_tokens)
+        else:
+            itl.append(gap)
+    tpot = (latency - ttft) / (record.output_len - 1) if record.output_len > 1 else None
+    return RequestTimings(ttft=ttft, latency=latency, itl=itl, tpot=tpot)
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """numpy.percentile's default ("linear") method on already sorted values."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    position = (len(sorted_values) - 1) * q / 100.0
+    lower = math.floor(position)
+    upper = min(lower + 1, len(sorted_values) - 1)
+    fraction = position - lower
+    return sorted_values[lower] + (sorted_values[upper] - sorted_values[lower]) * fraction
+
+
+def _distribution_ms(name: str, values_s: Sequence[float]) -> dict[str, float | None]:
+    if not values_s:
+        return {
+            f"mean_{name}_ms": None,
+            f"median_{name}_ms": None,
+            f"p90_{name}_ms": None,
+            f"p99_{name}_ms": None,
+        }
+    ordered = sorted(values_s)
+    return {
+        f"mean_{name}_ms": math.fsum(ordered) / len(ordered) * 1000.0,
+        f"median_{name}_ms": percentile(ordered, 50) * 1000.0,
+        f"p90_{name}_ms": percentile(ordered, 90) * 1000.0,
+        f"p99_{name}_ms": percentile(ordered, 99) * 1000.0,
+    }
+
+
+def max_output_tokens_per_s(records: Sequence[RequestRecord]) -> float:
+    """The most output tokens received within any one-second bucket, counted from the first request start.
+
+    Tokens are attributed to the arrival time of the chunk that carried them. When the per-chunk counts
+    do not add up to output_len (OpenAI streams, one count per chunk), they are scaled to it.
+    """
+    succeeded = [record for record in records if record.succeeded and record.chunk_times]
+    if not succeeded:
+        return 0.0
+    origin = min(record.start for record in succeeded)
+    buckets: dict[int, float] = {}
+    for record in succeeded:
+        counted = sum(record.chunk_tokens)
+        scale = record.output_len / counted if counted and record.output_len != counted else 1.0
+        for arrival, new_tokens in zip(record.chunk_times, record.chunk_tokens, strict=True):
+            second = int(arrival - origin)
+            buckets[second] = buckets.get(second, 0.0) + new_tokens * scale
+    return max(buckets.values())
+
+
+def accept_length(records: Sequence[RequestRecord]) -> float | None:
+    """Output tokens per verify step over the requests whose server reported spec_verify_ct.
+
+    The token-weighted mean of each request's spec_accept_length (= completion_tokens / spec_verify_ct).
+    """
+    tokens = 0
+    verify_steps = 0
+    for record in records:
+        if record.succeeded and record.spec_verify_ct:
+            tokens += record.output_len
+            verify_steps += record.spec_verify_ct
+    return tokens / verify_steps if verify_steps else None
+
+
+def summarize(records: Sequence[RequestRecord], *, duration: float, split_itl: bool) -> dict[str, Any]:
+    """The result fields computed from the measured (non-warm-up) requests and the wall-clock duration."""
+    succeeded = [record for record in records if record.succeeded]
+    failed = [record for record in records if not record.succeeded]
+    timings = [request_timings(record, split_itl=split_itl) for record in succeeded]
+    total_input = sum(record.prompt_len for record in succeeded)
+    total_output = sum(record.output_len for record in succeeded)
+    e2e = [timing.latency for timing in timings]
+
+    def per_second(amount: float) -> float:
+        return amount / duration if duration > 0 else 0.0
+
+    errors: list[str] = []
+    for record in failed:
+        if record.error not in errors and len(errors) < MAX_ERRORS_KEPT:
+            errors.append(record.error or "unknown error")
+    result: dict[str, Any] = {
+        "completed": len(succeeded),
+        "failed": len(failed),
+        "errors": errors,
+        "duration_s": duration,
+        "total_input_tokens": total_input,
+        "total_output_tokens": total_output,
+        "request_throughput": per_second(len(succeeded)),
+        "input_throughput": per_second(total_input),
+        "output_throughput": per_second(total_output),
+        "total_throughput": per_second(total_input + total_output),
+    }
+    result |= _distribution_ms("ttft", [timing.ttft for timing in timings])
+    result |= _distribution_ms("tpot", [timing.tpot for timing in timings if timing.tpot is not None])
+    result |= _distribution_ms("itl", [gap for timing in timings for gap in timing.itl])
+    result |= _distribution_ms("e2e_latency", e2e)
+    result["concurrency_achieved"] = per_second(math.fsum(e2e))
+    result["accept_length"] = accept_length(records)
+    result["max_output_tokens_per_s"] = max_output_tokens_per_s(records)
+    return result

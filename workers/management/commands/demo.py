@@ -1,0 +1,255 @@
+"""`make demo`: migrate, create the demo user, start the simulated GPU host's SSH endpoint, a Celery worker and
+the ASGI web server, register the simulated host (pinning its key), seed a demo experiment, and keep everything
+in the foreground until Ctrl-C, then stop every process it started."""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import asyncssh
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from experiments.forms import ExperimentSubmission
+from experiments.models import Experiment, Host, Run
+
+REPO = Path(settings.BASE_DIR)
+DEMO_USER = "demo"
+DEMO_HOST = "simhost"
+
+
+def demo_host_shell_setup(state_dir: Path, load_seconds: str) -> str:
+    """What a real host's setup would do (activate the venv with SGLang), here for the simulated one."""
+    return "\n".join(
+        [
+            f"export PATH={shlex.quote(str(REPO / 'simhost' / 'bin'))}:{shlex.quote(str(REPO / '.venv' / 'bin'))}:$PATH",
+            f"export PYTHONPATH={shlex.quote(str(REPO))}",
+            f"export SIMHOST_STATE_DIR={shlex.quote(str(state_dir))}",
+            f"export SIMHOST_LOAD_SECONDS={shlex.quote(load_seconds)}",
+        ]
+    )
+
+
+def demo_experiment_payload(models_root: str) -> dict:
+    target = f"{models_root}/kimi-k2.5-sim"
+    draft = f"{models_root}/kimi-k2.5-sim-eagle3"
+
+    def eagle(name: str, steps: int) -> dict:
+        return {
+            "name": name,
+            "model_path": target,
+            "tp_size": 8,
+            "speculative_algorithm": "EAGLE3",
+            "speculative_draft_model_path": draft,
+            "speculative_num_steps": steps,
+            "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": steps + 1,
+            "env_text": "NCCL_PROTO=LL",
+            "extra_args_text": "--mem-fraction-static 0.85",
+        }
+
+    return {
+        "experiment": {"name": "demo: EAGLE-3 2 vs 3 steps", "host": DEMO_HOST},
+        "baseline": {"name": "baseline", "model_path": target, "tp_size": 8},
+        "candidates": [eagle("eagle3-2step", 2), eagle("eagle3-3step", 3)],
+        "profile": {
+            "concurrency_text": "1, 4",
+            "num_prompts": 16,
+            "input_len": 128,
+            "output_len": 128,
+            "seed": 1,
+            "passes": 1,
+            "launches": 1,
+            "warmup_requests": 1,
+            "request_timeout_s": 600,
+            "readiness_timeout_s": 600,
+            "stall_timeout_s": 120,
+        },
+    }
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise CommandError(f"{what} exited with code {process.returncode} while starting.")
+        if _port_in_use(port):
+            return
+        time.sleep(0.2)
+    raise CommandError(f"{what} did not open port {port} within {timeout} s.")
+
+
+def _ensure_key(path: Path) -> None:
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    key.write_private_key(str(path))
+    key.write_public_key(str(path) + ".pub")
+    path.chmod(0o600)
+
+
+class Command(BaseCommand):
+    help = "Run the zero-setup demo (web, worker, simulated GPU host) in the foreground until Ctrl-C."
+
+    def handle(self, *args, **options):
+        web_port = int(os.environ.get("SPECDASH_PORT", "8000"))
+        ssh_port = int(os.environ.get("SPECDASH_SIMHOST_SSH_PORT", "2222"))
+        server_port = int(os.environ.get("SPECDASH_SIMHOST_SERVER_PORT", "30000"))
+        for port, what in ((web_port, "SPECDASH_PORT"), (ssh_port, "SPECDASH_SIMHOST_SSH_PORT")):
+            if _port_in_use(port):
+                raise CommandError(
+                    f"Port {port} ({what}) is already in use; stop what holds it or set {what}."
+                )
+
+        call_command("migrate", interactive=False, verbosity=0)
+        self._ensure_demo_user()
+        key_dir = Path(settings.SPECDASH_SSH_KEY_DIR)
+        client_key, host_key = key_dir / "demo_id_ed25519", key_dir / "simhost_host_key"
+        _ensure_key(client_key)
+        _ensure_key(host_key)
+
+        self.children: list[tuple[str, subprocess.Popen]] = []
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        try:
+            sshd = self._start(
+                "simulated host sshd",
+                [
+                    sys.executable,
+                    "-m",
+                    "simhost.sshd",
+                    "--listen",
+                    "127.0.0.1",
+                    "--port",
+                    str(ssh_port),
+                    "--host-key",
+                    str(host_key),
+                    "--authorized-keys",
+                    f"{client_key}.pub",
+                ],
+            )
+            _wait_for_port(ssh_port, sshd, "The simulated host's sshd")
+            self._register_host(ssh_port, server_port, client_key.name)
+            self._start(
+                "celery worker",
+                [
+                    str(REPO / ".venv" / "bin" / "celery"),
+                    "-A",
+                    "dashboard",
+                    "worker",
+                    "--loglevel",
+                    "INFO",
+                    "--concurrency",
+                    "2",
+                    "--without-gossip",
+                    "--without-mingle",
+                ],
+            )
+            web = self._start(
+                "web",
+                [
+                    str(REPO / ".venv" / "bin" / "daphne"),
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(web_port),
+                    "dashboard.asgi:application",
+                ],
+            )
+            _wait_for_port(web_port, web, "The web server")
+            experiment = self._seed_experiment()
+            url = f"http://127.0.0.1:{web_port}/"
+            self.stdout.write(self.style.SUCCESS(f"\nspecdash demo is running: {url}  (login: demo / demo)"))
+            if experiment:
+                self.stdout.write(f"Demo experiment: {url.rstrip('/')}{experiment.get_absolute_url()}")
+            self.stdout.write("Press Ctrl-C to stop web, worker and the simulated host.\n")
+            while True:
+                for name, child in self.children:
+                    if child.poll() is not None:
+                        raise CommandError(
+                            f"The {name} exited with code {child.returncode}; stopping the demo."
+                        )
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            self.stdout.write("\nStopping ...")
+        finally:
+            self._stop_children()
+
+    def _start(self, name: str, argv: list[str]) -> subprocess.Popen:
+        # Each child leads its own process group so that stopping it also stops what it spawned.
+        child = subprocess.Popen(argv, cwd=REPO, start_new_session=True)
+        self.children.append((name, child))
+        return child
+
+    def _stop_children(self) -> None:
+        for _, child in reversed(self.children):
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for _, child in reversed(self.children):
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+        self.stdout.write("Stopped.")
+
+    def _ensure_demo_user(self) -> None:
+        user, _ = get_user_model().objects.get_or_create(username=DEMO_USER, defaults={"is_staff": True})
+        user.is_staff = user.is_superuser = True
+        user.set_password(DEMO_USER)
+        user.save()
+
+    def _register_host(self, ssh_port: int, server_port: int, key_name: str) -> None:
+        var = Path(settings.VAR_DIR)
+        call_command(
+            "register_host",
+            DEMO_HOST,
+            address="127.0.0.1",
+            port=ssh_port,
+            user=getpass.getuser(),
+            key_name=key_name,
+            work_dir=str(var / "simhost-work"),
+            models_root=str(REPO / "simhost" / "models"),
+            shell_setup=demo_host_shell_setup(
+                var / "simhost-state", os.environ.get("SIMHOST_LOAD_SECONDS", "6")
+            ),
+            launcher="python -m simhost.launch_server",
+            python="python",
+            server_port=server_port,
+            repin=True,  # our own sshd on loopback; its key is pinned afresh at each registration
+        )
+
+    def _seed_experiment(self) -> Experiment | None:
+        host = Host.objects.get(name=DEMO_HOST)
+        # A host left dirty or locked by an earlier demo that was killed hard would block the new runs.
+        Host.objects.filter(pk=host.pk).update(is_dirty=False, dirty_reason="", active_run=None)
+        stale = Run.objects.filter(host=host).exclude(state__in=Run.TERMINAL_STATES)
+        for pgid in stale.exclude(remote_pgid=None).values_list("remote_pgid", flat=True):
+            # The simulated host is this machine: a server left by a demo killed hard is ours to stop.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        stale.update(state=Run.State.CANCELLED, failure_message="The demo was restarted.")
+        payload = demo_experiment_payload(host.models_root)
+        submission = ExperimentSubmission(
+            payload["experiment"], payload["baseline"], payload["candidates"], payload["profile"]
+        )
+        if not submission.is_valid():
+            raise CommandError(f"The demo experiment is invalid: {submission.errors}")
+        return submission.save(get_user_model().objects.get(username=DEMO_USER))

@@ -1,0 +1,161 @@
+"""Everything that talks to a GPU host goes through `HostConnection` (asyncssh, pinned host key)."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+
+class SSHError(Exception):
+    """The host could not be reached or refused us; the message says why in a user's words."""
+
+
+class HostKeyMismatch(SSHError):
+    pass
+
+
+@dataclass(frozen=True)
+class HostAccess:
+    """What is needed to reach a host, detached from the ORM so async code never touches the database."""
+
+    name: str
+    address: str
+    port: int
+    username: str
+    key_path: Path | None
+    host_key: str  # pinned OpenSSH public key; empty only while pinning
+    shell_setup: str = ""
+    work_dir: str = "specdash-work"
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_status: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+
+def quote_command(argv: Sequence[str]) -> str:
+    """One shell word per argument: a value with metacharacters is passed literally, never executed."""
+    return " ".join(shlex.quote(str(arg)) for arg in argv)
+
+
+def env_assignments(env: Mapping[str, str]) -> list[str]:
+    return [f"{name}={value}" for name, value in env.items()]
+
+
+class HostConnection:
+    def __init__(self, access: HostAccess, conn: asyncssh.SSHClientConnection) -> None:
+        self.access = access
+        self._conn = conn
+
+    @classmethod
+    async def open(cls, access: HostAccess, *, timeout: float = 15.0, pin: bool = False) -> HostConnection:
+        """Connect; the host key must match the pinned one (or, with `pin`, any key is accepted to record it)."""
+        if pin:
+            known_hosts = None
+        else:
+            if not access.host_key.strip():
+                raise SSHError(f"Host {access.name} has no pinned host key; test the connection first.")
+            try:
+                pinned = asyncssh.import_public_key(access.host_key.strip())
+            except (asyncssh.KeyImportError, ValueError) as exc:
+                raise SSHError(
+                    f"The pinned host key of {access.name} is not a valid public key: {exc}"
+                ) from exc
+            known_hosts = ([pinned], [], [])
+        client_keys = [str(access.key_path)] if access.key_path else None
+        try:
+            conn = await asyncio.wait_for(
+                asyncssh.connect(
+                    access.address,
+                    port=access.port,
+                    username=access.username,
+                    client_keys=client_keys,
+                    known_hosts=known_hosts,
+                    config=[],
+                    keepalive_interval=15,
+                    keepalive_count_max=4,
+                ),
+                timeout,
+            )
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise HostKeyMismatch(
+                f"The host key of {access.name} ({access.address}:{access.port}) does not match the pinned key; "
+                "refusing to connect. If the host was really reinstalled, re-pin it with a connection test."
+            ) from exc
+        except asyncssh.PermissionDenied as exc:
+            raise SSHError(
+                f"{access.username}@{access.address}:{access.port} refused our key: {exc}"
+            ) from exc
+        except (OSError, asyncssh.Error, TimeoutError) as exc:
+            reason = str(exc) or type(exc).__name__
+            raise SSHError(f"Cannot reach {access.address}:{access.port}: {reason}") from exc
+        return cls(access, conn)
+
+    @property
+    def server_host_key(self) -> str:
+        key = self._conn.get_server_host_key()
+        return key.export_public_key().decode().strip() if key else ""
+
+    def script(self, command: str) -> str:
+        """The command prefixed with the host's shell setup, run by bash whatever the login shell is."""
+        setup = self.access.shell_setup.strip()
+        body = f"{setup}\n{command}" if setup else command
+        return "exec bash -c " + shlex.quote(body)
+
+    async def run(self, command: str, *, timeout: float | None = 60.0) -> CommandResult:
+        try:
+            result = await asyncio.wait_for(self._conn.run(self.script(command), check=False), timeout)
+        except TimeoutError as exc:
+            raise SSHError(
+                f"Command timed out after {timeout} s on {self.access.name}: {command[:200]}"
+            ) from exc
+        except (OSError, asyncssh.Error) as exc:
+            raise SSHError(f"SSH connection to {self.access.name} failed: {exc}") from exc
+        exit_status = result.exit_status if result.exit_status is not None else 255
+        return CommandResult(exit_status, _text(result.stdout), _text(result.stderr))
+
+    async def start(self, command: str) -> asyncssh.SSHClientProcess:
+        """A long-running remote command whose stdout is read as bytes (the log tail)."""
+        return await self._conn.create_process(self.script(command), encoding=None)
+
+    async def put_tree(self, local_dir: Path, remote_parent: str) -> None:
+        """Copy a directory into `remote_parent` (created if missing), replacing files of the same name."""
+        try:
+            async with self._conn.start_sftp_client() as sftp:
+                await sftp.makedirs(remote_parent, exist_ok=True)
+                await sftp.put(str(local_dir), remote_parent, recurse=True)
+        except (OSError, asyncssh.Error) as exc:
+            raise SSHError(
+                f"Could not copy {local_dir.name} to {self.access.name}:{remote_parent}: {exc}"
+            ) from exc
+
+    async def forward_port(self, remote_port: int) -> int:
+        """A local loopback port that reaches 127.0.0.1:`remote_port` on the host through this connection."""
+        listener = await self._conn.forward_local_port("127.0.0.1", 0, "127.0.0.1", remote_port)
+        return listener.get_port()
+
+    async def close(self) -> None:
+        self._conn.close()
+        try:
+            await asyncio.wait_for(self._conn.wait_closed(), 5)
+        except (TimeoutError, OSError, asyncssh.Error):
+            pass
+
+
+def _text(value: str | bytes | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value
