@@ -72,9 +72,7 @@ def sshd(tmp_path_factory) -> SSHServer:
     key_dir = root / "keys"
     key_dir.mkdir()
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "host_key")], check=True)
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_dir / "id_test")], check=True
-    )
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_dir / "id_test")], check=True)
     (root / "authorized_keys").write_text((key_dir / "id_test.pub").read_text())
     port = free_port()
     config = root / "sshd_config"
@@ -148,17 +146,24 @@ def sim_host(sshd, tmp_path, settings):
 
 
 @pytest.fixture(scope="session")
-def celery_worker_process(django_db_setup, django_db_blocker, sshd, tmp_path_factory):
-    """A real `celery worker` process on a queue of its own, connected to the test database."""
+def task_queue() -> str:
+    """A Celery queue of this test session's own, so a demo worker on this machine never takes its tasks."""
+    from dashboard.celery import app
+
+    queue = f"specdash-test-{uuid.uuid4().hex[:8]}"
+    app.conf.task_default_queue = queue
+    return queue
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, sshd, task_queue, tmp_path_factory):
+    """A real `celery worker` process on the session's queue, connected to the test database."""
     from django.conf import settings
     from django.db import connection
 
-    from dashboard.celery import app
-
     if connection.vendor != "postgresql":
         pytest.skip("the worker process needs a shared database: run the integration tests with PostgreSQL")
-    queue = f"specdash-test-{uuid.uuid4().hex[:8]}"
-    app.conf.task_default_queue = queue
+    queue = task_queue
     db = settings.DATABASES["default"]
     env = {
         **os.environ,
@@ -200,3 +205,79 @@ def celery_worker_process(django_db_setup, django_db_blocker, sshd, tmp_path_fac
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def live_web(django_db_setup, sshd, task_queue, tmp_path_factory):
+    """The real ASGI server (daphne: HTTP and websockets) on a free port, sharing the test database."""
+    from django.conf import settings
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the web server process needs a shared database: run the browser tests with PostgreSQL")
+    db = settings.DATABASES["default"]
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "SECRET_KEY": settings.SECRET_KEY,
+        "SPECDASH_SSH_KEY_DIR": str(sshd.key_dir),
+        "SPECDASH_QUEUE": task_queue,
+    }
+    log_path = tmp_path_factory.mktemp("web") / "daphne.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
+        cwd=REPO,
+        env=env,
+        stdout=open(log_path, "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_for_port(port, timeout=30, process=process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian Chromium driven by Playwright (no browser download: the system binary)."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.fail("Debian chromium is not installed (apt-get install chromium); .ci/run installs it.")
+    # Playwright's sync API runs an event loop in this thread; the tests' own ORM calls stay synchronous.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(
+            executable_path=chromium,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield instance
+        instance.close()
+    if previous is None:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # The default hasher costs ~0.2 s per user; tests create many users and test no hashing strength.
+    # PBKDF2 stays available for users that a separate web server process (browser tests) must verify.
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    ]

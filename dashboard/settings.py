@@ -74,8 +74,13 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # The demo's web server and worker write concurrently; wait for the lock instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # The demo's web server and worker write concurrently: WAL lets readers run beside the writer, and
+    # IMMEDIATE transactions take the write lock up front (waiting up to `timeout`) instead of failing when a
+    # read transaction later needs to write.
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -118,6 +123,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# WhiteNoise serves from the finders (no collectstatic needed) but wants its root to exist.
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # plotly.js comes from the installed plotly package, so the page and the Python figures always agree on the
 # version and no CDN is needed.
 STATICFILES_DIRS = [

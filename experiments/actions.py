@@ -44,9 +44,7 @@ def do_create_experiment(
     if profile.pk is None:
         profile.created_by = user
         profile.save()
-    experiment = Experiment.objects.create(
-        name=name, host=host, baseline=baseline, profile=profile, created_by=user
-    )
+    experiment = Experiment.objects.create(name=name, host=host, baseline=baseline, profile=profile, created_by=user)
     Candidate.objects.bulk_create(
         Candidate(experiment=experiment, config=config, position=i) for i, config in enumerate(candidates)
     )
@@ -121,6 +119,16 @@ def do_claim_next_run(host_id: int, worker: str) -> Run | None:
 
 
 @transaction.atomic
+def do_abandon_run(run: Run, message: str) -> None:
+    """Last resort when the orchestrator itself could not run: fail the run and free its host."""
+    run.refresh_from_db()
+    if not run.is_finished:
+        do_record_failure(run, Run.FailureKind.INTERNAL, message)
+        do_advance_run(run, Run.State.FAILED)
+    do_release_host(run)
+
+
+@transaction.atomic
 def do_release_host(run: Run) -> None:
     Host.objects.filter(pk=run.host_id, active_run=run).update(active_run=None)
     _enqueue_drive_host(run.host_id)
@@ -163,9 +171,7 @@ def do_update_run(run: Run, *, notify: bool = True, **facts: Any) -> None:
 
 
 @transaction.atomic
-def do_record_failure(
-    run: Run, kind: str, message: str, excerpt: str = "", first_line: int | None = None
-) -> None:
+def do_record_failure(run: Run, kind: str, message: str, excerpt: str = "", first_line: int | None = None) -> None:
     """Remember why a run failed; the first failure wins (later ones are consequences of it)."""
     if run.failure_kind:
         return
@@ -193,9 +199,7 @@ def do_append_log(run: Run, first_line: int, lines: list[str], new_offset: int) 
         log_lines=F("log_lines") + len(lines), log_offset=new_offset, heartbeat_at=timezone.now()
     )
     if updated != 1:
-        raise ValueError(
-            f"log batch for run {run.pk} starts at line {first_line}, not after the stored lines"
-        )
+        raise ValueError(f"log batch for run {run.pk} starts at line {first_line}, not after the stored lines")
     LogChunk.objects.create(run=run, first_line=first_line, line_count=len(lines), text="\n".join(lines))
     run.log_lines = first_line - 1 + len(lines)
     run.log_offset = new_offset

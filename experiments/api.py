@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import NinjaAPI, Schema
+from ninja import NinjaAPI, Schema, Status
 from ninja.errors import HttpError
 from ninja.security import HttpBearer, django_auth
 
@@ -127,21 +127,22 @@ def create_experiment(request: HttpRequest, payload: ExperimentIn):
         _profile_data(payload.profile),
     )
     if not submission.is_valid():
-        return 422, {"detail": "invalid experiment", "errors": submission.errors}
+        return Status(422, {"detail": "invalid experiment", "errors": submission.errors})
     experiment = submission.save(request.user)
     runs = experiment.run_set.select_related("config").order_by("sequence")
-    return 201, {
-        "id": experiment.pk,
-        "url": experiment.get_absolute_url(),
-        "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs],
-    }
+    return Status(
+        201,
+        {
+            "id": experiment.pk,
+            "url": experiment.get_absolute_url(),
+            "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs],
+        },
+    )
 
 
 @api.get("/experiments/{experiment_id}")
 def get_experiment(request: HttpRequest, experiment_id: int):
-    experiment = get_object_or_404(
-        Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id
-    )
+    experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
     report = build_report(experiment, with_figures=False)
     return {
         "id": experiment.pk,
@@ -165,9 +166,7 @@ def export_experiment_csv(request: HttpRequest, experiment_id: int) -> HttpRespo
 
 @api.get("/runs/{run_id}")
 def get_run(request: HttpRequest, run_id: int):
-    run = get_object_or_404(
-        Run.objects.select_related("config").prefetch_related("measurement_set"), pk=run_id
-    )
+    run = get_object_or_404(Run.objects.select_related("config").prefetch_related("measurement_set"), pk=run_id)
     return _run_json(run)
 
 
@@ -186,8 +185,8 @@ def read_log_lines(run_id: int, *, after: int, limit: int) -> list[dict[str, Any
     """Lines after line number `after` (1-based numbering), at most `limit` of them."""
     chunks = (
         LogChunk.objects.filter(run_id=run_id, first_line__lte=after + limit)
-        .annotate(last_line=F("first_line") + F("line_count") - 1)
-        .filter(last_line__gt=after)
+        .annotate(through_line=F("first_line") + F("line_count") - 1)
+        .filter(through_line__gt=after)
         .order_by("first_line")
         .values_list("first_line", "text")
     )

@@ -47,14 +47,10 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
             limit = REPLAY_PAGE if upto is None else min(REPLAY_PAGE, upto - self.last_sent)
             if limit <= 0:
                 return
-            lines = await database_sync_to_async(read_log_lines)(
-                self.run_id, after=self.last_sent, limit=limit
-            )
+            lines = await database_sync_to_async(read_log_lines)(self.run_id, after=self.last_sent, limit=limit)
             if not lines:
                 return
-            await self.send_json(
-                {"type": "lines", "first": lines[0]["n"], "lines": [x["text"] for x in lines]}
-            )
+            await self.send_json({"type": "lines", "first": lines[0]["n"], "lines": [x["text"] for x in lines]})
             self.last_sent = lines[-1]["n"]
 
     async def log_lines(self, event: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.db import models
 
 from .models import MANAGED_FLAGS, BenchmarkProfile, Host, ServerConfig
 
@@ -41,6 +42,21 @@ def parse_env(text: str) -> dict[str, str]:
     return env
 
 
+def check_env(env: Any) -> dict[str, str]:
+    """The JSON API's env object, held to the rules of the NAME=VALUE text the browser sends."""
+    if not isinstance(env, dict):
+        raise ValidationError("The environment must be an object of NAME -> value.")
+    checked: dict[str, str] = {}
+    for name, value in env.items():
+        if not ENV_NAME.match(name):
+            raise ValidationError(f"{name!r} is not a valid environment variable name.")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValidationError(f"The value of {name} must be a string.")
+        _no_control_chars(str(value), f"The value of {name}")
+        checked[name] = str(value)
+    return checked
+
+
 def format_env(env: dict[str, str]) -> str:
     return "\n".join(f"{name}={value}" for name, value in env.items())
 
@@ -50,6 +66,12 @@ def parse_extra_args(text: str) -> list[str]:
         args = shlex.split(text)
     except ValueError as exc:
         raise ValidationError(f"Could not split the extra arguments: {exc}.") from exc
+    return check_extra_args(args)
+
+
+def check_extra_args(args: Any) -> list[str]:
+    if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+        raise ValidationError('Extra arguments must be a list of strings, e.g. ["--mem-fraction-static", "0.85"].')
     for arg in args:
         _no_control_chars(arg, "Extra arguments")
     if args and not args[0].startswith("-"):
@@ -91,9 +113,7 @@ class ServerConfigForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="NAME=VALUE per line",
     )
-    extra_args_text = forms.CharField(
-        label="Extra flags", required=False, help_text="e.g. --mem-fraction-static 0.85"
-    )
+    extra_args_text = forms.CharField(label="Extra flags", required=False, help_text="e.g. --mem-fraction-static 0.85")
     expect = forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
     log_metrics = forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
@@ -138,10 +158,15 @@ class ServerConfigForm(forms.ModelForm):
             raise ValidationError("TP size must be between 1 and 64.")
         return value
 
+    # The JSON API hands env and extra_args over as given (see config_form_data); the browser sends text.
     def clean_env_text(self) -> dict[str, str]:
+        if self.add_prefix("env") in self.data:
+            return check_env(self.data[self.add_prefix("env")])
         return parse_env(self.cleaned_data.get("env_text") or "")
 
     def clean_extra_args_text(self) -> list[str]:
+        if self.add_prefix("extra_args") in self.data:
+            return check_extra_args(self.data[self.add_prefix("extra_args")])
         return parse_extra_args(self.cleaned_data.get("extra_args_text") or "")
 
     def clean_expect(self) -> dict[str, Any]:
@@ -178,7 +203,8 @@ class ServerConfigForm(forms.ModelForm):
         return value
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         algorithm = data.get("speculative_algorithm") or ""
         spec_fields = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
         values = {f: data.get(f) for f in spec_fields}
@@ -218,9 +244,7 @@ class ServerConfigForm(forms.ModelForm):
 
 
 class BenchmarkProfileForm(forms.ModelForm):
-    concurrency_text = forms.CharField(
-        label="Concurrency levels", initial="1, 4", help_text="comma-separated"
-    )
+    concurrency_text = forms.CharField(label="Concurrency levels", initial="1, 4", help_text="comma-separated")
 
     class Meta:
         model = BenchmarkProfile
@@ -253,7 +277,8 @@ class BenchmarkProfileForm(forms.ModelForm):
         return parse_concurrency(self.cleaned_data["concurrency_text"])
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         for field, (low, high) in self.LIMITS.items():
             value = data.get(field)
             if value is not None and not low <= value <= high:
@@ -289,8 +314,10 @@ def config_form_data(payload: dict[str, Any]) -> dict[str, Any]:
     for key in ("speculative_algorithm", "speculative_draft_model_path", "served_model_name"):
         if data.get(key) is None:
             data[key] = ""
-    data["env_text"] = format_env(payload.get("env") or {})
-    data["extra_args_text"] = shlex.join(payload.get("extra_args") or [])
+    # Not turned into text: a newline in an env value would read as a second variable, and a string of
+    # extra args would be split into characters. The form checks them as given.
+    data["env"] = payload.get("env") or {}
+    data["extra_args"] = payload.get("extra_args") or []
     data["expect"] = json.dumps(payload.get("expect") or {})
     data["log_metrics"] = json.dumps(payload.get("log_metrics") or {})
     return data
@@ -299,19 +326,17 @@ def config_form_data(payload: dict[str, Any]) -> dict[str, Any]:
 def profile_form_data(payload: dict[str, Any]) -> dict[str, Any]:
     data = {k: v for k, v in payload.items() if k != "concurrency"}
     concurrency = payload.get("concurrency", [])
-    data["concurrency_text"] = (
-        ", ".join(str(c) for c in concurrency) if isinstance(concurrency, list) else concurrency
-    )
+    data["concurrency_text"] = ", ".join(str(c) for c in concurrency) if isinstance(concurrency, list) else concurrency
     return data
 
 
 def apply_profile_defaults(data: dict[str, Any]) -> dict[str, Any]:
     """Fill fields the JSON payload may omit with the model's defaults (the HTML form always sends them)."""
-    defaults = {
-        f.name: f.default
-        for f in BenchmarkProfile._meta.get_fields()
-        if getattr(f, "has_default", lambda: False)() and f.name in BenchmarkProfileForm.Meta.fields
-    }
+    defaults = {}
+    for name in BenchmarkProfileForm.Meta.fields:
+        field = BenchmarkProfile._meta.get_field(name)
+        if isinstance(field, models.Field):
+            defaults[name] = field.get_default()
     return {**defaults, **data}
 
 
@@ -360,7 +385,7 @@ class ExperimentSubmission:
             if not form.is_valid():
                 for field, messages in form.errors.items():
                     key = f"{path}{field}" if field != "__all__" else (path.rstrip(".") or "__all__")
-                    self.errors[key.replace("_text", "")] = list(messages)
+                    self.errors[key.replace("_text", "")] = [str(m) for m in messages]
         if not self.candidate_forms:
             self.errors["candidates"] = ["Add at least one candidate config."]
         elif len(self.candidate_forms) > self.MAX_CANDIDATES:
@@ -371,9 +396,7 @@ class ExperimentSubmission:
         return not self.errors
 
     def _check_names(self) -> None:
-        names = [self.baseline_form.cleaned_data["name"]] + [
-            f.cleaned_data["name"] for f in self.candidate_forms
-        ]
+        names = [self.baseline_form.cleaned_data["name"]] + [f.cleaned_data["name"] for f in self.candidate_forms]
         seen: set[str] = set()
         for i, name in enumerate(names):
             if name in seen:
@@ -388,9 +411,7 @@ class ExperimentSubmission:
         for path, form in self._named_forms():
             tp = form.cleaned_data.get("tp_size") if isinstance(form, ServerConfigForm) else None
             if tp and tp > host.gpu_count:
-                self.errors[f"{path}tp_size"] = [
-                    f"Host {host.name} has {host.gpu_count} GPUs, fewer than tp {tp}."
-                ]
+                self.errors[f"{path}tp_size"] = [f"Host {host.name} has {host.gpu_count} GPUs, fewer than tp {tp}."]
 
     def save(self, user):
         from .actions import do_create_experiment

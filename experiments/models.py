@@ -47,19 +47,11 @@ class Host(models.Model):
     )
     host_key = models.TextField(blank=True, help_text="Pinned host public key (OpenSSH format).")
     gpu_inventory = models.JSONField(default=list, blank=True)
-    work_dir = models.CharField(
-        max_length=512, default="specdash-work", help_text="Relative to the login's home."
-    )
-    models_root = models.CharField(
-        max_length=512, blank=True, help_text="Directory whose subdirectories are models."
-    )
-    shell_setup = models.TextField(
-        blank=True, help_text="Shell lines run before every command, e.g. activate a venv."
-    )
+    work_dir = models.CharField(max_length=512, default="specdash-work", help_text="Relative to the login's home.")
+    models_root = models.CharField(max_length=512, blank=True, help_text="Directory whose subdirectories are models.")
+    shell_setup = models.TextField(blank=True, help_text="Shell lines run before every command, e.g. activate a venv.")
     launcher = models.CharField(max_length=255, default="python3 -m sglang.launch_server")
-    python = models.CharField(
-        max_length=255, default="python3", help_text="Runs the shipped benchmark client."
-    )
+    python = models.CharField(max_length=255, default="python3", help_text="Runs the shipped benchmark client.")
     server_port = models.PositiveIntegerField(default=30000)
     is_dirty = models.BooleanField(default=False)
     dirty_reason = models.TextField(blank=True)
@@ -132,6 +124,13 @@ class ServerConfig(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        new_hash = self.compute_hash()
+        if self.pk and new_hash != self.content_hash and self.is_frozen:
+            raise ValueError(f"Config {self.name!r} was used by a finished run and cannot change; copy it instead.")
+        self.content_hash = new_hash
+        super().save(*args, **kwargs)
+
     @property
     def is_speculative(self) -> bool:
         return bool(self.speculative_algorithm)
@@ -151,15 +150,6 @@ class ServerConfig(models.Model):
     def is_frozen(self) -> bool:
         """A config that a finished run used is history: editing it would rewrite what was measured."""
         return self.pk is not None and self.run_set.filter(state__in=Run.TERMINAL_STATES).exists()
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        new_hash = self.compute_hash()
-        if self.pk and new_hash != self.content_hash and self.is_frozen:
-            raise ValueError(
-                f"Config {self.name!r} was used by a finished run and cannot change; copy it instead."
-            )
-        self.content_hash = new_hash
-        super().save(*args, **kwargs)
 
 
 class BenchmarkProfile(models.Model):
@@ -241,9 +231,10 @@ class Candidate(models.Model):
 
     class Meta:
         ordering = ["position"]
-        constraints = [
-            models.UniqueConstraint(fields=["experiment", "position"], name="candidate_position_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["experiment", "position"], name="candidate_position_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.experiment_id}#{self.position}: {self.config_id}"
 
 
 class RunQuerySet(models.QuerySet["Run"]):
@@ -432,10 +423,11 @@ class Measurement(models.Model):
     class Meta:
         ordering = ["run_id", "pass_index", "concurrency"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["run", "pass_index", "concurrency"], name="measurement_cell_unique"
-            )
+            models.UniqueConstraint(fields=["run", "pass_index", "concurrency"], name="measurement_cell_unique")
         ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} pass {self.pass_index} c={self.concurrency}: {self.output_throughput:.1f} tok/s"
 
 
 class LogChunk(models.Model):
@@ -448,9 +440,10 @@ class LogChunk(models.Model):
 
     class Meta:
         ordering = ["run_id", "first_line"]
-        constraints = [
-            models.UniqueConstraint(fields=["run", "first_line"], name="logchunk_first_line_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["run", "first_line"], name="logchunk_first_line_unique")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} lines {self.first_line}-{self.last_line}"
 
     @property
     def last_line(self) -> int:
@@ -475,6 +468,9 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
 
     objects = ApiTokenQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.user_id})"
 
     @staticmethod
     def digest_of(raw_token: str) -> str:

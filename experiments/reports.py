@@ -52,7 +52,8 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         for m in measurements
     ]
     rows = analysis.compare(samples, baseline=baseline.name, candidates=[c.name for c in candidates])
-    break_even = {c.name: analysis.break_even_concurrency(rows, c.name) for c in candidates}
+    measured = {row.candidate for row in rows}
+    break_even = {c.name: analysis.break_even_concurrency(rows, c.name) for c in candidates if c.name in measured}
     series = _throughput_series(samples, [baseline.name] + [c.name for c in candidates])
     report = ExperimentReport(
         experiment=experiment,

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import csv
-from typing import Any
+import re
+from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -26,17 +28,16 @@ DEFAULT_CANDIDATE = {
 
 @login_required
 def experiment_list(request: HttpRequest) -> HttpResponse:
-    experiments = list(
-        Experiment.objects.select_related("host", "created_by", "baseline").prefetch_related("run_set")
-    )
+    experiments = list(Experiment.objects.select_related("host", "created_by", "baseline").prefetch_related("run_set"))
     rows = [(e, e.status_of(list(e.run_set.all()))) for e in experiments]
     return render(request, "experiments/experiment_list.html", {"rows": rows})
 
 
 def _submission_from_post(post) -> ExperimentSubmission:
-    count = min(int(post.get("candidate_count") or 0), ExperimentSubmission.MAX_CANDIDATES + 1)
-    # Blocks the user removed in the browser leave holes in the numbering; skip them.
-    prefixes = [f"cand-{i}" for i in range(count) if f"cand-{i}-name" in post]
+    # Blocks the user removed in the browser leave holes in the numbering: take the blocks that were posted
+    # (DATA_UPLOAD_MAX_NUMBER_FIELDS bounds them), so none is dropped and no counter can crash the view.
+    numbers = sorted(int(m[1]) for key in post if (m := re.fullmatch(r"cand-(\d+)-name", key)))
+    prefixes = [f"cand-{i}" for i in numbers]
     return ExperimentSubmission(post, post, [post] * len(prefixes), post, candidate_prefixes=prefixes)
 
 
@@ -86,9 +87,7 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    experiment = get_object_or_404(
-        Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id
-    )
+    experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
     report = build_report(experiment)
     return render(
         request,
@@ -139,9 +138,7 @@ def run_log_download(request: HttpRequest, run_id: int) -> StreamingHttpResponse
     run = get_object_or_404(Run, pk=run_id)
 
     def lines():
-        for text in (
-            LogChunk.objects.filter(run=run).order_by("first_line").values_list("text", flat=True).iterator()
-        ):
+        for text in LogChunk.objects.filter(run=run).order_by("first_line").values_list("text", flat=True).iterator():
             yield text + "\n"
 
     response = StreamingHttpResponse(lines(), content_type="text/plain; charset=utf-8")
@@ -177,13 +174,15 @@ def clean_host(request: HttpRequest, host_id: int) -> HttpResponse:
 
 @login_required
 def token_list(request: HttpRequest) -> HttpResponse:
-    tokens = ApiToken.objects.filter(user=request.user).order_by("-created_at")
-    return render(request, "experiments/token_list.html", {"tokens": tokens})
+    return render(request, "experiments/token_list.html", {"tokens": _tokens_of(request)})
 
 
 @login_required
 @require_POST
 def create_token(request: HttpRequest) -> HttpResponse:
     _, raw = ApiToken.issue(request.user, name=(request.POST.get("name") or "api")[:100])
-    tokens = ApiToken.objects.filter(user=request.user).order_by("-created_at")
-    return render(request, "experiments/token_list.html", {"tokens": tokens, "new_token": raw})
+    return render(request, "experiments/token_list.html", {"tokens": _tokens_of(request), "new_token": raw})
+
+
+def _tokens_of(request: HttpRequest):
+    return ApiToken.objects.filter(user=cast(User, request.user)).order_by("-created_at")

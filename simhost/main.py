@@ -119,8 +119,10 @@ class Launcher:
         infos: dict[int, dict[str, Any]] = {}
         pending = dict(enumerate(self.conns))
         while pending:
-            for conn in wait(list(pending.values()), timeout=0.2):
-                rank = next(r for r, c in pending.items() if c is conn)
+            answered = wait(list(pending.values()), timeout=0.2)
+            for rank, conn in list(pending.items()):
+                if conn not in answered:
+                    continue
                 try:
                     _, info = conn.recv()
                 except (EOFError, OSError):
@@ -141,7 +143,7 @@ class Launcher:
         for pid in _children(os.getpid()):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        raise SystemExit(1)
+        os._exit(1)
 
     def stop_children(self, timeout: float = 1.0) -> None:
         for conn in self.conns:
@@ -226,7 +228,7 @@ class Launcher:
         except OSError as exc:
             logs.line(
                 f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
-                f"('{a.host}', {a.port}): {(exc.strerror or str(exc)).lower()}"
+                f"('{a.host}', {a.port}): {os.strerror(exc.errno or 98).lower()}"
             )
             self.stop_children()
             return 1
@@ -298,4 +300,6 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGQUIT, _startup_sigquit)
     launcher.spawn()
     ready = launcher.wait_ready()
-    return asyncio.run(launcher.serve(ready))
+    code = asyncio.run(launcher.serve(ready))
+    # Not sys.exit: multiprocessing's atexit hook would join a scheduler that refuses to stop.
+    os._exit(code)

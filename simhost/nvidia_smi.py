@@ -144,10 +144,10 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(f"{exc}\n")
         return 6
     if "--gpu-reset" in opts or "-r" in opts:
-        n = gpu.reset()
+        released = gpu.reset()
         for i in indices:
             sys.stdout.write(f"GPU {gpu.bus_id(i)} was successfully reset.\n")
-        sys.stdout.write(f"({n} leaked allocation(s) released)\n" if n else "")
+        sys.stdout.write(f"({released} leaked allocation(s) released)\n" if released else "")
         return 0
     if "-L" in opts or "--list-gpus" in opts:
         name = knobs.get("SIMHOST_GPU_NAME")

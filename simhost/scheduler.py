@@ -442,7 +442,7 @@ class _Rank:
                 message = ("parent_gone",)
             if message[0] == "crash":
                 self.fail(request_crash_traceback(bool(self.a["speculative_algorithm"])))
-            if message[0] == "parent_gone" and self.stubborn:
+            if self.stubborn:
                 while True:  # outlives the server, memory held, until SIGKILL
                     time.sleep(3600)
             self.exit(0)
@@ -487,12 +487,20 @@ def _graph_batch_sizes(a: dict[str, Any], max_running: int) -> list[int]:
     return [s for s in sizes if s <= cap] or [1]
 
 
-def run_scheduler_process(job: RankJob, conn: Any) -> None:
-    """Entry point of a spawned scheduler process."""
+def _set_title(title: str) -> None:
+    # Without SPT_NOENV, setproctitle reuses the environ memory for the title and /proc/<pid>/environ reads
+    # as zeros; keep it intact so environment checks against the scheduler processes work.
+    os.environ.setdefault("SPT_NOENV", "1")
     from setproctitle import setproctitle
 
+    setproctitle(title)
+
+
+def run_scheduler_process(job: RankJob, conn: Any) -> None:
+    """Entry point of a spawned scheduler process."""
+
     rank = _Rank(job, conn)
-    setproctitle(rank.name)
+    _set_title(rank.name)
     if rank.stubborn:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     else:
@@ -506,9 +514,7 @@ def run_scheduler_process(job: RankJob, conn: Any) -> None:
 
 
 def run_detokenizer_process(parent_pid: int) -> None:
-    from setproctitle import setproctitle
-
-    setproctitle("sglang::detokenizer")
+    _set_title("sglang::detokenizer")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while os.getppid() == parent_pid:
         time.sleep(0.2)

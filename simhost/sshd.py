@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 
@@ -97,7 +98,8 @@ async def _handle(process: asyncssh.SSHServerProcess[bytes]) -> None:
     )
     closed = asyncio.ensure_future(process.wait_closed())
     try:
-        await asyncio.wait({finished, closed}, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Future[Any]] = {finished, closed}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if finished.done() and not closed.done():
             code = proc.returncode or 0
             if code < 0:

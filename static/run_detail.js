@@ -74,7 +74,9 @@
           box.hidden = false;
           box.querySelector('[data-field="kind"]').textContent = message.failure.kind;
           box.querySelector('[data-field="message"]').textContent = message.failure.message;
-          box.querySelector('[data-field="excerpt"]').textContent = message.failure.excerpt;
+          const excerpt = box.querySelector('[data-field="excerpt"]');
+          excerpt.textContent = message.failure.excerpt;
+          excerpt.hidden = !message.failure.excerpt;
         }
       }
     },

@@ -6,6 +6,8 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+import asyncssh
+
 from .ssh import HostConnection, quote_command
 
 READ_SIZE = 1 << 16
@@ -77,7 +79,7 @@ class LogTail:
         self.batch_lines = batch_lines
         self.batch_seconds = batch_seconds
         self.last_growth = time.monotonic()
-        self._process = None
+        self._process: asyncssh.SSHClientProcess | None = None
         self._buffer: list[str] = []
         self._buffer_offset = offset
         # Batches are stored strictly in order: the periodic flush and a full-buffer flush must not overlap.
@@ -90,8 +92,8 @@ class LogTail:
             argv.append(f"--pid={stop_when_pid_exits}")
         argv.append(self.path)
         # tail complains on stderr while the file does not exist yet; that is expected.
-        self._process = await self.conn.start(quote_command(argv) + " 2>/dev/null")
-        reader = self._process.stdout
+        process = self._process = await self.conn.start(quote_command(argv) + " 2>/dev/null")
+        reader = process.stdout
         flusher = asyncio.create_task(self._flush_periodically())
         try:
             while True:
@@ -107,7 +109,7 @@ class LogTail:
                         await self.flush()
         finally:
             flusher.cancel()
-            self._process.close()
+            process.close()
             await self.flush()
 
     async def _flush_periodically(self) -> None:

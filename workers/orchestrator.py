@@ -116,9 +116,7 @@ class RunOrchestrator:
             log.exception("run %s: orchestrator error", self.run.pk)
             outcome = Run.State.FAILED
             await self._record_failure(
-                RunFailed(
-                    Run.FailureKind.INTERNAL, f"specdash error: {exc!r}", traceback.format_exc()[-4000:]
-                )
+                RunFailed(Run.FailureKind.INTERNAL, f"specdash error: {exc!r}", traceback.format_exc()[-4000:])
             )
         finally:
             watcher.cancel()
@@ -146,22 +144,17 @@ class RunOrchestrator:
 
     async def _connect(self) -> None:
         try:
-            self.conn = await HostConnection.open(
-                host_access(self.host), timeout=settings.SPECDASH_CONNECT_TIMEOUT
-            )
+            self.conn = await HostConnection.open(host_access(self.host), timeout=settings.SPECDASH_CONNECT_TIMEOUT)
         except SSHError as exc:
             raise RunFailed(Run.FailureKind.SSH, str(exc)) from exc
 
     async def _preflight(self) -> None:
         await self._advance(Run.State.PREFLIGHT)
         conn = self._require_conn()
-        work = await conn.run(
-            f"cd ~ && mkdir -p -- {shlex.quote(self.host.work_dir)}/runs && cd -- {shlex.quote(self.host.work_dir)} && pwd"
-        )
+        work_dir = shlex.quote(self.host.work_dir)
+        work = await conn.run(f"cd ~ && mkdir -p -- {work_dir}/runs && cd -- {work_dir} && pwd")
         if not work.ok:
-            raise RunFailed(
-                Run.FailureKind.PREFLIGHT, f"Cannot create the work directory: {work.stderr.strip()}"
-            )
+            raise RunFailed(Run.FailureKind.PREFLIGHT, f"Cannot create the work directory: {work.stderr.strip()}")
         self.work_dir = work.stdout.strip().splitlines()[-1]
 
         apps = await conn.run("nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits")
@@ -172,9 +165,7 @@ class RunOrchestrator:
             raise RunFailed(Run.FailureKind.PREFLIGHT, preflight.describe_busy_gpus(busy))
 
         port = self.host.server_port
-        probe = await conn.run(
-            f"(exec 3<>/dev/tcp/127.0.0.1/{int(port)}) 2>/dev/null && echo taken || echo free"
-        )
+        probe = await conn.run(f"(exec 3<>/dev/tcp/127.0.0.1/{int(port)}) 2>/dev/null && echo taken || echo free")
         if probe.stdout.strip().endswith("taken"):
             raise RunFailed(Run.FailureKind.PREFLIGHT, f"Port {port} on {self.host.name} is already in use.")
 
@@ -193,15 +184,12 @@ class RunOrchestrator:
         if not result.ok:
             raise RunFailed(
                 Run.FailureKind.PREFLIGHT,
-                f"The {role} model path {path} has no readable config.json on {self.host.name}: "
-                f"{_tail(result.stderr)}",
+                f"The {role} model path {path} has no readable config.json on {self.host.name}: {_tail(result.stderr)}",
             )
         try:
             data = json.loads(result.stdout)
         except json.JSONDecodeError as exc:
-            raise RunFailed(
-                Run.FailureKind.PREFLIGHT, f"The {role} model's config.json is not JSON: {exc}"
-            ) from exc
+            raise RunFailed(Run.FailureKind.PREFLIGHT, f"The {role} model's config.json is not JSON: {exc}") from exc
         return data if isinstance(data, dict) else {}
 
     async def _launch(self) -> None:
@@ -229,9 +217,7 @@ class RunOrchestrator:
         pgid_result = await conn.run(f"ps -o pgid= -p {pid}")
         pgid = int(pgid_result.stdout.strip()) if pgid_result.stdout.strip().isdigit() else pid
         self.pids_seen.add(pid)
-        await _db(actions.do_update_run)(
-            self.run, remote_pid=pid, remote_pgid=pgid, remote_pids=sorted(self.pids_seen)
-        )
+        await _db(actions.do_update_run)(self.run, remote_pid=pid, remote_pgid=pgid, remote_pids=sorted(self.pids_seen))
         self.base_url = f"http://127.0.0.1:{await conn.forward_port(port)}"
         self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         self._start_tail(log_path, pid)
@@ -276,6 +262,7 @@ class RunOrchestrator:
             if self.failure_signal is not None:
                 await asyncio.sleep(0.5)  # let the rest of the traceback arrive
                 raise await self._failure_from_log(default_kind=self.failure_signal.kind)
+            self._raise_if_tail_broke()
             if self.run.state == Run.State.LAUNCHING and self.run.log_lines > 0:
                 await self._advance(Run.State.LOADING)
             if not await self._group_alive():
@@ -308,13 +295,17 @@ class RunOrchestrator:
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, READY_POLL_MAX)
 
+    def _raise_if_tail_broke(self) -> None:
+        """A dead tail would look like a silent server (a false zombie); say what really broke."""
+        task = self.tail_task
+        if task is not None and task.done() and not task.cancelled() and task.exception() is not None:
+            raise RunFailed(Run.FailureKind.INTERNAL, f"Following the server log failed: {task.exception()!r}")
+
     async def _confirm_model(self) -> None:
         data = await self._get_json("/v1/models")
         models = (data or {}).get("data") or []
         if not models:
-            raise RunFailed(
-                Run.FailureKind.MISCONFIGURED, "/v1/models lists no model although /health is 200."
-            )
+            raise RunFailed(Run.FailureKind.MISCONFIGURED, "/v1/models lists no model although /health is 200.")
 
     async def _verify(self) -> None:
         await self._advance(Run.State.VERIFYING)
@@ -329,9 +320,7 @@ class RunOrchestrator:
             if key not in effective:
                 problems.append(f"expected server arg {key}={want!r}, but the server does not report {key}")
             elif effective[key] != want:
-                problems.append(
-                    f"expected server arg {key}={want!r}, the server runs {key}={effective[key]!r}"
-                )
+                problems.append(f"expected server arg {key}={want!r}, the server runs {key}={effective[key]!r}")
         if self.tail:
             await self.tail.flush()
         for text in (self.config.expect or {}).get("log_contains", []):
@@ -485,9 +474,7 @@ class RunOrchestrator:
         else:
             return True
         await self._record_failure(
-            RunFailed(
-                Run.FailureKind.TEARDOWN_INCOMPLETE, f"GPU memory is still held after SIGKILL: {held_text}"
-            )
+            RunFailed(Run.FailureKind.TEARDOWN_INCOMPLETE, f"GPU memory is still held after SIGKILL: {held_text}")
         )
         await _db(actions.do_mark_host_dirty)(self.host, f"run {self.run.pk}: {held_text}")
         return False
@@ -525,7 +512,7 @@ class RunOrchestrator:
 
     async def _advance_to(self, state: str) -> None:
         """Advance only forwards along the lifecycle (warming may be seen from the log and HTTP alike)."""
-        order = list(Run.LIFECYCLE)
+        order = [str(s) for s in Run.LIFECYCLE]
         if self.run.state in order and order.index(self.run.state) < order.index(state):
             await self._advance(state)
 
@@ -538,9 +525,7 @@ class RunOrchestrator:
         pgid = self.run.remote_pgid
         if not pgid:
             return False
-        result = await self._require_conn().run(
-            f"kill -0 -- -{int(pgid)} 2>/dev/null && echo alive || echo gone"
-        )
+        result = await self._require_conn().run(f"kill -0 -- -{int(pgid)} 2>/dev/null && echo alive || echo gone")
         return result.stdout.strip().endswith("alive")
 
     async def _group_pids(self) -> list[int]:
@@ -554,9 +539,7 @@ class RunOrchestrator:
         """The HTTP status, or None while nothing answers on the port (loading)."""
         assert self.http is not None
         try:
-            async with self.http.get(
-                self.base_url + path, timeout=aiohttp.ClientTimeout(total=5)
-            ) as response:
+            async with self.http.get(self.base_url + path, timeout=aiohttp.ClientTimeout(total=5)) as response:
                 await response.read()
                 return response.status
         except (aiohttp.ClientError, TimeoutError, ConnectionError):

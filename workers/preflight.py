@@ -26,7 +26,8 @@ def parse_compute_apps(csv_text: str) -> list[ComputeApp]:
         try:
             used = int(float(parts[1]))
         except ValueError:
-            continue
+            # Some drivers (and MIG) report "[N/A]": the process still holds the GPU, we just don't know how much.
+            used = 0
         gpu = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None
         apps.append(ComputeApp(pid=int(parts[0]), used_mib=used, gpu_index=gpu))
     return apps
@@ -54,7 +55,10 @@ def parse_gpu_inventory(csv_text: str) -> list[dict[str, Any]]:
 
 
 def describe_busy_gpus(apps: list[ComputeApp]) -> str:
-    held = ", ".join(f"pid {a.pid} holds {a.used_mib} MiB" for a in apps)
+    held = ", ".join(
+        f"pid {a.pid} holds {a.used_mib} MiB" if a.used_mib else f"pid {a.pid} holds GPU memory (amount not reported)"
+        for a in apps
+    )
     return f"GPUs are busy: {held}. Stop those processes (or clean the host) before running here."
 
 
@@ -70,7 +74,8 @@ def context_length_problem(
     draft_len = _context_length_of(draft_config)
     if target_len is None or draft_len is None or draft_len >= target_len:
         return None
-    if env.get(OVERRIDE_ENV, "").strip().lower() in {"1", "true", "yes"}:
+    # SGLang's EnvBool accepts exactly these spellings; anything else still fails at start.
+    if env.get(OVERRIDE_ENV, "").strip().lower() in {"1", "true"}:
         return None
     return (
         f"The draft model's max_position_embeddings ({draft_len}) is below the target context length "

@@ -196,9 +196,7 @@ _MILESTONE_MARKERS = (
 )
 # Only the raised ValueError fails a launch; with SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN the same text
 # is logged as a mere warning.
-_CONTEXT_LENGTH_ERROR = re.compile(
-    r"ValueError: .*context_length \(\d+\) is greater than the derived context_length"
-)
+_CONTEXT_LENGTH_ERROR = re.compile(r"ValueError: .*context_length \(\d+\) is greater than the derived context_length")
 _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|Capture (?:\w+ )*cuda graph failed"
     r"|Not enough memory\. Please try to increase --mem-fraction-static",
@@ -257,13 +255,7 @@ def _decode_stats(text: str) -> DecodeStats | None:
     # Hybrid models (SWA, mamba) report the full-attention pool as `full token usage`.
     token_usage = _float(fields, "token usage", "full token usage")
     gen_throughput = _float(fields, "gen throughput (token/s)")
-    if (
-        running_req is None
-        or tokens is None
-        or queue_req is None
-        or token_usage is None
-        or gen_throughput is None
-    ):
+    if running_req is None or tokens is None or queue_req is None or token_usage is None or gen_throughput is None:
         return None
     graph = next((fields[key] for key in ("cuda graph", "npu graph", "cpu graph") if key in fields), None)
     return DecodeStats(

@@ -7,6 +7,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 
@@ -61,6 +62,7 @@ class HostConnection:
     @classmethod
     async def open(cls, access: HostAccess, *, timeout: float = 15.0, pin: bool = False) -> HostConnection:
         """Connect; the host key must match the pinned one (or, with `pin`, any key is accepted to record it)."""
+        known_hosts: Any
         if pin:
             known_hosts = None
         else:
@@ -69,9 +71,7 @@ class HostConnection:
             try:
                 pinned = asyncssh.import_public_key(access.host_key.strip())
             except (asyncssh.KeyImportError, ValueError) as exc:
-                raise SSHError(
-                    f"The pinned host key of {access.name} is not a valid public key: {exc}"
-                ) from exc
+                raise SSHError(f"The pinned host key of {access.name} is not a valid public key: {exc}") from exc
             known_hosts = ([pinned], [], [])
         client_keys = [str(access.key_path)] if access.key_path else None
         try:
@@ -94,9 +94,7 @@ class HostConnection:
                 "refusing to connect. If the host was really reinstalled, re-pin it with a connection test."
             ) from exc
         except asyncssh.PermissionDenied as exc:
-            raise SSHError(
-                f"{access.username}@{access.address}:{access.port} refused our key: {exc}"
-            ) from exc
+            raise SSHError(f"{access.username}@{access.address}:{access.port} refused our key: {exc}") from exc
         except (OSError, asyncssh.Error, TimeoutError) as exc:
             reason = str(exc) or type(exc).__name__
             raise SSHError(f"Cannot reach {access.address}:{access.port}: {reason}") from exc
@@ -117,9 +115,7 @@ class HostConnection:
         try:
             result = await asyncio.wait_for(self._conn.run(self.script(command), check=False), timeout)
         except TimeoutError as exc:
-            raise SSHError(
-                f"Command timed out after {timeout} s on {self.access.name}: {command[:200]}"
-            ) from exc
+            raise SSHError(f"Command timed out after {timeout} s on {self.access.name}: {command[:200]}") from exc
         except (OSError, asyncssh.Error) as exc:
             raise SSHError(f"SSH connection to {self.access.name} failed: {exc}") from exc
         exit_status = result.exit_status if result.exit_status is not None else 255
@@ -136,9 +132,7 @@ class HostConnection:
                 await sftp.makedirs(remote_parent, exist_ok=True)
                 await sftp.put(str(local_dir), remote_parent, recurse=True)
         except (OSError, asyncssh.Error) as exc:
-            raise SSHError(
-                f"Could not copy {local_dir.name} to {self.access.name}:{remote_parent}: {exc}"
-            ) from exc
+            raise SSHError(f"Could not copy {local_dir.name} to {self.access.name}:{remote_parent}: {exc}") from exc
 
     async def forward_port(self, remote_port: int) -> int:
         """A local loopback port that reaches 127.0.0.1:`remote_port` on the host through this connection."""

@@ -31,5 +31,10 @@ def drive_host(host_id: int) -> str | None:
     log.info("run %s: claimed on host %s", run.pk, host_id)
     try:
         return asyncio.run(orchestrator.drive_run(run.pk))
+    except Exception as exc:
+        log.exception("run %s: orchestrator crashed", run.pk)
+        close_old_connections()
+        actions.do_abandon_run(run, f"The orchestrator crashed: {exc!r}")
+        raise
     finally:
         close_old_connections()

@@ -22,23 +22,17 @@ T_TABLE = {1: 12.706, 2: 4.303, 4: 2.776, 10: 2.228, 30: 2.042}
 
 
 def _samples(config: str, values: list[float], concurrency: int = 1) -> list[Sample]:
-    return [
-        Sample(config, concurrency, launch=0, pass_index=i, output_throughput=v) for i, v in enumerate(values)
-    ]
+    return [Sample(config, concurrency, launch=0, pass_index=i, output_throughput=v) for i, v in enumerate(values)]
 
 
 def _one_row(base: list[float], cand: list[float], **kwargs: float) -> ComparisonRow:
-    rows = compare(
-        _samples("base", base) + _samples("cand", cand), baseline="base", candidates=["cand"], **kwargs
-    )
+    rows = compare(_samples("base", base) + _samples("cand", cand), baseline="base", candidates=["cand"], **kwargs)
     assert len(rows) == 1
     return rows[0]
 
 
 def _row(candidate: str, concurrency: int, speedup: float) -> ComparisonRow:
-    return ComparisonRow(
-        candidate, concurrency, 100.0, 100.0 * speedup, speedup, None, None, INCONCLUSIVE, 1, 1, None
-    )
+    return ComparisonRow(candidate, concurrency, 100.0, 100.0 * speedup, speedup, None, None, INCONCLUSIVE, 1, 1, None)
 
 
 def test_it_matches_table_t_quantiles() -> None:

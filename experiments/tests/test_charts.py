@@ -20,9 +20,7 @@ def _traces(figure: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def _row(candidate: str, concurrency: int, speedup: float, ci: tuple[float, float] | None) -> ComparisonRow:
     low, high = ci if ci else (None, None)
     verdict = FASTER if ci and ci[0] > 1 else INCONCLUSIVE
-    return ComparisonRow(
-        candidate, concurrency, 80.0, 80.0 * speedup, speedup, low, high, verdict, 5, 5, None
-    )
+    return ComparisonRow(candidate, concurrency, 80.0, 80.0 * speedup, speedup, low, high, verdict, 5, 5, None)
 
 
 def test_it_draws_one_throughput_line_per_config_baseline_first() -> None:
@@ -58,9 +56,7 @@ def test_it_draws_one_throughput_line_per_config_baseline_first() -> None:
 
 
 def test_it_leaves_out_error_bars_for_points_without_bounds() -> None:
-    figure = _roundtrip(
-        throughput_figure({"base": [(1, 83.0, None, None), (2, 120.0, 110.0, 125.0)]}, baseline="base")
-    )
+    figure = _roundtrip(throughput_figure({"base": [(1, 83.0, None, None), (2, 120.0, 110.0, 125.0)]}, baseline="base"))
     error = figure["data"][0]["error_y"]
     assert error["array"] == [NO_ERROR_BAR, 5.0]
     assert error["arrayminus"] == [NO_ERROR_BAR, 10.0]

@@ -57,8 +57,17 @@ def test_it_runs_an_experiment_end_to_end_and_eagle3_two_steps_beats_baseline_at
         "host": sim_host.name,
         "baseline": {"name": "baseline", "model_path": f"{models}/kimi-k2.5-sim", "tp_size": 8},
         "candidates": [_eagle(models, "eagle3-2step", 2), _eagle(models, "eagle3-3step", 3)],
-        "profile": {"concurrency": [1, 4], "num_prompts": 4, "input_len": 128, "output_len": 64, "seed": 1,
-                    "passes": 1, "launches": 1, "stall_timeout_s": 60, "readiness_timeout_s": 120},
+        "profile": {
+            "concurrency": [1, 4],
+            "num_prompts": 4,
+            "input_len": 128,
+            "output_len": 64,
+            "seed": 1,
+            "passes": 1,
+            "launches": 1,
+            "stall_timeout_s": 60,
+            "readiness_timeout_s": 120,
+        },
     }
 
     response = client.post("/api/experiments", payload, content_type="application/json", headers=headers)

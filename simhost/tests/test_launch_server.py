@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import re
 import signal
 import socket
@@ -73,6 +75,10 @@ DECODE = (
 )
 
 
+def _title(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+
+
 def assert_in_order(text: str, patterns: list[str]) -> None:
     lines = text.splitlines()
     i = 0
@@ -98,7 +104,7 @@ async def test_it_prints_the_startup_sequence_and_serves_the_0_5_9_endpoints(eag
     assert not re.search(r"TP1\] (Capture cuda graph bs|max_total_num_tokens|Prefill batch)", text)
     dump = re.search(r"server_args=(ServerArgs\(.*\))$", text, re.M)
     assert dump
-    for field in ("model_path=", "tp_size=2", "host='127.0.0.1'", "mem_fraction_static=0.882",
+    for field in ("model_path=", "tp_size=2", "host='127.0.0.1'", "mem_fraction_static=0.891",
                   "max_running_requests=48", "disable_overlap_schedule=True", "speculative_algorithm='EAGLE3'",
                   f"speculative_draft_model_path='{DRAFT}'", "speculative_num_steps=2", "speculative_eagle_topk=1",
                   "speculative_num_draft_tokens=3", "context_length=None", "decode_log_interval=10"):  # fmt: skip
@@ -134,12 +140,20 @@ async def test_it_prints_the_startup_sequence_and_serves_the_0_5_9_endpoints(eag
         chunks = [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
         counts = [c["meta_info"]["completion_tokens"] for c in chunks]
         assert counts == sorted(counts) and counts[-1] == 30  # cumulative
-        assert max(b - a for a, b in zip(counts, counts[1:], strict=False)) > 1  # a verify step emits several
+        assert max(b - a for a, b in itertools.pairwise(counts)) > 1  # a verify step emits several
         assert chunks[-1]["meta_info"]["cached_tokens"] == 39  # same input_ids as before: prefix cache hit
         assert "spec_verify_ct" in chunks[-1]["meta_info"] and "spec_verify_ct" not in chunks[0]["meta_info"]
 
-        async with http.post("/v1/completions", json={"model": TARGET, "prompt": "hello there", "max_tokens": 12,
-                                                       "stream": True, "stream_options": {"include_usage": True}}) as r:
+        async with http.post(
+            "/v1/completions",
+            json={
+                "model": TARGET,
+                "prompt": "hello there",
+                "max_tokens": 12,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
+        ) as r:
             raw = (await r.read()).decode()
         events = [e.removeprefix("data: ") for e in raw.split("\n\n") if e]
         assert events[-1] == "[DONE]"
@@ -148,8 +162,13 @@ async def test_it_prints_the_startup_sequence_and_serves_the_0_5_9_endpoints(eag
         assert objs[-2]["choices"][0]["finish_reason"] == "length"
         assert all(o["object"] == "text_completion" for o in objs)
         async with http.post("/v1/completions", json={"prompt": [1, 2, 3], "max_tokens": 5}) as r:
-            assert (await r.json())["usage"] == {"prompt_tokens": 3, "total_tokens": 8, "completion_tokens": 5,
-                                                 "prompt_tokens_details": None, "reasoning_tokens": 0}
+            assert (await r.json())["usage"] == {
+                "prompt_tokens": 3,
+                "total_tokens": 8,
+                "completion_tokens": 5,
+                "prompt_tokens_details": None,
+                "reasoning_tokens": 0,
+            }
 
         async with http.get("/server_info") as r:
             info = await r.json()
@@ -175,7 +194,7 @@ async def test_it_prints_the_startup_sequence_and_serves_the_0_5_9_endpoints(eag
     assert re.search(rf"{TS0} Cache flushed successfully!", text)
 
     # Process model: titles, one group, GPU memory in the registry per rank.
-    titles = {Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] for pid in eagle.group_pids()}
+    titles = {_title(pid) for pid in eagle.group_pids()}
     assert {b"sglang::scheduler_TP0", b"sglang::scheduler_TP1", b"sglang::detokenizer"} <= titles
     rows = eagle.smi("--query-gpu=index,memory.used,memory.total", "--format=csv,noheader,nounits").splitlines()
     assert rows[2] == "2, 0, 143771" and len(rows) == 8
@@ -287,7 +306,7 @@ def test_it_resolves_speculative_flags_like_sglang_0_5_9():
     args, _ = resolve(["--model", TARGET, "--tp", "1", "--speculative-algorithm", "EAGLE3"], {})
     assert args.mem_fraction_static == 0.892  # the reference's H200 tp=1 EAGLE3 example
     args, warnings = resolve(["--model", TARGET], {})
-    assert args.max_running_requests is None and warnings == [] and args.mem_fraction_static == 0.898
+    assert args.max_running_requests is None and warnings == [] and args.mem_fraction_static == 0.907
 
 
 def test_it_keeps_the_port_free_while_loading(launch):
@@ -295,3 +314,25 @@ def test_it_keeps_the_port_free_while_loading(launch):
     server.wait_for(r"Load weight begin")
     with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", server.port), timeout=1):
         pass
+
+
+def test_it_stops_the_schedulers_when_the_launcher_dies(launch, state_dir):
+    server = launch("--tp", "2")
+    server.wait_ready()
+    os.kill(server.proc.pid, signal.SIGKILL)
+    server.proc.wait(5)
+    deadline = time.monotonic() + 5
+    while server.group_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.group_pids() == []
+    assert gpu.entries({"SIMHOST_STATE_DIR": str(state_dir)}) == []
+
+
+def test_it_exits_when_the_port_is_taken(launch):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        server = launch("--port", str(busy.getsockname()[1]))  # the last --port wins
+        assert server.proc.wait(10) == 1
+    assert re.search(r"ERROR:    \[Errno 98\] error while attempting to bind on address \('127\.0\.0\.1', \d+\): "
+                     r"address already in use", server.text())  # fmt: skip

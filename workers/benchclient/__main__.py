@@ -45,9 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--concurrency", type=_positive_int, required=True, help="requests in flight at most")
     parser.add_argument("--num-prompts", type=_positive_int, required=True)
     parser.add_argument("--input-len", type=_positive_int, required=True, help="prompt length in tokens")
-    parser.add_argument(
-        "--output-len", type=_positive_int, required=True, help="generated tokens per request"
-    )
+    parser.add_argument("--output-len", type=_positive_int, required=True, help="generated tokens per request")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--warmup-requests", type=_non_negative_int, default=1)
     parser.add_argument("--request-timeout", type=_positive_float, default=600.0, help="seconds per request")

@@ -271,9 +271,7 @@ def _request_body(config: BenchConfig, prompt: list[int], output_len: int, model
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-async def _served_model(
-    session: aiohttp.ClientSession, base_url: str, client_timeout: aiohttp.ClientTimeout
-) -> str:
+async def _served_model(session: aiohttp.ClientSession, base_url: str, client_timeout: aiohttp.ClientTimeout) -> str:
     """The id the OpenAI endpoints expect as "model": the first of GET /v1/models, like bench_serving."""
     async with session.get(f"{base_url}/v1/models", timeout=client_timeout) as response:
         if response.status != 200:
@@ -343,12 +341,8 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
                 progress.request_done(record)
 
         if config.warmup_requests > 0:
-            warmup_body = _request_body(
-                config, prompts[0], min(config.output_len, WARMUP_OUTPUT_LEN_CAP), model
-            )
-            warmups = [
-                RequestRecord(prompt_len=config.input_len, start=0.0) for _ in range(config.warmup_requests)
-            ]
+            warmup_body = _request_body(config, prompts[0], min(config.output_len, WARMUP_OUTPUT_LEN_CAP), model)
+            warmups = [RequestRecord(prompt_len=config.input_len, start=0.0) for _ in range(config.warmup_requests)]
             print(f"benchclient: warming up with {len(warmups)} request(s)", file=sys.stderr)
             await asyncio.gather(*(limited(warmup_body, record, None) for record in warmups))
             for record in warmups:
@@ -359,9 +353,7 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
         records = [RequestRecord(prompt_len=len(prompt), start=0.0) for prompt in prompts]
         progress = _Progress(len(records))
         started = time.perf_counter()
-        await asyncio.gather(
-            *(limited(body, record, progress) for body, record in zip(bodies, records, strict=True))
-        )
+        await asyncio.gather(*(limited(body, record, progress) for body, record in zip(bodies, records, strict=True)))
         duration = time.perf_counter() - started
 
     result = header | summarize(records, duration=duration, split_itl=split_itl)

@@ -221,9 +221,7 @@ def test_it_raises_on_an_error_chunk() -> None:
 
 def test_it_fails_an_aborted_request() -> None:
     stream = SglangStream(RequestRecord(prompt_len=1, start=0.0))
-    feed_sse(
-        stream, [_sglang_chunk(2, finish_reason={"type": "abort", "message": "client gone"}).strip()], 1.0
-    )
+    feed_sse(stream, [_sglang_chunk(2, finish_reason={"type": "abort", "message": "client gone"}).strip()], 1.0)
 
     with pytest.raises(StreamError, match="client gone"):
         stream.finish()
@@ -346,9 +344,7 @@ async def fake_sglang() -> AsyncIterator[tuple[FakeSglang, str]]:
     await runner.cleanup()
 
 
-async def _run_client(
-    *args: str, cwd: Path = REPO_ROOT, module: str = "workers.benchclient"
-) -> tuple[int, str, str]:
+async def _run_client(*args: str, cwd: Path = REPO_ROOT, module: str = "workers.benchclient") -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -363,9 +359,7 @@ async def _run_client(
     return process.returncode, stdout.decode(), stderr.decode()
 
 
-def _cell_args(
-    base_url: str, *, concurrency: int, num_prompts: int, output_len: int, **extra: str
-) -> list[str]:
+def _cell_args(base_url: str, *, concurrency: int, num_prompts: int, output_len: int, **extra: str) -> list[str]:
     args = ["--base-url", base_url, "--concurrency", str(concurrency), "--num-prompts", str(num_prompts)]
     args += ["--input-len", "16", "--output-len", str(output_len), "--seed", "3"]
     for flag, value in extra.items():

@@ -123,14 +123,10 @@ def test_it_splits_the_log_prefix(line: str, expected: tuple[str | None, int | N
     assert split_prefix(line) == expected
 
 
-_timestamps = st.datetimes(min_value=datetime(1000, 1, 1)).map(
-    lambda moment: moment.strftime("%Y-%m-%d %H:%M:%S")
-)
+_timestamps = st.datetimes(min_value=datetime(1000, 1, 1)).map(lambda moment: moment.strftime("%Y-%m-%d %H:%M:%S"))
 _milliseconds = st.one_of(st.just(""), st.integers(0, 999).map(lambda ms: f".{ms:03d}"))
 _rank_names = st.sampled_from(["DP", "PP", "EP", "ATTN_CP", "MOE_DP"])
-_ranks = st.lists(
-    st.tuples(_rank_names, st.integers(0, 64)).map(lambda part: f" {part[0]}{part[1]}"), max_size=3
-)
+_ranks = st.lists(st.tuples(_rank_names, st.integers(0, 64)).map(lambda part: f" {part[0]}{part[1]}"), max_size=3)
 
 
 @given(_timestamps, _milliseconds, _ranks, st.one_of(st.none(), st.integers(0, 511)), st.text())
@@ -379,9 +375,7 @@ def test_it_never_raises_on_arbitrary_text(line: str) -> None:
     parse_line(line)
 
 
-@given(
-    st.lists(st.one_of(st.text(), _log_like, st.sampled_from(['  File "x.py", line 1', "", "KeyError: 'x'"])))
-)
+@given(st.lists(st.one_of(st.text(), _log_like, st.sampled_from(['  File "x.py", line 1', "", "KeyError: 'x'"]))))
 def test_it_never_raises_while_looking_for_failures(lines: list[str]) -> None:
     failure = find_failure(lines)
 

@@ -21,6 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from experiments import actions
 from experiments.forms import ExperimentSubmission
 from experiments.models import Experiment, Host, Run
 
@@ -33,7 +34,8 @@ def demo_host_shell_setup(state_dir: Path, load_seconds: str) -> str:
     """What a real host's setup would do (activate the venv with SGLang), here for the simulated one."""
     return "\n".join(
         [
-            f"export PATH={shlex.quote(str(REPO / 'simhost' / 'bin'))}:{shlex.quote(str(REPO / '.venv' / 'bin'))}:$PATH",
+            f"export PATH={shlex.quote(str(REPO / 'simhost' / 'bin'))}:{shlex.quote(str(REPO / '.venv' / 'bin'))}"
+            ":$PATH",
             f"export PYTHONPATH={shlex.quote(str(REPO))}",
             f"export SIMHOST_STATE_DIR={shlex.quote(str(state_dir))}",
             f"export SIMHOST_LOAD_SECONDS={shlex.quote(load_seconds)}",
@@ -65,11 +67,11 @@ def demo_experiment_payload(models_root: str) -> dict:
         "candidates": [eagle("eagle3-2step", 2), eagle("eagle3-3step", 3)],
         "profile": {
             "concurrency_text": "1, 4",
-            "num_prompts": 16,
+            "num_prompts": 8,
             "input_len": 128,
             "output_len": 128,
             "seed": 1,
-            "passes": 1,
+            "passes": 3,
             "launches": 1,
             "warmup_requests": 1,
             "request_timeout_s": 600,
@@ -77,6 +79,10 @@ def demo_experiment_payload(models_root: str) -> dict:
             "stall_timeout_s": 120,
         },
     }
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _port_in_use(port: int) -> bool:
@@ -114,9 +120,7 @@ class Command(BaseCommand):
         server_port = int(os.environ.get("SPECDASH_SIMHOST_SERVER_PORT", "30000"))
         for port, what in ((web_port, "SPECDASH_PORT"), (ssh_port, "SPECDASH_SIMHOST_SSH_PORT")):
             if _port_in_use(port):
-                raise CommandError(
-                    f"Port {port} ({what}) is already in use; stop what holds it or set {what}."
-                )
+                raise CommandError(f"Port {port} ({what}) is already in use; stop what holds it or set {what}.")
 
         call_command("migrate", interactive=False, verbosity=0)
         self._ensure_demo_user()
@@ -126,7 +130,8 @@ class Command(BaseCommand):
         _ensure_key(host_key)
 
         self.children: list[tuple[str, subprocess.Popen]] = []
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGINT, _interrupt)  # also when started in the background, where SIGINT is ignored
         try:
             sshd = self._start(
                 "simulated host sshd",
@@ -182,14 +187,34 @@ class Command(BaseCommand):
             while True:
                 for name, child in self.children:
                     if child.poll() is not None:
-                        raise CommandError(
-                            f"The {name} exited with code {child.returncode}; stopping the demo."
-                        )
+                        raise CommandError(f"The {name} exited with code {child.returncode}; stopping the demo.")
                 time.sleep(0.5)
         except KeyboardInterrupt:
             self.stdout.write("\nStopping ...")
         finally:
+            self._cancel_live_runs()
             self._stop_children()
+
+    def _kill_leftover_servers(self) -> None:
+        """Servers of a demo that was killed hard still hold simulated GPUs; the demo's host is this machine."""
+        env = {**os.environ, "SIMHOST_STATE_DIR": str(Path(settings.VAR_DIR) / "simhost-state")}
+        query = [str(REPO / "simhost" / "bin" / "nvidia-smi"), "--query-compute-apps=pid", "--format=csv,noheader"]
+        result = subprocess.run(query, env=env, capture_output=True, text=True, check=False)
+        for pid in {int(p) for p in result.stdout.split() if p.strip().isdigit()}:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(os.getpgid(pid), signal.SIGKILL)
+
+    def _cancel_live_runs(self, timeout: float = 30) -> None:
+        """Let the worker tear down what runs now, so no simulated server outlives the demo."""
+        live = Run.objects.filter(host__name=DEMO_HOST).exclude(state__in=Run.TERMINAL_STATES)
+        if not live.exists():
+            return
+        self.stdout.write("Cancelling live runs (the worker tears their servers down) ...")
+        for run in live:
+            actions.do_cancel_run(run)
+        deadline = time.monotonic() + timeout
+        while live.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
 
     def _start(self, name: str, argv: list[str]) -> subprocess.Popen:
         # Each child leads its own process group so that stopping it also stops what it spawned.
@@ -227,9 +252,7 @@ class Command(BaseCommand):
             key_name=key_name,
             work_dir=str(var / "simhost-work"),
             models_root=str(REPO / "simhost" / "models"),
-            shell_setup=demo_host_shell_setup(
-                var / "simhost-state", os.environ.get("SIMHOST_LOAD_SECONDS", "6")
-            ),
+            shell_setup=demo_host_shell_setup(var / "simhost-state", os.environ.get("SIMHOST_LOAD_SECONDS", "6")),
             launcher="python -m simhost.launch_server",
             python="python",
             server_port=server_port,
@@ -241,11 +264,13 @@ class Command(BaseCommand):
         # A host left dirty or locked by an earlier demo that was killed hard would block the new runs.
         Host.objects.filter(pk=host.pk).update(is_dirty=False, dirty_reason="", active_run=None)
         stale = Run.objects.filter(host=host).exclude(state__in=Run.TERMINAL_STATES)
-        for pgid in stale.exclude(remote_pgid=None).values_list("remote_pgid", flat=True):
+        for pgid in stale.filter(remote_pgid__isnull=False).values_list("remote_pgid", flat=True):
+            assert pgid is not None
             # The simulated host is this machine: a server left by a demo killed hard is ours to stop.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
         stale.update(state=Run.State.CANCELLED, failure_message="The demo was restarted.")
+        self._kill_leftover_servers()
         payload = demo_experiment_payload(host.models_root)
         submission = ExperimentSubmission(
             payload["experiment"], payload["baseline"], payload["candidates"], payload["profile"]

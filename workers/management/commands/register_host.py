@@ -20,9 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--launcher", default="python3 -m sglang.launch_server")
         parser.add_argument("--python", default="python3")
         parser.add_argument("--server-port", type=int, default=30000)
-        parser.add_argument(
-            "--repin", action="store_true", help="forget the pinned key and pin the current one"
-        )
+        parser.add_argument("--repin", action="store_true", help="forget the pinned key and pin the current one")
 
     def handle(self, *args, **o):
         host, created = Host.objects.update_or_create(
@@ -47,6 +45,4 @@ class Command(BaseCommand):
         except SSHError as exc:
             raise CommandError(str(exc)) from exc
         verb = "Registered" if created else "Updated"
-        self.stdout.write(
-            f"{verb} host {host.name}: {len(result.gpus)} GPUs, host key {result.host_key.split()[0]}"
-        )
+        self.stdout.write(f"{verb} host {host.name}: {len(result.gpus)} GPUs, host key {result.host_key.split()[0]}")

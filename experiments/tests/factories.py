@@ -1,0 +1,169 @@
+"""Small factories for test rows: sensible defaults, every field overridable by keyword."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from django.utils import timezone
+
+from experiments.models import (
+    BenchmarkProfile,
+    Candidate,
+    Experiment,
+    Host,
+    LogChunk,
+    Measurement,
+    Run,
+    ServerConfig,
+)
+
+MODELS = "/models"
+_seq = itertools.count(1)
+
+
+def make_host(**fields: Any) -> Host:
+    n = next(_seq)
+    defaults: dict[str, Any] = {
+        "name": f"host-{n}",
+        "address": "127.0.0.1",
+        "username": "gpu",
+        "models_root": MODELS,
+        "gpu_inventory": [{"index": i, "name": "NVIDIA H200"} for i in range(8)],
+    }
+    return Host.objects.create(**{**defaults, **fields})
+
+
+def make_config(**fields: Any) -> ServerConfig:
+    defaults: dict[str, Any] = {
+        "name": f"baseline-{next(_seq)}",
+        "model_path": f"{MODELS}/kimi-k2.5-sim",
+        "tp_size": 8,
+    }
+    return ServerConfig.objects.create(**{**defaults, **fields})
+
+
+def make_eagle_config(steps: int = 2, **fields: Any) -> ServerConfig:
+    defaults: dict[str, Any] = {
+        "name": f"eagle3-{steps}step-{next(_seq)}",
+        "speculative_algorithm": "EAGLE3",
+        "speculative_draft_model_path": f"{MODELS}/kimi-k2.5-sim-eagle3",
+        "speculative_num_steps": steps,
+        "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": steps + 1,
+    }
+    return make_config(**{**defaults, **fields})
+
+
+def make_profile(**fields: Any) -> BenchmarkProfile:
+    defaults: dict[str, Any] = {"name": f"profile-{next(_seq)}", "concurrency": [1, 4], "num_prompts": 16}
+    return BenchmarkProfile.objects.create(**{**defaults, **fields})
+
+
+def make_experiment(
+    *,
+    host: Host | None = None,
+    baseline: ServerConfig | None = None,
+    candidates: list[ServerConfig] | None = None,
+    profile: BenchmarkProfile | None = None,
+    with_runs: bool = True,
+    **fields: Any,
+) -> Experiment:
+    """An experiment with its candidates and (unless `with_runs=False`) one queued run per config and launch."""
+    host = host or make_host()
+    baseline = baseline or make_config()
+    candidates = [make_eagle_config()] if candidates is None else candidates
+    profile = profile or make_profile()
+    experiment = Experiment.objects.create(
+        **{"name": f"experiment-{next(_seq)}", "host": host, "baseline": baseline, "profile": profile, **fields}
+    )
+    for position, config in enumerate(candidates):
+        Candidate.objects.create(experiment=experiment, config=config, position=position)
+    if with_runs:
+        configs = [baseline, *candidates]
+        for launch in range(profile.launches):
+            for config in configs:
+                make_run(experiment=experiment, config=config, launch_index=launch)
+    return experiment
+
+
+def make_run(*, experiment: Experiment | None = None, config: ServerConfig | None = None, **fields: Any) -> Run:
+    experiment = experiment or make_experiment(with_runs=False)
+    config = config or experiment.baseline
+    sequence = fields.pop("sequence", None)
+    if sequence is None:
+        sequence = Run.objects.filter(experiment=experiment).count()
+    defaults: dict[str, Any] = {
+        "host": experiment.host,
+        "timeline": [{"state": Run.State.QUEUED, "at": timezone.now().isoformat()}],
+    }
+    return Run.objects.create(experiment=experiment, config=config, sequence=sequence, **{**defaults, **fields})
+
+
+def make_measurement(run: Run, *, concurrency: int, output_throughput: float, pass_index: int = 0) -> Measurement:
+    return Measurement.objects.create(
+        run=run,
+        pass_index=pass_index,
+        concurrency=concurrency,
+        completed=16,
+        duration_s=10.0,
+        output_throughput=output_throughput,
+        total_throughput=output_throughput * 2,
+        request_throughput=1.0,
+    )
+
+
+def make_log(run: Run, chunks: list[list[str]]) -> list[str]:
+    """Store `chunks` as consecutive LogChunks after the run's stored lines; returns all the run's lines."""
+    first = run.log_lines + 1
+    for lines in chunks:
+        LogChunk.objects.create(run=run, first_line=first, line_count=len(lines), text="\n".join(lines))
+        first += len(lines)
+    run.log_lines = first - 1
+    run.save(update_fields=["log_lines"])
+    return [line for chunk in LogChunk.objects.filter(run=run).order_by("first_line") for line in chunk.lines()]
+
+
+def experiment_payload(host: Host) -> dict[str, Any]:
+    """A valid POST /api/experiments body (DESIGN.md's example) for `host`."""
+    return {
+        "name": "eagle3 2 steps",
+        "host": host.name,
+        "baseline": {"name": "baseline", "model_path": f"{MODELS}/kimi-k2.5-sim", "tp_size": 8},
+        "candidates": [
+            {
+                "name": "eagle3-2step",
+                "model_path": f"{MODELS}/kimi-k2.5-sim",
+                "speculative_algorithm": "EAGLE3",
+                "speculative_draft_model_path": f"{MODELS}/kimi-k2.5-sim-eagle3",
+                "speculative_num_steps": 2,
+                "speculative_eagle_topk": 1,
+                "speculative_num_draft_tokens": 3,
+                "tp_size": 8,
+                "env": {"NCCL_PROTO": "LL"},
+                "extra_args": ["--mem-fraction-static", "0.85"],
+                "expect": {
+                    "server_args": {"disable_overlap_schedule": False},
+                    "log_contains": ["Spec v2 is enabled"],
+                    "env_propagated": ["NCCL_PROTO"],
+                },
+                "log_metrics": {"verify_ms": r"Target verify: (?P<verify_ms>[\d.]+) ms"},
+            }
+        ],
+        "profile": {
+            "concurrency": [1, 4],
+            "num_prompts": 16,
+            "input_len": 128,
+            "output_len": 128,
+            "seed": 1,
+            "passes": 1,
+            "launches": 1,
+        },
+    }
+
+
+def row_counts() -> dict[str, int]:
+    """How many rows an experiment submission may create, per model (to prove nothing was saved)."""
+    return {
+        model.__name__: model.objects.count() for model in (ServerConfig, BenchmarkProfile, Experiment, Candidate, Run)
+    }

@@ -1,0 +1,346 @@
+"""The JSON API contract of DESIGN.md, called with a Bearer token like a script would."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+import pytest
+
+from experiments.models import ApiToken, BenchmarkProfile, Run, ServerConfig
+
+from .factories import (
+    experiment_payload,
+    make_config,
+    make_eagle_config,
+    make_experiment,
+    make_host,
+    make_log,
+    make_measurement,
+    make_profile,
+    make_run,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def auth(owner) -> dict[str, str]:
+    _, token = ApiToken.issue(owner)
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def experiment():
+    return make_experiment()
+
+
+@pytest.fixture
+def run(experiment):
+    return experiment.run_set.order_by("sequence").first()
+
+
+def _endpoints(experiment, run) -> list[tuple[str, str]]:
+    return [
+        ("post", "/api/experiments"),
+        ("get", f"/api/experiments/{experiment.pk}"),
+        ("get", f"/api/experiments/{experiment.pk}/export.csv"),
+        ("get", f"/api/runs/{run.pk}"),
+        ("get", f"/api/runs/{run.pk}/log"),
+        ("post", f"/api/runs/{run.pk}/cancel"),
+        ("get", "/api/hosts"),
+        ("post", f"/api/hosts/{experiment.host_id}/clean"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param({}, id="no-token"),
+        pytest.param({"Authorization": "Bearer sd_not-a-token"}, id="wrong-token"),
+        pytest.param({"Authorization": "Token sd_not-a-token"}, id="wrong-scheme"),
+    ],
+)
+def test_it_refuses_every_endpoint_without_a_valid_token(client, experiment, run, headers):
+    for method, url in _endpoints(experiment, run):
+        response = getattr(client, method)(url, content_type="application/json", headers=headers)
+
+        assert response.status_code == 401, (method, url)
+    run.refresh_from_db()
+    assert run.state == Run.State.QUEUED
+
+
+def test_it_refuses_the_token_of_an_inactive_user(client, owner, auth, experiment):
+    owner.is_active = False
+    owner.save(update_fields=["is_active"])
+
+    assert client.get("/api/hosts", headers=auth).status_code == 401
+
+
+def test_it_answers_a_valid_token(client, auth, experiment):
+    response = client.get("/api/hosts", headers=auth)
+
+    assert response.status_code == 200
+    assert [h["name"] for h in response.json()] == [experiment.host.name]
+
+
+def test_it_creates_an_experiment_with_interleaved_runs(client, owner, auth):
+    host = make_host()
+    payload = experiment_payload(host)
+    second = {**payload["candidates"][0], "name": "eagle3-3step"}
+    second.update(speculative_num_steps=3, speculative_num_draft_tokens=4)
+    payload["candidates"].append(second)
+    payload["profile"]["launches"] = 2
+
+    response = client.post("/api/experiments", payload, content_type="application/json", headers=auth)
+
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["url"] == f"/experiments/{body['id']}/"
+    names = ["baseline", "eagle3-2step", "eagle3-3step"]
+    assert [r["config"] for r in body["runs"]] == names * 2
+    assert {r["state"] for r in body["runs"]} == {"queued"}
+    runs = Run.objects.filter(experiment_id=body["id"]).order_by("sequence")
+    assert [r.pk for r in runs] == [r["id"] for r in body["runs"]]
+    assert [(r.sequence, r.launch_index) for r in runs] == [(0, 0), (1, 0), (2, 0), (3, 1), (4, 1), (5, 1)]
+    assert all(r.host_id == host.pk and r.experiment.created_by == owner for r in runs)
+
+
+def test_it_enqueues_the_host_driver_once_the_experiment_is_committed(client, auth, django_capture_on_commit_callbacks):
+    host = make_host()
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post(
+            "/api/experiments", experiment_payload(host), content_type="application/json", headers=auth
+        )
+
+    assert response.status_code == 201
+    assert len(callbacks) == 1
+
+
+def test_it_takes_configs_and_the_profile_by_id(client, auth):
+    host = make_host()
+    baseline = make_config(name="stored-baseline")
+    candidate = make_eagle_config(steps=3, name="stored-eagle", env={"NCCL_PROTO": "LL"})
+    profile = make_profile(concurrency=[2, 8], num_prompts=32, launches=2)
+    payload = {
+        "name": "by id",
+        "host": host.pk,
+        "baseline": baseline.pk,
+        "candidates": [candidate.pk],
+        "profile": profile.pk,
+    }
+
+    response = client.post("/api/experiments", payload, content_type="application/json", headers=auth)
+
+    assert response.status_code == 201, response.content
+    runs = Run.objects.filter(experiment_id=response.json()["id"]).select_related("config", "experiment__profile")
+    assert [r.config.name for r in runs] == ["stored-baseline", "stored-eagle"] * 2
+    # Same launch content as the stored configs, so their history lines up by content hash.
+    hashes = {r.config.name: r.config.content_hash for r in runs}
+    assert hashes == {"stored-baseline": baseline.content_hash, "stored-eagle": candidate.content_hash}
+    assert runs[0].experiment.profile.concurrency == [2, 8]
+    assert runs[0].experiment.host == host
+
+
+def test_it_refuses_an_unknown_config_id_and_saves_nothing(client, auth):
+    host = make_host()
+    payload = {**experiment_payload(host), "candidates": [987654]}
+    configs_before = ServerConfig.objects.count()
+
+    response = client.post("/api/experiments", payload, content_type="application/json", headers=auth)
+
+    assert response.status_code == 422
+    assert "candidates.0" in response.json()["detail"]
+    assert ServerConfig.objects.count() == configs_before
+    assert BenchmarkProfile.objects.count() == 0
+
+
+def _finished_experiment():
+    """Baseline and one candidate, two launches each, at concurrency 1 and 4; plus a failed run to ignore."""
+    baseline = make_config(name="baseline")
+    candidate = make_eagle_config(name="eagle3-2step")
+    experiment = make_experiment(
+        baseline=baseline, candidates=[candidate], profile=make_profile(concurrency=[1, 4]), with_runs=False
+    )
+    throughput = {
+        ("baseline", 0): {1: 100.0, 4: 300.0},
+        ("eagle3-2step", 0): {1: 120.0, 4: 290.0},
+        ("baseline", 1): {1: 102.0, 4: 310.0},
+        ("eagle3-2step", 1): {1: 123.0, 4: 300.0},
+    }
+    for (name, launch), cells in throughput.items():
+        config = baseline if name == "baseline" else candidate
+        run = make_run(experiment=experiment, config=config, launch_index=launch, state=Run.State.SUCCEEDED)
+        for level, tok_s in cells.items():
+            make_measurement(run, concurrency=level, output_throughput=tok_s)
+    # A failed run's partial measurements say nothing about speed and must not drag the baseline down.
+    failed = make_run(experiment=experiment, config=baseline, launch_index=2, state=Run.State.FAILED)
+    make_measurement(failed, concurrency=1, output_throughput=10.0)
+    return experiment
+
+
+def test_it_reports_an_experiment_with_its_comparison(client, auth):
+    experiment = _finished_experiment()
+
+    response = client.get(f"/api/experiments/{experiment.pk}", headers=auth)
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "failed"  # one run failed; the others succeeded
+    assert len(body["runs"]) == 5
+    assert {r["state"] for r in body["runs"]} == {"succeeded", "failed"}
+    rows = {(row["candidate"], row["concurrency"]): row for row in body["comparison"]}
+    assert set(rows) == {("eagle3-2step", 1), ("eagle3-2step", 4)}
+    row = rows["eagle3-2step", 1]
+    assert set(row) >= {
+        "candidate",
+        "concurrency",
+        "baseline_tok_s",
+        "candidate_tok_s",
+        "speedup",
+        "ci_low",
+        "ci_high",
+        "verdict",
+    }
+    assert row["baseline_tok_s"] == pytest.approx(101.0)
+    assert row["candidate_tok_s"] == pytest.approx(121.5)
+    # The ratio of geometric means (analysis.py): the centre of the log-scale interval.
+    assert row["speedup"] == pytest.approx(math.sqrt(120 * 123 / (100 * 102)), abs=1e-4)
+    assert 1 < row["ci_low"] < row["speedup"] < row["ci_high"]
+    assert row["verdict"] == "faster"
+    assert rows["eagle3-2step", 4]["verdict"] != "faster"
+
+
+def test_it_reports_the_status_of_a_new_experiment_as_queued(client, auth, experiment):
+    body = client.get(f"/api/experiments/{experiment.pk}", headers=auth).json()
+
+    assert body["status"] == "queued"
+    assert body["comparison"] == []
+    assert [r["config"] for r in body["runs"]] == [experiment.baseline.name, experiment.ordered_candidates()[0].name]
+
+
+def test_it_answers_404_for_an_unknown_experiment(client, auth):
+    assert client.get("/api/experiments/987654", headers=auth).status_code == 404
+
+
+def test_it_reports_a_run(client, auth):
+    run = make_run(
+        state=Run.State.FAILED,
+        failure_kind=Run.FailureKind.OOM,
+        failure_message="CUDA out of memory",
+        failure_excerpt="torch.OutOfMemoryError: CUDA out of memory.",
+    )
+    make_measurement(run, concurrency=4, output_throughput=321.0)
+
+    response = client.get(f"/api/runs/{run.pk}", headers=auth)
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["state"] == "failed"
+    assert body["failure"]["kind"] == "oom"
+    assert body["failure"]["message"] == "CUDA out of memory"
+    assert "OutOfMemoryError" in body["failure"]["excerpt"]
+    assert [p["state"] for p in body["phases"]] == ["queued"]
+    assert [(m["concurrency"], m["output_throughput"]) for m in body["measurements"]] == [(4, 321.0)]
+
+
+@pytest.mark.parametrize(
+    "after, limit, expected",
+    [
+        pytest.param(0, 1000, list(range(1, 10)), id="all"),
+        pytest.param(2, 3, [3, 4, 5], id="across-a-chunk-boundary"),
+        pytest.param(3, 4, [4, 5, 6, 7], id="exactly-one-chunk"),
+        pytest.param(5, 10, [6, 7, 8, 9], id="rest"),
+        pytest.param(6, 1, [7], id="one"),
+        pytest.param(9, 5, [], id="at-the-end"),
+        pytest.param(50, 5, [], id="past-the-end"),
+    ],
+)
+def test_it_pages_through_the_log_across_chunks(client, auth, run, after, limit, expected):
+    make_log(run, [["l1", "l2", "l3"], ["l4", "l5", "l6", "l7"], ["l8", "l9"]])
+
+    response = client.get(f"/api/runs/{run.pk}/log", {"after": after, "limit": limit}, headers=auth)
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["lines"] == [{"n": n, "text": f"l{n}"} for n in expected]
+    assert body["next"] == (expected[-1] if expected else after)
+    assert body["total"] == 9
+
+
+def test_it_reads_the_whole_log_by_following_next(client, auth, run):
+    lines = make_log(run, [[f"line {i}" for i in range(k * 10, k * 10 + 7)] for k in range(5)])
+    seen: list[str] = []
+    after = 0
+    for _ in range(100):
+        body = client.get(f"/api/runs/{run.pk}/log", {"after": after, "limit": 4}, headers=auth).json()
+        if not body["lines"]:
+            break
+        seen += [line["text"] for line in body["lines"]]
+        after = body["next"]
+
+    assert seen == lines
+
+
+def test_it_refuses_a_negative_log_position(client, auth, run):
+    assert client.get(f"/api/runs/{run.pk}/log", {"after": -1}, headers=auth).status_code == 422
+    assert client.get(f"/api/runs/{run.pk}/log", {"limit": 0}, headers=auth).status_code == 422
+
+
+def test_it_cancels_a_queued_run_at_once(client, auth, run):
+    response = client.post(f"/api/runs/{run.pk}/cancel", headers=auth)
+
+    assert response.status_code == 200
+    assert response.json() == {"id": run.pk, "state": "cancelled", "cancel_requested": True, "accepted": True}
+    run.refresh_from_db()
+    assert run.state == Run.State.CANCELLED
+    assert run.finished_at is not None
+    assert [e["state"] for e in run.timeline] == ["queued", "cancelled"]
+
+
+def test_it_asks_a_live_run_to_stop_once(client, auth):
+    run = make_run(state=Run.State.LOADING)
+
+    first = client.post(f"/api/runs/{run.pk}/cancel", headers=auth).json()
+    second = client.post(f"/api/runs/{run.pk}/cancel", headers=auth).json()
+
+    # The orchestrator tears the live server down and moves the run on; the API only asks.
+    assert first == {"id": run.pk, "state": "loading", "cancel_requested": True, "accepted": True}
+    assert second["accepted"] is False
+
+
+@pytest.mark.parametrize("state", [Run.State.SUCCEEDED, Run.State.FAILED, Run.State.CANCELLED])
+def test_it_does_not_cancel_a_finished_run(client, auth, state):
+    run = make_run(state=state)
+
+    body = client.post(f"/api/runs/{run.pk}/cancel", headers=auth).json()
+
+    assert body["accepted"] is False
+    assert body["state"] == state
+    run.refresh_from_db()
+    assert run.state == state and not run.cancel_requested
+
+
+def test_it_exports_the_comparison_as_csv(client, auth):
+    experiment = _finished_experiment()
+
+    response = client.get(f"/api/experiments/{experiment.pk}/export.csv", headers=auth)
+
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/csv")
+    assert f"experiment-{experiment.pk}-comparison.csv" in response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert list(rows[0]) == [
+        "candidate",
+        "concurrency",
+        "baseline_tok_s",
+        "candidate_tok_s",
+        "speedup",
+        "ci_low",
+        "ci_high",
+        "verdict",
+    ]
+    assert [(r["candidate"], r["concurrency"]) for r in rows] == [("eagle3-2step", "1"), ("eagle3-2step", "4")]
+    assert rows[0]["verdict"] == "faster"
+    assert float(rows[0]["baseline_tok_s"]) == pytest.approx(101.0)

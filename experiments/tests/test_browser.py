@@ -1,0 +1,65 @@
+"""The spine in a real browser: log in, submit an experiment with the form, watch it run, see the comparison."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.hashers import make_password
+
+from experiments.models import Experiment
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def browser_user(owner):
+    # The web server runs in its own process with the production hashers.
+    owner.password = make_password("owner-pass", hasher="pbkdf2_sha256")
+    owner.save(update_fields=["password"])
+    return owner
+
+
+def _log_in(page, base: str) -> None:
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", "owner")
+    page.fill("#id_password", "owner-pass")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+
+def test_it_submits_an_experiment_in_the_browser_and_shows_live_runs_and_the_comparison(
+    browser_user, sim_host, live_web, celery_worker_process, browser
+):
+    context = browser.new_context()
+    page = context.new_page()
+    _log_in(page, live_web)
+
+    page.goto(f"{live_web}/experiments/new/")
+    page.fill("#id_experiment-name", "browser: eagle3 2 steps")
+    page.select_option("#id_experiment-host", sim_host.name)
+    page.fill("#id_baseline-tp_size", "2")
+    page.fill("#id_cand-0-tp_size", "2")
+    page.fill("#id_profile-concurrency_text", "1, 2")
+    page.fill("#id_profile-num_prompts", "2")
+    page.fill("#id_profile-output_len", "32")
+    page.click("button[type=submit].primary")
+
+    page.wait_for_load_state()
+    assert page.locator(".error").count() == 0, page.locator("form").inner_text()
+    page.wait_for_url("**/experiments/*/")
+    experiment = Experiment.objects.get(name="browser: eagle3 2 steps")
+    assert page.locator("#runs tbody tr").count() == 2
+
+    # A run's log streams in over the websocket without a reload.
+    run = experiment.run_set.order_by("sequence")[0]
+    log_page = context.new_page()  # same session
+    log_page.goto(f"{live_web}/runs/{run.pk}/")
+    log_page.wait_for_selector("#log .line", timeout=60_000)
+    log_page.wait_for_function(
+        "document.querySelector('#log').textContent.includes('fired up and ready to roll')", timeout=60_000
+    )
+
+    # The experiment page follows the states live and, once finished, draws both Plotly charts.
+    page.wait_for_selector("#throughput-chart .main-svg", timeout=180_000)
+    page.wait_for_selector("#speedup-chart .main-svg", timeout=10_000)
+    assert page.locator("#comparison tbody tr").count() == 2
+    assert "succeeded" in page.locator("#runs").inner_text()

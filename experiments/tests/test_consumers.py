@@ -1,0 +1,156 @@
+"""The websockets, through the real ASGI application and the real Redis channel layer.
+
+A logged-in browser is imitated with the session cookie of the Django test client; the consumers read the
+database from another thread, hence transactional tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from dashboard.asgi import application
+from experiments import broadcast
+from experiments.models import Run
+
+from .factories import make_log, make_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# AllowedHostsOriginValidator checks the Origin against ALLOWED_HOSTS.
+ORIGIN = (b"origin", b"http://127.0.0.1")
+
+
+@pytest.fixture
+def browser(client, owner) -> list[tuple[bytes, bytes]]:
+    """Headers of a logged-in browser's websocket handshake."""
+    client.force_login(owner)
+    return [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()), ORIGIN]
+
+
+@pytest.fixture
+def run() -> Run:
+    run = make_run(state=Run.State.LOADING)
+    make_log(run, [["l1", "l2", "l3"], ["l4", "l5"]])
+    return run
+
+
+async def _connect(path: str, headers: list[tuple[bytes, bytes]]) -> tuple[WebsocketCommunicator, bool, Any]:
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, detail = await communicator.connect(timeout=5)
+    return communicator, connected, detail
+
+
+async def _lines(communicator: WebsocketCommunicator, count: int) -> list[tuple[int, str]]:
+    """The next `count` numbered lines, however they are split into messages."""
+    out: list[tuple[int, str]] = []
+    while len(out) < count:
+        message = await communicator.receive_json_from(timeout=5)
+        assert message["type"] == "lines", message
+        out += [(message["first"] + i, text) for i, text in enumerate(message["lines"])]
+    return out
+
+
+def _numbered(first: int, last: int) -> list[tuple[int, str]]:
+    return [(n, f"l{n}") for n in range(first, last + 1)]
+
+
+@pytest.mark.parametrize("path", ["/ws/runs/{run}/log/", "/ws/experiments/{experiment}/"])
+async def test_it_refuses_an_anonymous_connection(run, path):
+    url = path.format(run=run.pk, experiment=run.experiment_id)
+
+    communicator, connected, code = await _connect(url, [ORIGIN])
+
+    assert not connected
+    assert code == 4403
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize("path", ["/ws/runs/987654/log/", "/ws/experiments/987654/"])
+async def test_it_refuses_an_unknown_run_or_experiment(browser, path):
+    communicator, connected, code = await _connect(path, browser)
+
+    assert (connected, code) == (False, 4403)
+    await communicator.disconnect()
+
+
+async def test_it_replays_stored_lines_after_the_clients_last_then_forwards_live_ones(browser, run):
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after=2", browser)
+    assert connected
+    try:
+        assert await _lines(communicator, 3) == _numbered(3, 5)
+
+        await sync_to_async(make_log)(run, [["l6", "l7"]])
+        await broadcast.send_log_lines(run.pk, 6, ["l6", "l7"])
+
+        assert await _lines(communicator, 2) == _numbered(6, 7)
+        assert await communicator.receive_nothing(timeout=0.2)
+    finally:
+        await communicator.disconnect()
+
+
+async def test_it_replays_everything_without_a_position(browser, run):
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/", browser)
+    assert connected
+    try:
+        assert await _lines(communicator, 5) == _numbered(1, 5)
+        assert await communicator.receive_nothing(timeout=0.2)
+    finally:
+        await communicator.disconnect()
+
+
+async def test_it_drops_live_lines_the_client_already_has(browser, run):
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after=2", browser)
+    assert connected
+    try:
+        assert await _lines(communicator, 3) == _numbered(3, 5)
+
+        # The batch was stored and broadcast while the replay ran: lines 4 and 5 arrive twice.
+        await sync_to_async(make_log)(run, [["l6", "l7"]])
+        await broadcast.send_log_lines(run.pk, 4, ["l4", "l5", "l6", "l7"])
+        await broadcast.send_log_lines(run.pk, 1, ["l1", "l2"])
+
+        assert await _lines(communicator, 2) == _numbered(6, 7)
+        assert await communicator.receive_nothing(timeout=0.3)
+    finally:
+        await communicator.disconnect()
+
+
+async def test_it_fills_a_gap_from_storage_before_the_live_batch(browser, run):
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/", browser)
+    assert connected
+    try:
+        assert await _lines(communicator, 5) == _numbered(1, 5)
+
+        # Lines 6-8 were stored but their broadcast was lost (e.g. the layer dropped it); 9-10 arrive live.
+        await sync_to_async(make_log)(run, [["l6", "l7", "l8"], ["l9", "l10"]])
+        await broadcast.send_log_lines(run.pk, 9, ["l9", "l10"])
+
+        assert await _lines(communicator, 5) == _numbered(6, 10)
+        assert await communicator.receive_nothing(timeout=0.3)
+    finally:
+        await communicator.disconnect()
+
+
+async def test_it_forwards_run_state_events(browser, run):
+    log, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after=5", browser)
+    assert connected
+    experiment, connected, _ = await _connect(f"/ws/experiments/{run.experiment_id}/", browser)
+    assert connected
+    try:
+        run.loading_progress = 40
+        await sync_to_async(broadcast.send_run_state)(run)
+
+        for communicator in (log, experiment):
+            message = await communicator.receive_json_from(timeout=5)
+            assert message["type"] == "state"
+            assert message["run"] == run.pk
+            assert message["state"] == "loading"
+            assert message["loading_progress"] == 40
+            assert message["cancel_requested"] is False
+    finally:
+        await log.disconnect()
+        await experiment.disconnect()

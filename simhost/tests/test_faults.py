@@ -1,0 +1,181 @@
+"""Each fault behaves as documented, and the draft context-length error happens on its own."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import socket
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from simhost import gpu
+
+from .conftest import DRAFT_131K, EAGLE3_2STEP
+
+EAGLE3_131K = [a if a != EAGLE3_2STEP[3] else DRAFT_131K for a in EAGLE3_2STEP]
+
+
+def _registry(state_dir: Path) -> list[dict]:
+    return gpu.entries({"SIMHOST_STATE_DIR": str(state_dir)})
+
+
+def _wait_gone(server, timeout: float = 5) -> None:
+    deadline = time.monotonic() + timeout
+    while server.group_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_it_zombies_after_loading_weights(launch, state_dir):
+    server = launch("--tp", "2", env={"SIMHOST_FAULTS": "zombie"})
+    server.wait_for(r"TP0\] Load weight end\.")
+    server.wait_for(r"TP1\] Load weight end\.")
+    size = len(server.text())
+    time.sleep(1.0)
+    assert len(server.text()) == size  # the log stopped
+    assert server.proc.poll() is None
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", server.port), timeout=1):
+        pass
+    assert len(_registry(state_dir)) == 2 and all(e["alive"] for e in _registry(state_dir))
+    server.signal_group(signal.SIGKILL)
+    server.proc.wait(5)
+    _wait_gone(server)
+    assert _registry(state_dir) == []  # dead pids no longer count
+
+
+async def test_it_crashes_on_the_first_request(launch, state_dir):
+    server = launch(env={"SIMHOST_FAULTS": "crash_on_first_request"})
+    server.wait_ready()  # the warm-up request does not trigger it
+    async with aiohttp.ClientSession(server.base) as http:
+        with pytest.raises(aiohttp.ClientError):
+            await http.post("/generate", json={"text": "hi", "sampling_params": {"max_new_tokens": 4}})
+    assert server.proc.wait(10) == -signal.SIGKILL
+    text = server.text()
+    assert re.search(r"^\[[\d :-]+\] Scheduler hit an exception: Traceback \(most recent call last\):$", text, re.M)
+    assert re.search(r"^AttributeError: 'NoneType' object has no attribute 'shape'$", text, re.M)
+    assert re.search(r"^\[[\d :-]+\] SIGQUIT received\. signum=3, frame=.*\. It usually means one child failed\.$",
+                     text, re.M)  # fmt: skip
+    _wait_gone(server)
+    assert server.group_pids() == [] and _registry(state_dir) == []
+
+
+def test_it_fails_at_start_when_the_draft_context_is_shorter(launch):
+    server = launch(*EAGLE3_131K)
+    assert server.proc.wait(10) == -signal.SIGKILL
+    text = server.text()
+    assert re.search(r"^\[[\d :-]+\] Scheduler hit an exception: Traceback \(most recent call last\):$", text, re.M)
+    assert "in maybe_init_draft_worker" in text
+    assert (
+        "\nValueError: Warning: Target model's context_length (262144) is greater than the derived context_length "
+        "(131072). This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may "
+        "differ from max_position_embeddings in the model's config. To allow overriding this maximum, set the env "
+        "var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1\n"
+    ) in text
+    assert re.search(r"^\[[\d :-]+\] Received sigquit from a child process\. It usually means the child failed\.$",
+                     text, re.M)  # fmt: skip
+    assert "Uvicorn running" not in text
+
+
+def test_it_overrides_the_draft_context_with_the_env(launch):
+    server = launch(*EAGLE3_131K, env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"})
+    server.wait_ready()
+    text = server.text()
+    warning = "] Warning: Target model's context_length (262144) is greater than the derived context_length (131072)"
+    assert warning in text
+    assert "] Overriding the draft model's max_position_embeddings to 262144." in text
+    assert "ValueError" not in text
+
+
+def test_it_keeps_a_scheduler_alive_through_sigterm(launch, state_dir):
+    server = launch("--tp", "2", env={"SIMHOST_FAULTS": "ignore_sigterm", "SIMHOST_FAULT_RANK": "1"})
+    server.wait_ready()
+    server.signal_group(signal.SIGTERM)
+    assert server.proc.wait(10) == 0
+    time.sleep(0.5)
+    held = _registry(state_dir)
+    assert [e["name"] for e in held] == ["sglang::scheduler_TP1"] and held[0]["alive"]
+    apps = server.smi("--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits")
+    assert re.fullmatch(rf"{held[0]['pid']}, sglang::scheduler_TP1, \d+\n", apps)
+    server.signal_group(signal.SIGKILL)
+    _wait_gone(server)
+    assert _registry(state_dir) == []
+
+
+def test_it_leaks_memory_until_a_gpu_reset(launch, state_dir):
+    server = launch(env={"SIMHOST_FAULTS": "leak"})
+    server.wait_ready()
+    server.signal_group(signal.SIGKILL)
+    server.proc.wait(5)
+    _wait_gone(server)
+    assert server.smi("--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits") != ""
+    assert server.smi("--query-gpu=memory.used", "--format=csv,noheader,nounits").splitlines()[0] != "0"
+    server.smi("--gpu-reset")
+    assert server.smi("--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits") == ""
+
+
+async def test_it_answers_503_for_a_while_when_health_is_flaky(launch):
+    server = launch(
+        env={"SIMHOST_FAULTS": "health_flaky", "SIMHOST_FLAKY_SECONDS": "1.5", "SIMHOST_HEALTH_POLL_SECONDS": "0.1"}
+    )
+    server.wait_ready()
+    statuses = []
+    async with aiohttp.ClientSession(server.base) as http:
+        for _ in range(40):
+            async with http.get("/health") as r:
+                assert await r.read() == b""
+                statuses.append(r.status)
+            if r.status == 200:
+                break
+            await asyncio.sleep(0.1)
+    assert statuses[0] == 503 and statuses[-1] == 200 and len(statuses) > 5
+
+
+def test_it_floods_the_log_once_ready(launch):
+    server = launch(env={"SIMHOST_FAULTS": "log_flood", "SIMHOST_FLOOD_LINES_PER_S": "500"})
+    server.wait_ready()
+    time.sleep(1.0)
+    flood = server.text().count("The following generation flags are not valid")
+    assert 300 < flood < 800
+
+
+def test_it_runs_out_of_memory_during_graph_capture(launch):
+    server = launch(env={"SIMHOST_FAULTS": "oom_capture"})
+    assert server.proc.wait(10) == -signal.SIGKILL
+    text = server.text()
+    assert "Exception: Capture cuda graph failed: CUDA out of memory." in text
+    assert "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)" in text
+
+
+def test_it_drops_env_vars_from_the_schedulers(launch):
+    server = launch(env={"SIMHOST_FAULTS": "env_drop", "NCCL_PROTO": "LL", "OTHER_VAR": "1"})
+    server.wait_ready()
+    environs = {}
+    for pid in server.group_pids():
+        title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        environs[title] = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    assert b"NCCL_PROTO=LL" not in environs[b"sglang::scheduler"]
+    assert b"OTHER_VAR=1" in environs[b"sglang::scheduler"]
+    main = Path(f"/proc/{server.proc.pid}/environ").read_bytes().split(b"\0")
+    assert b"NCCL_PROTO=LL" in main
+
+
+def test_it_passes_env_vars_to_the_schedulers_without_faults(launch):
+    server = launch(env={"NCCL_PROTO": "LL"})
+    server.wait_ready()
+    for pid in server.group_pids():
+        assert b"NCCL_PROTO=LL" in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+
+
+def test_it_reads_faults_from_a_file_and_rejects_unknown_ones(launch, tmp_path):
+    (tmp_path / "simhost-faults").write_text("# faults for this run\nzombie\n")
+    server = launch()
+    server.wait_for(r"Load weight end")
+    time.sleep(0.5)
+    assert "Uvicorn running" not in server.text()
+    (tmp_path / "simhost-faults").unlink()
+    server = launch(env={"SIMHOST_FAULTS": "zombi"})
+    assert server.proc.wait(10) == 2
+    assert "unknown simhost fault(s): zombi" in server.text()
