@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from simhost import hostsetup
+
 REPO = Path(__file__).resolve().parent
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
@@ -109,17 +111,6 @@ def sshd(tmp_path_factory) -> SSHServer:
         process.wait(timeout=10)
 
 
-def simhost_shell_setup(state_dir: Path, load_seconds: float = 0.5) -> str:
-    return "\n".join(
-        [
-            f"export PATH={REPO / 'simhost' / 'bin'}:{REPO / '.venv' / 'bin'}:$PATH",
-            f"export PYTHONPATH={REPO}",
-            f"export SIMHOST_STATE_DIR={state_dir}",
-            f"export SIMHOST_LOAD_SECONDS={load_seconds}",
-        ]
-    )
-
-
 @pytest.fixture
 def sim_host(sshd, tmp_path, settings):
     """A Host row for the simulated GPU host behind the real sshd, with its own GPU state and port."""
@@ -136,9 +127,9 @@ def sim_host(sshd, tmp_path, settings):
         key_name=sshd.client_key_name,
         host_key=sshd.host_key,
         work_dir=str(tmp_path / "work"),
-        models_root=str(REPO / "simhost" / "models"),
-        shell_setup=simhost_shell_setup(state_dir),
-        launcher="python -m simhost.launch_server",
+        models_root=str(hostsetup.MODELS_ROOT),
+        shell_setup=hostsetup.shell_setup(state_dir, load_seconds=0.5),
+        launcher=hostsetup.LAUNCHER,
         python="python",
         server_port=free_port(),
         gpu_inventory=[{"index": i, "name": "NVIDIA H200 (simulated)"} for i in range(8)],
@@ -155,90 +146,63 @@ def task_queue() -> str:
     return queue
 
 
-@pytest.fixture(scope="session")
-def celery_worker_process(django_db_setup, sshd, task_queue, tmp_path_factory):
-    """A real `celery worker` process on the session's queue, connected to the test database."""
+def _shared_database_env(**extra: str) -> dict[str, str]:
+    """The environment of a server process that must see the test database (which PostgreSQL allows)."""
     from django.conf import settings
     from django.db import connection
 
     if connection.vendor != "postgresql":
-        pytest.skip("the worker process needs a shared database: run the integration tests with PostgreSQL")
-    queue = task_queue
+        pytest.skip("a separate server process needs a shared database: run the integration tests with PostgreSQL")
     db = settings.DATABASES["default"]
-    env = {
+    return {
         **os.environ,
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "SPECDASH_QUEUE": queue,
-        "SPECDASH_SSH_KEY_DIR": str(sshd.key_dir),
         "SECRET_KEY": settings.SECRET_KEY,
+        **extra,
     }
-    log_path = tmp_path_factory.mktemp("celery") / "worker.log"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "dashboard",
-            "worker",
-            "--loglevel",
-            "INFO",
-            "--concurrency",
-            "2",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-Q",
-            queue,
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=open(log_path, "wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+
+
+def _start_server_process(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        argv, cwd=REPO, env=env, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT, start_new_session=True
     )
+
+
+def _stop_server_process(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, sshd, task_queue, tmp_path_factory):
+    """A real `celery worker` process on the session's queue, connected to the test database."""
+    env = _shared_database_env(SPECDASH_QUEUE=task_queue, SPECDASH_SSH_KEY_DIR=str(sshd.key_dir))
+    log_path = tmp_path_factory.mktemp("celery") / "worker.log"
+    argv = [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "--loglevel", "INFO", "--concurrency", "2",
+            "--without-gossip", "--without-mingle", "--without-heartbeat", "-Q", task_queue]  # fmt: skip
+    process = _start_server_process(argv, env, log_path)
     try:
         yield process, log_path
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        _stop_server_process(process)
 
 
 @pytest.fixture(scope="session")
 def live_web(django_db_setup, sshd, task_queue, tmp_path_factory):
     """The real ASGI server (daphne: HTTP and websockets) on a free port, sharing the test database."""
-    from django.conf import settings
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        pytest.skip("the web server process needs a shared database: run the browser tests with PostgreSQL")
-    db = settings.DATABASES["default"]
+    env = _shared_database_env(SPECDASH_QUEUE=task_queue, SPECDASH_SSH_KEY_DIR=str(sshd.key_dir))
     port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "SECRET_KEY": settings.SECRET_KEY,
-        "SPECDASH_SSH_KEY_DIR": str(sshd.key_dir),
-        "SPECDASH_QUEUE": task_queue,
-    }
-    log_path = tmp_path_factory.mktemp("web") / "daphne.log"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
-        cwd=REPO,
-        env=env,
-        stdout=open(log_path, "wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    argv = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"]
+    process = _start_server_process(argv, env, tmp_path_factory.mktemp("web") / "daphne.log")
     try:
         wait_for_port(port, timeout=30, process=process)
         yield f"http://127.0.0.1:{port}"
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=20)
+        _stop_server_process(process)
 
 
 @pytest.fixture(scope="module")

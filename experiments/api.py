@@ -12,7 +12,13 @@ from ninja.errors import HttpError
 from ninja.security import HttpBearer, django_auth
 
 from . import actions
-from .forms import ExperimentSubmission, apply_profile_defaults, config_form_data, profile_form_data
+from .forms import (
+    BenchmarkProfileForm,
+    ExperimentSubmission,
+    apply_profile_defaults,
+    config_form_data,
+    profile_form_data,
+)
 from .models import ApiToken, BenchmarkProfile, Experiment, Host, LogChunk, Run, ServerConfig
 from .reports import build_report, comparison_rows_json
 from .views import comparison_csv_response
@@ -57,22 +63,8 @@ def _profile_data(value: dict[str, Any] | int) -> dict[str, Any]:
         profile = BenchmarkProfile.objects.filter(pk=value).first()
         if profile is None:
             raise HttpError(422, f"profile: no profile with id {value}")
-        value = {f: getattr(profile, f) for f in (*_PROFILE_FIELDS, "concurrency")}
+        value = {f: getattr(profile, f) for f in (*BenchmarkProfileForm.Meta.fields, "concurrency")}
     return profile_form_data(apply_profile_defaults(value))
-
-
-_PROFILE_FIELDS = (
-    "input_len",
-    "output_len",
-    "num_prompts",
-    "warmup_requests",
-    "passes",
-    "launches",
-    "seed",
-    "request_timeout_s",
-    "readiness_timeout_s",
-    "stall_timeout_s",
-)
 
 
 def _host_name(value: str | int) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
-import shlex
 import signal
 import socket
 import subprocess
@@ -24,23 +23,11 @@ from django.core.management.base import BaseCommand, CommandError
 from experiments import actions
 from experiments.forms import ExperimentSubmission
 from experiments.models import Experiment, Host, Run
+from simhost import hostsetup
 
 REPO = Path(settings.BASE_DIR)
 DEMO_USER = "demo"
 DEMO_HOST = "simhost"
-
-
-def demo_host_shell_setup(state_dir: Path, load_seconds: str) -> str:
-    """What a real host's setup would do (activate the venv with SGLang), here for the simulated one."""
-    return "\n".join(
-        [
-            f"export PATH={shlex.quote(str(REPO / 'simhost' / 'bin'))}:{shlex.quote(str(REPO / '.venv' / 'bin'))}"
-            ":$PATH",
-            f"export PYTHONPATH={shlex.quote(str(REPO))}",
-            f"export SIMHOST_STATE_DIR={shlex.quote(str(state_dir))}",
-            f"export SIMHOST_LOAD_SECONDS={shlex.quote(load_seconds)}",
-        ]
-    )
 
 
 def demo_experiment_payload(models_root: str) -> dict:
@@ -251,9 +238,9 @@ class Command(BaseCommand):
             user=getpass.getuser(),
             key_name=key_name,
             work_dir=str(var / "simhost-work"),
-            models_root=str(REPO / "simhost" / "models"),
-            shell_setup=demo_host_shell_setup(var / "simhost-state", os.environ.get("SIMHOST_LOAD_SECONDS", "6")),
-            launcher="python -m simhost.launch_server",
+            models_root=str(hostsetup.MODELS_ROOT),
+            shell_setup=hostsetup.shell_setup(var / "simhost-state", os.environ.get("SIMHOST_LOAD_SECONDS", "6")),
+            launcher=hostsetup.LAUNCHER,
             python="python",
             server_port=server_port,
             repin=True,  # our own sshd on loopback; its key is pinned afresh at each registration

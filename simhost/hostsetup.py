@@ -1,0 +1,25 @@
+"""How a specdash Host reaches this simulated host: the shell lines a real host's setup would hold."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def shell_setup(state_dir: Path, load_seconds: float | str) -> str:
+    """Put the nvidia-smi shim and the venv on PATH (a real host activates its SGLang venv here)."""
+    path = f"{shlex.quote(str(REPO / 'simhost' / 'bin'))}:{shlex.quote(str(REPO / '.venv' / 'bin'))}"
+    return "\n".join(
+        [
+            f"export PATH={path}:$PATH",
+            f"export PYTHONPATH={shlex.quote(str(REPO))}",
+            f"export SIMHOST_STATE_DIR={shlex.quote(str(state_dir))}",
+            f"export SIMHOST_LOAD_SECONDS={shlex.quote(str(load_seconds))}",
+        ]
+    )
+
+
+MODELS_ROOT = REPO / "simhost" / "models"
+LAUNCHER = "python -m simhost.launch_server"
