@@ -56,8 +56,9 @@ def owner_client(client, owner):
 
 
 class SSHServer:
-    def __init__(self, root: Path, port: int, host_key: str, key_dir: Path, client_key_name: str) -> None:
+    def __init__(self, root: Path, port: int, host_key: str, key_dir: Path, client_key_name: str, pid: int) -> None:
         self.root = root
+        self.pid = pid
         self.port = port
         self.host_key = host_key
         self.key_dir = key_dir
@@ -105,21 +106,21 @@ def sshd(tmp_path_factory) -> SSHServer:
     try:
         wait_for_port(port, process=process)
         host_key = (root / "host_key.pub").read_text().strip()
-        yield SSHServer(root, port, host_key, key_dir, "id_test")
+        yield SSHServer(root, port, host_key, key_dir, "id_test", process.pid)
     finally:
         process.terminate()
         process.wait(timeout=10)
 
 
 @pytest.fixture
-def sim_host(sshd, tmp_path, settings):
+def sim_host(sshd, tmp_path, settings, task_queue):
     """A Host row for the simulated GPU host behind the real sshd, with its own GPU state and port."""
     from experiments.models import Host
 
     settings.SPECDASH_SSH_KEY_DIR = sshd.key_dir
     state_dir = tmp_path / "simhost-state"
     state_dir.mkdir()
-    return Host.objects.create(
+    host = Host.objects.create(
         name=f"sim-{uuid.uuid4().hex[:6]}",
         address="127.0.0.1",
         port=sshd.port,
@@ -134,16 +135,23 @@ def sim_host(sshd, tmp_path, settings):
         server_port=free_port(),
         gpu_inventory=[{"index": i, "name": "NVIDIA H200 (simulated)"} for i in range(8)],
     )
+    host.state_dir = state_dir  # type: ignore[attr-defined]  (tests read the simulated GPUs' registry)
+    return host
 
 
 @pytest.fixture(scope="session")
-def task_queue() -> str:
+def task_queue():
     """A Celery queue of this test session's own, so a demo worker on this machine never takes its tasks."""
     from dashboard.celery import app
 
     queue = f"specdash-test-{uuid.uuid4().hex[:8]}"
     app.conf.task_default_queue = queue
-    return queue
+    yield queue
+    # Tests that drive a run in-process still enqueue the host's next turn; leave nothing behind in Redis.
+    import redis
+    from django.conf import settings
+
+    redis.Redis.from_url(settings.REDIS_URL).delete(queue)
 
 
 def _shared_database_env(**extra: str) -> dict[str, str]:
@@ -175,6 +183,39 @@ def _stop_server_process(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+@pytest.fixture
+def private_queue():
+    """A queue no worker listens to: for tests that drive runs in-process, so that a session worker started by
+    another test cannot claim their runs behind their back (finishing a run enqueues the host's next turn)."""
+    from dashboard.celery import app
+
+    previous = app.conf.task_default_queue
+    queue = f"specdash-private-{uuid.uuid4().hex[:8]}"
+    app.conf.task_default_queue = queue
+    yield queue
+    app.conf.task_default_queue = previous
+    import redis
+    from django.conf import settings
+
+    redis.Redis.from_url(settings.REDIS_URL).delete(queue)
+
+
+@pytest.fixture
+def server_process(django_db_setup):
+    """Start server processes (workers, web) on the test database; whatever still runs is stopped after."""
+    started: list[subprocess.Popen] = []
+
+    def start(argv: list[str], log_path: Path, **extra_env: str) -> subprocess.Popen:
+        process = _start_server_process(argv, _shared_database_env(**extra_env), log_path)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            _stop_server_process(process)
 
 
 @pytest.fixture(scope="session")
@@ -238,10 +279,12 @@ def browser():
 
 
 @pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
+def _fast_password_hashing(request):
     # The default hasher costs ~0.2 s per user; tests create many users and test no hashing strength.
     # PBKDF2 stays available for users that a separate web server process (browser tests) must verify.
-    settings.PASSWORD_HASHERS = [
+    if not request.config.pluginmanager.hasplugin("django"):
+        return  # the pure suites (simhost, benchclient) also run without Django: `-p no:django`
+    request.getfixturevalue("settings").PASSWORD_HASHERS = [
         "django.contrib.auth.hashers.MD5PasswordHasher",
         "django.contrib.auth.hashers.PBKDF2PasswordHasher",
     ]

@@ -143,6 +143,15 @@ SPECDASH_CONNECT_TIMEOUT = float(os.environ.get("SPECDASH_CONNECT_TIMEOUT", "15"
 SPECDASH_LOG_BATCH_LINES = int(os.environ.get("SPECDASH_LOG_BATCH_LINES", "2000"))
 SPECDASH_LOG_BATCH_SECONDS = float(os.environ.get("SPECDASH_LOG_BATCH_SECONDS", "0.1"))
 SPECDASH_TEARDOWN_GRACE = float(os.environ.get("SPECDASH_TEARDOWN_GRACE", "10"))
+# A worker that dies mid-run stops beating; after SPECDASH_HEARTBEAT_STALE seconds another worker re-attaches
+# (checked every SPECDASH_REATTACH_EVERY seconds by the beat). A dropped SSH connection is retried for
+# SPECDASH_RECONNECT_WINDOW seconds before the run fails.
+SPECDASH_HEARTBEAT_STALE = float(os.environ.get("SPECDASH_HEARTBEAT_STALE", "20"))
+SPECDASH_REATTACH_EVERY = float(os.environ.get("SPECDASH_REATTACH_EVERY", "10"))
+SPECDASH_RECONNECT_WINDOW = float(os.environ.get("SPECDASH_RECONNECT_WINDOW", "60"))
+CELERY_BEAT_SCHEDULE = {
+    "reattach-stale-runs": {"task": "workers.tasks.reattach_stale_runs", "schedule": SPECDASH_REATTACH_EVERY},
+}
 
 LOGGING = {
     "version": 1,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from celery import current_app
@@ -180,6 +181,29 @@ def do_record_failure(run: Run, kind: str, message: str, excerpt: str = "", firs
     run.failure_excerpt = excerpt[:20000]
     run.failure_first_line = first_line
     run.save(update_fields=["failure_kind", "failure_message", "failure_excerpt", "failure_first_line"])
+
+
+def do_heartbeat(run: Run, worker: str) -> bool:
+    """Say this worker still drives the run; False when another worker has taken it over meanwhile."""
+    now = timezone.now()
+    if Run.objects.filter(pk=run.pk, worker=worker).update(heartbeat_at=now) != 1:
+        return False
+    run.heartbeat_at = now
+    return True
+
+
+@transaction.atomic
+def do_take_over_run(run_id: int, worker: str, stale_after: timedelta) -> Run | None:
+    """Re-attach a live run whose worker stopped beating (died, or lost its network) to `worker`."""
+    now = timezone.now()
+    taken = (
+        Run.objects.active()
+        .filter(pk=run_id, heartbeat_at__lt=now - stale_after)
+        .update(worker=worker, heartbeat_at=now)
+    )
+    if taken != 1:
+        return None
+    return Run.objects.select_related("host").get(pk=run_id)
 
 
 def is_cancel_requested(run_id: int) -> bool:

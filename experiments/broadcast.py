@@ -23,6 +23,10 @@ def log_lines_event(first_line: int, lines: list[str]) -> dict[str, Any]:
     return {"type": "log.lines", "first": first_line, "lines": lines}
 
 
+def run_facts_event(decode: list[dict[str, Any]], metrics: dict[str, list[list[float]]]) -> dict[str, Any]:
+    return {"type": "run.facts", "decode": decode, "metrics": metrics}
+
+
 def run_state_event(run: Run) -> dict[str, Any]:
     return {
         "type": "run.state",
@@ -40,6 +44,12 @@ async def send_log_lines(run_id: int, first_line: int, lines: list[str]) -> None
     layer = get_channel_layer()
     assert layer is not None
     await layer.group_send(run_group(run_id), log_lines_event(first_line, lines))
+
+
+async def send_run_facts(run_id: int, decode: list[dict[str, Any]], metrics: dict[str, list[list[float]]]) -> None:
+    layer = get_channel_layer()
+    assert layer is not None
+    await layer.group_send(run_group(run_id), run_facts_event(decode, metrics))
 
 
 def send_run_state(run: Run) -> None:

@@ -37,6 +37,11 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self._send_from_storage(upto=None)
+        # Facts and state broadcast between the page render and this connection would otherwise be missed
+        # until a reload; the client drops points it already has.
+        snapshot = await _run_snapshot(self.run_id)
+        await self.send_json({"type": "facts", **snapshot["facts"]})
+        await self.send_json({**snapshot["state"], "type": "state"})
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
@@ -67,6 +72,9 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
     async def run_state(self, event: dict[str, Any]) -> None:
         await self.send_json({**event, "type": "state"})
 
+    async def run_facts(self, event: dict[str, Any]) -> None:
+        await self.send_json({**event, "type": "facts"})
+
 
 class ExperimentConsumer(AsyncJsonWebsocketConsumer):
     """Forwards state changes of an experiment's runs (the page re-renders results when all are done)."""
@@ -87,6 +95,13 @@ class ExperimentConsumer(AsyncJsonWebsocketConsumer):
 
     async def run_state(self, event: dict[str, Any]) -> None:
         await self.send_json({**event, "type": "state"})
+
+
+@database_sync_to_async
+def _run_snapshot(run_id: int) -> dict[str, Any]:
+    run = Run.objects.get(pk=run_id)
+    facts = {"decode": run.live_facts.get("decode", []), "metrics": run.live_facts.get("metrics", {})}
+    return {"facts": facts, "state": broadcast.run_state_event(run)}
 
 
 @database_sync_to_async

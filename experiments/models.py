@@ -247,6 +247,10 @@ class RunQuerySet(models.QuerySet["Run"]):
     def on_host(self, host: Host | int) -> RunQuerySet:
         return self.filter(host=host)
 
+    def stale(self, stale_after: timedelta) -> RunQuerySet:
+        """Live runs whose worker has not beaten for `stale_after`: candidates for re-attachment."""
+        return self.active().filter(heartbeat_at__lt=timezone.now() - stale_after)
+
 
 class Run(models.Model):
     class State(models.TextChoices):
@@ -318,6 +322,9 @@ class Run(models.Model):
     log_lines = models.PositiveIntegerField(default=0)
     loading_progress = models.PositiveSmallIntegerField(null=True, blank=True)
     effective_args = models.JSONField(default=dict, blank=True)
+    # The latest structured facts read from the log (Decode-batch figures, custom metrics), so a page reload
+    # shows what the live stream showed.
+    live_facts = models.JSONField(default=dict, blank=True)
     launch_command = models.TextField(blank=True)
     benchmark_cell = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)

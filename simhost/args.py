@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from simhost import knobs
+from simhost import knobs, versions
 
 _STR: dict[str, Any] = {"type": str}
 _INT: dict[str, Any] = {"type": int}
@@ -132,27 +133,145 @@ _FIELDS: list[tuple[str, Any, list[str], dict[str, Any], str]] = [
     ("tool_server", None, [], _STR, "Accepted, no effect."),
 ]
 
-ServerArgs = dataclasses.make_dataclass(
-    "ServerArgs", [(name, object, dataclasses.field(default=default)) for name, default, _, _, _ in _FIELDS]
+# Era C (0.5.14+, `arg_groups`) replaces the CUDA-graph flags: these leave the dataclass, _ERA_C_FIELDS join it.
+_NOT_IN_ERA_C = {"cuda_graph_max_bs", "cuda_graph_bs", "disable_cuda_graph"}
+_ERA_C_FIELDS: list[tuple[str, Any, list[str], dict[str, Any], str]] = [
+    ("cuda_graph_max_bs_decode", None, [], _INT, "Largest captured decode batch size; default auto."),
+    ("cuda_graph_max_bs_prefill", None, [], _INT, "Accepted, no effect."),
+    ("cuda_graph_bs_decode", None, [], {"type": int, "nargs": "+"}, "Captured decode batch sizes; default auto."),
+    (
+        "cuda_graph_backend_decode",
+        "full",
+        [],
+        {"type": str, "choices": ["full", "breakable", "disabled"]},
+        "disabled: no decode CUDA graphs (slower steps).",
+    ),
+    (
+        "cuda_graph_backend_prefill",
+        "full",
+        [],
+        {"type": str, "choices": ["full", "breakable", "disabled"]},
+        "Accepted, no effect.",
+    ),
+    ("disable_decode_cuda_graph", False, [], _TRUE, "No decode CUDA graphs (slower steps)."),
+    ("disable_prefill_cuda_graph", False, [], _TRUE, "Accepted, no effect."),
+    ("speculative_adaptive", False, [], _TRUE, "Accepted, no effect."),
+]
+# 0.5.3 only: the beta spec flag that SGLANG_ENABLE_SPEC_V2 replaced in 0.5.4.
+_BETA_SPEC_FIELD: tuple[str, Any, list[str], dict[str, Any], str] = (
+    "enable_beta_spec",
+    False,
+    [],
+    _TRUE,
+    "0.5.3: overlap scheduler for EAGLE (beta spec).",
 )
+ERA_C_ALGORITHMS = [*SPEC_ALGORITHMS, "DFLASH", "DSPARK", "UNO"]
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
+
+
+def _fields(ver: versions.Version) -> list[tuple[str, Any, list[str], dict[str, Any], str]]:
+    out = []
+    for entry in _FIELDS:
+        name = entry[0]
+        if ver.arg_groups and name in _NOT_IN_ERA_C:
+            continue
+        if ver.arg_groups and name == "speculative_algorithm":
+            entry = (name, None, [], {"type": str.upper}, "Speculative algorithm: " + ", ".join(ERA_C_ALGORITHMS))
+        out.append(entry)
+        if name == "disable_radix_cache" and ver.arg_groups:
+            out += _ERA_C_FIELDS
+        if name == "disable_overlap_schedule" and ver.beta_spec_flag:
+            out.append(_BETA_SPEC_FIELD)
+    return out
+
+
+@functools.cache
+def server_args_class(ver: versions.Version) -> type:
+    """The `ServerArgs` dataclass of that version (its repr is the `server_args=ServerArgs(...)` log line)."""
+    return dataclasses.make_dataclass(
+        "ServerArgs", [(name, object, dataclasses.field(default=default)) for name, default, *_ in _fields(ver)]
+    )
+
+
+ServerArgs = server_args_class(versions.Version.parse(versions.DEFAULT))
 
 
 class SimhostError(Exception):
     """A startup problem the real server reports as an exception from the main process."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _deprecated(new_flag: str, dest: str, value: Any = None, store_true: bool = False) -> type[argparse.Action]:
+    """Era C's DeprecatedAliasStoreAction / DeprecatedStoreTrueAction: warn, then set the new field."""
+
+    class Deprecated(argparse.Action):
+        def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+            kwargs["nargs"] = 0 if store_true else None
+            kwargs.pop("default", None)
+            super().__init__(option_strings, argparse.SUPPRESS, default=argparse.SUPPRESS, **kwargs)
+
+        def __call__(self, parser: Any, ns: Any, values: Any, option_string: str | None = None) -> None:
+            setattr(ns, dest_name, value if store_true else values)
+            getattr(ns, "_deprecations", []).append(
+                f"\033[1;33m'{option_string}' is deprecated and will be removed in a future release. "
+                f"Use '{new_flag}' instead.\033[0m"
+            )
+
+    dest_name = dest
+    return Deprecated
+
+
+def build_parser(ver: versions.Version | None = None) -> argparse.ArgumentParser:
+    ver = ver or versions.current()
     parser = argparse.ArgumentParser(
         prog="launch_server.py",
-        description="Simulated sglang.launch_server (SGLang 0.5.9 interface, no GPU needed).",
+        description=(
+            f"Simulated sglang.launch_server (SGLang {ver.text} interface, era {ver.era}; no GPU needed). "
+            f"Set SIMHOST_SGLANG_VERSION to imitate another version ({', '.join(versions.SUPPORTED)})."
+        ),
         epilog=knobs.epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    for name, default, aliases, kwargs, help_text in _FIELDS:
+    for name, default, aliases, kwargs, help_text in _fields(ver):
         flag = "--" + name.replace("_", "-")
         extra = {} if kwargs.get("required") else {"default": default}
         parser.add_argument(flag, *aliases, dest=name, help=help_text, **extra, **kwargs)
+    if ver.arg_groups:
+        parser.add_argument(
+            "--disable-cuda-graph",
+            action=_deprecated("--cuda-graph-backend-decode=disabled", "cuda_graph_backend_decode", "disabled", True),
+            help="Deprecated: use --cuda-graph-backend-decode=disabled.",
+        )
+        if ver.cuda_graph_max_bs_flag == "deprecated":
+            parser.add_argument(
+                "--cuda-graph-max-bs",
+                type=int,
+                action=_deprecated("--cuda-graph-max-bs-decode", "cuda_graph_max_bs_decode"),
+                help="Deprecated alias of --cuda-graph-max-bs-decode (removed in 0.5.20).",
+            )
     return parser
+
+
+def _get(a: Any, name: str) -> Any:
+    return a.get(name) if isinstance(a, dict) else getattr(a, name, None)
+
+
+def cuda_graph_disabled(a: Any) -> bool:
+    """--disable-cuda-graph (<= 0.5.12) or --cuda-graph-backend-decode=disabled / --disable-decode-cuda-graph."""
+    return bool(
+        _get(a, "disable_cuda_graph")
+        or _get(a, "disable_decode_cuda_graph")
+        or _get(a, "cuda_graph_backend_decode") == "disabled"
+    )
+
+
+def cuda_graph_max_bs(a: Any) -> int | None:
+    value = _get(a, "cuda_graph_max_bs") or _get(a, "cuda_graph_max_bs_decode")
+    return int(value) if value else None
+
+
+def cuda_graph_bs(a: Any) -> list[int] | None:
+    value = _get(a, "cuda_graph_bs") or _get(a, "cuda_graph_bs_decode")
+    return list(value) if value else None
 
 
 def read_model_config(path: str) -> dict[str, Any]:
@@ -168,14 +287,18 @@ def read_model_config(path: str) -> dict[str, Any]:
     return data
 
 
-def _auto_spec_params(architectures: list[str], algorithm: str) -> tuple[int, int, int]:
+_TOPK1_ARCHS = ("Deepseek", "GptOss", "Glm4Moe", "Bailing", "Kimi")
+
+
+def _auto_spec_params(architectures: list[str], algorithm: str, ver: versions.Version) -> tuple[int, int, int]:
     arch = architectures[0] if architectures else ""
     if algorithm == "STANDALONE":
         return 3, 1, 4
     if arch in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"):
         return 5, 4, 8
-    # DeepSeek, GptOss, Glm4Moe, ... and since 0.5.8 every other architecture.
-    return 3, 1, 4
+    if arch.startswith(_TOPK1_ARCHS) or ver.at_least("0.5.8"):
+        return 3, 1, 4
+    return 5, 4, 8  # every other architecture before 0.5.8
 
 
 def _gpu_memory_defaults(gpu_mib: int, tp: int) -> tuple[int, int]:
@@ -192,10 +315,22 @@ def _gpu_memory_defaults(gpu_mib: int, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
+def _truthy(value: str) -> bool:
+    return value.lower() in ("1", "true", "yes", "on")
+
+
 def resolve(argv: list[str], env: dict[str, str]) -> tuple[Any, list[str]]:
-    """Parse argv and apply SGLang's post-init rules. Returns (ServerArgs, warnings printed before logging)."""
-    ns = build_parser().parse_args(argv)
-    args = ServerArgs(**vars(ns))
+    """Parse argv and apply SGLang's post-init rules for the SIMHOST_SGLANG_VERSION in env.
+
+    Returns (ServerArgs, warnings): printed bare before 0.5.12 (logging is not configured yet), with a
+    timestamp from 0.5.12 on.
+    """
+    ver = versions.current(env)
+    deprecations: list[str] = []  # era C's deprecated flags log while argparse runs
+    ns = build_parser(ver).parse_args(argv, namespace=argparse.Namespace(_deprecations=deprecations))
+    values = vars(ns)
+    values.pop("_deprecations", None)
+    args = server_args_class(ver)(**values)
     warnings: list[str] = []
     if args.tokenizer_path is None:
         args.tokenizer_path = args.model_path
@@ -205,34 +340,25 @@ def resolve(argv: list[str], env: dict[str, str]) -> tuple[Any, list[str]]:
     chunked, graph_bs = _gpu_memory_defaults(gpu_mib, args.tp_size)
     if args.chunked_prefill_size is None:
         args.chunked_prefill_size = chunked
-    if args.cuda_graph_max_bs is None:
-        args.cuda_graph_max_bs = graph_bs
+    graph_field = "cuda_graph_max_bs_decode" if ver.arg_groups else "cuda_graph_max_bs"
+    if getattr(args, graph_field) is None:
+        setattr(args, graph_field, graph_bs)
     if args.page_size is None:
         args.page_size = 1
 
     if args.speculative_algorithm == "NEXTN":
         args.speculative_algorithm = "EAGLE"
     algo = args.speculative_algorithm
-    if algo in ("EAGLE", "EAGLE3", "STANDALONE"):
+    if algo is not None and algo not in SPEC_ALGORITHMS:
+        raise ValueError(f"simhost does not simulate speculative algorithm {algo!r}; use one of {SPEC_ALGORITHMS}")
+    if algo in EAGLE_FAMILY:
         if args.max_running_requests is None:
             args.max_running_requests = 48
-            warnings.append(
-                "Max running requests is reset to 48 for speculative decoding. You can override this by "
-                "explicitly setting --max-running-requests."
-            )
-        spec_v2 = env.get("SGLANG_ENABLE_SPEC_V2", "").lower() in ("1", "true", "yes", "on")
-        if spec_v2 and algo in ("EAGLE", "EAGLE3"):
-            warnings.append(
-                "Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap schedule is turned on."
-            )
-        else:
-            args.disable_overlap_schedule = True
-            warnings.append(
-                "Overlap scheduler is disabled when spec v2 is off or using unsupported speculative "
-                "algorithm. You can set env SGLANG_ENABLE_SPEC_V2=True to enable the experimental overlap "
-                "scheduler. "
-            )
-        args.enable_mixed_chunk = False
+            if ver.warns_max_running_reset:
+                warnings.append(
+                    "Max running requests is reset to 48 for speculative decoding. You can override this by "
+                    "explicitly setting --max-running-requests."
+                )
         if args.speculative_num_steps is None:
             if args.speculative_eagle_topk is not None or args.speculative_num_draft_tokens is not None:
                 raise AssertionError(
@@ -240,7 +366,7 @@ def resolve(argv: list[str], env: dict[str, str]) -> tuple[Any, list[str]]:
                     "speculative_num_steps is None"
                 )
             target = read_model_config(args.model_path)
-            steps, topk, draft = _auto_spec_params(target.get("architectures", []), algo)
+            steps, topk, draft = _auto_spec_params(target.get("architectures", []), algo, ver)
             args.speculative_num_steps = steps
             args.speculative_eagle_topk = topk
             args.speculative_num_draft_tokens = draft
@@ -248,13 +374,19 @@ def resolve(argv: list[str], env: dict[str, str]) -> tuple[Any, list[str]]:
             args.speculative_eagle_topk = 1
         if args.speculative_num_draft_tokens is None:
             args.speculative_num_draft_tokens = args.speculative_num_steps + 1
+        warnings += _overlap_rules(args, algo, env, ver)
+        if args.enable_mixed_chunk:
+            args.enable_mixed_chunk = False
+            warnings.append(
+                f"Mixed chunked prefill is disabled: {algo} speculative decoding does not support it."
+                if ver.arg_groups
+                else "Mixed chunked prefill is disabled because of using eagle speculative decoding."
+            )
         if args.speculative_eagle_topk == 1 and args.speculative_num_draft_tokens != args.speculative_num_steps + 1:
             warnings.append(
                 "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
             )
             args.speculative_num_draft_tokens = args.speculative_num_steps + 1
-        if spec_v2 and algo in ("EAGLE", "EAGLE3") and args.speculative_eagle_topk > 1:
-            raise ValueError("Spec v2 currently only supports topk = 1 for speculative decoding.")
     elif algo == "NGRAM":
         args.disable_overlap_schedule = True
         if args.speculative_num_draft_tokens is None:
@@ -265,7 +397,8 @@ def resolve(argv: list[str], env: dict[str, str]) -> tuple[Any, list[str]]:
             args.speculative_eagle_topk = 1
 
     if args.mem_fraction_static is None:
-        reserved = 512 + max(args.chunked_prefill_size, 2048) * 1.5 + args.cuda_graph_max_bs * 2
+        max_bs = cuda_graph_max_bs(args) or 0
+        reserved = 512 + max(args.chunked_prefill_size, 2048) * 1.5 + max_bs * 2
         reserved += args.tp_size * args.pp_size / 8 * 1024
         if gpu_mib > 60 * 1024:
             reserved = max(reserved, 10 * 1024)
@@ -274,7 +407,57 @@ def resolve(argv: list[str], env: dict[str, str]) -> tuple[Any, list[str]]:
         elif algo in ("EAGLE", "EAGLE3"):
             reserved += 2 * 1024
         args.mem_fraction_static = round((gpu_mib - reserved) / gpu_mib, 3)
-    return args, warnings
+    return args, deprecations + warnings
+
+
+def _overlap_rules(args: Any, algo: str, env: dict[str, str], ver: versions.Version) -> list[str]:
+    """Overlap scheduler / "spec v2" decision and its message, per version (reference §1.3 step 2)."""
+    topk = args.speculative_eagle_topk
+    if ver.beta_spec_flag:  # 0.5.3
+        if algo == "EAGLE" and args.enable_beta_spec:
+            return ["Beta spec is enabled for eagle speculative decoding and overlap schedule is turned on."]
+        args.disable_overlap_schedule = True
+        return ["Overlap scheduler is disabled because of using eagle3 and standalone speculative decoding."]
+    raw = env.get("SGLANG_ENABLE_SPEC_V2")
+    if not ver.at_least("0.5.7"):  # 0.5.4 - 0.5.6
+        on = _truthy(raw or "")
+        if on and algo == "EAGLE":
+            return ["Beta spec is enabled for eagle speculative decoding and overlap schedule is turned on."]
+        if on and algo == "EAGLE3":
+            return []
+        args.disable_overlap_schedule = True
+        return ["Overlap scheduler is disabled because of using eagle3 or standalone speculative decoding."]
+    if not ver.at_least("0.5.12"):  # 0.5.7 - 0.5.10, default off
+        if _truthy(raw or "") and algo in ("EAGLE", "EAGLE3"):
+            if topk > 1:
+                raise ValueError("Spec v2 currently only supports topk = 1 for speculative decoding.")
+            return ["Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap schedule is turned on."]
+        args.disable_overlap_schedule = True
+        return [
+            "Overlap scheduler is disabled when spec v2 is off or using unsupported speculative algorithm. You "
+            "can set env SGLANG_ENABLE_SPEC_V2=True to enable the experimental overlap scheduler. "
+        ]
+    if not ver.arg_groups:  # 0.5.12, default on
+        reason = None
+        if raw is not None and not _truthy(raw):
+            reason = "SGLANG_ENABLE_SPEC_V2=False"
+        elif topk > 1:
+            reason = "spec v2 currently only supports topk = 1"
+        elif args.disable_overlap_schedule:
+            reason = "overlap schedule is disabled"
+        if reason is None:
+            return ["Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding."]
+        args.disable_overlap_schedule = True
+        return [f"Spec v1 is used for eagle/eagle3/standalone speculative decoding because {reason}."]
+    out = []  # era C: always the v2 worker
+    if raw is not None and not ver.at_least("0.5.22"):
+        out.append(
+            "SGLANG_ENABLE_SPEC_V2 has been removed: speculative decoding always runs the V2 worker. Use "
+            "--disable-overlap-schedule to select the non-overlap (synchronous) path."
+        )
+    if args.disable_overlap_schedule:
+        out.append("Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone speculative decoding.")
+    return out
 
 
 def is_speculative(args: Any) -> bool:

@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from simhost import logs, speed
+from simhost import lines, logs, speed, versions
 
 WORDS = (
     "the of and a to in is that it for on with as was at by this be from are or an which have not one had "
@@ -65,6 +65,7 @@ class Stats:
     prompt_tokens: int = 0
     generation_tokens: int = 0
     requests: int = 0
+    finished_requests: int = 0  # non-warm-up, non-health requests that completed
     cached_tokens: int = 0
     last_gen_throughput: float = 0.0
     # speculative window (since the last Decode line) and lifetime totals
@@ -78,9 +79,16 @@ class Stats:
 
 class Engine:
     def __init__(
-        self, args: Any, ready: dict[str, Any], params: speed.SpeedParams, knobs: dict[str, float], seed: int
+        self,
+        args: Any,
+        ready: dict[str, Any],
+        params: speed.SpeedParams,
+        knobs: dict[str, float],
+        seed: int,
+        ver: versions.Version | None = None,
     ) -> None:
         self.args = args
+        self.ver = ver or versions.Version.parse(versions.DEFAULT)
         self.cfg = speed.SpecConfig.from_server_args(args)
         self.params = params
         self.rng = random.Random(seed)
@@ -91,6 +99,11 @@ class Engine:
         self.noise = knobs["noise"]
         self.slowdown = knobs["slowdown"] * max(0.5, self.rng.gauss(1.0, knobs["launch_noise"]))
         self.drift = knobs["drift"]
+        self.throttle_after = knobs.get("throttle_after", -1.0)  # < 0: never
+        self.throttle_factor = knobs.get("throttle_factor", 1.0)
+        self.profile = bool(knobs.get("profile", 0.0)) and bool(self.cfg.algorithm)
+        self.profile_every = max(1, int(knobs.get("profile_every", 1)))
+        self.verify_steps = 0
         self.accept_p = knobs["ngram_accept_p"] if self.cfg.algorithm == "NGRAM" else knobs["accept_p"]
         self.accept_spread = knobs["accept_spread"]
         self.started = time.monotonic()
@@ -157,12 +170,21 @@ class Engine:
     def _log(self, message: str) -> None:
         logs.line(message, 0, self.args.tp_size)
 
-    async def _advance(self, ms: float) -> None:
+    def step_factor(self) -> float:
+        """Everything that scales a step besides the speed model: launch noise x slowdown, drift, throttling,
+        and this step's noise (a fresh draw each call)."""
+        uptime = time.monotonic() - self.started
+        factor = self.slowdown * (1 + self.drift * uptime / 3600) * max(0.5, self.rng.gauss(1.0, self.noise))
+        if 0 <= self.throttle_after <= uptime:
+            factor *= self.throttle_factor
+        return factor
+
+    async def _advance(self, ms: float, factor: float | None = None) -> None:
+        """Sleep one step of `ms` model milliseconds (times step_factor(), unless given), divided by SIMHOST_SPEED."""
         if self.speed <= 0:
             await asyncio.sleep(0)
             return
-        hours = (time.monotonic() - self.started) / 3600
-        ms *= self.slowdown * (1 + self.drift * hours) * max(0.5, self.rng.gauss(1.0, self.noise))
+        ms *= self.step_factor() if factor is None else factor
         loop = asyncio.get_running_loop()
         now = loop.time()
         if now - self._t > 0.05:  # idle gap: restart the virtual clock; small lags are caught up
@@ -204,9 +226,9 @@ class Engine:
         self._last_prefill_log, self._last_prefill_tokens = now, new_tokens
         _, usage = self.token_usage()
         self._log(
-            f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: {cached}, "
-            f"token usage: {usage:.2f}, #running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, "
-            f"input throughput (token/s): {throughput:.2f}, cuda graph: False"
+            lines.prefill(
+                self.ver, len(batch), new_tokens, cached, usage, len(self.running), len(self.waiting), throughput
+            )
         )
         for req in batch:
             if req.kind != "health":
@@ -215,32 +237,54 @@ class Engine:
                 self.stats.prompt_tokens += len(req.input_ids)
                 self.stats.cached_tokens += req.cached_tokens
             req.emit(1, self.vocab)  # the prefill produces the first token
+            self._count_finished(req)
             self.stats.generation_tokens += 1
             self._tokens_since_log += 1
             if not req.finished:
                 self.running.append(req)
 
+    def _count_finished(self, req: Request) -> None:
+        if req.finished and req.kind == "generate":
+            self.stats.finished_requests += 1
+
     async def _decode(self) -> None:
         bs = len(self.running)
-        await self._advance(speed.iteration_ms(self.params, self.cfg, bs))
+        factor = self.step_factor()
+        await self._advance(speed.iteration_ms(self.params, self.cfg, bs), factor)
+        step_accepted = 0
         for req in self.running:
             left = req.max_new_tokens - len(req.output_ids)
             if self.cfg.algorithm:
                 k = speed.draw_accepted(self.rng, req.p, self.cfg.max_accepted_drafts)
                 req.verify_ct += 1
                 req.accepted_drafts += min(k, left - 1)
+                step_accepted += k
                 self.stats.spec_accepted += k + 1
                 self.stats.spec_forward_ct += 1
                 n = min(k + 1, left)
             else:
                 n = 1
             req.emit(n, self.vocab)
+            self._count_finished(req)
             self.stats.generation_tokens += n
             self._tokens_since_log += n
         self.decode_ct += 1
+        if self.profile:
+            self.verify_steps += 1
+            if self.verify_steps % self.profile_every == 0:
+                self._log_profile(bs, factor, step_accepted)
         if self.decode_ct % max(1, int(self.args.decode_log_interval)) == 0:
             self._log_decode(bs)
         self.running = [r for r in self.running if not r.finished]
+
+    def _log_profile(self, bs: int, factor: float, accepted: int) -> None:
+        """`EAGLE3 profile: step=N bs=B draft: X ms (S steps) Target verify: Y ms accepted: A` (README)."""
+        draft_ms, verify_ms = speed.iteration_parts(self.params, self.cfg, bs)
+        scale = factor / self.speed if self.speed > 0 else factor
+        self._log(
+            f"EAGLE3 profile: step={self.verify_steps} bs={bs} draft: {draft_ms * scale:.2f} ms "
+            f"({self.cfg.num_steps} steps) Target verify: {verify_ms * scale:.2f} ms accepted: {accepted}"
+        )
 
     def _log_decode(self, bs: int) -> None:
         now = time.monotonic()
@@ -248,41 +292,70 @@ class Engine:
         st.last_gen_throughput = self._tokens_since_log / max(now - self._last_decode_log, 1e-6)
         self._last_decode_log, self._tokens_since_log = now, 0
         used, usage = self.token_usage()
-        spec = ""
+        spec = None
         if self.cfg.algorithm:
             ct = max(st.spec_forward_ct, 1)
             st.last_accept_length = st.spec_accepted / ct
-            st.last_accept_rate = st.spec_accepted / (ct * self.cfg.num_draft_tokens)
-            spec = f"accept len: {st.last_accept_length:.2f}, accept rate: {st.last_accept_rate:.2f}, "
+            st.last_accept_rate = self.ver.accept_rate(
+                st.spec_accepted, ct, self.cfg.num_steps, self.cfg.num_draft_tokens
+            )
+            spec = (st.last_accept_length, st.last_accept_rate)
             st.spec_total_accepted += st.spec_accepted
             st.spec_total_forward_ct += st.spec_forward_ct
             st.spec_accepted = st.spec_forward_ct = 0
         graph = speed.uses_cuda_graph(self.cfg, bs)
-        self._log(
-            f"Decode batch, #running-req: {bs}, #token: {used}, token usage: {usage:.2f}, {spec}"
-            f"cuda graph: {graph}, gen throughput (token/s): {st.last_gen_throughput:.2f}, "
-            f"#queue-req: {len(self.waiting)}"
-        )
+        self._log(lines.decode(self.ver, bs, used, usage, spec, graph, st.last_gen_throughput, len(self.waiting)))
 
     # -- results
     def meta_info(self, req: Request) -> dict[str, Any]:
         finished = req.finished
+        style = self.ver.meta_style
         meta: dict[str, Any] = {
             "id": req.rid,
             "finish_reason": {"type": "length", "length": req.max_new_tokens} if finished else None,
             "prompt_tokens": len(req.input_ids),
             "weight_version": self.args.weight_version,
-            "total_retractions": 0,
+            "num_retractions" if style == "v0512" else "total_retractions": 0,
             "completion_tokens": len(req.output_ids),
             "cached_tokens": req.cached_tokens,
         }
+        if style == "v0512":
+            meta["reasoning_tokens"] = 0
         if finished:
             meta["e2e_latency"] = round((req.finished_at or time.monotonic()) - req.created, 6)
-            if self.cfg.algorithm and req.verify_ct > 0:
-                drafts = req.verify_ct * max(self.cfg.num_draft_tokens - 1, 1)
-                meta["spec_accept_rate"] = req.accepted_drafts / drafts
-                meta["spec_accept_length"] = len(req.output_ids) / req.verify_ct
-                meta["spec_accept_token_num"] = req.accepted_drafts
-                meta["spec_draft_token_num"] = drafts
-                meta["spec_verify_ct"] = req.verify_ct
+            if self.cfg.algorithm:
+                meta |= self._spec_meta(req, style)
         return meta
+
+    def _spec_meta(self, req: Request, style: str) -> dict[str, Any]:
+        """Spec meta_info keys per version (reference §2.5)."""
+        ct = req.verify_ct
+        length = len(req.output_ids) / ct if ct else 0
+        if style in ("v053", "v056"):  # zeros always present
+            per_step = self.cfg.num_steps if style == "v053" else max(self.cfg.num_draft_tokens - 1, 1)
+            out: dict[str, Any] = {
+                "spec_accept_rate": req.accepted_drafts / (ct * per_step) if ct else 0.0,
+                "spec_accept_length": length,
+                "spec_verify_ct": ct,
+            }
+            if ct:
+                out |= {"spec_accept_token_num": req.accepted_drafts, "spec_draft_token_num": ct * per_step}
+            return out
+        if not ct:
+            return {}
+        proposed = ct * max(self.cfg.num_draft_tokens - 1, 1)
+        if style == "v057":
+            return {
+                "spec_accept_rate": req.accepted_drafts / proposed,
+                "spec_accept_length": length,
+                "spec_accept_token_num": req.accepted_drafts,
+                "spec_draft_token_num": proposed,
+                "spec_verify_ct": ct,
+            }
+        return {
+            "spec_accept_rate": req.accepted_drafts / proposed,
+            "spec_accept_length": length,
+            "spec_num_correct_drafts": req.accepted_drafts,
+            "spec_num_proposed_drafts": proposed,
+            "spec_verify_ct": ct,
+        }

@@ -7,12 +7,20 @@ from collections.abc import Mapping
 from pathlib import Path
 
 KNOBS: list[tuple[str, str, str]] = [
+    (
+        "SIMHOST_SGLANG_VERSION",
+        "0.5.9",
+        "SGLang version whose log/HTTP/CLI formats are imitated: era A 0.5.3; era B 0.5.4-0.5.12; era C 0.5.14-0.5.23 "
+        "(unknown version: error, exit 2)",
+    ),
     ("SIMHOST_LOAD_SECONDS", "8", "wall time of the whole loading + CUDA-graph capture phase (tests: 0.3)"),
     ("SIMHOST_SPEED", "1", "speed factor of the simulated GPU: sleeps are divided by it; 0 = no sleeps"),
     ("SIMHOST_NOISE", "0.01", "relative std-dev of each step's duration"),
     ("SIMHOST_LAUNCH_NOISE", "0.005", "relative std-dev of a per-launch speed factor"),
     ("SIMHOST_SLOWDOWN", "1.0", "multiplies every step duration (inject a regression, e.g. 1.1)"),
     ("SIMHOST_DRIFT", "0", "relative slowdown per hour of server uptime (slow drift of the machine)"),
+    ("SIMHOST_THROTTLE_AFTER_S", "", "thermal throttling: after this many seconds of serving, steps slow down"),
+    ("SIMHOST_THROTTLE_FACTOR", "1.5", "thermal throttling: step duration multiplier once throttled"),
     ("SIMHOST_SEED", "", "seed of noise and acceptance draws (default: --random-seed, else random)"),
     ("SIMHOST_ACCEPT_P", "0.62", "per-token draft acceptance probability (EAGLE/EAGLE3/STANDALONE)"),
     ("SIMHOST_ACCEPT_SPREAD", "0.03", "std-dev of the per-request acceptance probability around the mean"),
@@ -28,7 +36,8 @@ KNOBS: list[tuple[str, str, str]] = [
     ("SIMHOST_FAULTS", "", "comma-separated faults (also read from ./simhost-faults): " + "FAULTS_HELP"),
     ("SIMHOST_FAULT_RANK", "0", "TP rank hit by ignore_sigterm and leak"),
     ("SIMHOST_FLAKY_SECONDS", "5", "health_flaky: seconds of 503 answers after ready"),
-    ("SIMHOST_FLOOD_LINES_PER_S", "200", "log_flood: extra log lines per second once ready"),
+    ("SIMHOST_FLOOD_LINES_PER_S", "200", "log_flood: extra log lines per second once ready (>= 100000 works)"),
+    ("SIMHOST_CRASH_AFTER_REQUESTS", "5", "crash_mid_benchmark: requests served before the next one crashes"),
     ("SIMHOST_ENV_DROP", "NCCL_*", "env_drop: comma-separated names/globs removed from scheduler envs"),
     ("SIMHOST_HEALTH_POLL_SECONDS", "1.0", "/health answer latency (SGLang polls every 1 s)"),
 ]
@@ -36,6 +45,10 @@ KNOBS: list[tuple[str, str, str]] = [
 FAULTS: list[tuple[str, str]] = [
     ("zombie", "loads weights, then the log stops and the port is never bound; processes keep memory"),
     ("crash_on_first_request", "first non-warm-up generation crashes the scheduler (AttributeError)"),
+    (
+        "crash_mid_benchmark",
+        "like crash_on_first_request, once SIMHOST_CRASH_AFTER_REQUESTS non-warm-up requests were served",
+    ),
     ("oom_capture", "CUDA out of memory during CUDA graph capture; the server exits"),
     ("ignore_sigterm", "one scheduler ignores SIGTERM and outlives the server until SIGKILL"),
     ("leak", "one scheduler's GPU memory stays reported by nvidia-smi after it exits"),
@@ -49,6 +62,8 @@ SGLANG_ENVS: list[tuple[str, str]] = [
     ("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "allow a draft/context shorter than the target context"),
     ("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "false: /health answers 200 at once when up"),
     ("SGLANG_LOG_MS", "milliseconds in log timestamps"),
+    ("EAGLE3_PROFILE", "1: one `EAGLE3 profile:` timing line per verify step (speculative runs, rank 0)"),
+    ("EAGLE3_PROFILE_EVERY", "with EAGLE3_PROFILE: print every Nth verify step only (default 1)"),
 ]
 
 

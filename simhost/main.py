@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from simhost import args as sargs
 from simhost import faults as sfaults
-from simhost import knobs, logs, scheduler, speed
+from simhost import knobs, logs, scheduler, speed, versions
 
 FRAME = "<frame at 0x7f6c1a2b3c40, file '/usr/local/lib/python3.12/dist-packages/sglang/srt/{}', line {}, code {}>"
 
@@ -41,6 +41,8 @@ def _children(pid: int) -> list[int]:
 
 def kill_process_tree() -> NoReturn:
     """SGLang's kill_process_tree(os.getpid()): SIGKILL every descendant, then ourselves."""
+    if versions.current().logs_kill_process_tree:
+        logs.line(f"kill_process_tree called: parent_pid={os.getpid()}, include_parent=True, pid={os.getpid()}")
     for pid in _children(os.getpid()):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -56,10 +58,12 @@ def _startup_sigquit(signum: int, frame: Any) -> None:
 class Launcher:
     def __init__(self, argv: list[str]) -> None:
         try:
+            self.ver = versions.current()
             self.faults = sfaults.active()
         except ValueError as exc:
             sys.stderr.write(f"launch_server.py: error: {exc}\n")
             raise SystemExit(2) from exc
+        self.argv = list(argv)
         self.args, warnings = sargs.resolve(argv, dict(os.environ))
         a = self.args
         self.target = sargs.read_model_config(a.model_path)
@@ -72,8 +76,14 @@ class Launcher:
             self.draft = sargs.read_model_config(a.speculative_draft_model_path)
         # Before 0.5.12 these are printed before logging is configured: bare, on stderr.
         for text in warnings:
-            logs.raw(text + "\n")
-        logs.line(f"server_args={a!r}")
+            if self.ver.timestamped_arg_warnings:
+                logs.line(text)
+            else:
+                logs.raw(text + "\n")
+        if self.ver.server_args_dump == "repr":
+            logs.line(f"server_args={a!r}")
+        else:
+            logs.line(f"server_args={_asdict(a)!r}")
         self.conns: list[Connection] = []
         self.procs: list[Any] = []
 
@@ -103,6 +113,7 @@ class Launcher:
                     fault_rank=int(knobs.get("SIMHOST_FAULT_RANK")),
                     load_seconds=knobs.get_float("SIMHOST_LOAD_SECONDS"),
                     gpu_mib=knobs.gpu_memory_mib(),
+                    version=self.ver,
                 )
                 proc = ctx.Process(target=scheduler.run_scheduler_process, args=(job, child_conn), daemon=False)
                 proc.start()
@@ -138,8 +149,14 @@ class Launcher:
         time.sleep(0.5)
         proc = self.procs[rank]
         proc.join(0.5)
-        logs.line(f"Rank {rank} scheduler is dead. Please check if there are relevant logs.")
-        logs.line(f"Exit code: {proc.exitcode}")
+        if self.ver.at_least("0.5.12"):
+            logs.line(
+                f"RuntimeError: Rank {rank} scheduler died during initialization (exit code: {proc.exitcode}). If "
+                "exit code is -9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check."
+            )
+        else:
+            logs.line(f"Rank {rank} scheduler is dead. Please check if there are relevant logs.")
+            logs.line(f"Exit code: {proc.exitcode}")
         for pid in _children(os.getpid()):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -182,8 +199,14 @@ class Launcher:
             "accept_spread": knobs.get_float("SIMHOST_ACCEPT_SPREAD"),
             "ngram_accept_p": knobs.get_float("SIMHOST_NGRAM_ACCEPT_P"),
             "vocab_size": float(self.target.get("vocab_size", 32000)),
+            "throttle_after": knobs.get_float("SIMHOST_THROTTLE_AFTER_S")
+            if knobs.get("SIMHOST_THROTTLE_AFTER_S")
+            else -1,
+            "throttle_factor": knobs.get_float("SIMHOST_THROTTLE_FACTOR"),
+            "profile": float(os.environ.get("EAGLE3_PROFILE", "").lower() in ("1", "true")),
+            "profile_every": float(os.environ.get("EAGLE3_PROFILE_EVERY") or 1),
         }
-        engine = Engine(a, ready, speed.SpeedParams(), engine_knobs, seed)
+        engine = Engine(a, ready, speed.SpeedParams(), engine_knobs, seed, self.ver)
         state = ServerState(
             args=a,
             engine=engine,
@@ -192,7 +215,12 @@ class Launcher:
             faults=self.faults,
             flaky_seconds=knobs.get_float("SIMHOST_FLAKY_SECONDS"),
             health_poll=knobs.get_float("SIMHOST_HEALTH_POLL_SECONDS"),
-            on_first_request=self.crash_schedulers if "crash_on_first_request" in self.faults else None,
+            crash=self.crash_schedulers if {"crash_on_first_request", "crash_mid_benchmark"} & self.faults else None,
+            crash_after=(
+                0 if "crash_on_first_request" in self.faults else int(knobs.get_float("SIMHOST_CRASH_AFTER_REQUESTS"))
+            ),
+            version=self.ver,
+            argv=self.argv,
         )
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
@@ -234,15 +262,14 @@ class Launcher:
             return 1
         logs.uvicorn(f"Uvicorn running on http://{a.host}:{a.port} (Press CTRL+C to quit)")
 
-        background: set[asyncio.Task[None]] = set()
-
         async def warmup() -> None:
             base = f"http://{'127.0.0.1' if a.host in ('0.0.0.0', '') else a.host}:{a.port}"
             if not a.skip_server_warmup:
                 async with ClientSession(timeout=ClientTimeout(total=600)) as http:
                     for _ in range(120):
                         try:
-                            async with http.get(f"{base}/model_info") as r:
+                            info = "/model_info" if self.ver.new_info_endpoints else "/get_model_info"
+                            async with http.get(f"{base}{info}") as r:
                                 if r.status == 200:
                                     break
                         except OSError:
@@ -257,22 +284,10 @@ class Launcher:
             state.status = "up" if state.status == "starting" else state.status
             state.up_since = time.monotonic()
             logs.line("The server is fired up and ready to roll!")
-            if "log_flood" in self.faults:
-                background.add(asyncio.create_task(flood()))
-
-        async def flood() -> None:
-            rate = knobs.get_float("SIMHOST_FLOOD_LINES_PER_S")
-            n = 0
-            while rate > 0:
-                await asyncio.sleep(0.1)
-                for _ in range(max(1, round(rate / 10))):
-                    n += 1
-                    logs.line(
-                        "The following generation flags are not valid and may be ignored: ['temperature']. "
-                        f"Set `TRANSFORMERS_VERBOSITY=info` for more details. ({n})",
-                        0,
-                        a.tp_size,
-                    )
+            if "log_flood" in self.faults and self.conns:
+                # rank 0 floods (its own process: the HTTP server keeps its pace)
+                with contextlib.suppress(OSError):
+                    self.conns[0].send(("flood", knobs.get_float("SIMHOST_FLOOD_LINES_PER_S")))
 
         warm = asyncio.create_task(warmup())
         await stop.wait()

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simhost import gpu, logs
+from simhost import args as sargs
+from simhost import gpu, lines, logs, speed, versions
 
 SGLANG = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
 GIB = 1 << 30
@@ -39,6 +40,7 @@ class RankJob:
     load_seconds: float
     gpu_mib: int
     env_override: dict[str, str] = field(default_factory=dict)
+    version: versions.Version = field(default_factory=versions.current)
 
 
 class SchedulerError(Exception):
@@ -92,7 +94,14 @@ def context_message(is_draft: bool, context_len: int, derived: int) -> str:
     )
 
 
-def _oom_traceback(rank: int) -> str:
+def _oom_traceback(rank: int, ver: versions.Version) -> str:
+    removed = ver.cuda_graph_max_bs_flag == "removed"
+    item2 = "--cuda-graph-max-bs-decode" if removed else "--cuda-graph-max-bs"
+    item4 = (
+        "disable decode CUDA graph by --cuda-graph-backend-decode=disabled."
+        if removed
+        else "disable CUDA graph by --disable-cuda-graph."
+    )
     frames = [
         ("managers/scheduler.py", 3049, "run_scheduler_process", "scheduler = Scheduler("),
         ("managers/scheduler.py", 350, "__init__", "self.init_model_worker()"),
@@ -119,9 +128,9 @@ def _oom_traceback(rank: int) -> str:
             "Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)\n"
             "Possible solutions:\n"
             "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
-            "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
+            f"2. set {item2} to a smaller value (e.g., 16)\n"
             "3. disable torch compile by not using --enable-torch-compile\n"
-            "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
+            f"4. {item4} (Not recommended. Huge performance loss)\n"
             "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose "
         ),
     )
@@ -225,6 +234,8 @@ class _Rank:
         self.gpu_index = -1
         self.leak = "leak" in job.faults and job.rank == job.fault_rank
         self.stubborn = "ignore_sigterm" in job.faults and job.rank == job.fault_rank
+        self.ver = job.version
+        self.graphs = not sargs.cuda_graph_disabled(self.a)
         self.phases = self._phase_seconds()
 
     # -- output helpers
@@ -260,7 +271,7 @@ class _Rank:
         weights = {"init": 0.04, "weights": 0.5, "kv": 0.03, "capture": 0.2}
         if spec:
             weights |= {"draft_weights": 0.06, "draft_capture": 0.12, "draft_extend": 0.05}
-        if self.a["disable_cuda_graph"]:
+        if not self.graphs:
             weights.update(capture=0.0, draft_capture=0.0, draft_extend=0.0)
         total = sum(weights.values())
         return {k: self.job.load_seconds * v / total for k, v in weights.items()}
@@ -290,7 +301,8 @@ class _Rank:
         job, a = self.job, self.a
         visible = gpu.visible_gpus()
         ordinal = a["base_gpu_id"] + job.rank * a["gpu_id_step"]
-        self.log("Init torch distributed begin.")
+        if self.ver.init_line != "none":
+            self.log("Init torch distributed begin.")
         start = time.monotonic()
         self.sleep("init")
         if ordinal >= len(visible):
@@ -299,7 +311,7 @@ class _Rank:
         others = gpu.used_mib(exclude_pid=os.getpid()).get(self.gpu_index, 0) / 1024
         init_use = 1.96 if job.tp_size > 1 else 0.0
         self.hold(0.55 + init_use)
-        self.log(f"Init torch distributed ends. elapsed={time.monotonic() - start:.2f} s, mem usage={init_use:.2f} GB")
+        self._init_ends(time.monotonic() - start, init_use)
 
         avail = self.total_gb - others - self.held_gb
         mfs = float(a["mem_fraction_static"])
@@ -313,10 +325,7 @@ class _Rank:
         avail -= weights
         self.hold(self.held_gb + weights)
         arch = (job.target.get("architectures") or ["LlamaForCausalLM"])[0]
-        self.log(
-            f"Load weight end. elapsed={time.monotonic() - start:.2f} s, type={arch}, dtype=torch.bfloat16, "
-            f"avail mem={avail:.2f} GB, mem usage={weights:.2f} GB."
-        )
+        self._weight_end(time.monotonic() - start, arch, avail, weights)
         if "zombie" in job.faults:
             while True:  # stuck (an NCCL hang, say): no more output, memory stays held
                 time.sleep(3600)
@@ -337,7 +346,7 @@ class _Rank:
         self.log(f"Using KV cache dtype: {kv_dtype}")
         self.sleep("kv")
         target_kv = tokens * per_token_t / GIB
-        self.log(_kv_line(job.target, tokens, target_kv))
+        self.log(_kv_line(job.target, tokens, target_kv, kv_dtype if self.ver.kv_line_dtype else None))
         avail -= target_kv
         self.hold(self.held_gb + target_kv)
         self.log(f"Memory pool end. avail mem={avail:.2f} GB")
@@ -345,8 +354,14 @@ class _Rank:
         context_len = a["context_length"] or job.target.get("max_position_embeddings", 4096)
         max_running = a["max_running_requests"] or min(max(int(tokens / context_len * 512), 2048), 4096)
         graph_bs = _graph_batch_sizes(a, max_running)
-        if not a["disable_cuda_graph"]:
-            avail = self._capture("Capture cuda graph", avail, 0.5, "capture", graph_bs)
+        if self.graphs:
+            if self.ver.capture_style == "classic":
+                avail = self._capture("Capture cuda graph", avail, 0.5, "capture", graph_bs)
+            else:
+                spec = job.draft is not None
+                what = "target verify" if spec else "target decode"
+                per_req = int(a["speculative_num_draft_tokens"]) if spec else 1
+                avail = self._capture_c(what, avail, 0.5, "capture", graph_bs, per_req, target=True)
 
         if job.draft is not None:
             avail = self._draft(context_len, tokens, avail, draft_weights, graph_bs)
@@ -369,7 +384,7 @@ class _Rank:
                     "available_gpu_mem": round(avail, 2),
                     "weight": round(weights + draft_weights, 2),
                     "kvcache": round(target_kv, 2),
-                    "graph": 0.5 if not a["disable_cuda_graph"] else 0.0,
+                    "graph": 0.5 if self.graphs else 0.0,
                     "cuda_graph_bs": graph_bs,
                 },
             )
@@ -382,9 +397,7 @@ class _Rank:
         start = time.monotonic()
         if graph_bs:
             self.log0(f"Capture cuda graph bs {graph_bs}")
-            if "oom_capture" in self.job.faults:
-                self.sleep(phase, 0.5)
-                self.fail(_oom_traceback(self.gpu_index))
+            self._maybe_oom(phase)
             n = len(graph_bs)
         self.sleep(phase)
         elapsed = time.monotonic() - start
@@ -410,27 +423,74 @@ class _Rank:
                 self.fail(context_error_traceback(context_len, derived))
             self.log(context_message(True, context_len, derived))
             self.log(f"Overriding the draft model's max_position_embeddings to {context_len}.")
-        self.log("Init torch distributed begin.")
-        self.log("Init torch distributed ends. elapsed=0.00 s, mem usage=0.00 GB")
+        if self.ver.init_line != "none":
+            self.log("Init torch distributed begin.")
+        self._init_ends(0.0, 0.0)
         self.log(f"Load weight begin. avail mem={avail:.2f} GB")
         start = time.monotonic()
         self._shards(job.draft_index, "draft_weights")
         avail -= weights
         self.hold(self.held_gb + weights)
         arch = (job.draft.get("architectures") or ["LlamaForCausalLMEagle3"])[0]
-        self.log(
-            f"Load weight end. elapsed={time.monotonic() - start:.2f} s, type={arch}, dtype=torch.bfloat16, "
-            f"avail mem={avail:.2f} GB, mem usage={weights:.2f} GB."
-        )
+        self._weight_end(time.monotonic() - start, arch, avail, weights)
         kv = tokens * _kv_bytes_per_token(job.draft, job.tp_size) / GIB
-        self.log(_kv_line(job.draft, tokens, kv))
+        kv_dtype = "torch.bfloat16" if a["kv_cache_dtype"] == "auto" else f"torch.{a['kv_cache_dtype']}"
+        self.log(_kv_line(job.draft, tokens, kv, kv_dtype if self.ver.kv_line_dtype else None))
         avail -= kv
         self.hold(self.held_gb + kv)
         self.log(f"Memory pool end. avail mem={avail:.2f} GB")
-        if not a["disable_cuda_graph"]:
+        if self.graphs and self.ver.capture_style == "classic":
             if (a["speculative_num_steps"] or 0) > 1:
                 avail = self._capture("Capture draft cuda graph", avail, 0.4, "draft_capture", None)
             avail = self._capture("Capture draft extend cuda graph", avail, 0.1, "draft_extend", None)
+        elif self.graphs:
+            topk = int(a["speculative_eagle_topk"] or 1)
+            if (a["speculative_num_steps"] or 0) > 1:
+                avail = self._capture_c("draft decode", avail, 0.4, "draft_capture", graph_bs, topk)
+            draft_tokens = int(a["speculative_num_draft_tokens"] or 1)
+            avail = self._capture_c("draft extend", avail, 0.1, "draft_extend", graph_bs, draft_tokens)
+        return avail
+
+    # -- per-version line shapes (reference §3.2 table)
+    def _init_ends(self, elapsed: float, usage: float) -> None:
+        if self.ver.init_line == "elapsed":
+            self.log(f"Init torch distributed ends. elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB")
+        elif self.ver.init_line == "plain":
+            self.log(f"Init torch distributed ends. mem usage={usage:.2f} GB")
+
+    def _weight_end(self, elapsed: float, arch: str, avail: float, usage: float) -> None:
+        parts = [f"elapsed={elapsed:.2f} s"] if self.ver.weight_end_elapsed else []
+        parts.append(f"type={arch}")
+        if self.ver.weight_end_dtype:
+            parts.append("dtype=torch.bfloat16")
+        parts += [f"avail mem={avail:.2f} GB", f"mem usage={usage:.2f} GB."]
+        self.log("Load weight end. " + ", ".join(parts))
+
+    def _maybe_oom(self, phase: str) -> None:
+        if "oom_capture" in self.job.faults:
+            self.sleep(phase, 0.5)
+            self.fail(_oom_traceback(self.gpu_index, self.ver))
+
+    def _capture_c(
+        self, what: str, avail: float, usage: float, phase: str, bs: list[int], per_req: int, target: bool = False
+    ) -> float:
+        """Era C capture lines: `Capture target verify CUDA graph begin. backend=full, ...`."""
+        avail -= 0.5 if target else 0.0
+        style = self.ver.capture_style
+        key = "num_tokens_per_bs" if style == "c14" else "num_tokens_per_req"
+        bs_part = "" if (style == "c22" and target) else f", bs={bs}"
+        self.log0(f"Capture {what} CUDA graph begin. backend=full, {key}={per_req}{bs_part}, avail mem={avail:.2f} GB")
+        start = time.monotonic()
+        if target:
+            self._maybe_oom(phase)
+        self.sleep(phase)
+        avail -= usage
+        self.hold(self.held_gb + usage)
+        end_bs = f"bs={bs}, " if (style == "c22" and target) else ""
+        self.log0(
+            f"Capture {what} CUDA graph end. {end_bs}elapsed={time.monotonic() - start:.2f} s, "
+            f"mem usage={usage:.2f} GB, avail mem={avail:.2f} GB."
+        )
         return avail
 
     # -- serving
@@ -442,10 +502,46 @@ class _Rank:
                 message = ("parent_gone",)
             if message[0] == "crash":
                 self.fail(request_crash_traceback(bool(self.a["speculative_algorithm"])))
+            if message[0] == "flood":
+                threading.Thread(target=self.flood, args=(float(message[1]),), daemon=True).start()
+                continue
             if self.stubborn:
                 while True:  # outlives the server, memory held, until SIGKILL
                     time.sleep(3600)
             self.exit(0)
+
+    def flood(self, rate: float) -> None:
+        """log_flood: `rate` extra lines per second, Decode/Prefill-shaped (one Prefill per 40), numbered like
+        SGLANG_LOG_FORWARD_ITERS does (`Decode batch [N], ...`), written in large blocks of whole lines."""
+        if rate <= 0:
+            return
+        a = self.a
+        spec = None
+        if a["speculative_algorithm"]:
+            cap = min(int(a["speculative_num_steps"] or 0), int(a["speculative_num_draft_tokens"] or 1) - 1)
+            length = speed.expected_accept_length(0.62, cap)
+            steps, drafts = int(a["speculative_num_steps"] or 0), int(a["speculative_num_draft_tokens"] or 1)
+            spec = (length, self.ver.accept_rate(round(length * 1000), 1000, steps, drafts))
+        marker = 999_999_937  # a counter value no real line carries; replaced per line
+        decode = lines.decode(self.ver, 1, 1024, 0.0, spec, self.graphs, 80.0, 0, iters=marker)
+        prefill = lines.prefill(self.ver, 1, 128, 0, 0.0, 0, 0, 2000.0, iters=marker)
+        d_head, d_tail = decode.split(str(marker))
+        p_head, p_tail = prefill.split(str(marker))
+        n = 0
+        start = time.monotonic()
+        while True:
+            due = int((time.monotonic() - start) * rate) - n
+            if due <= 0:
+                time.sleep(0.005)
+                continue
+            due = min(due, 20000)  # <= ~5 MB per write
+            prefix = logs.stamp(self.job.rank, self.job.tp_size) + " "
+            chunk = [
+                f"{prefix}{p_head}{i}{p_tail}\n" if i % 40 == 0 else f"{prefix}{d_head}{i}{d_tail}\n"
+                for i in range(n + 1, n + due + 1)
+            ]
+            logs.raw("".join(chunk))
+            n += due
 
     def watch_parent(self) -> None:
         while True:
@@ -470,20 +566,22 @@ def _kv_bytes_per_token(config: dict[str, Any] | None, tp: int) -> int:
     return layers * 2 * max(1, heads // tp) * head_dim * 2
 
 
-def _kv_line(config: dict[str, Any], tokens: int, size_gb: float) -> str:
+def _kv_line(config: dict[str, Any], tokens: int, size_gb: float, dtype: str | None = None) -> str:
+    head = f"KV Cache is allocated. {f'dtype: {dtype}, ' if dtype else ''}#tokens: {tokens}"
     if "kv_lora_rank" in config:
-        return f"KV Cache is allocated. #tokens: {tokens}, KV size: {size_gb:.2f} GB"
-    return f"KV Cache is allocated. #tokens: {tokens}, K size: {size_gb / 2:.2f} GB, V size: {size_gb / 2:.2f} GB"
+        return f"{head}, KV size: {size_gb:.2f} GB"
+    return f"{head}, K size: {size_gb / 2:.2f} GB, V size: {size_gb / 2:.2f} GB"
 
 
 def _graph_batch_sizes(a: dict[str, Any], max_running: int) -> list[int]:
-    if a["cuda_graph_bs"]:
-        sizes = sorted(a["cuda_graph_bs"])
+    explicit = sargs.cuda_graph_bs(a)
+    if explicit:
+        sizes = sorted(explicit)
     elif a["speculative_algorithm"]:
         sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, 513, 16)]
     else:
         sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 513, 16)]
-    cap = min(int(a["cuda_graph_max_bs"] or 512), max_running)
+    cap = min(sargs.cuda_graph_max_bs(a) or 512, max_running)
     return [s for s in sizes if s <= cap] or [1]
 
 

@@ -8,15 +8,16 @@ import http
 import json
 import os
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
-from simhost import logs
+from simhost import args as sargs
+from simhost import logs, versions
 from simhost.engine import Engine, Request, word_ids
 
-VERSION = "0.5.9"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -46,7 +47,13 @@ class ServerState:
     up_since: float = 0.0
     flaky_seconds: float = 5.0
     health_poll: float = 1.0
-    on_first_request: Callable[[], None] | None = None
+    crash: Callable[[], None] | None = None  # crash_on_first_request / crash_mid_benchmark
+    crash_after: int = 0
+    argv: list[str] = dataclasses.field(
+        default_factory=list
+    )  # finished non-warm-up requests before the next one crashes
+    version: versions.Version = dataclasses.field(default_factory=versions.current)
+    started: float = dataclasses.field(default_factory=time.time)
     created: int = dataclasses.field(default_factory=lambda: int(time.time()))
 
     @property
@@ -97,32 +104,46 @@ async def health(request: web.Request) -> web.Response:
     if request.path == "/health" and not generation:
         return web.Response(status=200)
     if state.engine.is_idle:  # an idle server runs a real 1-token prefill; a busy one just signals
-        state.engine.submit(Request(input_ids=[0], max_new_tokens=1, kind="health", rid=f"HEALTH_CHECK_{time.time()}"))
+        rid = f"HEALTH_CHECK_{uuid.uuid4().hex if state.version.health_rid_uuid else time.time()}"
+        state.engine.submit(Request(input_ids=[0], max_new_tokens=1, kind="health", rid=rid))
     await asyncio.sleep(state.health_poll)
     return web.Response(status=200)
 
 
+async def ready(request: web.Request) -> web.Response:
+    """0.5.20+: 200 when up (not paused), else 503; empty body, no generation."""
+    state = request.app[STATE]
+    return web.Response(status=200 if state.status == "up" else 503)
+
+
 async def model_info(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    if request.path == "/get_model_info":
+    if request.path == "/get_model_info" and state.version.new_info_endpoints:
         logs.line(
             "Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
             "Please use '/model_info' instead."
         )
     a = state.args
-    return _json(
-        {
-            "model_path": a.model_path,
-            "tokenizer_path": a.tokenizer_path,
-            "is_generation": True,
-            "preferred_sampling_params": None,
-            "weight_version": a.weight_version,
-            "has_image_understanding": False,
-            "has_audio_understanding": False,
-            "model_type": state.target.get("model_type"),
-            "architectures": state.target.get("architectures"),
+    info: dict[str, Any] = {
+        "model_path": a.model_path,
+        "tokenizer_path": a.tokenizer_path,
+        "is_generation": True,
+        "preferred_sampling_params": None,
+        "weight_version": a.weight_version,
+        "has_image_understanding": False,
+        "has_audio_understanding": False,
+        "model_type": state.target.get("model_type"),
+        "architectures": state.target.get("architectures"),
+    }
+    if state.version.at_least("0.5.23"):
+        info |= {
+            "served_model_name": a.served_model_name,
+            "load_format": a.load_format,
+            "reasoning_parser": a.reasoning_parser,
+            "tool_call_parser": a.tool_call_parser,
+            "disaggregation_mode": "null",
         }
-    )
+    return _json(info)
 
 
 def server_info_dict(state: ServerState) -> dict[str, Any]:
@@ -142,18 +163,24 @@ def server_info_dict(state: ServerState) -> dict[str, Any]:
     accept = state.engine.avg_spec_accept_length
     if accept is not None:
         internal["avg_spec_accept_length"] = accept
-    return {
-        **args,
+    head: dict[str, Any] = dict(args)
+    if state.version.at_least("0.5.23"):
+        head["launch_command"] = "python3 -m sglang.launch_server " + " ".join(state.argv)
+    head |= {
         "status": "ready",
         "max_total_num_tokens": ready["max_total_num_tokens"],
         "max_req_input_len": min(state.context_len - 1, ready["max_total_num_tokens"] - 1),
-        "internal_states": [internal],
-        "version": VERSION,
     }
+    if state.version.at_least("0.5.23"):
+        head |= {"kv_events": None, "startup_time": state.started}
+    head |= {"internal_states": [internal], "version": state.version.text}
+    if state.version.at_least("0.5.23"):
+        head["frontend"] = "python"
+    return head
 
 
 async def server_info(request: web.Request) -> web.Response:
-    if request.path == "/get_server_info":
+    if request.path == "/get_server_info" and request.app[STATE].version.new_info_endpoints:
         logs.line(
             "Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
             "Please use '/server_info' instead."
@@ -237,7 +264,7 @@ async def metrics(request: web.Request) -> web.Response:
             st.last_accept_length,
         ),
         ("spec_accept_rate", "The average acceptance rate of speculative decoding.", st.last_accept_rate),
-        ("is_cuda_graph", "Whether the batch is using CUDA graph.", float(not state.args.disable_cuda_graph)),
+        ("is_cuda_graph", "Whether the batch is using CUDA graph.", float(not sargs.cuda_graph_disabled(state.args))),
     ]
     counters = [
         ("prompt_tokens_total", "Number of prefill tokens processed.", st.prompt_tokens),
@@ -278,8 +305,8 @@ async def _start(state: ServerState, ids: list[int], max_new: int, warmup: bool)
         return _error(
             f"The input ({len(ids)} tokens) is longer than the model's context length ({state.context_len} tokens)."
         )
-    if not warmup and state.on_first_request is not None:
-        crash, state.on_first_request = state.on_first_request, None
+    if not warmup and state.crash is not None and state.engine.stats.finished_requests >= state.crash_after:
+        crash, state.crash = state.crash, None
         crash()
         await asyncio.Future()  # the scheduler is gone; the client hangs until the process tree dies
     req = Request(input_ids=ids, max_new_tokens=max(1, max_new), kind="warmup" if warmup else "generate")
@@ -387,8 +414,9 @@ async def openai(request: web.Request) -> web.StreamResponse:
             "total_tokens": len(ids) + len(req.output_ids),
             "completion_tokens": len(req.output_ids),
         }
-        if full:
-            u |= {"prompt_tokens_details": None, "reasoning_tokens": 0}
+        if full:  # chat dumps nulls; the completions usage chunk is dumped with exclude_none
+            u["prompt_tokens_details"] = None
+        u["reasoning_tokens"] = 0
         return u
 
     if not body.get("stream"):
@@ -461,10 +489,13 @@ def build_app(state: ServerState) -> web.Application:
     r = app.router
     for path in ("/health", "/health_generate"):
         r.add_get(path, health)
-    for path in ("/model_info", "/get_model_info"):
+    new = state.version.new_info_endpoints  # /model_info and /server_info from 0.5.6
+    for path in ("/model_info", "/get_model_info") if new else ("/get_model_info",):
         r.add_get(path, model_info)
-    for path in ("/server_info", "/get_server_info"):
+    for path in ("/server_info", "/get_server_info") if new else ("/get_server_info",):
         r.add_get(path, server_info)
+    if state.version.ready_endpoint:
+        r.add_get("/ready", ready)
     r.add_get("/v1/models", models)
     r.add_get("/v1/models/{model}", model)
     r.add_post("/generate", generate)

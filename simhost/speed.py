@@ -21,6 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 
 def _default_verify_ms() -> dict[int, float]:
@@ -57,16 +58,24 @@ class SpecConfig:
 
     @classmethod
     def from_server_args(cls, args: object) -> SpecConfig:
-        get = args.__getattribute__
+        def get(name: str) -> Any:
+            return getattr(args, name, None)
+
         algo = get("speculative_algorithm")
+        graph_max = get("cuda_graph_max_bs") or get("cuda_graph_max_bs_decode")
+        no_graph = (
+            get("disable_cuda_graph")
+            or get("disable_decode_cuda_graph")
+            or get("cuda_graph_backend_decode") == "disabled"
+        )
         return cls(
             algorithm=algo,
             num_steps=get("speculative_num_steps") or 0 if algo else 0,
             topk=get("speculative_eagle_topk") or 1 if algo else 1,
             num_draft_tokens=get("speculative_num_draft_tokens") or 1 if algo else 1,
             overlap=not get("disable_overlap_schedule"),
-            cuda_graph=not get("disable_cuda_graph"),
-            cuda_graph_max_bs=get("cuda_graph_max_bs") or 256,
+            cuda_graph=not no_graph,
+            cuda_graph_max_bs=graph_max or 256,
         )
 
     @property
@@ -85,18 +94,28 @@ def uses_cuda_graph(cfg: SpecConfig, bs: int) -> bool:
     return cfg.cuda_graph and bs <= cfg.cuda_graph_max_bs
 
 
+def iteration_parts(params: SpeedParams, cfg: SpecConfig, bs: int) -> tuple[float, float]:
+    """(draft ms, forward ms) of one iteration at batch bs; the forward part carries the no-graph factor and the
+    scheduling overhead, so the two always add up to iteration_ms (what EAGLE3_PROFILE prints)."""
+    draft = 0.0
+    if cfg.algorithm:
+        step = params.draft_step_ms.get(cfg.algorithm, 1.5) + params.draft_per_req_ms * (bs - 1) * cfg.topk
+        draft = cfg.num_steps * step
+        verify = forward_ms(params, cfg.num_draft_tokens, bs)
+    else:
+        verify = forward_ms(params, 1, bs)
+    if not uses_cuda_graph(cfg, bs):
+        draft *= params.no_graph_factor
+        verify *= params.no_graph_factor
+    if not cfg.overlap:
+        verify += params.schedule_overhead_ms
+    return draft, verify
+
+
 def iteration_ms(params: SpeedParams, cfg: SpecConfig, bs: int) -> float:
     """Duration of one decode step (baseline) or one draft+verify iteration (speculative) at batch bs."""
-    if cfg.algorithm:
-        draft = params.draft_step_ms.get(cfg.algorithm, 1.5) + params.draft_per_req_ms * (bs - 1) * cfg.topk
-        ms = cfg.num_steps * draft + forward_ms(params, cfg.num_draft_tokens, bs)
-    else:
-        ms = forward_ms(params, 1, bs)
-    if not uses_cuda_graph(cfg, bs):
-        ms *= params.no_graph_factor
-    if not cfg.overlap:
-        ms += params.schedule_overhead_ms
-    return ms
+    draft, verify = iteration_parts(params, cfg, bs)
+    return draft + verify
 
 
 def prefill_ms(params: SpeedParams, cfg: SpecConfig, new_tokens: int) -> float:

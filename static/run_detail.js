@@ -1,84 +1,581 @@
-// Run page: the live server log (resumes after the last line it has, so a reconnect neither loses nor repeats
-// lines) and the run's state. Incoming lines are coalesced and drawn at most once per animation frame.
+// Run page: a log viewer over every line of the server log, the run's state and its live facts.
+//
+// Lines live in JS arrays, never all in the DOM: the log box holds a spacer as tall as all the (filtered) lines
+// and only the rows in view are drawn, at a fixed row height. The websocket resumes after the last line held,
+// so a reconnect neither loses nor repeats lines. Data-driven redraws are coalesced to ~10 per second; scrolling
+// redraws on the next frame. A filter over a million lines runs in time-boxed slices so the page stays usable.
 (function () {
+  "use strict";
   const logBox = document.getElementById("log");
   if (!logBox) return;
-  const follow = document.getElementById("follow");
-  const lineCount = document.getElementById("line-count");
-  const failureLine = Number(logBox.dataset.failureLine || 0);
-  const ERROR = /Traceback \(most recent call last\)|Error:|Exception|CUDA out of memory|Scheduler hit an exception/;
-  let lastLine = 0;
-  let pending = [];
-  let scheduled = false;
 
-  function draw() {
-    scheduled = false;
+  const ROW = 17; // px per line, fixed (the CSS row height comes from --log-row)
+  const OVERSCAN = 30; // rows drawn above and below the viewport, so a native scroll never shows a gap
+  const MAX_PX = 15000000; // browsers cap element heights (Firefox near 17.9M px); beyond it scrolling is scaled
+  const FRAME_MS = 100; // at most ~10 data-driven redraws per second
+  const FILTER_SLICE_MS = 12;
+  const KEEP_POINTS = 300; // facts kept per series, as the server keeps them
+
+  // Line kinds, classified once when a line arrives (a traceback needs the lines before it).
+  const PLAIN = 0, WARN = 1, ERROR = 2, TRACE = 3, TRACE_ERROR = 4;
+  const KIND_CLASS = ["", "warn-line", "error-line", "trace-line", "trace-line error-line"];
+  const TRACE_HEAD = /Traceback \(most recent call last\)/;
+  const ERROR_LINE = /Scheduler hit an exception|CUDA out of memory|CUDA error|\bERROR\b|\w*(?:Error|Exception)\b|Received sigquit/;
+  const WARN_LINE = /\bWARN(?:ING)?\b|\w*Warning\b/;
+  const STAMPED = /^\[\d{4}-\d\d-\d\d[ T]/; // a new log record; a traceback's frames are not stamped
+  const RANK = /^\[[^\]]*?\bTP(\d+)\b[^\]]*\]/;
+
+  const $ = (id) => document.getElementById(id);
+  const rowsBox = $("log-rows");
+  const spacer = $("log-spacer");
+  const follow = $("follow");
+  const lineCount = $("line-count");
+  const matchCount = $("match-count");
+  const filterInput = $("log-filter");
+  const regexToggle = $("log-regex");
+  const filterError = $("log-filter-error");
+  const jumpBottom = $("jump-bottom");
+  const newLines = $("new-lines");
+  const firstErrorButton = $("jump-error");
+  const nextErrorButton = $("next-error");
+  const failureButton = $("jump-failure");
+  logBox.style.setProperty("--log-row", `${ROW}px`);
+
+  // ---- the lines ------------------------------------------------------------------------------------------
+  const lines = [];
+  let kinds = new Uint8Array(1 << 16);
+  let base = 1; // line number of lines[0]
+  let lastLine = 0;
+  let inTraceback = false;
+  const errorStarts = []; // indices of the first line of each error block (a traceback or a lone error line)
+
+  function classify(index, text) {
+    let kind = PLAIN;
+    if (TRACE_HEAD.test(text)) {
+      kind = ERROR;
+      inTraceback = true;
+      errorStarts.push(index);
+    } else if (inTraceback && !STAMPED.test(text)) {
+      kind = ERROR_LINE.test(text) ? TRACE_ERROR : TRACE;
+    } else {
+      inTraceback = false;
+      if (ERROR_LINE.test(text)) {
+        kind = ERROR;
+        errorStarts.push(index);
+      } else if (WARN_LINE.test(text)) {
+        kind = WARN;
+      }
+    }
+    if (index >= kinds.length) {
+      const grown = new Uint8Array(kinds.length * 2);
+      grown.set(kinds);
+      kinds = grown;
+    }
+    kinds[index] = kind;
+  }
+
+  function ingest(first, texts) {
+    if (!lines.length && lastLine === 0) {
+      base = first;
+      lastLine = first - 1;
+    }
+    for (let i = 0; i < texts.length; i++) {
+      const n = first + i;
+      if (n <= lastLine) continue;
+      // The server never leaves a gap; if one ever appeared, blank lines keep every number where it belongs.
+      while (lastLine + 1 < n) append("");
+      append(texts[i]);
+    }
+    if (matches) scheduleFilter();
+    if (pendingJump && lastLine >= pendingJump) {
+      const n = pendingJump;
+      pendingJump = 0;
+      jumpToLine(n);
+    }
+    renderThrottled();
+  }
+
+  function append(text) {
+    classify(lines.length, text);
+    lines.push(text);
+    lastLine += 1;
+  }
+
+  // ---- the view: all lines, or the indices of the matching ones --------------------------------------------
+  let matches = null;
+  let filterRe = null;
+  let filterScanned = 0;
+  let filterTimer = null;
+  let viewGeneration = 0;
+
+  const viewCount = () => (matches ? matches.length : lines.length);
+  const indexAt = (v) => (matches ? matches[v] : v);
+
+  function lowerBound(sorted, value) {
+    let lo = 0, hi = sorted.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (sorted[mid] < value) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+
+  function escapeRegExp(text) {
+    return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  }
+
+  function setFilter(text, asRegex) {
+    let re = null;
+    if (text) {
+      try {
+        re = new RegExp(asRegex ? text : escapeRegExp(text), "i");
+      } catch (error) {
+        // An unfinished regex is normal while typing: say so and keep showing the last valid result.
+        filterError.textContent = `Invalid regular expression: ${error.message}`;
+        filterError.hidden = false;
+        filterInput.setAttribute("aria-invalid", "true");
+        return;
+      }
+    }
+    filterError.hidden = true;
+    filterInput.removeAttribute("aria-invalid");
+    if (String(re) === String(filterRe)) return;
+    const anchor = lines.length ? indexAt(Math.min(Math.floor(viewTop / ROW), viewCount() - 1)) : 0;
+    filterRe = re;
+    matches = re ? [] : null;
+    filterScanned = 0;
+    viewGeneration += 1;
+    // Clearing the filter keeps the line that was on top in view (find it filtered, then read around it).
+    viewTop = re ? 0 : anchor * ROW;
+    scheduleFilter();
+    renderSoon();
+  }
+
+  function scheduleFilter() {
+    if (filterTimer === null && matches && filterScanned < lines.length) filterTimer = setTimeout(runFilter, 0);
+  }
+
+  function runFilter() {
+    filterTimer = null;
+    if (!matches) return;
+    const re = filterRe;
+    const deadline = performance.now() + FILTER_SLICE_MS;
+    let i = filterScanned;
+    while (i < lines.length) {
+      const stop = Math.min(lines.length, i + 4096);
+      for (; i < stop; i++) if (re.test(lines[i])) matches.push(i);
+      if (performance.now() > deadline) break;
+    }
+    filterScanned = i;
+    scheduleFilter();
+    renderThrottled();
+  }
+
+  let filterDebounce = null;
+  function onFilterInput() {
+    clearTimeout(filterDebounce);
+    filterDebounce = setTimeout(() => setFilter(filterInput.value, regexToggle.checked), 150);
+  }
+  filterInput.addEventListener("input", onFilterInput);
+  regexToggle.addEventListener("change", () => setFilter(filterInput.value, regexToggle.checked));
+  filterInput.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") { filterInput.value = ""; setFilter("", false); }
+  });
+
+  // ---- following and scrolling ------------------------------------------------------------------------------
+  let following = follow.checked;
+  let pausedAtLine = 0;
+  let viewTop = 0; // px from the top of the (unscaled) list of rows in view to the top of the viewport
+  let shown = { maxScroll: 0, maxVirtual: 0 }; // geometry of the last render, which the scrollbar reflects
+  let expectedScrollTop = -1;
+  let targetLine = 0;
+  let pendingJump = 0;
+
+  function setFollowing(on) {
+    if (on === following) return;
+    following = on;
+    follow.checked = on;
+    if (!on) pausedAtLine = lastLine;
+    renderSoon();
+  }
+
+  follow.addEventListener("change", () => setFollowing(follow.checked));
+  jumpBottom.addEventListener("click", () => { targetLine = 0; setFollowing(true); });
+
+  logBox.addEventListener("scroll", () => {
+    if (Math.abs(logBox.scrollTop - expectedScrollTop) < 1) return; // our own scroll
+    viewTop = shown.maxScroll ? (logBox.scrollTop / shown.maxScroll) * shown.maxVirtual : 0;
+    setFollowing(shown.maxScroll - logBox.scrollTop < ROW);
+    renderSoon();
+  }, { passive: true });
+  // A wheel turn upwards is an unmistakable "stop following", even before the scroll position moves.
+  logBox.addEventListener("wheel", (event) => { if (event.deltaY < 0) setFollowing(false); }, { passive: true });
+  window.addEventListener("resize", () => renderSoon());
+
+  function jumpToLine(n) {
+    const index = n - base;
+    if (index < 0 || index >= lines.length) {
+      pendingJump = n; // still arriving: jump when it is here
+      return;
+    }
+    let v = index;
+    if (matches) {
+      const position = lowerBound(matches, index);
+      if (filterScanned > index && matches[position] === index) {
+        v = position;
+      } else {
+        filterInput.value = "";
+        setFilter("", false);
+      }
+    }
+    targetLine = n;
+    setFollowing(false);
+    viewTop = Math.max(0, v * ROW - logBox.clientHeight / 3);
+    renderSoon();
+  }
+
+  firstErrorButton.addEventListener("click", () => {
+    if (errorStarts.length) jumpToLine(base + errorStarts[0]);
+  });
+  nextErrorButton.addEventListener("click", () => {
+    if (!errorStarts.length) return;
+    const top = targetLine ? targetLine - base : indexAt(Math.floor(viewTop / ROW)) - 1;
+    const next = errorStarts[lowerBound(errorStarts, top + 1)];
+    jumpToLine(base + (next === undefined ? errorStarts[0] : next));
+  });
+
+  let failureLine = Number(logBox.dataset.failureLine || 0);
+  failureButton.addEventListener("click", () => { if (failureLine) jumpToLine(failureLine); });
+
+  function setFailureLine(n) {
+    if (!n || n === failureLine) return;
+    failureLine = n;
+    logBox.dataset.failureLine = String(n);
+    failureButton.hidden = false;
+    failureButton.querySelector("span").textContent = n;
+    lastKey = "";
+    renderSoon();
+  }
+
+  // The failure's block: its first line and, for a traceback, every frame and message line after it.
+  function failureRange() {
+    if (!failureLine) return [-1, -1];
+    const start = failureLine - base;
+    let end = start;
+    while (end + 1 < lines.length && end - start < 2000 && (kinds[end + 1] === TRACE || kinds[end + 1] === TRACE_ERROR)) end++;
+    return [start, end];
+  }
+
+  // ---- drawing ------------------------------------------------------------------------------------------------
+  let renderQueued = false;
+  let renderTimer = null;
+  let lastRenderAt = 0;
+  let lastKey = "";
+  let factsDirty = true;
+
+  function renderSoon() {
+    if (renderQueued) return;
+    renderQueued = true;
+    requestAnimationFrame(render);
+  }
+
+  function renderThrottled() {
+    if (renderQueued || renderTimer !== null) return;
+    const wait = Math.max(0, lastRenderAt + FRAME_MS - performance.now());
+    renderTimer = setTimeout(() => { renderTimer = null; renderSoon(); }, wait);
+  }
+
+  function render() {
+    renderQueued = false;
+    lastRenderAt = performance.now();
+    const count = viewCount();
+    const virtualHeight = count * ROW;
+    const height = Math.min(virtualHeight, MAX_PX);
+    const viewHeight = logBox.clientHeight;
+    const maxVirtual = Math.max(0, virtualHeight - viewHeight);
+    const maxScroll = Math.max(0, height - viewHeight);
+    spacer.style.height = `${height}px`;
+    if (following) viewTop = maxVirtual;
+    viewTop = Math.min(Math.max(viewTop, 0), maxVirtual);
+    const scrollTop = maxVirtual ? Math.round((viewTop / maxVirtual) * maxScroll) : 0;
+    if (Math.abs(logBox.scrollTop - scrollTop) >= 1) logBox.scrollTop = scrollTop;
+    expectedScrollTop = logBox.scrollTop;
+    shown = { maxScroll, maxVirtual };
+
+    const first = Math.floor(viewTop / ROW);
+    const start = Math.max(0, first - OVERSCAN);
+    const end = Math.min(count, first + Math.ceil(viewHeight / ROW) + 1 + OVERSCAN);
+    const key = `${viewGeneration}:${start}:${end}:${failureLine}:${targetLine}:${end === 0 && filterScanned >= lines.length}`;
+    if (key !== lastKey) {
+      lastKey = key;
+      drawRows(start, end);
+    }
+    // Rows sit where they belong in the scrolled content, so a native scroll moves them until the next draw.
+    rowsBox.style.transform = `translateY(${expectedScrollTop - (viewTop - start * ROW)}px)`;
+    drawStatus();
+    if (factsDirty) drawFacts();
+  }
+
+  function drawRows(start, end) {
     const fragment = document.createDocumentFragment();
-    for (const [n, text] of pending) {
+    const [failStart, failEnd] = failureRange();
+    for (let v = start; v < end; v++) {
+      const index = indexAt(v);
+      const n = base + index;
+      const text = lines[index];
       const row = document.createElement("div");
       row.className = "line";
-      if (ERROR.test(text)) row.classList.add("error-line");
-      if (failureLine && n >= failureLine && n < failureLine + 60 && ERROR.test(text)) row.classList.add("failure-line");
+      const kind = kinds[index];
+      if (kind) row.className += ` ${KIND_CLASS[kind]}`;
+      if (index >= failStart && index <= failEnd) row.classList.add("failure-line");
+      if (n === targetLine) row.classList.add("target-line");
       row.dataset.n = n;
       const number = document.createElement("span");
       number.className = "n";
       number.textContent = n;
-      row.append(number, document.createTextNode(text));
+      const rank = document.createElement("span");
+      rank.className = "tp";
+      const found = RANK.exec(text);
+      if (found) {
+        rank.textContent = `TP${found[1]}`;
+        rank.dataset.rank = found[1];
+      }
+      const body = document.createElement("span");
+      body.className = "t";
+      body.append(...highlighted(text));
+      row.append(number, rank, body);
       fragment.append(row);
     }
-    pending = [];
-    logBox.append(fragment);
-    lineCount.textContent = lastLine;
-    if (follow.checked) logBox.scrollTop = logBox.scrollHeight;
+    if (start === end && matches && filterScanned >= lines.length) {
+      const empty = document.createElement("div");
+      empty.className = "log-empty";
+      empty.textContent = "No line matches the filter.";
+      fragment.append(empty);
+    }
+    rowsBox.replaceChildren(fragment);
   }
 
-  logBox.addEventListener("scroll", () => {
-    const atBottom = logBox.scrollHeight - logBox.scrollTop - logBox.clientHeight < 30;
-    follow.checked = atBottom;
+  function highlighted(text) {
+    const found = filterRe && filterRe.exec(text);
+    if (!found || !found[0]) return [document.createTextNode(text)];
+    const mark = document.createElement("mark");
+    mark.textContent = found[0];
+    return [
+      document.createTextNode(text.slice(0, found.index)),
+      mark,
+      document.createTextNode(text.slice(found.index + found[0].length)),
+    ];
+  }
+
+  function drawStatus() {
+    lineCount.textContent = lastLine;
+    if (matches) {
+      const scanning = filterScanned < lines.length ? ` (filtering ${Math.floor((100 * filterScanned) / lines.length)}%)` : "";
+      matchCount.textContent = ` · ${matches.length} matching${scanning}`;
+      matchCount.hidden = false;
+    } else {
+      matchCount.hidden = true;
+    }
+    jumpBottom.hidden = following;
+    const fresh = Math.max(0, lastLine - pausedAtLine);
+    newLines.textContent = fresh;
+    newLines.parentElement.hidden = fresh === 0;
+    jumpBottom.classList.toggle("has-new", fresh > 0);
+    firstErrorButton.disabled = nextErrorButton.disabled = errorStarts.length === 0;
+    firstErrorButton.querySelector("span").textContent = errorStarts.length ? ` (${errorStarts.length})` : "";
+  }
+
+  // ---- live facts ------------------------------------------------------------------------------------------------
+  const facts = { decode: [], metrics: {} };
+  const DECODE_FORMAT = {
+    accept_len: (v) => v.toFixed(2),
+    accept_rate: (v) => v.toFixed(2),
+    gen_throughput: (v) => `${v.toFixed(1)} tok/s`,
+    running_req: (v) => String(v),
+    queue_req: (v) => String(v),
+    token_usage: (v) => v.toFixed(2),
+  };
+
+  // Points are identified by their line number: anything not newer than what is held is a repeat.
+  function mergePoints(series, points, lineOf) {
+    let last = series.length ? lineOf(series[series.length - 1]) : 0;
+    for (const point of points) {
+      if (lineOf(point) > last) {
+        series.push(point);
+        last = lineOf(point);
+      }
+    }
+    if (series.length > KEEP_POINTS) series.splice(0, series.length - KEEP_POINTS);
+  }
+
+  function mergeFacts(message) {
+    if (!message || typeof message !== "object") return;
+    if (Array.isArray(message.decode)) mergePoints(facts.decode, message.decode, (p) => p.n);
+    for (const [name, points] of Object.entries(message.metrics || {})) {
+      if (!Array.isArray(points)) continue;
+      mergePoints(facts.metrics[name] || (facts.metrics[name] = []), points, (p) => p[0]);
+    }
+    factsDirty = true;
+  }
+
+  function drawFacts() {
+    factsDirty = false;
+    const last = facts.decode[facts.decode.length - 1];
+    for (const cell of document.querySelectorAll("#decode-facts [data-fact]")) {
+      const value = last ? last[cell.dataset.fact] : null;
+      cell.textContent = typeof value === "number" ? DECODE_FORMAT[cell.dataset.fact](value) : "—";
+    }
+    const at = $("decode-at");
+    at.hidden = !last;
+    if (last) {
+      at.querySelector("button").textContent = `line ${last.n}`;
+      at.querySelector("button").dataset.n = last.n;
+      at.querySelector("[data-field=ts]").textContent = last.ts ? ` · ${String(last.ts).slice(11, 19)}` : "";
+    }
+    drawDecodeChart();
+    drawMetrics();
+  }
+
+  const SVG = "http://www.w3.org/2000/svg";
+  function svgElement(name, attributes) {
+    const element = document.createElementNS(SVG, name);
+    for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, value);
+    return element;
+  }
+
+  // A path through the values, each series scaled to its own range (gaps where a value is missing).
+  function sparkPath(values, width, height) {
+    const finite = values.filter(Number.isFinite);
+    if (!finite.length) return "";
+    let lo = Math.min(...finite), hi = Math.max(...finite);
+    if (hi === lo) { hi += 1; lo -= 1; }
+    const step = values.length > 1 ? width / (values.length - 1) : 0;
+    const y = (v) => (2 + (height - 4) * (1 - (v - lo) / (hi - lo))).toFixed(1);
+    if (values.length === 1) return `M0 ${y(finite[0])} H${width}`;
+    let d = "", pen = "M";
+    values.forEach((v, i) => {
+      if (!Number.isFinite(v)) { pen = "M"; return; }
+      d += `${pen}${(i * step).toFixed(1)} ${y(v)} `;
+      pen = "L";
+    });
+    return d;
+  }
+
+  function sparkline(seriesList, width, height, label) {
+    const svg = svgElement("svg", { viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: "none", role: "img", "aria-label": label, class: "sparkline" });
+    for (const { values, className } of seriesList) {
+      const d = sparkPath(values, width, height);
+      if (d) svg.append(svgElement("path", { d, class: className, "vector-effect": "non-scaling-stroke" }));
+    }
+    return svg;
+  }
+
+  function range(values) {
+    const finite = values.filter(Number.isFinite);
+    return finite.length ? `${Math.min(...finite).toFixed(1)}–${Math.max(...finite).toFixed(1)}` : "—";
+  }
+
+  function drawDecodeChart() {
+    const box = $("decode-chart");
+    const throughput = facts.decode.map((p) => p.gen_throughput);
+    const acceptLen = facts.decode.map((p) => (p.accept_len === null ? NaN : p.accept_len));
+    box.hidden = facts.decode.length === 0;
+    if (box.hidden) return;
+    $("decode-svg").replaceChildren(sparkline(
+      [{ values: throughput, className: "series-throughput" }, { values: acceptLen, className: "series-accept" }],
+      240, 64, `gen throughput and accept length over the last ${facts.decode.length} decode batches`,
+    ));
+    $("decode-legend-throughput").textContent = range(throughput);
+    $("decode-legend-accept").textContent = range(acceptLen);
+  }
+
+  function drawMetrics() {
+    const list = $("metric-facts");
+    const names = Object.keys(facts.metrics).sort();
+    $("metrics-heading").hidden = list.hidden = names.length === 0;
+    list.replaceChildren(...names.map((name) => {
+      const points = facts.metrics[name];
+      const item = document.createElement("li");
+      item.dataset.metric = name;
+      const title = document.createElement("span");
+      title.className = "metric-name";
+      title.textContent = name;
+      const value = document.createElement("strong");
+      value.className = "metric-value";
+      const lastPoint = points[points.length - 1];
+      value.textContent = lastPoint ? formatNumber(lastPoint[1]) : "—";
+      item.append(title, value, sparkline([{ values: points.map((p) => p[1]), className: "series-metric" }], 240, 28, `${name} over the last ${points.length} points`));
+      return item;
+    }));
+  }
+
+  function formatNumber(v) {
+    if (typeof v !== "number") return String(v);
+    return Math.abs(v) >= 100 ? v.toFixed(1) : Number(v.toPrecision(4)).toString();
+  }
+
+  $("decode-at").querySelector("button").addEventListener("click", (event) => {
+    jumpToLine(Number(event.currentTarget.dataset.n));
   });
+
+  const initialFacts = $("run-facts");
+  if (initialFacts) {
+    try { mergeFacts(JSON.parse(initialFacts.textContent)); } catch (error) { /* no facts yet */ }
+  }
+
+  // ---- run state ---------------------------------------------------------------------------------------------------
+  function onState(message) {
+    const state = $("run-state");
+    state.textContent = message.state;
+    state.className = `state state-${message.state}`;
+    const phase = $("fact-phase");
+    phase.textContent = message.state;
+    phase.className = `state state-${message.state}`;
+    const current = message.phases && message.phases[message.phases.length - 1];
+    $("fact-phase-since").textContent = current ? `since ${current.at.slice(11, 19)}` : "";
+    const bar = $("loading-progress");
+    if (message.state === "loading" && message.loading_progress !== null) {
+      bar.hidden = false;
+      bar.querySelector(".bar").style.width = `${message.loading_progress}%`;
+      bar.querySelector("span").textContent = `${message.loading_progress}% of weight shards loaded`;
+    } else {
+      bar.hidden = true;
+    }
+    const timeline = $("timeline");
+    timeline.innerHTML = "";
+    for (const entry of message.phases || []) {
+      const item = document.createElement("li");
+      const badge = document.createElement("span");
+      badge.className = `state state-${entry.state}`;
+      badge.textContent = entry.state;
+      const duration = entry.duration_s === null ? "" : ` · ${entry.duration_s.toFixed(1)} s`;
+      item.append(badge, document.createTextNode(` ${entry.at.slice(11, 19)}${duration}`));
+      timeline.append(item);
+    }
+    if (message.failure) {
+      const box = $("failure");
+      box.hidden = false;
+      box.querySelector('[data-field="kind"]').textContent = message.failure.kind;
+      box.querySelector('[data-field="message"]').textContent = message.failure.message;
+      const excerpt = box.querySelector('[data-field="excerpt"]');
+      excerpt.textContent = message.failure.excerpt;
+      excerpt.hidden = !message.failure.excerpt;
+      setFailureLine(message.failure.first_line);
+    }
+  }
 
   window.specdashSocket(logBox.dataset.ws, {
     resumeQuery: () => `?after=${lastLine}`,
     onMessage(message) {
       if (message.type === "lines") {
-        message.lines.forEach((text, i) => {
-          const n = message.first + i;
-          if (n > lastLine) { pending.push([n, text]); lastLine = n; }
-        });
-        if (!scheduled) { scheduled = true; requestAnimationFrame(draw); }
+        ingest(message.first, message.lines);
+      } else if (message.type === "facts") {
+        mergeFacts(message);
+        renderThrottled();
       } else if (message.type === "state") {
-        const state = document.getElementById("run-state");
-        state.textContent = message.state;
-        state.className = `state state-${message.state}`;
-        const bar = document.getElementById("loading-progress");
-        if (message.state === "loading" && message.loading_progress !== null) {
-          bar.hidden = false;
-          bar.querySelector(".bar").style.width = `${message.loading_progress}%`;
-          bar.querySelector("span").textContent = `${message.loading_progress}% of weight shards loaded`;
-        } else {
-          bar.hidden = true;
-        }
-        const timeline = document.getElementById("timeline");
-        timeline.innerHTML = "";
-        for (const phase of message.phases) {
-          const item = document.createElement("li");
-          const badge = document.createElement("span");
-          badge.className = `state state-${phase.state}`;
-          badge.textContent = phase.state;
-          const duration = phase.duration_s === null ? "" : ` · ${phase.duration_s.toFixed(1)} s`;
-          item.append(badge, document.createTextNode(` ${phase.at.slice(11, 19)}${duration}`));
-          timeline.append(item);
-        }
-        if (message.failure) {
-          const box = document.getElementById("failure");
-          box.hidden = false;
-          box.querySelector('[data-field="kind"]').textContent = message.failure.kind;
-          box.querySelector('[data-field="message"]').textContent = message.failure.message;
-          const excerpt = box.querySelector('[data-field="excerpt"]');
-          excerpt.textContent = message.failure.excerpt;
-          excerpt.hidden = !message.failure.excerpt;
-        }
+        onState(message);
       }
     },
   });
+  renderSoon();
 })();

@@ -20,13 +20,23 @@ from typing import Any
 import aiohttp
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connections
 
 from experiments import actions, broadcast
 from experiments.models import Host, LogChunk, Run
 
-from . import preflight, sglang
+from . import logfacts, preflight, sglang
 from .logtail import LogTail
-from .ssh import CommandResult, HostAccess, HostConnection, SSHError, env_assignments, quote_command
+from .ssh import (
+    CommandResult,
+    ConnectionLost,
+    HostAccess,
+    HostConnection,
+    HostKeyMismatch,
+    SSHError,
+    env_assignments,
+    quote_command,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +44,8 @@ BENCHCLIENT_DIR = Path(__file__).resolve().parent / "benchclient"
 RECENT_LINES = 400  # kept in memory to cut the excerpt that proves a failure
 READY_POLL_MIN, READY_POLL_MAX = 0.25, 1.0  # back-off while waiting; keeps detection within ~2 s
 CANCEL_POLL = 1.0
+SERVER_EXITED = "The server process group exited."
+SUPERSEDED, CANCELLED = "superseded", "cancelled"  # why the watcher stopped the phases
 EXCERPT_CONTEXT = 3
 
 
@@ -71,7 +83,11 @@ def _db(func):
 async def drive_run(run_id: int) -> str:
     """Run the whole lifecycle of a claimed run; returns its final state."""
     run = await _db(Run.objects.select_related("host", "config", "experiment__profile").get)(pk=run_id)
-    return await RunOrchestrator(run).execute()
+    try:
+        return await RunOrchestrator(run).execute()
+    finally:
+        # The ORM ran in sync_to_async's thread; its connection must not outlive this event loop.
+        await _db(connections.close_all)()
 
 
 class RunOrchestrator:
@@ -91,19 +107,25 @@ class RunOrchestrator:
         self.failure_signal: sglang.FailureSignal | None = None
         self.server_args_dump: dict[str, Any] = {}
         self.pids_seen: set[int] = set(run.remote_pids or [])
+        self.facts = logfacts.LogFacts(self.config.log_metrics or {})
 
     # ---- the lifecycle -------------------------------------------------------------------------------
 
     async def execute(self) -> str:
         outcome = Run.State.SUCCEEDED
         phases = asyncio.create_task(self._phases())
-        watcher = asyncio.create_task(self._watch_for_cancel())
+        watcher = asyncio.create_task(self._watch())
         try:
             done, _ = await asyncio.wait({phases, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if watcher in done and not phases.done():
                 phases.cancel()
                 with contextlib.suppress(asyncio.CancelledError, RunCancelled):
                     await phases
+                if watcher.result() == SUPERSEDED:
+                    # Another worker re-attached while we were stalled: the run is its now; touch nothing.
+                    log.warning("run %s: taken over by another worker; leaving it", self.run.pk)
+                    await self._release_local_resources()
+                    return SUPERSEDED
                 outcome = Run.State.CANCELLED
             else:
                 phases.result()
@@ -126,36 +148,94 @@ class RunOrchestrator:
         return outcome
 
     async def _phases(self) -> None:
-        await self._connect()
-        await self._preflight()
-        await self._launch()
-        await self._wait_until_ready()
-        await self._verify()
-        await self._benchmark()
+        """The phases from wherever the run is: a fresh run starts at the beginning, a re-attached one (new worker,
+        or the same one after its SSH connection dropped) continues its phase against the running server."""
+        reconnect_deadline: float | None = None
+        while True:
+            try:
+                await self._connect(retrying=reconnect_deadline is not None)
+                await self._continue()
+                return
+            except ConnectionLost as exc:
+                now = time.monotonic()
+                reconnect_deadline = reconnect_deadline or now + settings.SPECDASH_RECONNECT_WINDOW
+                if now > reconnect_deadline:
+                    raise RunFailed(
+                        Run.FailureKind.SSH,
+                        f"Lost the SSH connection and could not re-establish it within "
+                        f"{settings.SPECDASH_RECONNECT_WINDOW:.0f} s: {exc}",
+                    ) from exc
+                log.warning("run %s: SSH connection lost (%s); reconnecting", self.run.pk, exc)
+                await self._drop_connection()
+                await asyncio.sleep(1)
 
-    async def _watch_for_cancel(self) -> None:
+    async def _continue(self) -> None:
+        if not self.run.remote_pgid:
+            await self._preflight()
+            await self._launch()
+        else:
+            await self._reattach()
+        order = [str(state) for state in Run.LIFECYCLE]
+        position = order.index(self.run.state) if self.run.state in order else len(order)
+        if position <= order.index(Run.State.WARMING):
+            await self._wait_until_ready()
+        if position <= order.index(Run.State.VERIFYING):
+            await self._verify()
+        if position <= order.index(Run.State.BENCHMARKING):
+            await self._benchmark()
+
+    async def _watch(self) -> str:
+        """Heartbeat every second; returns when the run is cancelled or another worker took it over."""
         while True:
             await asyncio.sleep(CANCEL_POLL)
+            if not await _db(actions.do_heartbeat)(self.run, self.run.worker):
+                return SUPERSEDED
             if await _db(actions.is_cancel_requested)(self.run.pk):
-                return
-            await _db(actions.do_update_run)(self.run, notify=False)  # heartbeat
+                return CANCELLED
 
     # ---- phases --------------------------------------------------------------------------------------
 
-    async def _connect(self) -> None:
+    async def _connect(self, *, retrying: bool = False) -> None:
+        if self.conn is not None:
+            return
         try:
             self.conn = await HostConnection.open(host_access(self.host), timeout=settings.SPECDASH_CONNECT_TIMEOUT)
-        except SSHError as exc:
+        except HostKeyMismatch as exc:
             raise RunFailed(Run.FailureKind.SSH, str(exc)) from exc
+        except SSHError as exc:
+            if retrying:
+                raise ConnectionLost(str(exc)) from exc  # still inside the reconnect window
+            raise RunFailed(Run.FailureKind.SSH, str(exc)) from exc
+
+    async def _drop_connection(self) -> None:
+        await self._stop_tail_now()
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                await self.conn.close()
+        self.conn = None
+
+    async def _resolve_work_dir(self) -> str:
+        work_dir = shlex.quote(self.host.work_dir)
+        work = await self._require_conn().run(f"cd ~ && mkdir -p -- {work_dir}/runs && cd -- {work_dir} && pwd")
+        if not work.ok:
+            raise RunFailed(Run.FailureKind.PREFLIGHT, f"Cannot create the work directory: {work.stderr.strip()}")
+        return work.stdout.strip().splitlines()[-1]
+
+    async def _reattach(self) -> None:
+        """Pick up a launched server again: forward its port, resume the log tail at the stored byte offset."""
+        self.work_dir = await self._resolve_work_dir()
+        await self._open_http()
+        await self._restart_tail()
+        if not await self._group_alive():
+            failure = await self._failure_from_log(default_kind=Run.FailureKind.CRASHED, exited=True)
+            if failure.message == SERVER_EXITED:
+                failure.message = "The server exited while no worker was connected to the host."
+            raise failure
 
     async def _preflight(self) -> None:
         await self._advance(Run.State.PREFLIGHT)
         conn = self._require_conn()
-        work_dir = shlex.quote(self.host.work_dir)
-        work = await conn.run(f"cd ~ && mkdir -p -- {work_dir}/runs && cd -- {work_dir} && pwd")
-        if not work.ok:
-            raise RunFailed(Run.FailureKind.PREFLIGHT, f"Cannot create the work directory: {work.stderr.strip()}")
-        self.work_dir = work.stdout.strip().splitlines()[-1]
+        self.work_dir = await self._resolve_work_dir()
 
         apps = await conn.run("nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits")
         if not apps.ok:
@@ -218,43 +298,62 @@ class RunOrchestrator:
         pgid = int(pgid_result.stdout.strip()) if pgid_result.stdout.strip().isdigit() else pid
         self.pids_seen.add(pid)
         await _db(actions.do_update_run)(self.run, remote_pid=pid, remote_pgid=pgid, remote_pids=sorted(self.pids_seen))
-        self.base_url = f"http://127.0.0.1:{await conn.forward_port(port)}"
-        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
-        self._start_tail(log_path, pid)
+        await self._open_http()
+        await self._restart_tail()
 
-    def _start_tail(self, log_path: str, pid: int) -> None:
+    async def _open_http(self) -> None:
+        """HTTP to the server's loopback port, through this SSH connection (a new one after a reconnect)."""
+        port = await self._require_conn().forward_port(int(self.run.server_port or self.host.server_port))
+        self.base_url = f"http://127.0.0.1:{port}"
+        if self.http is None:
+            self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+
+    async def _restart_tail(self) -> None:
+        """Follow the log from the stored byte offset: complete lines only, so nothing is lost or repeated."""
+        await self._stop_tail_now()
         self.tail = LogTail(
             self._require_conn(),
-            log_path,
+            self.run.log_path,
             offset=self.run.log_offset,
             next_line=self.run.log_lines + 1,
             on_batch=self._on_log_batch,
             batch_lines=settings.SPECDASH_LOG_BATCH_LINES,
             batch_seconds=settings.SPECDASH_LOG_BATCH_SECONDS,
         )
-        self.tail_task = asyncio.create_task(self.tail.follow(stop_when_pid_exits=pid))
+        self.tail_task = asyncio.create_task(self.tail.follow(stop_when_pid_exits=self.run.remote_pid))
+
+    async def _stop_tail_now(self) -> None:
+        if self.tail_task is None:
+            return
+        self.tail_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.tail_task  # its `finally` stores what it had read
+        self.tail_task = None
 
     async def _on_log_batch(self, first_line: int, lines: list[str], offset: int) -> None:
+        """Store, then broadcast, then learn: storage first so a browser can always refill from it."""
         await _db(actions.do_append_log)(self.run, first_line, lines, offset)
         await broadcast.send_log_lines(self.run.pk, first_line, lines)
-        progress = None
-        for i, line in enumerate(lines):
-            self.recent.append((first_line + i, line))
-            fact = sglang.parse_line(line)
-            if fact is None:
-                continue
-            if isinstance(fact, sglang.ShardProgress):
-                progress = fact.percent
-            elif isinstance(fact, sglang.Milestone):
-                self.milestones.add(fact.name)
-            elif isinstance(fact, sglang.FailureSignal) and self.failure_signal is None:
-                self.failure_signal = fact
-            elif isinstance(fact, sglang.ServerArgsDump):
-                self.server_args_dump = fact.args
-        if progress is not None and progress != self.run.loading_progress:
-            await _db(actions.do_update_run)(self.run, loading_progress=progress)
+        self.recent.extend(enumerate(lines, start=first_line))
+        facts = self.facts.read(first_line, lines)
+        self.milestones |= facts.milestones
+        if facts.failure is not None and self.failure_signal is None:
+            self.failure_signal = facts.failure
+        if facts.server_args is not None:
+            self.server_args_dump = facts.server_args
+        changes: dict[str, Any] = {}
+        if facts.progress is not None and facts.progress != self.run.loading_progress:
+            changes["loading_progress"] = facts.progress
+        if facts.has_series:
+            changes["live_facts"] = logfacts.merge_series(self.run.live_facts, facts)
+            recent = logfacts.merge_series({}, facts)  # a flood's batch holds thousands: send what a chart shows
+            await broadcast.send_run_facts(self.run.pk, recent["decode"], recent["metrics"])
+        if changes:
+            await _db(actions.do_update_run)(self.run, notify="loading_progress" in changes, **changes)
 
     async def _wait_until_ready(self) -> None:
+        # The process is started: until the port answers it is loading weights (or capturing graphs).
+        await self._advance_to(Run.State.LOADING)
         started = time.monotonic()
         last_answer = started
         delay = READY_POLL_MIN
@@ -263,8 +362,6 @@ class RunOrchestrator:
                 await asyncio.sleep(0.5)  # let the rest of the traceback arrive
                 raise await self._failure_from_log(default_kind=self.failure_signal.kind)
             self._raise_if_tail_broke()
-            if self.run.state == Run.State.LAUNCHING and self.run.log_lines > 0:
-                await self._advance(Run.State.LOADING)
             if not await self._group_alive():
                 raise await self._failure_from_log(default_kind=Run.FailureKind.CRASHED, exited=True)
             status = await self._http_status("/health")
@@ -294,6 +391,21 @@ class RunOrchestrator:
                 )
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, READY_POLL_MAX)
+
+    async def _raise_if_server_died(self, wait: float = 3.0) -> None:
+        """A request that failed because the server crashed is a crash, with the traceback that proves it.
+
+        The failed request usually comes back before the server's process group is gone, so watch for a while.
+        A traceback alone does not make a crash: servers log non-fatal ones (a client that went away) and go on.
+        """
+        deadline = time.monotonic() + wait
+        while True:
+            if not await self._group_alive():
+                kind = self.failure_signal.kind if self.failure_signal else Run.FailureKind.CRASHED
+                raise await self._failure_from_log(default_kind=kind, exited=True)
+            if time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(0.25)
 
     def _raise_if_tail_broke(self) -> None:
         """A dead tail would look like a silent server (a false zombie); say what really broke."""
@@ -373,11 +485,13 @@ class RunOrchestrator:
                 text = await response.text()
                 status = response.status
         except (aiohttp.ClientError, TimeoutError) as exc:
+            await self._raise_if_server_died()
             raise RunFailed(Run.FailureKind.SMOKE_FAILED, f"The smoke generation failed: {exc!r}") from exc
         tokens = 0
-        with contextlib.suppress(ValueError, AttributeError, TypeError):
+        with contextlib.suppress(ValueError, AttributeError, TypeError, KeyError):
             tokens = int(json.loads(text)["meta_info"]["completion_tokens"])
         if status != 200 or tokens <= 0:
+            await self._raise_if_server_died()
             raise RunFailed(
                 Run.FailureKind.SMOKE_FAILED,
                 f"The smoke generation returned HTTP {status} with {tokens} tokens: {text[:300]}",
@@ -392,6 +506,15 @@ class RunOrchestrator:
                 continue  # done before a re-attach
             result = await self._run_benchclient(concurrency)
             await _db(actions.do_record_measurement)(self.run, pass_index, concurrency, result)
+            if result.get("failed"):
+                # Kept for the record, but a cell with failed requests measures the failures, not the speed.
+                await self._raise_if_server_died()
+                errors = "; ".join(result.get("errors") or [])
+                raise RunFailed(
+                    Run.FailureKind.BENCHMARK_FAILED,
+                    f"{result['failed']} of {result['failed'] + result['completed']} requests failed at "
+                    f"concurrency {concurrency}: {errors}",
+                )
             await _db(actions.do_update_run)(self.run, benchmark_cell=index + 1)
 
     async def _run_benchclient(self, concurrency: int) -> dict[str, Any]:
@@ -423,8 +546,7 @@ class RunOrchestrator:
         )
         data = _last_json_object(result.stdout)
         if not result.ok or data is None or not data.get("completed"):
-            if not await self._group_alive() or self.failure_signal:
-                raise await self._failure_from_log(default_kind=Run.FailureKind.CRASHED, exited=True)
+            await self._raise_if_server_died()
             errors = "; ".join((data or {}).get("errors") or []) or _tail(result.stderr)
             raise RunFailed(
                 Run.FailureKind.BENCHMARK_FAILED,
@@ -448,13 +570,19 @@ class RunOrchestrator:
             )
             await _db(actions.do_mark_host_dirty)(self.host, f"run {self.run.pk}: teardown failed: {exc}")
         finally:
-            await self._stop_tail()
-            if self.http is not None:
-                await self.http.close()
-            if self.conn is not None:
-                await self.conn.close()
+            await self._finish_tail()
+            await self._release_local_resources()
             await _db(actions.do_release_host)(self.run)
         return clean
+
+    async def _release_local_resources(self) -> None:
+        await self._stop_tail_now()
+        if self.http is not None:
+            await self.http.close()
+            self.http = None
+        if self.conn is not None:
+            await self.conn.close()
+            self.conn = None
 
     async def _stop_server_group(self) -> bool:
         conn = self._require_conn()
@@ -487,7 +615,7 @@ class RunOrchestrator:
             await asyncio.sleep(0.25)
         return not await self._group_alive()
 
-    async def _stop_tail(self) -> None:
+    async def _finish_tail(self) -> None:
         if self.tail_task is None:
             return
         # The tail ends by itself once the server is gone and the file is drained (tail --pid).
@@ -569,7 +697,7 @@ class RunOrchestrator:
             start = max(found.first_line - EXCERPT_CONTEXT, 0)
             excerpt = "\n".join(text for _, text in numbered[start : found.last_line + 1])
             return RunFailed(found.kind, found.message, excerpt, numbered[found.first_line][0])
-        message = "The server process group exited." if exited else "The server reported a failure."
+        message = SERVER_EXITED if exited else "The server reported a failure."
         return RunFailed(default_kind, message, *self._excerpt_of_last(15))
 
     def _excerpt_of_last(self, count: int) -> tuple[str, int | None]:

@@ -20,6 +20,10 @@ class HostKeyMismatch(SSHError):
     pass
 
 
+class ConnectionLost(SSHError):
+    """The connection broke under a command; reconnecting may well work (the remote server keeps running)."""
+
+
 @dataclass(frozen=True)
 class HostAccess:
     """What is needed to reach a host, detached from the ORM so async code never touches the database."""
@@ -117,13 +121,16 @@ class HostConnection:
         except TimeoutError as exc:
             raise SSHError(f"Command timed out after {timeout} s on {self.access.name}: {command[:200]}") from exc
         except (OSError, asyncssh.Error) as exc:
-            raise SSHError(f"SSH connection to {self.access.name} failed: {exc}") from exc
+            raise ConnectionLost(f"SSH connection to {self.access.name} failed: {exc!r}") from exc
         exit_status = result.exit_status if result.exit_status is not None else 255
         return CommandResult(exit_status, _text(result.stdout), _text(result.stderr))
 
     async def start(self, command: str) -> asyncssh.SSHClientProcess:
         """A long-running remote command whose stdout is read as bytes (the log tail)."""
-        return await self._conn.create_process(self.script(command), encoding=None)
+        try:
+            return await self._conn.create_process(self.script(command), encoding=None)
+        except (OSError, asyncssh.Error) as exc:
+            raise ConnectionLost(f"SSH connection to {self.access.name} failed: {exc!r}") from exc
 
     async def put_tree(self, local_dir: Path, remote_parent: str) -> None:
         """Copy a directory into `remote_parent` (created if missing), replacing files of the same name."""
@@ -136,7 +143,10 @@ class HostConnection:
 
     async def forward_port(self, remote_port: int) -> int:
         """A local loopback port that reaches 127.0.0.1:`remote_port` on the host through this connection."""
-        listener = await self._conn.forward_local_port("127.0.0.1", 0, "127.0.0.1", remote_port)
+        try:
+            listener = await self._conn.forward_local_port("127.0.0.1", 0, "127.0.0.1", remote_port)
+        except (OSError, asyncssh.Error) as exc:
+            raise ConnectionLost(f"Port forwarding to {self.access.name} failed: {exc!r}") from exc
         return listener.get_port()
 
     async def close(self) -> None:

@@ -6,11 +6,14 @@ import asyncio
 import logging
 import os
 import socket
+from datetime import timedelta
 
 from celery import shared_task
+from django.conf import settings
 from django.db import close_old_connections
 
 from experiments import actions
+from experiments.models import Run
 
 from . import orchestrator
 
@@ -29,6 +32,10 @@ def drive_host(host_id: int) -> str | None:
     if run is None:
         return None
     log.info("run %s: claimed on host %s", run.pk, host_id)
+    return _drive(run)
+
+
+def _drive(run: Run) -> str | None:
     try:
         return asyncio.run(orchestrator.drive_run(run.pk))
     except Exception as exc:
@@ -38,3 +45,28 @@ def drive_host(host_id: int) -> str | None:
         raise
     finally:
         close_old_connections()
+
+
+@shared_task(name="workers.tasks.reattach_stale_runs")
+def reattach_stale_runs() -> list[int]:
+    """Periodic (beat): hand every live run whose worker stopped beating to a worker that will resume it."""
+    close_old_connections()
+    stale = list(Run.objects.stale(_stale_after()).values_list("pk", flat=True))
+    for run_id in stale:
+        resume_run.delay(run_id)
+    return stale
+
+
+@shared_task(name="workers.tasks.resume_run")
+def resume_run(run_id: int) -> str | None:
+    """Re-attach to a live run (the take-over is conditional, so two workers never both resume it)."""
+    close_old_connections()
+    run = actions.do_take_over_run(run_id, _worker_name(), _stale_after())
+    if run is None:
+        return None
+    log.info("run %s: re-attached in state %s", run.pk, run.state)
+    return _drive(run)
+
+
+def _stale_after() -> timedelta:
+    return timedelta(seconds=settings.SPECDASH_HEARTBEAT_STALE)

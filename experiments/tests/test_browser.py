@@ -54,6 +54,8 @@ def test_it_submits_an_experiment_in_the_browser_and_shows_live_runs_and_the_com
     log_page = context.new_page()  # same session
     log_page.goto(f"{live_web}/runs/{run.pk}/")
     log_page.wait_for_selector("#log .line", timeout=60_000)
+    # Only the visible window of the log is in the DOM: look for the ready line with the viewer's filter.
+    log_page.fill("#log-filter", "fired up and ready to roll")
     log_page.wait_for_function(
         "document.querySelector('#log').textContent.includes('fired up and ready to roll')", timeout=60_000
     )

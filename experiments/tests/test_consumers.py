@@ -49,9 +49,17 @@ async def _lines(communicator: WebsocketCommunicator, count: int) -> list[tuple[
     out: list[tuple[int, str]] = []
     while len(out) < count:
         message = await communicator.receive_json_from(timeout=5)
+        if message["type"] in ("facts", "state"):
+            continue  # the snapshot sent after the replay (tested on its own below)
         assert message["type"] == "lines", message
         out += [(message["first"] + i, text) for i, text in enumerate(message["lines"])]
     return out
+
+
+async def _snapshot(communicator: WebsocketCommunicator) -> None:
+    """The run's stored facts and state, sent once after the replay."""
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "facts"
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "state"
 
 
 def _numbered(first: int, last: int) -> list[tuple[int, str]]:
@@ -97,6 +105,7 @@ async def test_it_replays_everything_without_a_position(browser, run):
     assert connected
     try:
         assert await _lines(communicator, 5) == _numbered(1, 5)
+        await _snapshot(communicator)
         assert await communicator.receive_nothing(timeout=0.2)
     finally:
         await communicator.disconnect()
@@ -138,6 +147,7 @@ async def test_it_fills_a_gap_from_storage_before_the_live_batch(browser, run):
 async def test_it_forwards_run_state_events(browser, run):
     log, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after=5", browser)
     assert connected
+    await _snapshot(log)
     experiment, connected, _ = await _connect(f"/ws/experiments/{run.experiment_id}/", browser)
     assert connected
     try:
@@ -154,3 +164,18 @@ async def test_it_forwards_run_state_events(browser, run):
     finally:
         await log.disconnect()
         await experiment.disconnect()
+
+
+async def test_it_sends_the_stored_facts_and_state_after_the_replay(browser, run):
+    point = {"n": 4, "ts": "2026-11-29 10:00:01", "accept_len": 2.05, "gen_throughput": 93.1}
+    run.live_facts = {"decode": [point], "metrics": {"verify_ms": [[5, 17.1]]}}
+    await sync_to_async(run.save)(update_fields=["live_facts"])
+
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after=5", browser)
+    facts = await communicator.receive_json_from(timeout=5)
+    state = await communicator.receive_json_from(timeout=5)
+
+    assert connected
+    assert facts == {"type": "facts", "decode": [point], "metrics": {"verify_ms": [[5, 17.1]]}}
+    assert state["type"] == "state" and state["state"] == Run.State.LOADING and state["run"] == run.pk
+    await communicator.disconnect()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -158,7 +159,8 @@ async def test_it_prints_the_startup_sequence_and_serves_the_0_5_9_endpoints(eag
         events = [e.removeprefix("data: ") for e in raw.split("\n\n") if e]
         assert events[-1] == "[DONE]"
         objs = [json.loads(e) for e in events[:-1]]
-        assert objs[-1]["choices"] == [] and objs[-1]["usage"]["completion_tokens"] == 12
+        assert objs[-1]["choices"] == [] and objs[-1]["usage"] == {  # exclude_none: no prompt_tokens_details
+            "prompt_tokens": 2, "total_tokens": 14, "completion_tokens": 12, "reasoning_tokens": 0}  # fmt: skip
         assert objs[-2]["choices"][0]["finish_reason"] == "length"
         assert all(o["object"] == "text_completion" for o in objs)
         async with http.post("/v1/completions", json={"prompt": [1, 2, 3], "max_tokens": 5}) as r:
@@ -169,6 +171,28 @@ async def test_it_prints_the_startup_sequence_and_serves_the_0_5_9_endpoints(eag
                 "prompt_tokens_details": None,
                 "reasoning_tokens": 0,
             }
+
+        async with http.post(
+            "/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 6, "stream": True,
+                  "stream_options": {"include_usage": True}},
+        ) as r:  # fmt: skip
+            raw = (await r.read()).decode()
+        events = [e.removeprefix("data: ") for e in raw.split("\n\n") if e]
+        assert events[-1] == "[DONE]"
+        objs = [json.loads(e) for e in events[:-1]]
+        assert all(list(o) == ["id", "object", "created", "model", "choices", "usage"] for o in objs)
+        assert all(o["object"] == "chat.completion.chunk" and o["model"] == "m" for o in objs)
+        assert objs[0]["choices"][0]["delta"] == {
+            "role": "assistant", "content": "", "reasoning_content": None, "tool_calls": None}  # fmt: skip
+        assert objs[0]["choices"][0]["finish_reason"] is None and objs[0]["usage"] is None
+        assert all(o["choices"][0]["delta"]["role"] is None for o in objs[1:-2])
+        assert "".join(o["choices"][0]["delta"]["content"] for o in objs[1:-2]).split().__len__() == 6
+        final = objs[-2]["choices"][0]
+        assert final["delta"]["content"] is None and final["finish_reason"] == "length"
+        assert objs[-1]["choices"] == [] and objs[-1]["usage"] == {
+            "prompt_tokens": 4, "total_tokens": 10, "completion_tokens": 6, "prompt_tokens_details": None,
+            "reasoning_tokens": 0}  # fmt: skip
 
         async with http.get("/server_info") as r:
             info = await r.json()
@@ -281,7 +305,9 @@ def test_it_documents_every_flag_and_knob_in_help():
     out = subprocess.run([sys.executable, "-m", "simhost.launch_server", "--help"], cwd=REPO,
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     for text in ("--tp-size", "--speculative-eagle-topk", "SIMHOST_LOAD_SECONDS", "SIMHOST_FAULTS", "zombie",
-                 "SIMHOST_SPEED", "SIMHOST_GPU_MEMORY_MIB", "SGLANG_ENABLE_SPEC_V2"):  # fmt: skip
+                 "SIMHOST_SPEED", "SIMHOST_GPU_MEMORY_MIB", "SGLANG_ENABLE_SPEC_V2", "SIMHOST_SGLANG_VERSION",
+                 "EAGLE3_PROFILE_EVERY", "crash_mid_benchmark", "SIMHOST_THROTTLE_FACTOR",
+                 "SIMHOST_CRASH_AFTER_REQUESTS"):  # fmt: skip
         assert text in out
 
 
@@ -336,3 +362,20 @@ def test_it_exits_when_the_port_is_taken(launch):
         assert server.proc.wait(10) == 1
     assert re.search(r"ERROR:    \[Errno 98\] error while attempting to bind on address \('127\.0\.0\.1', \d+\): "
                      r"address already in use", server.text())  # fmt: skip
+
+
+async def test_it_answers_503_to_health_while_draining(launch):
+    server = launch(env={"SIMHOST_HEALTH_POLL_SECONDS": "0.1"})
+    server.wait_ready()
+    async with aiohttp.ClientSession(server.base) as http:
+        body = {"input_ids": list(range(8)), "sampling_params": {"max_new_tokens": 120}}
+        running = asyncio.ensure_future(http.post("/generate", json=body))
+        await asyncio.sleep(0.3)
+        os.kill(server.proc.pid, signal.SIGTERM)
+        await asyncio.sleep(0.1)
+        async with http.get("/health") as r:
+            assert r.status == 503 and await r.read() == b""
+        async with await running as r:
+            assert (await r.json())["meta_info"]["completion_tokens"] == 120  # drained, not cut
+    assert server.proc.wait(10) == 0
+    assert re.search(rf"^{TS} Health check request received during shutdown\. Returning 503\.$", server.text(), re.M)

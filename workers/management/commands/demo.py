@@ -151,6 +151,10 @@ class Command(BaseCommand):
                     "2",
                     "--without-gossip",
                     "--without-mingle",
+                    # The beat re-attaches runs whose worker died (workers.tasks.reattach_stale_runs).
+                    "--beat",
+                    "--schedule",
+                    str(Path(settings.VAR_DIR) / "celerybeat-schedule"),
                 ],
             )
             web = self._start(

@@ -25,7 +25,7 @@ of the ratio itself.
 `runs_needed` is the usual two-sample size estimate on the log scale: the smallest n per side with
 (t_0.975 + z_0.8) * sqrt(2 s^2 / n) < |log speedup|, s^2 the pooled log variance; that is, the n at which the
 interval would exclude 1 four times in five if the observed ratio and spread are the truth. The t quantile is
-computed here (bisection on the incomplete-beta form of the t distribution) to keep the module stdlib-only.
+computed in `tdist` (bisection on the incomplete-beta form of the t distribution) to keep the module stdlib-only.
 """
 
 import math
@@ -33,6 +33,8 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from .tdist import t_quantile
 
 FASTER = "faster"
 SLOWER = "slower"
@@ -211,80 +213,3 @@ def break_even_concurrency(rows: Sequence[ComparisonRow], candidate: str) -> int
         if row.speedup < 1.0:
             return row.concurrency
     return None
-
-
-def t_quantile(p: float, df: float) -> float:
-    """The p-quantile of Student's t distribution with df > 0 degrees of freedom (df may be fractional)."""
-    if not 0 < p < 1:
-        raise ValueError(f"p must be in (0, 1), got {p}")
-    if not df > 0:
-        raise ValueError(f"df must be positive, got {df}")
-    if p < 0.5:
-        return -t_quantile(1 - p, df)
-    if p == 0.5:
-        return 0.0
-    if df > 1e7:
-        # Beyond this the t and normal quantiles agree to ~1e-7, and the continued fraction gets slow.
-        return statistics.NormalDist().inv_cdf(p)
-    tail = 1 - p
-    low, high = 0.0, 1.0
-    while _t_upper_tail(high, df) > tail:
-        low, high = high, high * 2
-    # Bisection: the tail is monotone in t, so this converges without the care Newton steps would need.
-    while high - low > 1e-12 * high:
-        mid = (low + high) / 2
-        if _t_upper_tail(mid, df) > tail:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2
-
-
-def _t_upper_tail(t: float, df: float) -> float:
-    """P(T > t) for t >= 0: half the regularized incomplete beta I_x(df/2, 1/2) at x = df / (df + t^2)."""
-    t2 = t * t
-    # 1 - x is computed directly, not by subtraction, to keep precision when x is close to 1.
-    return _regularized_beta(df / (df + t2), t2 / (df + t2), df / 2, 0.5) / 2
-
-
-def _regularized_beta(x: float, y: float, a: float, b: float) -> float:
-    """I_x(a, b), with y = 1 - x supplied by the caller."""
-    if x <= 0:
-        return 0.0
-    if y <= 0:
-        return 1.0
-    # The continued fraction converges fast only left of the distribution's bulk; use the mirror there.
-    if x > (a + 1) / (a + b + 2):
-        return 1.0 - _regularized_beta(y, x, b, a)
-    log_front = a * math.log(x) + b * math.log(y) + math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-    return math.exp(log_front) / a * _beta_continued_fraction(x, a, b)
-
-
-def _beta_continued_fraction(x: float, a: float, b: float) -> float:
-    """1 / (1 + d1 / (1 + d2 / (1 + ...))) for the incomplete beta, by the modified Lentz method.
-
-    d(2m+1) = -(a+m)(a+b+m) x / ((a+2m)(a+2m+1)),  d(2m) = m(b-m) x / ((a+2m-1)(a+2m)).
-    """
-    tiny = 1e-300
-    value = tiny
-    c, d = value, 0.0
-    for j in range(1, 100_000):
-        if j == 1:
-            numerator = 1.0
-        else:
-            k = j - 1  # index of the d term in the fraction
-            m = k // 2
-            if k % 2:
-                numerator = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
-            else:
-                numerator = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
-        d = 1.0 + numerator * d
-        d = 1 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + numerator / c
-        if abs(c) < tiny:
-            c = tiny
-        delta = c * d
-        value *= delta
-        if abs(delta - 1) < 1e-15:
-            return value
-    raise ArithmeticError(f"incomplete beta did not converge for x={x}, a={a}, b={b}")

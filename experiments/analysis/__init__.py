@@ -1,0 +1,59 @@
+"""Pure statistics for specdash; imports nothing from Django.
+
+- `comparison`: speedup of candidates over the baseline with a 95% interval, verdicts, runs needed, break-even
+  concurrency.
+- `history`: regressions over a series of results (lookback test, change points).
+- `breakeven`: the accept length a speculative config needs to match the baseline.
+- `tdist`: Student's t quantile and tail, stdlib only.
+"""
+
+from .breakeven import BreakEven, break_even_accept_length
+from .comparison import (
+    CONFIDENCE,
+    FASTER,
+    INCONCLUSIVE,
+    MAX_RUNS_NEEDED,
+    POWER,
+    SLOWER,
+    ComparisonRow,
+    Sample,
+    break_even_concurrency,
+    compare,
+)
+from .history import (
+    CHANGE_POINT,
+    IMPROVEMENT,
+    LOOKBACK,
+    REGRESSION,
+    HistoryPoint,
+    RegressionFlag,
+    assess_series,
+    change_points,
+    check_latest,
+)
+from .tdist import t_quantile
+
+__all__ = [
+    "CHANGE_POINT",
+    "CONFIDENCE",
+    "FASTER",
+    "IMPROVEMENT",
+    "INCONCLUSIVE",
+    "LOOKBACK",
+    "MAX_RUNS_NEEDED",
+    "POWER",
+    "REGRESSION",
+    "SLOWER",
+    "BreakEven",
+    "ComparisonRow",
+    "HistoryPoint",
+    "RegressionFlag",
+    "Sample",
+    "assess_series",
+    "break_even_accept_length",
+    "break_even_concurrency",
+    "change_points",
+    "check_latest",
+    "compare",
+    "t_quantile",
+]

@@ -1,0 +1,250 @@
+"""The run lifecycle against a real sshd and the simulated host's faults: every failure is detected, classified
+with the lines that prove it, and cleaned up. Runs are driven through the task entry point, in-process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from experiments import actions
+from experiments.models import BenchmarkProfile, Host, Run, ServerConfig
+from simhost.hostsetup import REPO
+from workers.tasks import drive_host
+from workers.tests.test_reattach import lines_on_host
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("private_queue"),
+]
+
+
+def _config(host: Host, name: str = "cfg", *, speculative: bool = False, **fields) -> ServerConfig:
+    models = host.models_root
+    spec = {}
+    if speculative:
+        spec = dict(
+            speculative_algorithm="EAGLE3",
+            speculative_draft_model_path=f"{models}/kimi-k2.5-sim-eagle3",
+            speculative_num_steps=2,
+            speculative_eagle_topk=1,
+            speculative_num_draft_tokens=3,
+        )
+    return ServerConfig(name=name, model_path=f"{models}/kimi-k2.5-sim", tp_size=2, **{**spec, **fields})
+
+
+def _run(host: Host, config: ServerConfig, owner, **profile_fields) -> Run:
+    defaults = dict(
+        concurrency=[1], num_prompts=2, input_len=32, output_len=16, stall_timeout_s=20, readiness_timeout_s=60
+    )
+    profile = BenchmarkProfile(name="p", **{**defaults, **profile_fields})
+    experiment = actions.do_create_experiment(
+        user=owner, name="lifecycle", host=host, baseline=config, candidates=[], profile=profile
+    )
+    return experiment.run_set.get()
+
+
+def _held_gpu_memory(host: Host) -> str:
+    """What the simulated host's nvidia-smi says is held (empty when the GPUs are free)."""
+    env = {**os.environ, "SIMHOST_STATE_DIR": str(host.state_dir)}  # type: ignore[attr-defined]
+    shim = Path(REPO) / "simhost" / "bin" / "nvidia-smi"
+    query = [str(shim), "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
+    return subprocess.run(query, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _drive(run: Run) -> Run:
+    drive_host(run.host_id)
+    run.refresh_from_db()
+    return run
+
+
+def test_it_succeeds_and_leaves_the_gpus_free(sim_host, owner):
+    run = _drive(_run(sim_host, _config(sim_host), owner))
+
+    assert run.state == Run.State.SUCCEEDED, run.failure()
+    assert [p["state"] for p in run.phases()] == [str(s) for s in Run.LIFECYCLE]
+    assert run.measurement_set.count() == 1
+    assert "\n".join(c.text for c in run.logchunk_set.order_by("first_line")).split("\n") == lines_on_host(run)
+    assert _held_gpu_memory(sim_host) == ""
+    sim_host.refresh_from_db()
+    assert sim_host.active_run_id is None and not sim_host.is_dirty
+
+
+def test_it_fails_a_zombie_that_loads_and_never_serves(sim_host, owner):
+    config = _config(sim_host, env={"SIMHOST_FAULTS": "zombie"})
+
+    run = _drive(_run(sim_host, config, owner, stall_timeout_s=3))
+
+    assert run.failure_kind == Run.FailureKind.ZOMBIE
+    assert "has not answered" in run.failure_message
+    assert run.failure_excerpt
+    assert _held_gpu_memory(sim_host) == ""
+
+
+def test_it_reports_a_crash_on_the_first_request_with_its_traceback(sim_host, owner):
+    config = _config(sim_host, env={"SIMHOST_FAULTS": "crash_on_first_request"})
+
+    run = _drive(_run(sim_host, config, owner))
+
+    assert run.failure_kind == Run.FailureKind.CRASHED
+    assert "AttributeError" in run.failure_message
+    assert "Traceback (most recent call last)" in run.failure_excerpt
+    assert run.failure_first_line and run.failure_first_line > 1
+    assert _held_gpu_memory(sim_host) == ""
+
+
+def test_it_reports_cuda_oom_during_graph_capture(sim_host, owner):
+    config = _config(sim_host, env={"SIMHOST_FAULTS": "oom_capture"})
+
+    run = _drive(_run(sim_host, config, owner))
+
+    assert run.failure_kind == Run.FailureKind.OOM
+    assert "out of memory" in run.failure_excerpt.lower() or "Capture cuda graph failed" in run.failure_excerpt
+    assert _held_gpu_memory(sim_host) == ""
+
+
+def test_it_refuses_a_short_context_draft_in_preflight_naming_the_override(sim_host, owner):
+    config = _config(
+        sim_host, speculative=True, speculative_draft_model_path=f"{sim_host.models_root}/kimi-k2.5-sim-eagle3-ctx131k"
+    )
+
+    run = _drive(_run(sim_host, config, owner))
+
+    assert run.failure_kind == Run.FailureKind.PREFLIGHT
+    assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" in run.failure_message
+    assert run.log_lines == 0  # nothing was launched
+
+
+def test_it_reports_env_vars_that_did_not_reach_the_scheduler_processes(sim_host, owner):
+    config = _config(
+        sim_host,
+        env={"NCCL_PROTO": "LL", "SIMHOST_FAULTS": "env_drop"},
+        expect={"env_propagated": ["NCCL_PROTO"]},
+    )
+
+    run = _drive(_run(sim_host, config, owner))
+
+    assert run.failure_kind == Run.FailureKind.ENV_NOT_PROPAGATED
+    assert "NCCL_PROTO missing in pid" in run.failure_message
+    assert "sglang::scheduler" in run.failure_message
+    assert _held_gpu_memory(sim_host) == ""
+
+
+def test_it_reports_a_server_arg_that_differs_from_the_expectation(sim_host, owner):
+    config = _config(sim_host, speculative=True, expect={"server_args": {"disable_overlap_schedule": False}})
+
+    run = _drive(_run(sim_host, config, owner))
+
+    # SGLang 0.5.9 turns the overlap scheduler off for EAGLE3 unless SGLANG_ENABLE_SPEC_V2 is set.
+    assert run.failure_kind == Run.FailureKind.MISCONFIGURED
+    assert "disable_overlap_schedule" in run.failure_message
+
+
+def test_it_passes_the_same_expectation_when_spec_v2_is_enabled(sim_host, owner):
+    config = _config(
+        sim_host,
+        speculative=True,
+        env={"SGLANG_ENABLE_SPEC_V2": "True"},
+        expect={"server_args": {"disable_overlap_schedule": False}, "log_contains": ["Spec v2 is enabled"]},
+    )
+
+    run = _drive(_run(sim_host, config, owner))
+
+    assert run.state == Run.State.SUCCEEDED, run.failure()
+
+
+def test_it_marks_the_host_dirty_when_gpu_memory_stays_held(sim_host, owner):
+    run = _drive(_run(sim_host, _config(sim_host, env={"SIMHOST_FAULTS": "leak"}), owner))
+
+    assert run.failure_kind == Run.FailureKind.TEARDOWN_INCOMPLETE
+    assert "still holds" in run.failure_message
+    sim_host.refresh_from_db()
+    assert sim_host.is_dirty and "MiB" in sim_host.dirty_reason
+    # No run starts on a dirty host until someone cleans it.
+    queued = _run(sim_host, _config(sim_host, name="next"), owner)
+    assert actions.do_claim_next_run(sim_host.pk, "test") is None
+    queued.refresh_from_db()
+    assert queued.state == Run.State.QUEUED
+
+
+def test_it_kills_a_server_that_ignores_sigterm(sim_host, owner, settings):
+    settings.SPECDASH_TEARDOWN_GRACE = 1
+    run = _drive(_run(sim_host, _config(sim_host, env={"SIMHOST_FAULTS": "ignore_sigterm"}), owner))
+
+    assert run.state == Run.State.SUCCEEDED, run.failure()
+    assert _held_gpu_memory(sim_host) == ""
+
+
+def test_it_waits_through_health_checks_that_answer_503_after_ready(sim_host, owner):
+    config = _config(sim_host, env={"SIMHOST_FAULTS": "health_flaky", "SIMHOST_FLAKY_SECONDS": "2"})
+
+    run = _drive(_run(sim_host, config, owner))
+
+    assert run.state == Run.State.SUCCEEDED, run.failure()
+
+
+def test_it_times_out_a_server_that_is_still_loading(sim_host, owner):
+    config = _config(sim_host, env={"SIMHOST_LOAD_SECONDS": "60"})
+
+    run = _drive(_run(sim_host, config, owner, readiness_timeout_s=3))
+
+    assert run.failure_kind == Run.FailureKind.READINESS_TIMEOUT
+    assert _held_gpu_memory(sim_host) == ""
+
+
+def test_it_fails_a_benchmark_whose_requests_time_out(sim_host, owner):
+    run = _drive(_run(sim_host, _config(sim_host), owner, output_len=2000, request_timeout_s=1))
+
+    assert run.failure_kind == Run.FailureKind.BENCHMARK_FAILED, run.failure()
+    assert "requests failed" in run.failure_message or "failed" in run.failure_message
+    assert _held_gpu_memory(sim_host) == ""
+
+
+def test_it_never_connects_to_a_host_whose_key_changed(sim_host, owner):
+    sim_host.host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHs7ba7Xk4mfw5fN8bFJfVw0vM8Cq0rW6jAa0l4n7sYt"
+    sim_host.save()
+
+    run = _drive(_run(sim_host, _config(sim_host), owner))
+
+    assert run.failure_kind == Run.FailureKind.SSH
+    assert "does not match the pinned key" in run.failure_message
+
+
+def test_it_reports_an_unreachable_host(sim_host, owner):
+    sim_host.port = 1  # nothing listens there
+    sim_host.save()
+
+    run = _drive(_run(sim_host, _config(sim_host), owner))
+
+    assert run.failure_kind == Run.FailureKind.SSH
+    assert "Cannot reach" in run.failure_message
+
+
+@pytest.mark.parametrize("phase", [Run.State.LOADING, Run.State.BENCHMARKING])
+def test_it_cancels_a_live_run_and_tears_its_server_down(sim_host, owner, phase):
+    env = {"SIMHOST_LOAD_SECONDS": "30"} if phase == Run.State.LOADING else {}
+    run = _run(sim_host, _config(sim_host, env=env), owner, output_len=3000, request_timeout_s=120)
+    driver = threading.Thread(target=drive_host, args=(sim_host.pk,))
+    driver.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.state == phase:
+            break
+        time.sleep(0.2)
+    assert run.state == phase
+
+    cancelled_at = time.monotonic()
+    assert actions.do_cancel_run(run)
+    driver.join(timeout=60)
+
+    run.refresh_from_db()
+    assert run.state == Run.State.CANCELLED
+    assert time.monotonic() - cancelled_at < 15
+    assert [p["state"] for p in run.phases()][-2:] == ["teardown", "cancelled"]
+    assert _held_gpu_memory(sim_host) == ""
