@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import NinjaAPI, Schema, Status
@@ -163,34 +162,15 @@ def get_run(request: HttpRequest, run_id: int):
 
 
 @api.get("/runs/{run_id}/log")
-def get_run_log(request: HttpRequest, run_id: int, after: int = 0, limit: int = 1000):
+def get_run_log(request: HttpRequest, run_id: int, after: int = 0, limit: int = 1000, q: str = ""):
+    """Lines after line `after`; with `q`, only the lines containing it (case-insensitive), same paging."""
     if after < 0 or limit < 1:
         raise HttpError(422, "after must be >= 0 and limit >= 1")
     limit = min(limit, LOG_PAGE_MAX)
     run = get_object_or_404(Run, pk=run_id)
-    lines = read_log_lines(run.pk, after=after, limit=limit)
+    lines = LogChunk.objects.lines(run.pk, after=after, limit=limit, containing=q or None)
     last = lines[-1]["n"] if lines else after
     return {"lines": lines, "next": last, "total": run.log_lines, "finished": run.is_finished}
-
-
-def read_log_lines(run_id: int, *, after: int, limit: int) -> list[dict[str, Any]]:
-    """Lines after line number `after` (1-based numbering), at most `limit` of them."""
-    chunks = (
-        LogChunk.objects.filter(run_id=run_id, first_line__lte=after + limit)
-        .annotate(through_line=F("first_line") + F("line_count") - 1)
-        .filter(through_line__gt=after)
-        .order_by("first_line")
-        .values_list("first_line", "text")
-    )
-    out: list[dict[str, Any]] = []
-    for first_line, text in chunks:
-        for i, line in enumerate(text.split("\n")):
-            n = first_line + i
-            if n > after:
-                out.append({"n": n, "text": line})
-                if len(out) >= limit:
-                    return out
-    return out
 
 
 @api.post("/runs/{run_id}/cancel")

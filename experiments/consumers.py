@@ -9,8 +9,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from . import broadcast
-from .api import read_log_lines
-from .models import Experiment, Run
+from .models import Experiment, LogChunk, Run
 
 REPLAY_PAGE = 5000
 
@@ -52,7 +51,7 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
             limit = REPLAY_PAGE if upto is None else min(REPLAY_PAGE, upto - self.last_sent)
             if limit <= 0:
                 return
-            lines = await database_sync_to_async(read_log_lines)(self.run_id, after=self.last_sent, limit=limit)
+            lines = await database_sync_to_async(LogChunk.objects.lines)(self.run_id, after=self.last_sent, limit=limit)
             if not lines:
                 return
             await self.send_json({"type": "lines", "first": lines[0]["n"], "lines": [x["text"] for x in lines]})

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
@@ -437,13 +438,38 @@ class Measurement(models.Model):
         return f"run {self.run_id} pass {self.pass_index} c={self.concurrency}: {self.output_throughput:.1f} tok/s"
 
 
+class LogChunkQuerySet(models.QuerySet["LogChunk"]):
+    def lines(self, run_id: int, *, after: int, limit: int, containing: str | None = None) -> list[dict[str, Any]]:
+        """Numbered lines after line `after` (1-based), at most `limit`; with `containing`, only lines that
+        contain it, case-insensitively (the database narrows to the chunks that have a match)."""
+        chunks = self.filter(run_id=run_id).annotate(last=F("first_line") + F("line_count") - 1).filter(last__gt=after)
+        if containing:
+            chunks = chunks.filter(text__icontains=containing)
+            wanted = containing.casefold()
+        else:
+            chunks = chunks.filter(first_line__lte=after + limit)
+        out: list[dict[str, Any]] = []
+        for first_line, text in chunks.order_by("first_line").values_list("first_line", "text").iterator():
+            for i, line in enumerate(text.split("\n")):
+                n = first_line + i
+                if n <= after or (containing and wanted not in line.casefold()):
+                    continue
+                out.append({"n": n, "text": line})
+                if len(out) >= limit:
+                    return out
+        return out
+
+
 class LogChunk(models.Model):
     """A batch of consecutive server log lines; line numbers are 1-based and contiguous per run."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE)
     first_line = models.PositiveIntegerField()
     line_count = models.PositiveIntegerField()
+    # PostgreSQL compresses (TOAST) values this large by itself; a 10,000-line chunk shrinks several times.
     text = models.TextField()
+
+    objects = LogChunkQuerySet.as_manager()
 
     class Meta:
         ordering = ["run_id", "first_line"]

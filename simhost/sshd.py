@@ -109,6 +109,8 @@ async def _handle(process: asyncssh.SSHServerProcess[bytes]) -> None:
     finally:
         for task in (stdin, finished, closed):
             task.cancel()
+        # Collect what the cancelled pumps raised, so nothing is reported as "never retrieved".
+        await asyncio.gather(stdin, finished, closed, return_exceptions=True)
         if proc.returncode is None:
             _kill_group(proc.pid)
             with contextlib.suppress(ProcessLookupError):

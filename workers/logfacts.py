@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import sglang
 
 KEEP_POINTS = 300  # per series: enough for a live chart, small enough to store on the run row
+DECODE_MARKER = "Decode batch"  # all SGLang eras: "Decode batch." / "Decode batch," / "Decode batch [N],"
 
 
 @dataclass
@@ -34,44 +35,58 @@ class LogFacts:
     def __init__(self, log_metrics: Mapping[str, str]) -> None:
         self.metric_patterns = {name: re.compile(pattern) for name, pattern in log_metrics.items()}
 
-    def read(self, first_line: int, lines: Iterable[str]) -> FactBatch:
+    def read(self, first_line: int, lines: Sequence[str]) -> FactBatch:
         batch = FactBatch()
-        for n, line in enumerate(lines, start=first_line):
+        decode_lines: list[int] = []
+        for i, line in enumerate(lines):
             for name, pattern in self.metric_patterns.items():
                 match = pattern.search(line)
                 if match:
                     try:
-                        batch.metrics.setdefault(name, []).append([n, float(match.group(name))])
+                        batch.metrics.setdefault(name, []).append([first_line + i, float(match.group(name))])
                     except (ValueError, IndexError):
                         pass  # a match without a number in the group is not a measurement
+            if DECODE_MARKER in line:
+                # A flood is mostly Decode lines and only the last few are kept: parse those alone, below.
+                decode_lines.append(i)
+                continue
             fact = sglang.parse_line(line)
             if fact is None:
                 continue
             if isinstance(fact, sglang.ShardProgress):
                 batch.progress = fact.percent
-            elif isinstance(fact, sglang.DecodeStats):
-                timestamp, _, _ = sglang.split_prefix(line)
-                batch.decode.append(
-                    {
-                        "n": n,
-                        "ts": timestamp,
-                        "running_req": fact.running_req,
-                        "tokens": fact.tokens,
-                        "token_usage": fact.token_usage,
-                        "accept_len": fact.accept_len,
-                        "accept_rate": fact.accept_rate,
-                        "gen_throughput": fact.gen_throughput,
-                        "queue_req": fact.queue_req,
-                        "cuda_graph": fact.cuda_graph,
-                    }
-                )
             elif isinstance(fact, sglang.Milestone):
                 batch.milestones.add(fact.name)
             elif isinstance(fact, sglang.FailureSignal) and batch.failure is None:
                 batch.failure = fact
             elif isinstance(fact, sglang.ServerArgsDump):
                 batch.server_args = fact.args
+        for i in decode_lines[-KEEP_POINTS:]:
+            point = _decode_point(first_line + i, lines[i])
+            if point is not None:
+                batch.decode.append(point)
+        for name, points in batch.metrics.items():
+            batch.metrics[name] = points[-KEEP_POINTS:]
         return batch
+
+
+def _decode_point(n: int, line: str) -> dict[str, Any] | None:
+    fact = sglang.parse_line(line)
+    if not isinstance(fact, sglang.DecodeStats):
+        return None
+    timestamp, _, _ = sglang.split_prefix(line)
+    return {
+        "n": n,
+        "ts": timestamp,
+        "running_req": fact.running_req,
+        "tokens": fact.tokens,
+        "token_usage": fact.token_usage,
+        "accept_len": fact.accept_len,
+        "accept_rate": fact.accept_rate,
+        "gen_throughput": fact.gen_throughput,
+        "queue_req": fact.queue_req,
+        "cuda_graph": fact.cuda_graph,
+    }
 
 
 def merge_series(stored: Mapping[str, Any], batch: FactBatch) -> dict[str, Any]:

@@ -346,8 +346,7 @@ class RunOrchestrator:
             changes["loading_progress"] = facts.progress
         if facts.has_series:
             changes["live_facts"] = logfacts.merge_series(self.run.live_facts, facts)
-            recent = logfacts.merge_series({}, facts)  # a flood's batch holds thousands: send what a chart shows
-            await broadcast.send_run_facts(self.run.pk, recent["decode"], recent["metrics"])
+            await broadcast.send_run_facts(self.run.pk, facts.decode, facts.metrics)
         if changes:
             await _db(actions.do_update_run)(self.run, notify="loading_progress" in changes, **changes)
 

@@ -344,3 +344,14 @@ def test_it_exports_the_comparison_as_csv(client, auth):
     assert [(r["candidate"], r["concurrency"]) for r in rows] == [("eagle3-2step", "1"), ("eagle3-2step", "4")]
     assert rows[0]["verdict"] == "faster"
     assert float(rows[0]["baseline_tok_s"]) == pytest.approx(101.0)
+
+
+def test_it_searches_the_log_case_insensitively_with_the_same_paging(client, auth, run):
+    make_log(run, [["ready", "Decode batch, a", "prefill"], ["DECODE batch, b", "x", "y"], ["z", "decode c"]])
+
+    body = client.get(f"/api/runs/{run.pk}/log?q=decode&limit=2", headers=auth).json()
+    rest = client.get(f"/api/runs/{run.pk}/log?q=decode&after={body['next']}", headers=auth).json()
+
+    assert [line["n"] for line in body["lines"]] == [2, 4]
+    assert body["next"] == 4
+    assert [(line["n"], line["text"]) for line in rest["lines"]] == [(8, "decode c")]

@@ -35,7 +35,7 @@ def _config(host: Host, name: str = "cfg", *, speculative: bool = False, **field
             speculative_eagle_topk=1,
             speculative_num_draft_tokens=3,
         )
-    return ServerConfig(name=name, model_path=f"{models}/kimi-k2.5-sim", tp_size=2, **{**spec, **fields})
+    return ServerConfig(name=name, **{"model_path": f"{models}/kimi-k2.5-sim", "tp_size": 2, **spec, **fields})
 
 
 def _run(host: Host, config: ServerConfig, owner, **profile_fields) -> Run:
@@ -248,3 +248,48 @@ def test_it_cancels_a_live_run_and_tears_its_server_down(sim_host, owner, phase)
     assert time.monotonic() - cancelled_at < 15
     assert [p["state"] for p in run.phases()][-2:] == ["teardown", "cancelled"]
     assert _held_gpu_memory(sim_host) == ""
+
+
+def test_it_refuses_to_launch_on_busy_gpus_naming_who_holds_them(sim_host, owner):
+    first = _run(sim_host, _config(sim_host, env={"SIMHOST_FAULTS": "zombie"}), owner, stall_timeout_s=60)
+    driver = threading.Thread(target=drive_host, args=(sim_host.pk,))
+    driver.start()
+    try:
+        deadline = time.monotonic() + 30
+        while _held_gpu_memory(sim_host) == "" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        holder = _held_gpu_memory(sim_host).splitlines()[0].split(",")[0]
+        # A second host row for the same machine: its run must see the first run's server on the GPUs.
+        twin = Host.objects.create(
+            **{f.name: getattr(sim_host, f.name) for f in Host._meta.concrete_fields if f.name not in ("id", "name")},
+            name=f"{sim_host.name}-twin",
+        )
+        twin.active_run = None
+        twin.save()
+        busy = _drive(_run(twin, _config(twin, name="second"), owner))
+    finally:
+        actions.do_cancel_run(first)
+        driver.join(timeout=60)
+
+    assert busy.failure_kind == Run.FailureKind.PREFLIGHT
+    assert f"pid {holder} holds" in busy.failure_message
+    assert busy.log_lines == 0
+
+
+def test_it_refuses_a_port_that_is_taken(sim_host, owner):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", sim_host.server_port))
+        taken.listen()
+        run = _drive(_run(sim_host, _config(sim_host), owner))
+
+    assert run.failure_kind == Run.FailureKind.PREFLIGHT
+    assert f"Port {sim_host.server_port}" in run.failure_message
+
+
+def test_it_refuses_a_model_path_without_a_config(sim_host, owner):
+    run = _drive(_run(sim_host, _config(sim_host, model_path="/nonexistent/model"), owner))
+
+    assert run.failure_kind == Run.FailureKind.PREFLIGHT
+    assert "/nonexistent/model has no readable config.json" in run.failure_message
