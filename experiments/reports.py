@@ -109,3 +109,18 @@ def comparison_rows_json(report: ExperimentReport) -> list[dict[str, Any]]:
         }
         for row in report.rows
     ]
+
+
+def report_json(report: ExperimentReport) -> dict[str, Any]:
+    """Every table of the comparison page as JSON (the page's permalink plus `export.json`)."""
+    return {
+        "experiment": {"id": report.experiment.pk, "name": report.experiment.name, "status": report.status},
+        "baseline": report.baseline.name,
+        "candidates": [c.name for c in report.candidates],
+        "comparison": comparison_rows_json(report),
+        "break_even": report.break_even,
+        "throughput": {
+            name: [{"concurrency": c, "mean": m, "low": lo, "high": hi} for c, m, lo, hi in points]
+            for name, points in report.throughput_series.items()
+        },
+    }

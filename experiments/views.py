@@ -7,14 +7,14 @@ from typing import Any, cast
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from . import actions
 from .forms import BenchmarkProfileForm, ExperimentForm, ExperimentSubmission, ServerConfigForm
 from .models import ApiToken, Experiment, Host, LogChunk, Run
-from .reports import build_report, comparison_rows_json
+from .reports import build_report, comparison_rows_json, report_json
 
 # What a new experiment form starts with; the simulated host's model names are a contract (DESIGN.md).
 DEFAULT_CANDIDATE = {
@@ -99,6 +99,14 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             "configs": [report.baseline, *report.candidates],
         },
     )
+
+
+@login_required
+def experiment_export_json(request: HttpRequest, experiment_id: int) -> JsonResponse:
+    experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
+    response = JsonResponse(report_json(build_report(experiment, with_figures=False)))
+    response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}.json"'
+    return response
 
 
 @login_required
