@@ -14,11 +14,12 @@ from . import actions
 from .forms import (
     BenchmarkProfileForm,
     ExperimentSubmission,
+    RerunForm,
     apply_profile_defaults,
     config_form_data,
     profile_form_data,
 )
-from .models import ApiToken, BenchmarkProfile, Experiment, Host, LogChunk, Run, ServerConfig
+from .models import ApiToken, BenchmarkProfile, Experiment, Flag, Host, LogChunk, Run, ServerConfig
 from .reports import build_report, comparison_rows_json
 from .views import comparison_csv_response
 
@@ -146,8 +147,42 @@ def get_experiment(request: HttpRequest, experiment_id: int):
         "runs": [_run_json(r, with_measurements=False) for r in report.runs],
         "comparison": comparison_rows_json(report),
         "break_even": report.break_even,
-        "flags": [],
+        "flags": [
+            _flag_json(flag) for flag in Flag.objects.filter(run__experiment=experiment).select_related("config")
+        ],
     }
+
+
+def _flag_json(flag: Flag) -> dict[str, Any]:
+    return {
+        "id": flag.pk,
+        "config": flag.config.name,
+        "concurrency": flag.concurrency,
+        "direction": flag.direction,
+        "change": round(flag.change, 4),
+        "baseline_mean": round(flag.baseline_mean, 3),
+        "new_mean": round(flag.new_mean, 3),
+        "kind": flag.kind,
+        "triage": flag.triage,
+        "message": flag.message,
+        "url": flag.get_absolute_url(),
+    }
+
+
+class RerunIn(Schema):
+    launches: int = 1
+
+
+@api.post("/experiments/{experiment_id}/rerun", response={201: dict, 422: dict})
+def rerun_experiment(request: HttpRequest, experiment_id: int, payload: RerunIn):
+    experiment = get_object_or_404(Experiment, pk=experiment_id)
+    form = RerunForm({"launches": payload.launches})
+    if not form.is_valid():
+        return Status(422, {"detail": "invalid re-run", "errors": form.errors})
+    runs = actions.do_rerun_experiment(experiment, launches=form.cleaned_data["launches"])
+    return Status(
+        201, {"id": experiment.pk, "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs]}
+    )
 
 
 @api.get("/experiments/{experiment_id}/export.csv", url_name="experiment_export_csv_api")

@@ -8,10 +8,11 @@ import shlex
 from typing import Any
 
 from django import forms
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from .models import MANAGED_FLAGS, BenchmarkProfile, Host, ServerConfig
+from .models import MANAGED_FLAGS, BenchmarkProfile, Flag, Host, ServerConfig
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Values that reach a remote shell are always quoted; control characters are refused outright because no
@@ -426,3 +427,15 @@ class ExperimentSubmission:
             candidates=[form.save_unsaved() for form in self.candidate_forms],
             profile=self.profile_form.save_unsaved(name=f"{data['name']} profile"),
         )
+
+
+class FlagTriageForm(forms.Form):
+    triage = forms.ChoiceField(choices=Flag.Triage.choices)
+    assignee = forms.ModelChoiceField(
+        queryset=get_user_model().objects.filter(is_active=True).order_by("username"), required=False
+    )
+    comment = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=10_000)
+
+
+class RerunForm(forms.Form):
+    launches = forms.IntegerField(min_value=1, max_value=20, initial=2, help_text="more launches of every config")

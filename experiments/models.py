@@ -169,6 +169,7 @@ class BenchmarkProfile(models.Model):
     stall_timeout_s = models.PositiveIntegerField(
         default=300, help_text="No log progress and no port answer for this long while loading = zombie."
     )
+    series_key = models.CharField(max_length=16, db_index=True, editable=False, default="")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -178,9 +179,24 @@ class BenchmarkProfile(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.series_key = self.compute_series_key()
+        super().save(*args, **kwargs)
+
     @property
     def cells_per_run(self) -> int:
         return self.passes * len(self.concurrency)
+
+    # What a request looks like: results of profiles that agree on these are comparable across experiments.
+    SERIES_FIELDS = ("dataset", "input_len", "output_len", "num_prompts", "seed", "warmup_requests")
+
+    def compute_series_key(self) -> str:
+        canonical = json.dumps({f: getattr(self, f) for f in self.SERIES_FIELDS}, sort_keys=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    @property
+    def series_label(self) -> str:
+        return f"{self.input_len} in / {self.output_len} out, {self.num_prompts} prompts, seed {self.seed}"
 
 
 class Experiment(models.Model):
@@ -520,3 +536,79 @@ class ApiToken(models.Model):
         if self.last_used_at is None or now - self.last_used_at > timedelta(minutes=1):
             self.last_used_at = now
             self.save(update_fields=["last_used_at"])
+
+
+class Flag(models.Model):
+    """A regression or anomaly found in a (host, config, profile, concurrency) series; the team triages it."""
+
+    class Triage(models.TextChoices):
+        UNTRIAGED = "untriaged"
+        ACKNOWLEDGED = "acknowledged"
+        INVALID = "invalid"
+        FIXED = "fixed"
+
+    OPEN_STATES = (Triage.UNTRIAGED, Triage.ACKNOWLEDGED)
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE)
+    config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
+    config_hash = models.CharField(max_length=64, db_index=True)
+    profile_key = models.CharField(max_length=16)
+    profile_label = models.CharField(max_length=200)
+    concurrency = models.PositiveIntegerField()
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, help_text="The first run at the new level.")
+    kind = models.CharField(max_length=16)  # "lookback" | "change_point"
+    direction = models.CharField(max_length=16)  # "regression" | "improvement"
+    baseline_mean = models.FloatField()
+    new_mean = models.FloatField()
+    change = models.FloatField(help_text="Relative: -0.074 is 7.4% slower.")
+    score = models.FloatField()
+    message = models.TextField()
+    triage = models.CharField(max_length=16, choices=Triage.choices, default=Triage.UNTRIAGED, db_index=True)
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.direction} {self.change:+.1%} {self.config.name} c={self.concurrency} on {self.host.name}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("flag_detail", args=[self.pk])
+
+    @property
+    def is_open(self) -> bool:
+        return self.triage in self.OPEN_STATES
+
+
+class FlagComment(models.Model):
+    flag = models.ForeignKey(Flag, on_delete=models.CASCADE)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    text = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"comment {self.pk} on flag {self.flag_id}"
+
+
+class PinnedBaseline(models.Model):
+    """The baseline config a team compares against on a host for a kind of request; its history is watched."""
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE)
+    profile_key = models.CharField(max_length=16)
+    profile_label = models.CharField(max_length=200)
+    config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
+    pinned_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    pinned_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["host", "profile_key"], name="one_pinned_baseline")]
+
+    def __str__(self) -> str:
+        return f"{self.config.name} pinned on {self.host.name} ({self.profile_label})"

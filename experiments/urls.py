@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import views, views_flags
 
 urlpatterns = [
     path("", views.experiment_list, name="experiment_list"),
@@ -16,6 +16,19 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", views.cancel_run, name="cancel_run"),
     path("hosts/", views.host_list, name="host_list"),
     path("hosts/<int:host_id>/clean/", views.clean_host, name="clean_host"),
+    path("flags/", views_flags.flag_list, name="flag_list"),
+    path("flags/<int:flag_id>/", views_flags.flag_detail, name="flag_detail"),
+    path(
+        "history/<int:host_id>/<str:config_hash>/<str:profile_key>/",
+        views_flags.series_detail,
+        name="series_detail",
+    ),
+    path(
+        "history/<int:host_id>/<str:config_hash>/<str:profile_key>/pin/",
+        views_flags.pin_baseline,
+        name="pin_baseline",
+    ),
+    path("experiments/<int:experiment_id>/rerun/", views_flags.rerun_experiment, name="rerun_experiment"),
     path("tokens/", views.token_list, name="token_list"),
     path("tokens/new/", views.create_token, name="create_token"),
 ]

@@ -145,6 +145,12 @@ class RunOrchestrator:
         if not await self._teardown():
             outcome = Run.State.FAILED
         await self._advance(outcome)
+        if outcome == Run.State.SUCCEEDED:
+            try:
+                await _db(actions.do_check_history)(self.run)
+            except Exception:
+                # A fault in the history check must not turn a measured run into a failed one.
+                log.exception("run %s: history check failed", self.run.pk)
         return outcome
 
     async def _phases(self) -> None:

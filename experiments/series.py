@@ -1,0 +1,62 @@
+"""History series: the output throughput of one (host, config hash, profile, concurrency), run after run.
+
+Each point is one succeeded run: the mean of its passes at that concurrency. Reads only; flags are written by
+`actions.do_check_history`, the statistics are in `analysis.history`.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from datetime import datetime
+
+from .models import Measurement, Run
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    host_id: int
+    config_hash: str
+    profile_key: str
+    concurrency: int
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    run_id: int
+    experiment_id: int
+    finished_at: datetime | None
+    value: float
+
+
+def series_points(key: SeriesKey, *, upto: Run | None = None) -> list[SeriesPoint]:
+    """The series oldest first (one query), up to and including `upto` when given."""
+    rows = Measurement.objects.filter(
+        run__host_id=key.host_id,
+        run__config__content_hash=key.config_hash,
+        run__experiment__profile__series_key=key.profile_key,
+        run__state=Run.State.SUCCEEDED,
+        concurrency=key.concurrency,
+        output_throughput__gt=0,
+    )
+    if upto is not None and upto.finished_at is not None:
+        rows = rows.filter(run__finished_at__lte=upto.finished_at)
+    by_run: dict[int, list[float]] = {}
+    meta: dict[int, tuple[int, datetime | None]] = {}
+    for run_id, experiment_id, finished_at, value in rows.order_by("run__finished_at", "run_id").values_list(
+        "run_id", "run__experiment_id", "run__finished_at", "output_throughput"
+    ):
+        by_run.setdefault(run_id, []).append(value)
+        meta[run_id] = (experiment_id, finished_at)
+    return [
+        SeriesPoint(
+            run_id=run_id, experiment_id=meta[run_id][0], finished_at=meta[run_id][1], value=statistics.fmean(v)
+        )
+        for run_id, v in by_run.items()
+    ]
+
+
+def keys_of_run(run: Run) -> list[SeriesKey]:
+    profile_key = run.experiment.profile.series_key
+    levels = sorted(set(run.measurement_set.values_list("concurrency", flat=True)))
+    return [SeriesKey(run.host_id, run.config.content_hash, profile_key, level) for level in levels]

@@ -1,0 +1,116 @@
+"""Review of history: the flags queue, a flag with its series, a series page, pinned baselines, re-runs."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from . import actions, series
+from .forms import FlagTriageForm, RerunForm
+from .history_charts import history_figure
+from .models import BenchmarkProfile, Experiment, Flag, Host, PinnedBaseline, Run, ServerConfig
+
+
+@login_required
+def flag_list(request: HttpRequest) -> HttpResponse:
+    state = request.GET.get("state", "open")
+    flags = Flag.objects.select_related("host", "config", "assignee", "run__experiment")
+    if state == "open":
+        flags = flags.filter(triage__in=Flag.OPEN_STATES)
+    elif state in Flag.Triage.values:
+        flags = flags.filter(triage=state)
+    states = ["open", *Flag.Triage.values, "all"]
+    return render(request, "experiments/flag_list.html", {"flags": flags[:500], "state": state, "states": states})
+
+
+def _series_figure(host: Host, config_hash: str, profile_key: str, title: str) -> dict:
+    flags = Flag.objects.filter(host=host, config_hash=config_hash, profile_key=profile_key)
+    levels = sorted(
+        set(
+            Run.objects.filter(
+                host=host, config__content_hash=config_hash, experiment__profile__series_key=profile_key
+            ).values_list("measurement__concurrency", flat=True)
+        )
+        - {None}
+    )
+    points: dict[int, list[tuple[str, float]]] = {}
+    marks: list[tuple[int, int, str, str]] = []
+    for level in levels:
+        key = series.SeriesKey(host.pk, config_hash, profile_key, level)
+        level_points = series.series_points(key)
+        points[level] = [(f"run {p.run_id} (experiment {p.experiment_id})", p.value) for p in level_points]
+        index_of = {p.run_id: i for i, p in enumerate(level_points)}
+        for flag in flags:
+            if flag.concurrency == level and flag.run_id in index_of:
+                marks.append((level, index_of[flag.run_id], flag.direction, f"{flag.change:+.1%}: {flag.message}"))
+    return history_figure(points, marks, title=title)
+
+
+@login_required
+def flag_detail(request: HttpRequest, flag_id: int) -> HttpResponse:
+    flag = get_object_or_404(Flag.objects.select_related("host", "config", "assignee", "run__experiment"), pk=flag_id)
+    if request.method == "POST":
+        form = FlagTriageForm(request.POST)
+        if form.is_valid():
+            actions.do_triage_flag(flag, user=request.user, **form.cleaned_data)
+            messages.success(request, "Flag updated.")
+            return redirect(flag)
+    else:
+        form = FlagTriageForm(initial={"triage": flag.triage, "assignee": flag.assignee})
+    figure = _series_figure(flag.host, flag.config_hash, flag.profile_key, f"{flag.config.name} on {flag.host.name}")
+    context = {
+        "flag": flag,
+        "form": form,
+        "comments": flag.flagcomment_set.select_related("author"),
+        "figure": figure,
+        "rerun_form": RerunForm(),
+    }
+    return render(request, "experiments/flag_detail.html", context)
+
+
+@login_required
+def series_detail(request: HttpRequest, host_id: int, config_hash: str, profile_key: str) -> HttpResponse:
+    host = get_object_or_404(Host, pk=host_id)
+    config = ServerConfig.objects.filter(content_hash=config_hash).order_by("-created_at").first()
+    profile = BenchmarkProfile.objects.filter(series_key=profile_key).order_by("-created_at").first()
+    if config is None or profile is None:
+        return render(request, "experiments/series_detail.html", {"missing": True}, status=404)
+    pinned = PinnedBaseline.objects.filter(host=host, profile_key=profile_key).select_related("config").first()
+    context = {
+        "host": host,
+        "config": config,
+        "profile": profile,
+        "pinned": pinned,
+        "is_pinned": pinned is not None and pinned.config.content_hash == config_hash,
+        "flags": Flag.objects.filter(host=host, config_hash=config_hash, profile_key=profile_key),
+        "figure": _series_figure(host, config_hash, profile_key, f"{config.name} on {host.name}"),
+    }
+    return render(request, "experiments/series_detail.html", context)
+
+
+@login_required
+@require_POST
+def pin_baseline(request: HttpRequest, host_id: int, config_hash: str, profile_key: str) -> HttpResponse:
+    host = get_object_or_404(Host, pk=host_id)
+    config = get_object_or_404(ServerConfig.objects.filter(content_hash=config_hash).order_by("-created_at")[:1])
+    profile = get_object_or_404(BenchmarkProfile.objects.filter(series_key=profile_key).order_by("-created_at")[:1])
+    actions.do_pin_baseline(host=host, profile=profile, config=config, user=request.user)
+    messages.success(request, f"{config.name} is now the pinned baseline on {host.name} for {profile.series_label}.")
+    return redirect(reverse("series_detail", args=[host.pk, config_hash, profile_key]))
+
+
+@login_required
+@require_POST
+def rerun_experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = get_object_or_404(Experiment, pk=experiment_id)
+    form = RerunForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "; ".join(str(e) for errors in form.errors.values() for e in errors))
+    else:
+        runs = actions.do_rerun_experiment(experiment, launches=form.cleaned_data["launches"])
+        messages.success(request, f"Queued {len(runs)} more runs, interleaved, to confirm the result.")
+    return redirect(experiment)
