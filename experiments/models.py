@@ -388,6 +388,36 @@ class Run(models.Model):
             out.append({"state": entry["state"], "at": start, "duration_s": duration})
         return out
 
+    # Server args worth seeing beside the request: what the config sets, and what SGLang decides on its own.
+    SHOWN_SERVER_ARGS = (
+        "model_path",
+        "tp_size",
+        "speculative_algorithm",
+        "speculative_draft_model_path",
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_num_draft_tokens",
+        "disable_overlap_schedule",
+        "max_running_requests",
+        "mem_fraction_static",
+        "context_length",
+        "cuda_graph_max_bs",
+    )
+
+    def requested_vs_effective(self) -> list[dict[str, Any]]:
+        """Rows of (arg, what the config asked, what the server runs); `differs` when a request was not honoured."""
+        requested = {k: v for k, v in self.config.launch_spec().items() if v not in (None, "", [], {})}
+        requested.update((self.config.expect or {}).get("server_args", {}))
+        rows = []
+        for arg in dict.fromkeys([*self.SHOWN_SERVER_ARGS, *requested]):
+            if arg not in self.SHOWN_SERVER_ARGS and arg not in self.effective_args:
+                continue  # env, extra_args, expectations: not server args
+            want, have = requested.get(arg), self.effective_args.get(arg)
+            rows.append(
+                {"arg": arg, "requested": want, "effective": have, "differs": want is not None and want != have}
+            )
+        return rows
+
     def failure(self) -> dict[str, Any] | None:
         if not self.failure_kind:
             return None

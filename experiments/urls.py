@@ -17,6 +17,7 @@ urlpatterns = [
     path("hosts/", views.host_list, name="host_list"),
     path("hosts/<int:host_id>/clean/", views.clean_host, name="clean_host"),
     path("flags/", views_flags.flag_list, name="flag_list"),
+    path("flags/export.csv", views_flags.flag_export_csv, name="flag_export_csv"),
     path("flags/<int:flag_id>/", views_flags.flag_detail, name="flag_detail"),
     path(
         "history/<int:host_id>/<str:config_hash>/<str:profile_key>/",

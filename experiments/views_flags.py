@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -15,16 +17,40 @@ from .history_charts import history_figure
 from .models import BenchmarkProfile, Experiment, Flag, Host, PinnedBaseline, Run, ServerConfig
 
 
+def _flags_in_state(state: str):
+    flags = Flag.objects.select_related("host", "config", "assignee", "run__experiment")
+    if state == "open":
+        return flags.filter(triage__in=Flag.OPEN_STATES)
+    if state in Flag.Triage.values:
+        return flags.filter(triage=state)
+    return flags
+
+
 @login_required
 def flag_list(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state", "open")
-    flags = Flag.objects.select_related("host", "config", "assignee", "run__experiment")
-    if state == "open":
-        flags = flags.filter(triage__in=Flag.OPEN_STATES)
-    elif state in Flag.Triage.values:
-        flags = flags.filter(triage=state)
     states = ["open", *Flag.Triage.values, "all"]
-    return render(request, "experiments/flag_list.html", {"flags": flags[:500], "state": state, "states": states})
+    context = {"flags": _flags_in_state(state)[:500], "state": state, "states": states}
+    return render(request, "experiments/flag_list.html", context)
+
+
+@login_required
+def flag_export_csv(request: HttpRequest) -> HttpResponse:
+    state = request.GET.get("state", "all")
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="flags-{state}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(
+        ["id", "created_at", "host", "config", "config_hash", "profile", "concurrency", "direction", "change",
+         "baseline_mean", "new_mean", "kind", "run", "experiment", "triage", "assignee"]
+    )  # fmt: skip
+    for f in _flags_in_state(state).iterator():
+        writer.writerow(
+            [f.pk, f.created_at.isoformat(), f.host.name, f.config.name, f.config_hash, f.profile_label,
+             f.concurrency, f.direction, round(f.change, 4), round(f.baseline_mean, 3), round(f.new_mean, 3),
+             f.kind, f.run_id, f.run.experiment_id, f.triage, f.assignee.username if f.assignee else ""]
+        )  # fmt: skip
+    return response
 
 
 def _series_figure(host: Host, config_hash: str, profile_key: str, title: str) -> dict:

@@ -6,6 +6,7 @@ database from another thread, hence transactional tests.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -179,3 +180,39 @@ async def test_it_sends_the_stored_facts_and_state_after_the_replay(browser, run
     assert facts == {"type": "facts", "decode": [point], "metrics": {"verify_ms": [[5, 17.1]]}}
     assert state["type"] == "state" and state["state"] == Run.State.LOADING and state["run"] == run.pk
     await communicator.disconnect()
+
+
+async def test_it_resumes_after_a_reconnect_in_the_middle_of_a_flood(browser, run):
+    """The worker stores then broadcasts batch after batch; the browser drops off and comes back with its last
+    line number: it ends up with every line exactly once."""
+    from experiments import actions
+
+    batches, size = 40, 250
+    total = 5 + batches * size
+    stored = await sync_to_async(Run.objects.get)(pk=run.pk)
+
+    async def flood() -> None:
+        for b in range(batches):
+            first = 6 + b * size
+            lines = [f"l{n}" for n in range(first, first + size)]
+            await sync_to_async(actions.do_append_log)(stored, first, lines, first * 10)
+            await broadcast.send_log_lines(run.pk, first, lines)
+            await asyncio.sleep(0.005)
+
+    received: list[tuple[int, str]] = []
+    producer = asyncio.create_task(flood())
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/", browser)
+    assert connected
+    received += await _lines(communicator, 2000)
+    await communicator.disconnect()  # a network blip mid-flood
+    await asyncio.sleep(0.1)
+
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after={received[-1][0]}", browser)
+    assert connected
+    try:
+        await producer
+        received += await _lines(communicator, total - len(received))
+        assert received == _numbered(1, total)
+        assert await communicator.receive_nothing(timeout=0.3)
+    finally:
+        await communicator.disconnect()

@@ -167,3 +167,14 @@ def test_it_reports_the_flags_of_an_experiment_in_the_api(client, owner):
 
     assert [(f["direction"], f["concurrency"], f["triage"]) for f in body["flags"]] == [("regression", 1, "untriaged")]
     assert body["flags"][0]["change"] == pytest.approx(-0.074, abs=0.005)
+
+
+def test_it_exports_the_flags_as_csv(owner_client):
+    _history([88.8, 88.9, 88.7, 88.8, 88.6, 88.9, 88.8, 88.7, 88.8, 82.2, 82.3, 82.1])
+
+    response = owner_client.get("/flags/export.csv?state=open")
+
+    rows = response.content.decode().splitlines()
+    assert response["Content-Type"] == "text/csv"
+    assert rows[0].startswith("id,created_at,host,config")
+    assert len(rows) == 2 and ",regression,-0.07" in rows[1]

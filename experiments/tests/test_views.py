@@ -361,3 +361,21 @@ def test_it_refuses_a_submission_without_candidates(owner_client):
     assert response.status_code == 400
     assert "Add at least one candidate config." in response.content.decode()
     assert Experiment.objects.count() == 0
+
+
+def test_it_shows_requested_vs_effective_server_args_and_marks_a_difference(owner_client):
+    run = make_run(
+        config=make_eagle_config(steps=2),
+        state="failed",
+        effective_args={"tp_size": 1, "speculative_num_steps": 2, "speculative_num_draft_tokens": 4, "port": 30000},
+    )
+
+    response = owner_client.get(f"/runs/{run.pk}/")
+
+    rows = {row["arg"]: row for row in response.context["run"].requested_vs_effective()}
+    assert rows["speculative_num_steps"]["differs"] is False
+    assert rows["speculative_num_draft_tokens"] == {
+        "arg": "speculative_num_draft_tokens", "requested": 3, "effective": 4, "differs": True
+    }  # fmt: skip
+    assert "port" not in rows
+    assert b'class="differs"' in response.content
