@@ -55,6 +55,7 @@ FAULTS: list[tuple[str, str]] = [
     ("health_flaky", "/health answers 503 (empty) for SIMHOST_FLAKY_SECONDS after ready"),
     ("log_flood", "prints SIMHOST_FLOOD_LINES_PER_S extra log lines per second once ready"),
     ("env_drop", "scheduler processes start without the variables in SIMHOST_ENV_DROP"),
+    ("reject_requests", "healthy, but every non-warm-up generation answers HTTP 500 with an error body"),
 ]
 
 SGLANG_ENVS: list[tuple[str, str]] = [

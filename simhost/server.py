@@ -305,6 +305,9 @@ async def _start(state: ServerState, ids: list[int], max_new: int, warmup: bool)
         return _error(
             f"The input ({len(ids)} tokens) is longer than the model's context length ({state.context_len} tokens)."
         )
+    if not warmup and "reject_requests" in state.faults:
+        # Up and healthy, yet every real generation fails: what a broken tokenizer or sampler looks like from outside.
+        return _error("Internal server error: generation failed (simhost fault reject_requests).", status=500)
     if not warmup and state.crash is not None and state.engine.stats.finished_requests >= state.crash_after:
         crash, state.crash = state.crash, None
         crash()

@@ -697,7 +697,8 @@ class RunOrchestrator:
         if self.tail:
             await self.tail.flush()
         numbered = list(self.recent)
-        found = sglang.find_failure([text for _, text in numbered])
+        texts = [text for _, text in numbered]
+        found = sglang.find_failure(texts) or (sglang.find_usage_error(texts) if exited else None)
         if found is not None:
             start = max(found.first_line - EXCERPT_CONTEXT, 0)
             excerpt = "\n".join(text for _, text in numbered[start : found.last_line + 1])

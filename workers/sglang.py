@@ -473,3 +473,19 @@ def find_failure(lines: Sequence[str]) -> Failure | None:
     if not candidates:
         return None
     return max(candidates, key=lambda candidate: candidate[0])[1]
+
+
+# argparse's refusal: "usage: ..." (one or more lines) then "<prog>: error: <message>", exit status 2.
+_ARGPARSE_ERROR = re.compile(r"^\S+: error: (?P<message>.+)$")
+
+
+def find_usage_error(lines: Sequence[str]) -> Failure | None:
+    """The launcher refused its command line (unknown, removed or ambiguous flag): SGLang's own words, as kind
+    "misconfigured", with the usage block as the excerpt."""
+    for index, line in enumerate(lines):
+        match = _ARGPARSE_ERROR.match(line.strip())
+        if match is None:
+            continue
+        usage = next((i for i in range(index, -1, -1) if lines[i].lstrip().startswith("usage:")), index)
+        return Failure(kind="misconfigured", message=match.group("message"), first_line=usage, last_line=index)
+    return None

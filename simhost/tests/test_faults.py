@@ -221,3 +221,16 @@ def test_it_reads_faults_from_a_file_and_rejects_unknown_ones(launch, tmp_path):
     server = launch(env={"SIMHOST_FAULTS": "zombi"})
     assert server.proc.wait(10) == 2
     assert "unknown simhost fault(s): zombi" in server.text()
+
+
+async def test_it_rejects_generations_but_stays_healthy(launch):
+    server = launch(env={"SIMHOST_FAULTS": "reject_requests"})
+    server.wait_ready()
+    body = {"input_ids": list(range(8)), "sampling_params": {"max_new_tokens": 4}}
+    async with aiohttp.ClientSession(server.base) as http:
+        async with http.post("/generate", json=body) as r:
+            assert r.status == 500
+            assert "generation failed" in (await r.json())["message"]
+        async with http.get("/health") as r:
+            assert r.status == 200
+    assert server.proc.poll() is None

@@ -293,3 +293,20 @@ def test_it_refuses_a_model_path_without_a_config(sim_host, owner):
 
     assert run.failure_kind == Run.FailureKind.PREFLIGHT
     assert "/nonexistent/model has no readable config.json" in run.failure_message
+
+
+def test_it_fails_a_config_the_server_rejects_with_sglangs_own_message(sim_host, owner):
+    run = _drive(_run(sim_host, _config(sim_host, extra_args=["--no-such-flag", "3"]), owner))
+
+    assert run.failure_kind == Run.FailureKind.MISCONFIGURED
+    assert run.failure_message == "unrecognized arguments: --no-such-flag 3"
+    assert "usage:" in run.failure_excerpt
+    assert _held_gpu_memory(sim_host) == ""
+
+
+def test_it_fails_the_smoke_test_of_a_server_that_cannot_generate(sim_host, owner):
+    run = _drive(_run(sim_host, _config(sim_host, env={"SIMHOST_FAULTS": "reject_requests"}), owner))
+
+    assert run.failure_kind == Run.FailureKind.SMOKE_FAILED
+    assert "HTTP 500" in run.failure_message and "generation failed" in run.failure_message
+    assert _held_gpu_memory(sim_host) == ""

@@ -108,3 +108,25 @@ def test_it_reconnects_after_the_ssh_connection_drops(sim_host, owner, sshd, pri
     assert run.state == Run.State.SUCCEEDED, run.failure()
     assert run.measurement_set.count() == 3 * 2
     _assert_log_stored_exactly_once(run)
+
+
+def test_it_says_so_when_the_server_died_while_no_worker_watched(
+    sim_host, owner, sshd, private_queue, server_process, tmp_path
+):
+    env = {"SPECDASH_QUEUE": private_queue, "SPECDASH_SSH_KEY_DIR": str(sshd.key_dir),
+           "SPECDASH_HEARTBEAT_STALE": "5", "SPECDASH_REATTACH_EVERY": "2"}  # fmt: skip
+    first = server_process(_worker_argv(private_queue, "first"), tmp_path / "first.log", **env)
+    run = _long_run(sim_host, owner)
+    _wait_for_state(run, {Run.State.BENCHMARKING}, timeout=60)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    assert run.remote_pgid is not None
+    os.killpg(run.remote_pgid, signal.SIGKILL)  # the host lost the server meanwhile (here: the same machine)
+
+    server_process(_worker_argv(private_queue, "second", beat_schedule=tmp_path / "beat"), tmp_path / "s.log", **env)
+    _wait_for_state(run, {Run.State.SUCCEEDED, Run.State.FAILED}, timeout=90)
+
+    assert run.state == Run.State.FAILED
+    assert run.failure_kind == Run.FailureKind.CRASHED
+    assert run.failure_message == "The server exited while no worker was connected to the host."
+    assert [p["state"] for p in run.phases()][-2:] == ["teardown", "failed"]

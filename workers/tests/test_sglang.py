@@ -21,6 +21,7 @@ from workers.sglang import (
     ServerArgsDump,
     ShardProgress,
     find_failure,
+    find_usage_error,
     launch_argv,
     parse_line,
     split_prefix,
@@ -546,3 +547,22 @@ def test_it_ignores_the_allowed_context_length_override() -> None:
     ]
 
     assert find_failure(lines) is None
+
+
+def test_it_finds_argparse_refusing_a_flag():
+    lines = [
+        "usage: launch_server.py [-h] --model-path MODEL_PATH [--tp-size TP_SIZE]",
+        "                        [--speculative-algorithm {EAGLE,EAGLE3,NEXTN,STANDALONE,NGRAM}]",
+        "launch_server.py: error: unrecognized arguments: --no-such-flag 3",
+    ]
+
+    found = find_usage_error(["[2026-11-29 10:00:00] something before", *lines])
+
+    assert found is not None
+    assert found.kind == "misconfigured"
+    assert found.message == "unrecognized arguments: --no-such-flag 3"
+    assert (found.first_line, found.last_line) == (1, 3)
+
+
+def test_it_finds_no_usage_error_in_a_clean_log():
+    assert find_usage_error(["[2026-11-29 10:00:00] The server is fired up and ready to roll!"]) is None
