@@ -101,6 +101,10 @@ CHANNEL_LAYERS = {
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("SPECDASH_QUEUE", "specdash")
 CELERY_TASK_IGNORE_RESULT = True
+# Only the host probes (connection test, model listing) return results: the web tier holds no SSH keys, so it
+# asks a worker and waits for the answer.
+CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_RESULT_EXPIRES = 600
 # One run owns a worker slot for minutes; never prefetch a second one behind it, and redeliver the task
 # if the worker dies mid-run (the orchestrator resumes from the run's stored facts).
 CELERY_TASK_ACKS_LATE = True

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import current_app
+from celery.exceptions import TimeoutError as CeleryTimeout
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import NinjaAPI, Schema, Status
+from ninja import Body, NinjaAPI, Schema, Status
 from ninja.errors import HttpError
 from ninja.security import HttpBearer, django_auth
 
@@ -14,7 +16,9 @@ from . import actions
 from .forms import (
     BenchmarkProfileForm,
     ExperimentSubmission,
+    HostForm,
     RerunForm,
+    ServerConfigForm,
     apply_profile_defaults,
     config_form_data,
     profile_form_data,
@@ -24,6 +28,7 @@ from .reports import build_report, comparison_rows_json
 from .views import comparison_csv_response
 
 LOG_PAGE_MAX = 10_000
+HOST_PROBE_TIMEOUT = 60
 
 
 class BearerToken(HttpBearer):
@@ -216,23 +221,120 @@ def cancel_run(request: HttpRequest, run_id: int):
     return {"id": run.pk, "state": run.state, "cancel_requested": run.cancel_requested, "accepted": accepted}
 
 
+def _host_json(h: Host) -> dict[str, Any]:
+    return {
+        "id": h.pk,
+        "name": h.name,
+        "address": h.address,
+        "port": h.port,
+        "username": h.username,
+        "key_name": h.key_name,
+        "work_dir": h.work_dir,
+        "models_root": h.models_root,
+        "launcher": h.launcher,
+        "server_port": h.server_port,
+        "pinned": h.is_pinned,
+        "host_key": h.host_key,
+        "gpus": h.gpu_inventory,
+        "dirty": h.is_dirty,
+        "dirty_reason": h.dirty_reason,
+        "active_run": h.active_run_id,
+    }
+
+
 @api.get("/hosts")
 def list_hosts(request: HttpRequest):
-    return [
-        {
-            "id": h.pk,
-            "name": h.name,
-            "address": h.address,
-            "port": h.port,
-            "username": h.username,
-            "pinned": h.is_pinned,
-            "gpus": h.gpu_inventory,
-            "dirty": h.is_dirty,
-            "dirty_reason": h.dirty_reason,
-            "active_run": h.active_run_id,
-        }
-        for h in Host.objects.all()
-    ]
+    return [_host_json(h) for h in Host.objects.all()]
+
+
+@api.post("/hosts", response={201: dict, 422: dict})
+def create_host(request: HttpRequest, payload: Body[dict[str, Any]]):
+    form = HostForm(payload)
+    if not form.is_valid():
+        return Status(422, {"detail": "invalid host", "errors": form.errors})
+    return Status(201, _host_json(form.save()))
+
+
+def _ask_worker(task: str, host: Host) -> dict[str, Any]:
+    """The web tier holds no SSH keys: a worker connects and answers (within HOST_PROBE_TIMEOUT)."""
+    try:
+        answer = current_app.send_task(task, args=[host.pk]).get(timeout=HOST_PROBE_TIMEOUT)
+    except CeleryTimeout as exc:
+        raise HttpError(504, f"No worker answered within {HOST_PROBE_TIMEOUT} s; is a Celery worker running?") from exc
+    if not answer.get("ok"):
+        raise HttpError(502, answer.get("error") or "the host could not be reached")
+    return answer
+
+
+@api.post("/hosts/{host_id}/test")
+def test_host(request: HttpRequest, host_id: int):
+    """Connect, pin the host key on first contact (verify it after), read the GPU inventory."""
+    host = get_object_or_404(Host, pk=host_id)
+    _ask_worker("workers.tasks.test_host", host)
+    host.refresh_from_db()
+    return _host_json(host)
+
+
+@api.get("/hosts/{host_id}/models")
+def host_models(request: HttpRequest, host_id: int):
+    """Model directories found on the host under its models root (those holding a config.json)."""
+    host = get_object_or_404(Host, pk=host_id)
+    return _ask_worker("workers.tasks.list_host_models", host)["models"]
+
+
+def _config_json(c: ServerConfig) -> dict[str, Any]:
+    return {"id": c.pk, "name": c.name, "content_hash": c.content_hash, **c.launch_spec()}
+
+
+@api.get("/configs")
+def list_configs(request: HttpRequest, limit: int = 200):
+    return [_config_json(c) for c in ServerConfig.objects.order_by("-created_at")[: min(max(limit, 1), 1000)]]
+
+
+@api.post("/configs", response={201: dict, 422: dict})
+def create_config(request: HttpRequest, payload: Body[dict[str, Any]]):
+    form = ServerConfigForm(config_form_data(payload))
+    if not form.is_valid():
+        return Status(422, {"detail": "invalid config", "errors": _plain_errors(form)})
+    config = form.save_unsaved()
+    config.created_by = _api_user(request)
+    config.save()
+    return Status(201, _config_json(config))
+
+
+def _profile_json(p: BenchmarkProfile) -> dict[str, Any]:
+    fields = {f: getattr(p, f) for f in (*BenchmarkProfileForm.Meta.fields, "concurrency", "dataset")}
+    return {"id": p.pk, "name": p.name, "series_key": p.series_key, **fields}
+
+
+@api.get("/profiles")
+def list_profiles(request: HttpRequest, limit: int = 200):
+    return [_profile_json(p) for p in BenchmarkProfile.objects.order_by("-created_at")[: min(max(limit, 1), 1000)]]
+
+
+@api.post("/profiles", response={201: dict, 422: dict})
+def create_profile(request: HttpRequest, payload: Body[dict[str, Any]]):
+    name = str(payload.get("name") or "").strip()
+    form = BenchmarkProfileForm(profile_form_data(apply_profile_defaults(payload)))
+    if not form.is_valid() or not name:
+        errors = _plain_errors(form) if form.errors else {}
+        if not name:
+            errors["name"] = ["This field is required."]
+        return Status(422, {"detail": "invalid profile", "errors": errors})
+    profile = form.save_unsaved(name=name)
+    profile.created_by = _api_user(request)
+    profile.save()
+    return Status(201, _profile_json(profile))
+
+
+def _api_user(request: HttpRequest):
+    """The authenticated user (every endpoint requires auth; the type checker cannot know that)."""
+    assert request.user.is_authenticated
+    return request.user
+
+
+def _plain_errors(form) -> dict[str, list[str]]:
+    return {field.replace("_text", ""): [str(m) for m in messages] for field, messages in form.errors.items()}
 
 
 @api.post("/hosts/{host_id}/clean")

@@ -315,6 +315,8 @@ def config_form_data(payload: dict[str, Any]) -> dict[str, Any]:
     for key in ("speculative_algorithm", "speculative_draft_model_path", "served_model_name"):
         if data.get(key) is None:
             data[key] = ""
+    if data.get("tp_size") is None:
+        data["tp_size"] = 1  # SGLang's default, as for any flag the JSON leaves out
     # Not turned into text: a newline in an env value would read as a second variable, and a string of
     # extra args would be split into characters. The form checks them as given.
     data["env"] = payload.get("env") or {}
@@ -439,3 +441,39 @@ class FlagTriageForm(forms.Form):
 
 class RerunForm(forms.Form):
     launches = forms.IntegerField(min_value=1, max_value=20, initial=2, help_text="more launches of every config")
+
+
+class HostForm(forms.ModelForm):
+    class Meta:
+        model = Host
+        fields = [
+            "name",
+            "address",
+            "port",
+            "username",
+            "key_name",
+            "work_dir",
+            "models_root",
+            "shell_setup",
+            "launcher",
+            "python",
+            "server_port",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        for field in ("address", "username", "key_name", "work_dir", "models_root", "launcher", "python"):
+            value = data.get(field)
+            if isinstance(value, str):
+                try:
+                    _no_control_chars(value, field.replace("_", " ").capitalize())
+                except ValidationError as exc:
+                    self.add_error(field, exc)
+        key_name = data.get("key_name") or ""
+        if "/" in key_name or key_name.startswith("."):
+            self.add_error("key_name", "A file name inside SPECDASH_SSH_KEY_DIR, not a path.")
+        for field in ("port", "server_port"):
+            if data.get(field) is not None and not 1 <= data[field] <= 65535:
+                self.add_error(field, "A TCP port is between 1 and 65535.")
+        return data

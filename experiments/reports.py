@@ -1,16 +1,111 @@
 """The comparison of an experiment, read from the database in a constant number of queries.
 
-Pages and the API both show this; the statistics are in `analysis.py` and the figures in `charts.py`.
+Pages and the API both show this; the statistics are in `analysis` and the figures in `charts.py`. Four queries
+whatever the experiment's size: the runs with their configs, the candidates, every measurement as plain values,
+and the few live facts of the succeeded speculative runs that the explanatory model reads.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
+import json
+import math
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connection
+from django.db.models import JSONField
+from django.db.models.expressions import RawSQL
+
 from . import analysis, charts
 from .models import Experiment, Measurement, Run, ServerConfig
+
+# Metrics of a run's live facts that feed the explanatory model, and the log_metrics that produce them from
+# simhost's `EAGLE3 profile:` lines (EAGLE3_PROFILE=1). `draft_ms` there is the draft part of one cycle, all steps.
+MODEL_METRICS = {
+    "verify_ms": r"Target verify: (?P<verify_ms>[\d.]+) ms",
+    "draft_ms": r"draft: (?P<draft_ms>[\d.]+) ms",
+}
+LATENCY_STATS = ("mean", "p99")
+LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
+LATENCY_COLUMNS = tuple(f"{stat}_{metric}" for metric in LATENCY_METRICS for stat in LATENCY_STATS)
+# The per-run measurements table of the export: a Measurement's own columns, without the raw client output.
+MEASUREMENT_COLUMNS = (
+    "pass_index",
+    "concurrency",
+    "completed",
+    "failed",
+    "duration_s",
+    "output_throughput",
+    "total_throughput",
+    "request_throughput",
+    "input_throughput",
+    "accept_length",
+    *Measurement.LATENCY_FIELDS,
+)
+# The config fields compared side by side, with their labels; the name is the column header.
+CONFIG_FIELDS = (
+    ("model_path", "model"),
+    ("served_model_name", "served model name"),
+    ("speculative_algorithm", "algorithm"),
+    ("speculative_draft_model_path", "draft model"),
+    ("speculative_num_steps", "steps"),
+    ("speculative_eagle_topk", "topk"),
+    ("speculative_num_draft_tokens", "draft tokens"),
+    ("tp_size", "tp"),
+    ("extra_args", "extra flags"),
+    ("env", "env"),
+    ("expect", "expectations"),
+    ("log_metrics", "log metrics"),
+    ("content_hash", "hash"),
+)
+_AUTO_WHEN_SPECULATIVE = {"speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"}
+
+Point = tuple[int, float, float | None, float | None]
+
+
+@dataclass(frozen=True)
+class DiffCell:
+    text: str
+    changed: bool  # differs from the baseline's value
+
+
+@dataclass(frozen=True)
+class ConfigDiffRow:
+    field: str
+    label: str
+    cells: list[DiffCell]
+
+    @property
+    def differs(self) -> bool:
+        return any(cell.changed for cell in self.cells)
+
+
+@dataclass(frozen=True)
+class ExplanatoryModel:
+    """The break-even accept length of one speculative candidate, or why it cannot be computed.
+
+    `break_even` is set when the runs' live facts have both metrics and the baseline was measured at
+    `concurrency` (the lowest level measured, 1 in a usual profile); otherwise `note` says what is missing.
+    `samples` counts the verify/draft samples used, `batch_sizes` the batch sizes they were logged at (empty
+    when the log did not say).
+    """
+
+    candidate: str
+    concurrency: int | None
+    break_even: analysis.BreakEven | None
+    missing: list[str]
+    note: str
+    samples: int = 0
+    batch_sizes: list[int] = field(default_factory=list)
+
+    @property
+    def pays(self) -> bool | None:
+        speedup = self.break_even.predicted_speedup if self.break_even else None
+        return None if speedup is None else speedup >= 1
 
 
 @dataclass
@@ -21,7 +116,13 @@ class ExperimentReport:
     candidates: list[ServerConfig]
     rows: list[analysis.ComparisonRow]
     break_even: dict[str, int | None]
-    throughput_series: dict[str, list[tuple[int, float, float | None, float | None]]]
+    # Per config: (concurrency, mean output tok/s, 95% CI low, high) over its passes and launches.
+    throughput_series: dict[str, list[Point]]
+    accept_length_series: dict[str, list[Point]] = field(default_factory=dict)
+    latency: list[dict[str, Any]] = field(default_factory=list)
+    measurements: list[dict[str, Any]] = field(default_factory=list)
+    config_diff: list[ConfigDiffRow] = field(default_factory=list)
+    models: dict[str, ExplanatoryModel] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -32,15 +133,27 @@ class ExperimentReport:
     def has_results(self) -> bool:
         return bool(self.rows)
 
+    @property
+    def configs(self) -> list[ServerConfig]:
+        return [self.baseline, *self.candidates]
+
 
 def build_report(experiment: Experiment, *, with_figures: bool = True) -> ExperimentReport:
-    runs = list(Run.objects.filter(experiment=experiment).select_related("config").order_by("sequence"))
+    # The live facts are most of a run row's bytes (300 Decode points): the model below reads what it needs.
+    runs = list(
+        Run.objects.filter(experiment=experiment).select_related("config").defer("live_facts").order_by("sequence")
+    )
     candidates = experiment.ordered_candidates()
     baseline = experiment.baseline
+    names = [baseline.name] + [c.name for c in candidates]
+    values = list(
+        Measurement.objects.filter(run__experiment=experiment)
+        .order_by("run__sequence", "pass_index", "concurrency")
+        .values("run_id", "run__config__name", "run__launch_index", "run__state", *MEASUREMENT_COLUMNS)
+    )
     # A pass with no output (all requests failed) says nothing about speed; analysis refuses zero throughput.
-    measurements = Measurement.objects.filter(
-        run__experiment=experiment, run__state=Run.State.SUCCEEDED, output_throughput__gt=0
-    ).values("run__config__name", "concurrency", "run__launch_index", "pass_index", "output_throughput")
+    # Runs that did not succeed are left out of the statistics too, but stay in the measurements table.
+    usable = [m for m in values if m["run__state"] == Run.State.SUCCEEDED and m["output_throughput"] > 0]
     samples = [
         analysis.Sample(
             config=m["run__config__name"],
@@ -49,12 +162,16 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
             pass_index=m["pass_index"],
             output_throughput=m["output_throughput"],
         )
-        for m in measurements
+        for m in usable
     ]
     rows = analysis.compare(samples, baseline=baseline.name, candidates=[c.name for c in candidates])
     measured = {row.candidate for row in rows}
     break_even = {c.name: analysis.break_even_concurrency(rows, c.name) for c in candidates if c.name in measured}
-    series = _throughput_series(samples, [baseline.name] + [c.name for c in candidates])
+    throughput = _series(((m["run__config__name"], m["concurrency"], m["output_throughput"]) for m in usable), names)
+    speculative = [c.name for c in candidates if c.is_speculative]
+    accept = _series(
+        ((m["run__config__name"], m["concurrency"], m["accept_length"]) for m in usable), speculative, positive=True
+    )
     report = ExperimentReport(
         experiment=experiment,
         runs=runs,
@@ -62,33 +179,217 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         candidates=candidates,
         rows=rows,
         break_even=break_even,
-        throughput_series=series,
+        throughput_series=throughput,
+        accept_length_series=accept,
+        latency=_latency_table(usable, names),
+        measurements=[_measurement_row(m) for m in values],
+        config_diff=_config_diff([baseline, *candidates]),
     )
+    facts = _model_facts(experiment, [c for c in candidates if c.is_speculative])
+    report.models = {
+        c.name: _explanatory_model(c, facts.get(c.pk, []), throughput.get(baseline.name, []), accept)
+        for c in candidates
+        if c.is_speculative
+    }
     if with_figures and rows:
+        colors = charts.config_colors(baseline.name, [c.name for c in candidates])
         report.figures = {
-            "throughput": charts.throughput_figure(series, baseline=baseline.name),
-            "speedup": charts.speedup_figure(rows),
+            "throughput": charts.throughput_figure(throughput, baseline=baseline.name, colors=colors),
+            "speedup": charts.speedup_figure(rows, break_even=break_even, colors=colors),
+            "latency": charts.latency_figure(report.latency, baseline=baseline.name, colors=colors),
         }
+        if accept:
+            report.figures["accept_length"] = charts.accept_length_figure(accept, colors=colors)
     return report
 
 
-def _throughput_series(
-    samples: list[analysis.Sample], config_names: list[str]
-) -> dict[str, list[tuple[int, float, float | None, float | None]]]:
-    """Mean throughput per config and concurrency with a min-max band over the repeated samples."""
+@functools.lru_cache(maxsize=256)
+def _t975(df: int) -> float:
+    # Integer degrees of freedom (n - 1) repeat across cells; the quantile is a bisection worth caching.
+    return analysis.t_quantile(0.5 + analysis.CONFIDENCE / 2, df)
+
+
+def mean_interval(values: Sequence[float]) -> tuple[float, float | None, float | None]:
+    """The mean of `values` and its 95% Student t interval; no interval for fewer than two values."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None, None
+    half_width = _t975(len(values) - 1) * statistics.stdev(values, mean) / math.sqrt(len(values))
+    return mean, mean - half_width, mean + half_width
+
+
+def _series(
+    cells: Iterable[tuple[str, int, float | None]], config_names: Sequence[str], *, positive: bool = False
+) -> dict[str, list[Point]]:
+    """Per config (in `config_names` order, others after) the mean and 95% interval at each concurrency.
+
+    The interval is of the mean over every pass of every launch, the same samples the speedup uses; a cell
+    with one sample has none. With `positive`, the lower bound is clipped at 0 (an accept length cannot be
+    negative, whatever the spread says). Configs without values are left out.
+    """
     grouped: dict[str, dict[int, list[float]]] = {name: {} for name in config_names}
-    for s in samples:
-        grouped.setdefault(s.config, {}).setdefault(s.concurrency, []).append(s.output_throughput)
-    series: dict[str, list[tuple[int, float, float | None, float | None]]] = {}
+    for name, level, value in cells:
+        if value is not None and name in grouped:
+            grouped[name].setdefault(level, []).append(value)
+    series: dict[str, list[Point]] = {}
     for name, by_level in grouped.items():
         points = []
         for level in sorted(by_level):
-            values = by_level[level]
-            low, high = (min(values), max(values)) if len(values) > 1 else (None, None)
-            points.append((level, statistics.fmean(values), low, high))
+            mean, low, high = mean_interval(by_level[level])
+            if positive and low is not None:
+                low = max(low, 0.0)
+            points.append((level, mean, low, high))
         if points:
             series[name] = points
     return series
+
+
+def _latency_table(usable: list[dict[str, Any]], config_names: Sequence[str]) -> list[dict[str, Any]]:
+    """Per config and concurrency: the mean over passes of each latency statistic (mean and p99 per metric)."""
+    cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for m in usable:
+        cells.setdefault((m["run__config__name"], m["concurrency"]), []).append(m)
+    order = {name: i for i, name in enumerate(config_names)}
+    table = []
+    for (name, level), group in sorted(cells.items(), key=lambda item: (order.get(item[0][0], 1 << 30), item[0][1])):
+        row: dict[str, Any] = {"config": name, "concurrency": level, "n": len(group)}
+        for column in LATENCY_COLUMNS:
+            present = [m[column] for m in group if m[column] is not None]
+            row[column] = round(statistics.fmean(present), 3) if present else None
+        table.append(row)
+    return table
+
+
+def _measurement_row(m: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "run": m["run_id"],
+        "config": m["run__config__name"],
+        "launch": m["run__launch_index"],
+        "run_state": m["run__state"],
+        **{column: m[column] for column in MEASUREMENT_COLUMNS},
+    }
+
+
+def _config_diff(configs: Sequence[ServerConfig]) -> list[ConfigDiffRow]:
+    """A row per compared field; a cell is `changed` when its text differs from the baseline's (the first)."""
+    rows = []
+    for name, label in CONFIG_FIELDS:
+        texts = [_config_text(config, name) for config in configs]
+        cells = [DiffCell(text, i > 0 and text != texts[0]) for i, text in enumerate(texts)]
+        rows.append(ConfigDiffRow(name, label, cells))
+    return rows
+
+
+def _config_text(config: ServerConfig, name: str) -> str:
+    value = getattr(config, name)
+    if name == "content_hash":
+        return config.short_hash
+    if value is None and name in _AUTO_WHEN_SPECULATIVE and config.is_speculative:
+        return "auto"
+    if value in (None, "", [], {}):
+        return "—"
+    if name == "extra_args":
+        return " ".join(str(arg) for arg in value)
+    if name == "env":
+        return " ".join(f"{key}={val}" for key, val in sorted(value.items()))
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+# Per run: the model's metric samples ({name: [[line, value], ...]}) and its Decode points as (line, running_req).
+RunFacts = tuple[dict[str, list[list[float]]], list[tuple[int, int | None]]]
+
+
+def _model_facts(experiment: Experiment, configs: Sequence[ServerConfig]) -> dict[int, list[RunFacts]]:
+    """The live facts the explanatory model reads, per config id, from the succeeded runs: one query.
+
+    Only the metrics and each Decode point's line and batch size are read; on PostgreSQL the database picks
+    those out of the Decode points, which would otherwise be most of the bytes (and the time) of the page.
+    """
+    if not configs:
+        return {}
+    runs = Run.objects.filter(experiment=experiment, config__in=configs, state=Run.State.SUCCEEDED)
+    out: dict[int, list[RunFacts]] = {}
+    if connection.vendor == "postgresql":
+        rows = runs.annotate(
+            decode_n=RawSQL("jsonb_path_query_array(live_facts, '$.decode[*].n')", [], output_field=JSONField()),
+            decode_batch=RawSQL(
+                "jsonb_path_query_array(live_facts, '$.decode[*].running_req')", [], output_field=JSONField()
+            ),
+        ).values_list("config_id", "live_facts__metrics", "decode_n", "decode_batch")
+        for config_id, metrics, lines, batches in rows:
+            out.setdefault(config_id, []).append((metrics or {}, list(zip(lines or [], batches or [], strict=False))))
+    else:
+        for config_id, metrics, decode in runs.values_list("config_id", "live_facts__metrics", "live_facts__decode"):
+            points = [(p["n"], p.get("running_req")) for p in decode or [] if "n" in p]
+            out.setdefault(config_id, []).append((metrics or {}, points))
+    return out
+
+
+def _explanatory_model(
+    config: ServerConfig, runs: Sequence[RunFacts], baseline_series: Sequence[Point], accept: Mapping[str, list[Point]]
+) -> ExplanatoryModel:
+    """`analysis.break_even_accept_length` for `config` at the lowest measured concurrency, from its runs' logs.
+
+    Verify and draft times are the medians of the samples in the succeeded runs' live facts. Verify time grows
+    with the batch, so when the log's Decode lines tell the batch of each sample, only those logged at the chosen
+    concurrency are used; the note says when the samples come from other (or unknown) batch sizes.
+    """
+    name = config.name
+    samples: dict[str, list[tuple[float, int | None]]] = {metric: [] for metric in MODEL_METRICS}
+    for metrics, points in runs:
+        decode = sorted(points)
+        lines = [n for n, _ in decode]
+        for metric in MODEL_METRICS:
+            for line, value in metrics.get(metric, []):
+                # The batch of a sample is that of the last Decode line logged before it.
+                index = bisect.bisect_right(lines, line) - 1
+                samples[metric].append((value, decode[index][1] if index >= 0 else None))
+    missing = [metric for metric, values in samples.items() if not values]
+    if missing:
+        unconfigured = [metric for metric in missing if metric not in (config.log_metrics or {})]
+        hint = (
+            f"add {json.dumps({m: MODEL_METRICS[m] for m in unconfigured})} to the config's log_metrics"
+            " (simhost prints these lines with EAGLE3_PROFILE=1)"
+            if unconfigured
+            else "the log_metrics are configured but no succeeded run logged a match"
+        )
+        return ExplanatoryModel(
+            name, None, None, missing, f"The log metrics {' and '.join(missing)} would explain this result: {hint}."
+        )
+    if not baseline_series:
+        return ExplanatoryModel(name, None, None, [], "Needs the baseline's throughput, not measured yet.")
+
+    level, baseline_tok_s = baseline_series[0][0], baseline_series[0][1]
+    batch_sizes = sorted({batch for values in samples.values() for _, batch in values if batch is not None})
+    at_level = {metric: [v for v, batch in values if batch == level] for metric, values in samples.items()}
+    if all(at_level.values()):
+        chosen = at_level
+        note = f"Verify and draft times logged at batch {level}."
+    else:
+        chosen = {metric: [v for v, _ in values] for metric, values in samples.items()}
+        logged_at = f"batch {', '.join(map(str, batch_sizes))}" if batch_sizes else "unknown batch sizes"
+        note = (
+            f"Verify and draft times were logged at {logged_at}, not at concurrency {level}: verify time grows"
+            " with the batch, so the needed accept length is likely overestimated."
+        )
+    steps = config.speculative_num_steps or 1
+    draft_per_step = statistics.median(chosen["draft_ms"]) / steps
+    accept_points = [point for point in accept.get(name, []) if point[0] == level]
+    try:
+        result = analysis.break_even_accept_length(
+            baseline_tok_s=baseline_tok_s,
+            concurrency=level,
+            draft_ms=draft_per_step,
+            verify_ms=statistics.median(chosen["verify_ms"]),
+            steps=steps,
+            accept_length=accept_points[0][1] if accept_points else None,
+        )
+    except ValueError as error:
+        return ExplanatoryModel(name, level, None, [], f"The logged times cannot be used: {error}.")
+    count = sum(len(values) for values in chosen.values())
+    return ExplanatoryModel(name, level, result, [], note, count, batch_sizes)
 
 
 def comparison_rows_json(report: ExperimentReport) -> list[dict[str, Any]]:
@@ -119,8 +420,47 @@ def report_json(report: ExperimentReport) -> dict[str, Any]:
         "candidates": [c.name for c in report.candidates],
         "comparison": comparison_rows_json(report),
         "break_even": report.break_even,
-        "throughput": {
-            name: [{"concurrency": c, "mean": m, "low": lo, "high": hi} for c, m, lo, hi in points]
-            for name, points in report.throughput_series.items()
+        "throughput": _points_json(report.throughput_series),
+        "accept_length": _points_json(report.accept_length_series),
+        "latency": report.latency,
+        "models": {name: _model_json(model) for name, model in report.models.items()},
+        "configs": {
+            "names": [c.name for c in report.configs],
+            "rows": [
+                {"field": row.field, "label": row.label, "differs": row.differs, "values": [c.text for c in row.cells]}
+                for row in report.config_diff
+            ],
+        },
+        "measurements": report.measurements,
+    }
+
+
+def _points_json(series: Mapping[str, Sequence[Point]]) -> dict[str, list[dict[str, Any]]]:
+    return {
+        name: [{"concurrency": c, "mean": m, "low": lo, "high": hi} for c, m, lo, hi in points]
+        for name, points in series.items()
+    }
+
+
+def _model_json(model: ExplanatoryModel) -> dict[str, Any]:
+    result = model.break_even
+    return {
+        "concurrency": model.concurrency,
+        "missing": model.missing,
+        "note": model.note,
+        "samples": model.samples,
+        "batch_sizes": model.batch_sizes,
+        "break_even": None
+        if result is None
+        else {
+            "accept_length": result.accept_length,
+            "needed_accept_length": result.needed_accept_length,
+            "draft_ms": result.draft_ms,
+            "verify_ms": result.verify_ms,
+            "steps": result.steps,
+            "baseline_step_ms": result.baseline_step_ms,
+            "predicted_speedup": result.predicted_speedup,
+            "predicted_tok_s": result.predicted_tok_s,
+            "message": result.message,
         },
     }

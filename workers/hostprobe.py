@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,3 +47,36 @@ def test_host(host: Host) -> ProbeResult:
             fields.append("host_key")
         host.save(update_fields=fields)
     return result
+
+
+MAX_MODELS = 200
+
+
+async def list_models(host: Host) -> list[dict[str, Any]]:
+    """Model directories under the host's models root: those holding a config.json, with what it says."""
+    if not host.models_root:
+        return []
+    conn = await HostConnection.open(host_access(host))
+    try:
+        root = shlex.quote(host.models_root)
+        find = f"find {root} -mindepth 2 -maxdepth 2 -name config.json -printf '%h\\n' 2>/dev/null"
+        found = await conn.run(f"{find} | sort | head -n {MAX_MODELS}")
+        models = []
+        for path in found.stdout.split():
+            result = await conn.run(f"cat -- {shlex.quote(path + '/config.json')}")
+            try:
+                config = json.loads(result.stdout)
+            except json.JSONDecodeError:
+                config = {}
+            models.append(
+                {
+                    "path": path,
+                    "name": path.rstrip("/").rsplit("/", 1)[-1],
+                    "architectures": config.get("architectures", []),
+                    "max_position_embeddings": config.get("max_position_embeddings"),
+                    "vocab_size": config.get("vocab_size"),
+                }
+            )
+        return models
+    finally:
+        await conn.close()

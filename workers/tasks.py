@@ -13,9 +13,10 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from experiments import actions
-from experiments.models import Run
+from experiments.models import Host, Run
 
-from . import orchestrator
+from . import hostprobe, orchestrator
+from .ssh import SSHError
 
 log = logging.getLogger(__name__)
 
@@ -70,3 +71,25 @@ def resume_run(run_id: int) -> str | None:
 
 def _stale_after() -> timedelta:
     return timedelta(seconds=settings.SPECDASH_HEARTBEAT_STALE)
+
+
+@shared_task(name="workers.tasks.test_host", ignore_result=False)
+def test_host(host_id: int) -> dict:
+    """Connect (pinning the key on first contact), read the GPUs; the API waits for this answer."""
+    close_old_connections()
+    host = Host.objects.get(pk=host_id)
+    try:
+        result = hostprobe.test_host(host)
+    except SSHError as exc:
+        return {"ok": False, "error": str(exc)}
+    return {"ok": True, "host_key": result.host_key, "gpus": result.gpus}
+
+
+@shared_task(name="workers.tasks.list_host_models", ignore_result=False)
+def list_host_models(host_id: int) -> dict:
+    close_old_connections()
+    host = Host.objects.get(pk=host_id)
+    try:
+        return {"ok": True, "models": asyncio.run(hostprobe.list_models(host))}
+    except SSHError as exc:
+        return {"ok": False, "error": str(exc)}

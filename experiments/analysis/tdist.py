@@ -1,13 +1,17 @@
 """Student's t distribution, stdlib only: the quantile (for intervals) and the upper tail (for p-values).
 
-The quantile is found by bisection on the incomplete-beta form of the tail, which keeps the package free of
-numpy/scipy.
+The quantile is found by safeguarded Newton steps on the incomplete-beta form of the tail, which keeps the package
+free of numpy/scipy.
 """
 
+import functools
 import math
 import statistics
 
+_NORMAL = statistics.NormalDist()
 
+
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """The p-quantile of Student's t distribution with df > 0 degrees of freedom (df may be fractional)."""
     if not 0 < p < 1:
@@ -20,19 +24,30 @@ def t_quantile(p: float, df: float) -> float:
         return 0.0
     if df > 1e7:
         # Beyond this the t and normal quantiles agree to ~1e-7, and the continued fraction gets slow.
-        return statistics.NormalDist().inv_cdf(p)
+        return _NORMAL.inv_cdf(p)
     tail = 1 - p
-    low, high = 0.0, 1.0
-    while t_upper_tail(high, df) > tail:
-        low, high = high, high * 2
-    # Bisection: the tail is monotone in t, so this converges without the care Newton steps would need.
-    while high - low > 1e-12 * high:
-        mid = (low + high) / 2
-        if t_upper_tail(mid, df) > tail:
-            low = mid
+    # Newton's method on the tail from the Cornish-Fisher expansion, a few steps instead of ~40 bisections (the
+    # comparison page calls this for every cell). The tail is monotone, so every evaluation also narrows a
+    # bracket; a step that leaves it falls back to bisection.
+    z = _NORMAL.inv_cdf(p)
+    t = z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+    t = max(t, 1e-12)
+    low, high = 0.0, math.inf
+    log_density_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    for _ in range(200):
+        excess = t_upper_tail(t, df) - tail
+        if excess > 0:
+            low = t
         else:
-            high = mid
-    return (low + high) / 2
+            high = t
+        density = math.exp(log_density_norm - (df + 1) / 2 * math.log1p(t * t / df))
+        step = t + excess / density if density > 0 else math.nan
+        if not low < step < high:
+            step = (low + high) / 2 if math.isfinite(high) else 2 * max(t, 1.0)
+        if abs(step - t) <= 1e-12 * max(abs(step), 1.0):
+            return step
+        t = step
+    return t
 
 
 def t_upper_tail(t: float, df: float) -> float:

@@ -50,7 +50,15 @@ def _endpoints(experiment, run) -> list[tuple[str, str]]:
         ("get", f"/api/runs/{run.pk}/log"),
         ("post", f"/api/runs/{run.pk}/cancel"),
         ("get", "/api/hosts"),
+        ("post", "/api/hosts"),
+        ("post", f"/api/hosts/{experiment.host_id}/test"),
+        ("get", f"/api/hosts/{experiment.host_id}/models"),
         ("post", f"/api/hosts/{experiment.host_id}/clean"),
+        ("get", "/api/configs"),
+        ("post", "/api/configs"),
+        ("get", "/api/profiles"),
+        ("post", "/api/profiles"),
+        ("post", f"/api/experiments/{experiment.pk}/rerun"),
     ]
 
 
@@ -355,3 +363,43 @@ def test_it_searches_the_log_case_insensitively_with_the_same_paging(client, aut
     assert [line["n"] for line in body["lines"]] == [2, 4]
     assert body["next"] == 4
     assert [(line["n"], line["text"]) for line in rest["lines"]] == [(8, "decode c")]
+
+
+def test_it_creates_configs_and_profiles_with_the_forms_validation(client, auth):
+    config = {"name": "eagle3", "model_path": "/m/t", "speculative_algorithm": "EAGLE3",
+              "speculative_draft_model_path": "/m/d", "speculative_num_steps": 2, "speculative_eagle_topk": 1,
+              "speculative_num_draft_tokens": 3, "env": {"NCCL_PROTO": "LL"}}  # fmt: skip
+
+    created = client.post("/api/configs", config, content_type="application/json", headers=auth)
+    refused = client.post(
+        "/api/configs", {**config, "speculative_num_draft_tokens": 5}, content_type="application/json", headers=auth
+    )
+    profile = client.post(
+        "/api/profiles", {"name": "c1-4", "concurrency": [1, 4], "num_prompts": 8}, content_type="application/json",
+        headers=auth,
+    )  # fmt: skip
+    nameless = client.post("/api/profiles", {"concurrency": [0]}, content_type="application/json", headers=auth)
+
+    assert created.status_code == 201 and created.json()["env"] == {"NCCL_PROTO": "LL"}
+    assert len(created.json()["content_hash"]) == 64
+    assert refused.status_code == 422 and "speculative_num_draft_tokens" in refused.json()["errors"]
+    assert profile.status_code == 201 and profile.json()["concurrency"] == [1, 4]
+    assert nameless.status_code == 422 and set(nameless.json()["errors"]) >= {"name", "concurrency"}
+    listed = client.get("/api/configs", headers=auth).json()
+    assert [c["name"] for c in listed] == ["eagle3"]
+    assert [p["name"] for p in client.get("/api/profiles", headers=auth).json()] == ["c1-4"]
+
+
+def test_it_registers_a_host_and_refuses_bad_input(client, auth):
+    good = {"name": "gpu-1", "address": "10.0.0.5", "port": 22, "username": "ml", "key_name": "id_ed25519",
+            "work_dir": "specdash-work", "launcher": "python3 -m sglang.launch_server", "python": "python3",
+            "server_port": 30000}  # fmt: skip
+
+    created = client.post("/api/hosts", good, content_type="application/json", headers=auth)
+    bad = client.post(
+        "/api/hosts", {**good, "name": "gpu-2", "key_name": "../id", "port": 70000}, content_type="application/json",
+        headers=auth,
+    )  # fmt: skip
+
+    assert created.status_code == 201 and created.json()["pinned"] is False
+    assert bad.status_code == 422 and set(bad.json()["errors"]) == {"key_name", "port"}

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from experiments.analysis import FASTER, INCONCLUSIVE, ComparisonRow
-from experiments.charts import NO_ERROR_BAR, speedup_figure, throughput_figure
+from experiments.charts import NO_ERROR_BAR, accept_length_figure, speedup_figure, throughput_figure
 
 
 def _roundtrip(figure: dict[str, Any]) -> dict[str, Any]:
@@ -34,20 +34,18 @@ def test_it_draws_one_throughput_line_per_config_baseline_first() -> None:
             baseline="baseline",
         )
     )
-    assert [trace["name"] for trace in figure["data"]] == ["baseline", "eagle3-2step", "eagle3-3step"]
-    base, two_step, three_step = figure["data"]
+    lines = [trace for trace in figure["data"] if "fill" not in trace]
+    assert [trace["name"] for trace in lines] == ["baseline", "eagle3-2step", "eagle3-3step"]
+    base, two_step, three_step = lines
     assert base["line"]["dash"] == "dash"
     assert two_step["line"]["dash"] == "solid"
     assert two_step["x"] == [1, 4]  # sorted by concurrency
     assert two_step["y"] == [94.0, 150.0]
-    assert two_step["error_y"]["array"] == pytest.approx([1.0, 6.0])
-    assert two_step["error_y"]["arrayminus"] == pytest.approx([2.0, 5.0])
-    assert two_step["error_y"]["visible"] is True
-    assert three_step["error_y"]["visible"] is False
     assert two_step["line"]["color"] != three_step["line"]["color"] != base["line"]["color"]
 
     layout = figure["layout"]
-    assert layout["title"]["text"] == "Output throughput vs concurrency"
+    assert layout["title"]["text"].startswith("Output throughput vs concurrency")
+    assert "template" not in layout  # ~8 KB per figure; the page styles what it needs
     assert layout["xaxis"]["title"]["text"] == "Concurrency"
     assert layout["xaxis"]["type"] == "log"
     assert layout["xaxis"]["tickvals"] == [1, 4]
@@ -55,19 +53,30 @@ def test_it_draws_one_throughput_line_per_config_baseline_first() -> None:
     assert layout["yaxis"]["title"]["text"] == "Output throughput (tok/s)"
 
 
-def test_it_leaves_out_error_bars_for_points_without_bounds() -> None:
-    figure = _roundtrip(throughput_figure({"base": [(1, 83.0, None, None), (2, 120.0, 110.0, 125.0)]}, baseline="base"))
-    error = figure["data"][0]["error_y"]
-    assert error["array"] == [NO_ERROR_BAR, 5.0]
-    assert error["arrayminus"] == [NO_ERROR_BAR, 10.0]
-    # JavaScript's Number() must turn it into NaN (as Python's float does), or plotly.js draws a bar.
-    assert isinstance(NO_ERROR_BAR, str)
-    assert math.isnan(float(NO_ERROR_BAR))
+def test_it_fills_a_band_between_the_interval_bounds_in_the_line_colour() -> None:
+    figure = _roundtrip(
+        throughput_figure(
+            {
+                "base": [(1, 83.0, 82.0, 84.0), (2, 120.0, None, None), (4, 140.0, 138.0, 141.0)],
+                "one": [(1, 9.0, None, None)],
+            },
+            baseline="base",
+        )
+    )
+    traces = _traces(figure)
+    band = traces["base 95% CI"]
+    # A closed polygon over the points that have an interval: upper bounds out, lower bounds back.
+    assert band["x"] == [1, 4, 4, 1]
+    assert band["y"] == [84.0, 141.0, 138.0, 82.0]
+    assert band["fill"] == "toself"
+    assert band["showlegend"] is False and band["legendgroup"] == "base"
+    assert band["fillcolor"] == "rgba(85,85,85,0.18)"  # BASELINE_COLOR, translucent
+    assert "one 95% CI" not in traces  # no interval anywhere, no band
 
 
 def test_it_draws_candidates_without_a_baseline_series() -> None:
     figure = _roundtrip(throughput_figure({"eagle": [(1, 94.0, None, None)]}, baseline="baseline"))
-    (trace,) = figure["data"]
+    (trace,) = figure["data"]  # no interval: no band
     assert trace["name"] == "eagle"
     assert trace["line"]["dash"] == "solid"
 
@@ -94,7 +103,7 @@ def test_it_draws_speedup_per_candidate_with_intervals() -> None:
     assert (line["type"], line["y0"], line["y1"]) == ("line", 1.0, 1.0)
     assert (line["x0"], line["x1"]) == (0, 1)
     assert line["xref"].endswith("domain")  # spans the plot whatever the data range
-    assert figure["layout"]["title"]["text"] == "Speedup vs baseline"
+    assert figure["layout"]["title"]["text"].startswith("Speedup vs baseline")
     assert figure["layout"]["xaxis"]["tickvals"] == [1, 8]
 
 
@@ -106,6 +115,30 @@ def test_it_matches_candidate_colours_across_figures() -> None:
     speedup = speedup_figure([_row("a", 1, 1.08, None), _row("b", 1, 0.84, None)])
     for name in ("a", "b"):
         assert _traces(throughput)[name]["line"]["color"] == _traces(speedup)[name]["line"]["color"]
+
+
+def test_it_leaves_out_error_bars_for_points_without_bounds() -> None:
+    rows = [_row("a", 1, 1.1, None), _row("a", 2, 1.2, (1.1, 1.25))]
+    error = _traces(_roundtrip(speedup_figure(rows)))["a"]["error_y"]
+    assert error["array"] == [NO_ERROR_BAR, pytest.approx(0.05)]
+    assert error["arrayminus"] == [NO_ERROR_BAR, pytest.approx(0.1)]
+    # JavaScript's Number() must turn it into NaN (as Python's float does), or plotly.js draws a bar.
+    assert isinstance(NO_ERROR_BAR, str)
+    assert math.isnan(float(NO_ERROR_BAR))
+
+
+def test_it_marks_break_even_only_where_a_level_is_given() -> None:
+    rows = [_row("a", 1, 1.1, None), _row("a", 8, 0.9, None), _row("b", 1, 1.2, None)]
+    traces = _traces(_roundtrip(speedup_figure(rows, break_even={"a": 8, "b": None})))
+    assert list(traces) == ["a", "a: break-even at 8", "b"]
+    assert (traces["a: break-even at 8"]["x"], traces["a: break-even at 8"]["y"]) == ([8], [0.9])
+
+
+def test_it_escapes_config_names_in_hover_labels() -> None:
+    figure = _roundtrip(accept_length_figure({"<b>50%{x}": [(1, 2.0, None, None)]}))
+    (trace,) = figure["data"]
+    assert trace["name"] == "<b>50%{x}"
+    assert "&lt;b&gt;50&#37;{x}" in trace["hovertemplate"]
 
 
 def test_it_draws_an_empty_speedup_figure() -> None:

@@ -1,0 +1,57 @@
+"""Registering a host through the API: a worker connects, pins the host key, reads the GPUs and the models."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.models import ApiToken
+from simhost import hostsetup
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def auth(owner) -> dict[str, str]:
+    _, token = ApiToken.issue(owner)
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_it_pins_the_key_reads_gpus_and_lists_models(client, auth, sshd, celery_worker_process, tmp_path):
+    payload = {
+        "name": "probe-host",
+        "address": "127.0.0.1",
+        "port": sshd.port,
+        "username": sshd.username,
+        "key_name": sshd.client_key_name,
+        "work_dir": str(tmp_path / "work"),
+        "models_root": str(hostsetup.MODELS_ROOT),
+        "shell_setup": hostsetup.shell_setup(tmp_path / "state", 0.5),
+        "launcher": hostsetup.LAUNCHER,
+        "python": "python",
+        "server_port": 30999,
+    }
+    host = client.post("/api/hosts", payload, content_type="application/json", headers=auth).json()
+
+    tested = client.post(f"/api/hosts/{host['id']}/test", headers=auth)
+    models = client.get(f"/api/hosts/{host['id']}/models", headers=auth)
+
+    assert tested.status_code == 200, tested.content
+    assert tested.json()["pinned"] is True
+    assert tested.json()["host_key"].split()[:2] == sshd.host_key.split()[:2]
+    assert len(tested.json()["gpus"]) == 8 and tested.json()["gpus"][0]["memory_total_mib"] == 143771
+    assert models.status_code == 200, models.content
+    by_name = {m["name"]: m for m in models.json()}
+    assert set(by_name) >= {"kimi-k2.5-sim", "kimi-k2.5-sim-eagle3", "kimi-k2.5-sim-eagle3-ctx131k"}
+    assert by_name["kimi-k2.5-sim-eagle3-ctx131k"]["max_position_embeddings"] == 131072
+
+
+def test_it_refuses_a_host_whose_key_changed(client, auth, sim_host, celery_worker_process):
+    sim_host.host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHs7ba7Xk4mfw5fN8bFJfVw0vM8Cq0rW6jAa0l4n7sYt"
+    sim_host.save()
+
+    response = client.post(f"/api/hosts/{sim_host.pk}/test", headers=auth)
+
+    assert response.status_code == 502
+    assert "does not match the pinned key" in response.json()["detail"]
+    sim_host.refresh_from_db()
+    assert sim_host.host_key.endswith("n7sYt")  # never re-pinned silently
