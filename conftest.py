@@ -246,6 +246,30 @@ def live_web(django_db_setup, sshd, task_queue, tmp_path_factory):
         _stop_server_process(process)
 
 
+@pytest.fixture
+def browser_user(owner):
+    """The owner, with a password the web server process can verify (it runs with the production hashers)."""
+    from django.contrib.auth.hashers import make_password
+
+    owner.password = make_password("owner-pass", hasher="pbkdf2_sha256")
+    owner.save(update_fields=["password"])
+    return owner
+
+
+@pytest.fixture
+def log_in(live_web, browser_user):
+    """Log a browser page in as the owner through the real login form."""
+
+    def go(page) -> None:
+        page.goto(f"{live_web}/login/")
+        page.fill("#id_username", "owner")
+        page.fill("#id_password", "owner-pass")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_web}/")
+
+    return go
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Headless Debian Chromium driven by Playwright (no browser download: the system binary)."""

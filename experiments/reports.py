@@ -21,7 +21,7 @@ from django.db.models import JSONField
 from django.db.models.expressions import RawSQL
 
 from . import analysis, charts
-from .models import Experiment, Measurement, Run, ServerConfig
+from .models import Experiment, Measurement, PinnedBaseline, Run, ServerConfig
 
 # Metrics of a run's live facts that feed the explanatory model, and the log_metrics that produce them from
 # simhost's `EAGLE3 profile:` lines (EAGLE3_PROFILE=1). `draft_ms` there is the draft part of one cycle, all steps.
@@ -124,6 +124,11 @@ class ExperimentReport:
     config_diff: list[ConfigDiffRow] = field(default_factory=list)
     models: dict[str, ExplanatoryModel] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)
+    pinned: PinnedBaseline | None = None
+
+    @property
+    def baseline_is_pinned(self) -> bool:
+        return self.pinned is not None and self.pinned.config.content_hash == self.baseline.content_hash
 
     @property
     def status(self) -> str:
@@ -184,6 +189,9 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         latency=_latency_table(usable, names),
         measurements=[_measurement_row(m) for m in values],
         config_diff=_config_diff([baseline, *candidates]),
+        pinned=PinnedBaseline.objects.filter(host_id=experiment.host_id, profile_key=experiment.profile.series_key)
+        .select_related("config")
+        .first(),
     )
     facts = _model_facts(experiment, [c for c in candidates if c.is_speculative])
     report.models = {
@@ -214,7 +222,7 @@ def mean_interval(values: Sequence[float]) -> tuple[float, float | None, float |
     mean = statistics.fmean(values)
     if len(values) < 2:
         return mean, None, None
-    half_width = _t975(len(values) - 1) * statistics.stdev(values, mean) / math.sqrt(len(values))
+    half_width = _t975(len(values) - 1) * math.sqrt(analysis.sample_variance(values, mean) / len(values))
     return mean, mean - half_width, mean + half_width
 
 

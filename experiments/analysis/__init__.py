@@ -19,6 +19,7 @@ from .comparison import (
     Sample,
     break_even_concurrency,
     compare,
+    sample_variance,
 )
 from .history import (
     CHANGE_POINT,
@@ -55,5 +56,6 @@ __all__ = [
     "change_points",
     "check_latest",
     "compare",
+    "sample_variance",
     "t_quantile",
 ]

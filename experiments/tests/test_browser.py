@@ -3,35 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.hashers import make_password
 
 from experiments.models import Experiment
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def browser_user(owner):
-    # The web server runs in its own process with the production hashers.
-    owner.password = make_password("owner-pass", hasher="pbkdf2_sha256")
-    owner.save(update_fields=["password"])
-    return owner
-
-
-def _log_in(page, base: str) -> None:
-    page.goto(f"{base}/login/")
-    page.fill("#id_username", "owner")
-    page.fill("#id_password", "owner-pass")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
-
-
 def test_it_submits_an_experiment_in_the_browser_and_shows_live_runs_and_the_comparison(
-    browser_user, sim_host, live_web, celery_worker_process, browser
+    browser_user, log_in, sim_host, live_web, celery_worker_process, browser
 ):
     context = browser.new_context()
     page = context.new_page()
-    _log_in(page, live_web)
+    log_in(page)
 
     page.goto(f"{live_web}/experiments/new/")
     page.fill("#id_experiment-name", "browser: eagle3 2 steps")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.hashers import make_password
 
 from experiments.models import Measurement, Run
 from experiments.tests.factories import make_config, make_eagle_config, make_experiment, make_profile
@@ -11,14 +10,6 @@ from experiments.tests.factories import make_config, make_eagle_config, make_exp
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 CHARTS = ("throughput-chart", "speedup-chart", "accept-length-chart", "latency-chart")
-
-
-@pytest.fixture
-def browser_user(owner):
-    # The web server runs in its own process with the production hashers.
-    owner.password = make_password("owner-pass", hasher="pbkdf2_sha256")
-    owner.save(update_fields=["password"])
-    return owner
 
 
 def _finished_experiment():
@@ -47,16 +38,12 @@ def _finished_experiment():
     return experiment
 
 
-def test_it_draws_every_chart_of_the_comparison_and_shows_the_verdict(browser_user, live_web, browser):
+def test_it_draws_every_chart_of_the_comparison_and_shows_the_verdict(browser_user, log_in, live_web, browser):
     experiment = _finished_experiment()
     page = browser.new_context().new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{live_web}/login/")
-    page.fill("#id_username", "owner")
-    page.fill("#id_password", "owner-pass")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_web}/")
+    log_in(page)
 
     page.goto(f"{live_web}{experiment.get_absolute_url()}")
 

@@ -6,7 +6,6 @@ import threading
 import time
 
 import pytest
-from django.contrib.auth.hashers import make_password
 from django.db import connection, transaction
 
 from experiments.models import ApiToken, Experiment, LogChunk, Run
@@ -14,22 +13,6 @@ from experiments.models import ApiToken, Experiment, LogChunk, Run
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 LIVE_STATES: set[str] = {Run.State.READY, Run.State.VERIFYING, Run.State.BENCHMARKING}
-
-
-@pytest.fixture
-def browser_user(owner):
-    # The web server runs in its own process with the production hashers.
-    owner.password = make_password("owner-pass", hasher="pbkdf2_sha256")
-    owner.save(update_fields=["password"])
-    return owner
-
-
-def _log_in(page, base: str) -> None:
-    page.goto(f"{base}/login/")
-    page.fill("#id_username", "owner")
-    page.fill("#id_password", "owner-pass")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
 
 
 def _count(page, selector: str) -> int:
@@ -107,7 +90,7 @@ def _cancel_and_wait(experiment: Experiment, timeout: float = 60) -> None:
 
 
 def test_it_tails_filters_pauses_and_resumes_a_flooding_log(
-    client, browser_user, sim_host, live_web, celery_worker_process, browser
+    client, browser_user, log_in, sim_host, live_web, celery_worker_process, browser
 ):
     experiment = _flooding_experiment(client, browser_user, sim_host)
     run = experiment.run_set.get(config__name="eagle3-flood")
@@ -116,7 +99,7 @@ def test_it_tails_filters_pauses_and_resumes_a_flooding_log(
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     try:
-        _log_in(page, live_web)
+        log_in(page)
         _wait_for_run(run.pk, LIVE_STATES, timeout=60)
         page.goto(f"{live_web}/runs/{run.pk}/")
 
@@ -217,7 +200,7 @@ def _store_log(run: Run, lines: list[str], chunk: int = 5000) -> None:
     )  # fmt: skip
 
 
-def test_it_jumps_to_the_failure_and_errors_in_a_large_stored_log(browser_user, sim_host, live_web, browser):
+def test_it_jumps_to_the_failure_and_errors_in_a_large_stored_log(browser_user, log_in, sim_host, live_web, browser):
     from experiments.actions import do_create_experiment
     from experiments.models import BenchmarkProfile, ServerConfig
 
@@ -253,7 +236,7 @@ def test_it_jumps_to_the_failure_and_errors_in_a_large_stored_log(browser_user, 
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     try:
-        _log_in(page, live_web)
+        log_in(page)
         page.goto(f"{live_web}/runs/{run.pk}/")
 
         # The stored facts are on the page before any websocket message (a reload is always correct).

@@ -178,3 +178,18 @@ def test_it_exports_the_flags_as_csv(owner_client):
     assert response["Content-Type"] == "text/csv"
     assert rows[0].startswith("id,created_at,host,config")
     assert len(rows) == 2 and ",regression,-0.07" in rows[1]
+
+
+def test_it_says_on_the_experiment_page_whether_its_baseline_is_the_pinned_one(owner_client, owner):
+    runs = _history([88.8, 88.9])
+    experiment = runs[0].experiment
+    page = owner_client.get(f"/experiments/{experiment.pk}/").content.decode()
+    assert "No baseline is pinned" in page
+
+    actions.do_pin_baseline(
+        host=experiment.host, profile=experiment.profile, config=make_config(name="other", tp_size=2), user=owner
+    )
+    assert "Not the pinned baseline" in owner_client.get(f"/experiments/{experiment.pk}/").content.decode()
+
+    actions.do_pin_baseline(host=experiment.host, profile=experiment.profile, config=experiment.baseline, user=owner)
+    assert "is the pinned baseline" in owner_client.get(f"/experiments/{experiment.pk}/").content.decode()
