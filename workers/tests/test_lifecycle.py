@@ -225,9 +225,18 @@ def test_it_reports_an_unreachable_host(sim_host, owner):
     assert "Cannot reach" in run.failure_message
 
 
-@pytest.mark.parametrize("phase", [Run.State.LOADING, Run.State.BENCHMARKING])
+# Each phase the run can be held in: loading (slow weights), warming (health answers 503 for a while after the
+# server started), benchmarking (long outputs). The others last a moment.
+HELD_IN = {
+    Run.State.LOADING: {"SIMHOST_LOAD_SECONDS": "30"},
+    Run.State.WARMING: {"SIMHOST_FAULTS": "health_flaky", "SIMHOST_FLAKY_SECONDS": "60"},
+    Run.State.BENCHMARKING: {},
+}
+
+
+@pytest.mark.parametrize("phase", list(HELD_IN))
 def test_it_cancels_a_live_run_and_tears_its_server_down(sim_host, owner, phase):
-    env = {"SIMHOST_LOAD_SECONDS": "30"} if phase == Run.State.LOADING else {}
+    env = HELD_IN[phase]
     run = _run(sim_host, _config(sim_host, env=env), owner, output_len=3000, request_timeout_s=120)
     driver = threading.Thread(target=drive_host, args=(sim_host.pk,))
     driver.start()
@@ -309,4 +318,27 @@ def test_it_fails_the_smoke_test_of_a_server_that_cannot_generate(sim_host, owne
 
     assert run.failure_kind == Run.FailureKind.SMOKE_FAILED
     assert "HTTP 500" in run.failure_message and "generation failed" in run.failure_message
+    assert _held_gpu_memory(sim_host) == ""
+
+
+def test_it_reports_the_servers_context_length_error_when_preflight_reads_the_config_differently(
+    sim_host, owner, tmp_path
+):
+    # A draft whose config.json says two things: the nested text_config (what preflight reads, as for multimodal
+    # models) matches the target, the top-level field (what this server derives its context from) does not.
+    import json
+    import shutil
+
+    draft = tmp_path / "draft-nested"
+    shutil.copytree(Path(sim_host.models_root) / "kimi-k2.5-sim-eagle3", draft)
+    config = json.loads((draft / "config.json").read_text())
+    config["text_config"] = {"max_position_embeddings": 262144, "vocab_size": config["vocab_size"]}
+    config["max_position_embeddings"] = 131072
+    (draft / "config.json").write_text(json.dumps(config))
+
+    run = _drive(_run(sim_host, _config(sim_host, speculative=True, speculative_draft_model_path=str(draft)), owner))
+
+    assert run.failure_kind == Run.FailureKind.CONTEXT_LENGTH
+    assert "context_length (262144) is greater than the derived context_length (131072)" in run.failure_message
+    assert "Traceback" in run.failure_excerpt or "ValueError" in run.failure_excerpt
     assert _held_gpu_memory(sim_host) == ""

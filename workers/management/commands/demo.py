@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import json
 import os
 import signal
 import socket
@@ -23,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 from experiments import actions
 from experiments.forms import ExperimentSubmission
 from experiments.models import Experiment, Host, Run
+from experiments.reports import MODEL_METRICS
 from simhost import hostsetup
 
 REPO = Path(settings.BASE_DIR)
@@ -44,8 +46,12 @@ def demo_experiment_payload(models_root: str) -> dict:
             "speculative_num_steps": steps,
             "speculative_eagle_topk": 1,
             "speculative_num_draft_tokens": steps + 1,
-            "env_text": "NCCL_PROTO=LL",
+            # EAGLE3_PROFILE makes the (simulated, like a patched real) server print its verify and draft times;
+            # the log metrics turn them into the explanatory model on the comparison page.
+            "env_text": "NCCL_PROTO=LL\nEAGLE3_PROFILE=1",
             "extra_args_text": "--mem-fraction-static 0.85",
+            "expect": json.dumps({"env_propagated": ["NCCL_PROTO"]}),
+            "log_metrics": json.dumps(MODEL_METRICS),
         }
 
     return {
