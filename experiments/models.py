@@ -448,7 +448,13 @@ class Measurement(models.Model):
     total_throughput = models.FloatField()
     request_throughput = models.FloatField()
     input_throughput = models.FloatField(default=0)
-    accept_length = models.FloatField(null=True, blank=True)
+    accept_length = models.FloatField(null=True, blank=True, help_text="From the requests' meta_info.")
+    server_accept_length = models.FloatField(
+        null=True, blank=True, help_text="avg_spec_accept_length of /get_server_info, reset by /flush_cache before."
+    )
+    # The server's own Decode-batch lines logged during the cell: {lines, first_line, last_line, mean_gen_throughput,
+    # mean_accept_len, max_running_req}.
+    server_decode = models.JSONField(default=dict, blank=True)
     mean_ttft_ms = models.FloatField(null=True)
     median_ttft_ms = models.FloatField(null=True)
     p90_ttft_ms = models.FloatField(null=True)

@@ -44,6 +44,7 @@ MEASUREMENT_COLUMNS = (
     "request_throughput",
     "input_throughput",
     "accept_length",
+    "server_accept_length",
     *Measurement.LATENCY_FIELDS,
 )
 # The config fields compared side by side, with their labels; the name is the column header.

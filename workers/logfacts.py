@@ -96,3 +96,19 @@ def merge_series(stored: Mapping[str, Any], batch: FactBatch) -> dict[str, Any]:
     for name, points in batch.metrics.items():
         metrics[name] = [*metrics.get(name, []), *points][-KEEP_POINTS:]
     return {"decode": decode, "metrics": metrics}
+
+
+def decode_summary(first_line: int, lines: Sequence[str]) -> dict[str, Any]:
+    """What the server's own Decode-batch lines say about a stretch of its log (a benchmark cell's window)."""
+    points = [p for i, line in enumerate(lines) if DECODE_MARKER in line and (p := _decode_point(first_line + i, line))]
+    if not points:
+        return {"lines": 0}
+    accept = [p["accept_len"] for p in points if p["accept_len"] is not None]
+    return {
+        "lines": len(points),
+        "first_line": points[0]["n"],
+        "last_line": points[-1]["n"],
+        "mean_gen_throughput": round(sum(p["gen_throughput"] for p in points) / len(points), 3),
+        "mean_accept_len": round(sum(accept) / len(accept), 4) if accept else None,
+        "max_running_req": max(p["running_req"] for p in points),
+    }

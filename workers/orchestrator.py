@@ -509,7 +509,12 @@ class RunOrchestrator:
         for index, (pass_index, concurrency) in enumerate(cells):
             if index < self.run.benchmark_cell:
                 continue  # done before a re-attach
+            # /flush_cache also resets the server's accept-length counters (SGLang 0.5.9), so what
+            # /get_server_info reports after the cell is this cell's alone.
+            await self._post("/flush_cache")
+            window_start = self.run.log_lines + 1
             result = await self._run_benchclient(concurrency)
+            result.update(await self._server_figures(window_start))
             await _db(actions.do_record_measurement)(self.run, pass_index, concurrency, result)
             if result.get("failed"):
                 # Kept for the record, but a cell with failed requests measures the failures, not the speed.
@@ -521,6 +526,29 @@ class RunOrchestrator:
                     f"concurrency {concurrency}: {errors}",
                 )
             await _db(actions.do_update_run)(self.run, benchmark_cell=index + 1)
+
+    async def _server_figures(self, window_start: int) -> dict[str, Any]:
+        """The server's own view of the cell just run: its accept length and its Decode-batch log lines."""
+        await asyncio.sleep(settings.SPECDASH_LOG_BATCH_SECONDS * 2)  # let the tail store the cell's last lines
+        if self.tail is not None:
+            await self.tail.flush()
+        info = await self._get_json("/get_server_info") or await self._get_json("/server_info") or {}
+        states = info.get("internal_states") or [{}]
+        accept = states[0].get("avg_spec_accept_length") if isinstance(states[0], dict) else None
+        lines = await _db(LogChunk.objects.lines)(
+            self.run.pk, after=window_start - 1, limit=min(max(self.run.log_lines - window_start + 1, 1), 500_000)
+        )
+        summary = logfacts.decode_summary(window_start, [line["text"] for line in lines])
+        return {"server_accept_length": accept if isinstance(accept, int | float) else None, "server_decode": summary}
+
+    async def _post(self, path: str) -> int | None:
+        assert self.http is not None
+        try:
+            async with self.http.post(self.base_url + path) as response:
+                await response.read()
+                return response.status
+        except (aiohttp.ClientError, TimeoutError):
+            return None
 
     async def _run_benchclient(self, concurrency: int) -> dict[str, Any]:
         profile = self.profile

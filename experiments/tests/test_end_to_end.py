@@ -87,6 +87,10 @@ def test_it_runs_an_experiment_end_to_end_and_eagle3_two_steps_beats_baseline_at
         assert m.output_throughput > 0 and m.mean_ttft_ms is not None
     speculative = Measurement.objects.filter(run__experiment_id=created["id"], run__config__name="eagle3-2step")
     assert all(m.accept_length and m.accept_length > 1.5 for m in speculative)
+    # The server's own counters (reset by /flush_cache before each cell) agree with the requests' meta_info.
+    for m in speculative:
+        assert m.server_accept_length == pytest.approx(m.accept_length, rel=0.1)
+        assert m.server_decode["lines"] >= 1 and m.server_decode["mean_accept_len"] > 1.5
 
     # The comparison says what DESIGN.md's speed model says: 2 steps pays at c=1, 3 steps does not.
     rows = {(r["candidate"], r["concurrency"]): r for r in body["comparison"]}
