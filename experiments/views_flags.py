@@ -12,8 +12,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from . import actions, series
+from .charts import history_figure
 from .forms import FlagTriageForm, RerunForm
-from .history_charts import history_figure
 from .models import BenchmarkProfile, Experiment, Flag, Host, PinnedBaseline, Run, ServerConfig
 
 

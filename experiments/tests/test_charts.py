@@ -145,3 +145,19 @@ def test_it_draws_an_empty_speedup_figure() -> None:
     figure = _roundtrip(speedup_figure([]))
     assert figure["data"] == []
     assert figure["layout"]["shapes"][0]["y0"] == 1.0
+
+
+def test_it_draws_a_history_with_its_flags_marked():
+    from experiments.charts import history_figure
+
+    figure = history_figure(
+        {1: [("run 1", 88.8), ("run 2", 88.9), ("run 3", 82.2)], 4: [("run 1", 300.0)]},
+        [(1, 2, "regression", "-7.4%: moved"), (4, 5, "improvement", "out of range is ignored")],
+        title="baseline on gpu-1",
+    )
+
+    names = [trace["name"] for trace in figure["data"]]
+    assert names == ["c=1", "c=4", "regression"]  # a mark outside its series is dropped, not drawn anywhere
+    regression = next(t for t in figure["data"] if t["name"] == "regression")
+    assert (regression["x"], regression["y"]) == ([3], [82.2])
+    json.dumps(figure, allow_nan=False)
