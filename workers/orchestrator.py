@@ -144,6 +144,10 @@ class RunOrchestrator:
             watcher.cancel()
         if not await self._teardown():
             outcome = Run.State.FAILED
+        elif outcome == Run.State.SUCCEEDED and self.run.failure_kind:
+            outcome = Run.State.FAILED  # re-attached in teardown after a failure recorded by the previous worker
+        elif outcome == Run.State.SUCCEEDED and self.run.cancel_requested:
+            outcome = Run.State.CANCELLED
         await self._advance(outcome)
         if outcome == Run.State.SUCCEEDED:
             try:
@@ -176,6 +180,13 @@ class RunOrchestrator:
                 await asyncio.sleep(1)
 
     async def _continue(self) -> None:
+        if self.run.state == Run.State.TEARDOWN:
+            # The previous worker was tearing down: the server is meant to be gone; finish the job, and store the
+            # log lines it had not stored yet (the tail drains the file and ends, the server being dead).
+            self.work_dir = await self._resolve_work_dir()
+            if self.run.log_path:
+                await self._restart_tail()
+            return
         if not self.run.remote_pgid:
             await self._preflight()
             await self._launch()

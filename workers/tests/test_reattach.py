@@ -130,3 +130,37 @@ def test_it_says_so_when_the_server_died_while_no_worker_watched(
     assert run.failure_kind == Run.FailureKind.CRASHED
     assert run.failure_message == "The server exited while no worker was connected to the host."
     assert [p["state"] for p in run.phases()][-2:] == ["teardown", "failed"]
+
+
+def test_it_finishes_the_teardown_of_a_run_whose_worker_died_while_tearing_down(
+    sim_host, owner, private_queue, tmp_path
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from experiments.models import Run as RunModel
+    from workers.tasks import resume_run
+
+    run = _long_run(sim_host, owner)
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # the server the dead worker had already stopped
+    log_path = tmp_path / "run.log"
+    log_path.write_text("[2026-11-29 10:00:00] The server is fired up and ready to roll!\n")
+    RunModel.objects.filter(pk=run.pk).update(
+        state=RunModel.State.TEARDOWN,
+        worker="dead-worker",
+        heartbeat_at=timezone.now() - timedelta(minutes=5),
+        remote_pid=gone.pid,
+        remote_pgid=gone.pid,
+        server_port=sim_host.server_port,
+        log_path=str(log_path),
+    )
+
+    assert resume_run(run.pk) == RunModel.State.SUCCEEDED
+
+    run.refresh_from_db()
+    assert run.state == RunModel.State.SUCCEEDED and not run.failure_kind
+    assert run.log_lines == 1  # the tail drained what the dead worker had not stored
+    sim_host.refresh_from_db()
+    assert sim_host.active_run_id is None and not sim_host.is_dirty
