@@ -12,6 +12,15 @@ import json
 import sys
 
 from .client import BACKENDS, BenchConfig, run_benchmark
+from .transport import parse_base_url
+
+
+def _base_url(text: str) -> str:
+    try:
+        parse_base_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return text
 
 
 def _positive_int(text: str) -> int:
@@ -40,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="benchclient",
         description="Streaming load generator for an SGLang server (bench_serving semantics, random ids).",
     )
-    parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:30000")
+    parser.add_argument(
+        "--base-url", type=_base_url, required=True, help="e.g. http://127.0.0.1:30000 (plain http only)"
+    )
     parser.add_argument("--backend", choices=BACKENDS, default="sglang")
     parser.add_argument("--concurrency", type=_positive_int, required=True, help="requests in flight at most")
     parser.add_argument("--num-prompts", type=_positive_int, required=True)

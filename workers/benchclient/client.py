@@ -1,9 +1,11 @@
 """The load generator: N concurrent streaming requests against one SGLang server, like bench_serving
 with --request-rate inf --max-concurrency N.
 
-Built for throughput on one core: one ClientSession, request bodies encoded before the clock starts, the
-response read in whatever pieces the socket delivers (one timestamp per piece), and for the native
-backend only the small `meta_info` object of each cumulative chunk decoded, never the growing text.
+Built for throughput on one core: request bodies encoded before the clock starts, the streaming POSTs sent
+over a pool of keep-alive connections by the small HTTP/1.1 client of transport.py, which hands each piece the
+socket delivers straight to the stream (one timestamp per read, no task wake-up per chunk), and for the native
+backend only the `completion_tokens` integer of each cumulative chunk read, the small `meta_info` object decoded
+once at the end, never the growing text. aiohttp serves only the one-off GET /v1/models.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -20,12 +23,15 @@ from typing import Any
 import aiohttp
 
 from .metrics import RequestRecord, summarize
+from .transport import ConnectError, HttpError, HttpPool, parse_base_url
 
 BACKENDS = ("sglang", "sglang-oai")
 # bench_serving caps the warm-up request's output at 32 tokens.
 WARMUP_OUTPUT_LEN_CAP = 32
-_JSON_HEADERS = {"Content-Type": "application/json"}
 _META_INFO_KEY = b'"meta_info"'
+_COMPLETION_TOKENS_KEY = b'"completion_tokens":'
+# The integer after `"completion_tokens":`; a float or anything else leaves it to the full decode.
+_INT_VALUE = re.compile(rb"[ \t\r\n]*([0-9]+)[ \t\r\n]*[,}]")
 _JSON_DECODER = json.JSONDecoder()
 
 
@@ -97,9 +103,25 @@ class SglangStream:
     def __init__(self, record: RequestRecord) -> None:
         self.record = record
         self.completion_tokens = 0
-        self.last_meta_info: dict[str, Any] | None = None
+        # The latest meta_info: decoded already, or still the raw line it is in (decoded by finish only).
+        self._last_meta_info: dict[str, Any] | None = None
+        self._last_line: bytes | None = None
+        self._last_offset = 0
 
     def feed(self, line: bytes, offset: int, now: float) -> None:
+        # Fast path: `"meta_info":` then, inside it, `"completion_tokens":<int>`; only that integer is read.
+        # Neither key followed by its quote and colon can occur inside a JSON string (the quotes would be
+        # escaped), and SGLang puts meta_info last, so both searches from the end are short.
+        at = line.rfind(_META_INFO_KEY)
+        if at >= 0 and line.startswith(b":", at + 11):
+            key_at = line.rfind(_COMPLETION_TOKENS_KEY, at)
+            if key_at >= 0:
+                match = _INT_VALUE.match(line, key_at + 20)
+                if match is not None:
+                    self._last_line = line
+                    self._last_offset = offset
+                    self._count(int(match.group(1)), now)
+                    return
         meta_info = _meta_info_of(line)
         if meta_info is None:
             event = json.loads(line[offset:])
@@ -110,11 +132,31 @@ class SglangStream:
             if not isinstance(meta_info, dict):
                 return
         completion_tokens = meta_info.get("completion_tokens")
-        if isinstance(completion_tokens, int) and completion_tokens > self.completion_tokens:
+        if isinstance(completion_tokens, int) and not isinstance(completion_tokens, bool):
+            self._count(completion_tokens, now)
+        self._last_meta_info = meta_info
+        self._last_line = None
+
+    def _count(self, completion_tokens: int, now: float) -> None:
+        if completion_tokens > self.completion_tokens:
             self.record.chunk_times.append(now)
             self.record.chunk_tokens.append(completion_tokens - self.completion_tokens)
             self.completion_tokens = completion_tokens
-        self.last_meta_info = meta_info
+
+    @property
+    def last_meta_info(self) -> dict[str, Any] | None:
+        """The meta_info of the latest chunk that had one."""
+        line = self._last_line
+        if line is not None:
+            meta_info = _meta_info_of(line)
+            if meta_info is None:  # not decodable from the key on: decode the whole event (ValueError if bad)
+                event = json.loads(line[self._last_offset :])
+                meta_info = event.get("meta_info") if isinstance(event, dict) else None
+                if not isinstance(meta_info, dict):
+                    raise ValueError("meta_info is not an object")
+            self._last_meta_info = meta_info
+            self._last_line = None
+        return self._last_meta_info
 
     def finish(self) -> None:
         meta_info = self.last_meta_info or {}
@@ -198,49 +240,67 @@ class SseLineSplitter:
         return [partial] if partial else []
 
 
-async def _stream_response(response: aiohttp.ClientResponse, stream: Stream, record: RequestRecord) -> None:
-    splitter = SseLineSplitter()
-    done = False
-    async for piece in response.content.iter_any():
-        if done:
-            continue  # drain to the end so the connection goes back to the pool
-        now = time.perf_counter()
-        if feed_sse(stream, splitter.split(piece), now):
-            done = True
-            record.end = now
-    if not done:
-        # A server that closes the stream without [DONE] still ends the request when the body ends.
-        record.end = time.perf_counter()
-        feed_sse(stream, splitter.rest(), record.end)
-    stream.finish()
-    if not record.chunk_times:
-        raise StreamError("the stream ended without any output tokens")
+class SseReceiver:
+    """The body sink of one streaming request: splits the pieces into lines, feeds the stream, and notes the
+    time of `data: [DONE]` as the request's end. Pieces after [DONE] are ignored (the transport still reads
+    the body to its end so the connection can be reused)."""
+
+    __slots__ = ("done", "partial", "record", "stream")
+
+    def __init__(self, stream: Stream, record: RequestRecord) -> None:
+        self.stream = stream
+        self.record = record
+        self.partial = b""
+        self.done = False
+
+    def __call__(self, piece: bytes, now: float) -> None:
+        if self.done:
+            return
+        if self.partial:
+            piece = self.partial + piece
+        lines = piece.split(b"\n")
+        self.partial = lines.pop()
+        if feed_sse(self.stream, lines, now):
+            self.done = True
+            self.record.end = now
+
+    def end_of_body(self) -> None:
+        """The body ended; a server that closed the stream without [DONE] still ends the request there."""
+        if not self.done:
+            self.record.end = time.perf_counter()
+            partial, self.partial = self.partial, b""
+            if partial:
+                feed_sse(self.stream, [partial], self.record.end)
+        self.stream.finish()
+        if not self.record.chunk_times:
+            raise StreamError("the stream ended without any output tokens")
 
 
 async def send_request(
-    session: aiohttp.ClientSession,
-    url: str,
-    body: bytes,
+    pool: HttpPool,
+    request: bytes,
     record: RequestRecord,
     make_stream: Callable[[RequestRecord], Stream],
-    client_timeout: aiohttp.ClientTimeout,
+    timeout: float,
 ) -> None:
-    """Run one request to completion, recording its timings or its error in record. Never raises."""
-    stream = make_stream(record)
+    """Run one request (the bytes of pool.request_bytes) to completion, recording its timings or its error in
+    record. Never raises."""
+    receiver = SseReceiver(make_stream(record), record)
     record.start = time.perf_counter()
     try:
-        async with session.post(url, data=body, headers=_JSON_HEADERS, timeout=client_timeout) as response:
-            if response.status != 200:
-                detail = (await response.text(errors="replace")).strip()
-                record.error = f"HTTP {response.status}: {detail[:200]}"
-                return
-            await _stream_response(response, stream, record)
-    except aiohttp.ClientConnectorError as exc:
+        async with asyncio.timeout(timeout):
+            status, error_body = await pool.send(request, receiver)
+        if status != 200:
+            detail = error_body.decode("utf-8", "replace").strip()
+            record.error = f"HTTP {status}: {detail[:200]}"
+            return
+        receiver.end_of_body()
+    except ConnectError as exc:
         record.error = f"cannot connect: {exc}"
         record.unreachable = True
-    except TimeoutError:
-        record.error = f"timed out after {client_timeout.total} s"
-    except aiohttp.ClientError as exc:
+    except TimeoutError:  # before OSError, of which it is a subclass
+        record.error = f"timed out after {timeout} s"
+    except (HttpError, OSError) as exc:
         record.error = f"{type(exc).__name__}: {exc}"
     except StreamError as exc:
         record.error = f"stream error: {exc}"
@@ -302,11 +362,14 @@ class _Progress:
 
 
 async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
-    """Run warm-up then the measured requests; returns the result object and the process exit code."""
+    """Run warm-up then the measured requests; returns the result object and the process exit code.
+
+    ValueError for a base URL that is not http:// (https included)."""
     base_url = config.base_url.rstrip("/")
+    host, port, path_prefix = parse_base_url(base_url)
     split_itl = config.backend == "sglang"
     make_stream: Callable[[RequestRecord], Stream] = SglangStream if split_itl else OpenAICompletionStream
-    url = f"{base_url}/generate" if split_itl else f"{base_url}/v1/completions"
+    path = f"{path_prefix}/generate" if split_itl else f"{path_prefix}/v1/completions"
     timeout = aiohttp.ClientTimeout(total=config.request_timeout)
     prompts = make_prompts(config.num_prompts, config.input_len, config.vocab_size, config.seed)
     header: dict[str, Any] = {
@@ -318,43 +381,51 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
         "output_len": config.output_len,
         "seed": config.seed,
     }
-    connector = aiohttp.TCPConnector(limit=config.concurrency, limit_per_host=0)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        model: str | None = None
-        if config.backend == "sglang-oai":
-            try:
+    model: str | None = None
+    if config.backend == "sglang-oai":
+        try:
+            async with aiohttp.ClientSession() as session:
                 model = await _served_model(session, base_url, timeout)
-            except (aiohttp.ClientError, TimeoutError, StreamError, ValueError) as exc:
-                unreachable = isinstance(exc, aiohttp.ClientConnectorError)
-                records = [
-                    RequestRecord(prompt_len=len(prompt), start=0.0, error=f"model lookup failed: {exc}")
-                    for prompt in prompts
-                ]
-                return header | summarize(records, duration=0.0, split_itl=False), 1 if unreachable else 0
+        except (aiohttp.ClientError, TimeoutError, StreamError, ValueError) as exc:
+            unreachable = isinstance(exc, aiohttp.ClientConnectorError)
+            records = [
+                RequestRecord(prompt_len=len(prompt), start=0.0, error=f"model lookup failed: {exc}")
+                for prompt in prompts
+            ]
+            return header | summarize(records, duration=0.0, split_itl=False), 1 if unreachable else 0
 
-        semaphore = asyncio.Semaphore(config.concurrency)
+    pool = HttpPool(host, port)
+    semaphore = asyncio.Semaphore(config.concurrency)
 
-        async def limited(body: bytes, record: RequestRecord, progress: _Progress | None) -> None:
-            async with semaphore:
-                await send_request(session, url, body, record, make_stream, timeout)
-            if progress is not None:
-                progress.request_done(record)
+    async def limited(request: bytes, record: RequestRecord, progress: _Progress | None) -> None:
+        async with semaphore:
+            await send_request(pool, request, record, make_stream, config.request_timeout)
+        if progress is not None:
+            progress.request_done(record)
 
+    try:
         if config.warmup_requests > 0:
             warmup_body = _request_body(config, prompts[0], min(config.output_len, WARMUP_OUTPUT_LEN_CAP), model)
+            warmup_request = pool.request_bytes(path, warmup_body)
             warmups = [RequestRecord(prompt_len=config.input_len, start=0.0) for _ in range(config.warmup_requests)]
             print(f"benchclient: warming up with {len(warmups)} request(s)", file=sys.stderr)
-            await asyncio.gather(*(limited(warmup_body, record, None) for record in warmups))
+            await asyncio.gather(*(limited(warmup_request, record, None) for record in warmups))
             for record in warmups:
                 if not record.succeeded:
                     print(f"benchclient: warm-up request failed: {record.error}", file=sys.stderr)
 
-        bodies = [_request_body(config, prompt, config.output_len, model) for prompt in prompts]
+        requests = [
+            pool.request_bytes(path, _request_body(config, prompt, config.output_len, model)) for prompt in prompts
+        ]
         records = [RequestRecord(prompt_len=len(prompt), start=0.0) for prompt in prompts]
         progress = _Progress(len(records))
         started = time.perf_counter()
-        await asyncio.gather(*(limited(body, record, progress) for body, record in zip(bodies, records, strict=True)))
+        await asyncio.gather(
+            *(limited(request, record, progress) for request, record in zip(requests, records, strict=True))
+        )
         duration = time.perf_counter() - started
+    finally:
+        pool.close()
 
     result = header | summarize(records, duration=duration, split_itl=split_itl)
     all_unreachable = all(record.unreachable for record in records)

@@ -4,24 +4,32 @@ run as a subprocess against a small streaming server that answers like SGLang.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import shutil
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workers.benchclient.client import (
+    BenchConfig,
     OpenAICompletionStream,
     SglangStream,
     SseLineSplitter,
+    SseReceiver,
     StreamError,
     feed_sse,
     make_prompts,
+    run_benchmark,
+    send_request,
 )
 from workers.benchclient.metrics import (
     RequestRecord,
@@ -30,6 +38,7 @@ from workers.benchclient.metrics import (
     request_timings,
     summarize,
 )
+from workers.benchclient.transport import HttpConnection, HttpError, HttpPool, parse_base_url
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -245,6 +254,321 @@ def test_it_takes_openai_output_length_from_usage() -> None:
     assert record.output_len == 3
 
 
+# --- the HTTP/1.1 transport -------------------------------------------------------------------------
+
+
+class _FakeTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = b""
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += bytes(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def _chunked(pieces: list[bytes], *, extension: bool = False, trailer: bool = False) -> bytes:
+    encoded = b"".join(
+        b"%x%s\r\n%s\r\n" % (len(piece), b";name=value" if extension else b"", piece) for piece in pieces if piece
+    )
+    return encoded + b"0\r\n" + (b"X-Trailer: yes\r\n" if trailer else b"") + b"\r\n"
+
+
+def _exchange_over_pieces(response: bytes, cuts: list[int]) -> tuple[HttpConnection, Any, list[bytes]]:
+    """Feed response to a connection in the pieces that cuts make; returns the connection, its future, the body."""
+    loop = asyncio.new_event_loop()
+    try:
+        connection = HttpConnection(loop)
+        connection.connection_made(_FakeTransport())
+        received: list[bytes] = []
+        waiter = connection.start(b"POST / HTTP/1.1\r\n\r\n", lambda piece, now: received.append(piece))
+        bounds = [0, *sorted(set(cuts)), len(response)]
+        for start, end in itertools.pairwise(bounds):
+            if end > start:
+                connection.data_received(response[start:end])
+        return connection, waiter, received
+    finally:
+        loop.close()
+
+
+_CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(st.binary(min_size=1, max_size=40), max_size=6),
+    extension=st.booleans(),
+    trailer=st.booleans(),
+    data=st.data(),
+)
+def test_it_decodes_chunked_bodies_cut_anywhere(
+    pieces: list[bytes], extension: bool, trailer: bool, data: st.DataObject
+) -> None:
+    response = _CHUNKED_HEAD + _chunked(pieces, extension=extension, trailer=trailer)
+    cuts = data.draw(st.lists(st.integers(min_value=1, max_value=len(response) - 1), max_size=12))
+
+    connection, waiter, received = _exchange_over_pieces(response, cuts)
+
+    assert waiter.done() and waiter.result() == (200, b"")
+    assert b"".join(received) == b"".join(pieces)
+    assert connection.reusable
+
+
+def test_it_decodes_a_chunked_response_cut_at_every_byte_boundary() -> None:
+    pieces = [b"data: {}\n\n", b"x" * 300, b"\r\n\r\n", b"0"]
+    response = _CHUNKED_HEAD + _chunked(pieces, extension=True, trailer=True)
+    every_byte = list(range(1, len(response)))
+
+    for cuts in [[cut] for cut in every_byte] + [every_byte]:
+        _, waiter, received = _exchange_over_pieces(response, cuts)
+
+        assert waiter.result() == (200, b""), cuts
+        assert b"".join(received) == b"".join(pieces), cuts
+
+
+def test_it_counts_sglang_tokens_through_the_transport_cut_at_every_byte() -> None:
+    sse = _sglang_chunk(1) + _sglang_chunk(3) + _sglang_chunk(4, spec_verify_ct=2) + b"data: [DONE]\n\n"
+    response = _CHUNKED_HEAD + _chunked([sse[:100], sse[100:250], sse[250:]])
+
+    for cuts in [[cut] for cut in range(1, len(response))] + [list(range(1, len(response)))]:
+        record = RequestRecord(prompt_len=1, start=0.0)
+        receiver = SseReceiver(SglangStream(record), record)
+        loop = asyncio.new_event_loop()
+        try:
+            connection = HttpConnection(loop)
+            connection.connection_made(_FakeTransport())
+            waiter = connection.start(b"", receiver)
+            bounds = [0, *cuts, len(response)]
+            for start, end in itertools.pairwise(bounds):
+                connection.data_received(response[start:end])
+        finally:
+            loop.close()
+        receiver.end_of_body()
+
+        assert waiter.result() == (200, b"")
+        assert record.chunk_tokens == [1, 2, 1], cuts
+        assert record.output_len == 4
+        assert record.spec_verify_ct == 2
+        assert record.end > 0
+
+
+@pytest.mark.parametrize(
+    ("response", "expected", "reusable"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", (200, b""), True),
+        (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi", (200, b""), True),
+        (b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy", (503, b"busy"), True),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi", (200, b""), False),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nhi", (200, b""), False),
+        (b"HTTP/1.1 204 No Content\r\n\r\n", (204, b""), True),
+    ],
+)
+def test_it_reads_content_length_and_interim_answers(
+    response: bytes, expected: tuple[int, bytes], reusable: bool
+) -> None:
+    connection, waiter, _ = _exchange_over_pieces(response, list(range(1, len(response), 3)))
+
+    assert waiter.result() == expected
+    assert connection.reusable is reusable
+
+
+def test_it_reads_a_body_that_ends_with_the_connection() -> None:
+    response = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: 1\n\n"
+    connection, waiter, received = _exchange_over_pieces(response, [10, 50])
+    assert not waiter.done()
+
+    connection.connection_lost(None)
+
+    assert waiter.result() == (200, b"")
+    assert b"".join(received) == b"data: 1\n\n"
+    assert not connection.reusable
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n",  # not a hex size
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x2\r\nab\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n",  # longer than its size
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: two\r\n\r\nab",
+    ],
+)
+def test_it_fails_a_malformed_response(response: bytes) -> None:
+    connection, waiter, _ = _exchange_over_pieces(response, [])
+
+    with pytest.raises(HttpError):
+        waiter.result()
+    assert connection.closed
+
+
+def test_it_fails_a_truncated_chunked_body() -> None:
+    response = _CHUNKED_HEAD + b'10\r\ndata: {"a"'
+    connection, waiter, _ = _exchange_over_pieces(response, [])
+
+    connection.connection_lost(None)
+
+    with pytest.raises(HttpError, match="before the response ended"):
+        waiter.result()
+
+
+def test_it_accepts_only_plain_http_base_urls() -> None:
+    assert parse_base_url("http://127.0.0.1:30000") == ("127.0.0.1", 30000, "")
+    assert parse_base_url("http://[::1]:8000/prefix/") == ("::1", 8000, "/prefix")
+    assert parse_base_url("http://gpu-host") == ("gpu-host", 80, "")
+    for bad in ["https://127.0.0.1:30000", "127.0.0.1:30000", "http://", "http://h:99999"]:
+        with pytest.raises(ValueError):
+            parse_base_url(bad)
+    with pytest.raises(ValueError, match="https is not supported"):
+        asyncio.run(run_benchmark(BenchConfig(base_url="https://127.0.0.1:1")))
+
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def _raw_server(handler: Handler) -> AsyncIterator[tuple[HttpPool, list[Any]]]:
+    """A scripted TCP server; yields a pool pointed at it and the list of client addresses it accepted."""
+    peers: list[Any] = []
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peers.append(writer.get_extra_info("peername"))
+        try:
+            await handler(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = HttpPool("127.0.0.1", port)
+    try:
+        yield pool, peers
+    finally:
+        pool.close()
+        await asyncio.sleep(0.01)  # let the handlers see the end of their connections
+        server.close()
+        await server.wait_closed()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+    )
+    return await reader.readexactly(length)
+
+
+def _sse_response(tokens: int) -> bytes:
+    events = [_sglang_chunk(n) for n in range(1, tokens + 1)] + [b"data: [DONE]\n\n"]
+    return _CHUNKED_HEAD + _chunked(events)
+
+
+async def _send(pool: HttpPool, timeout: float = 5.0) -> RequestRecord:
+    record = RequestRecord(prompt_len=1, start=0.0)
+    await send_request(pool, pool.request_bytes("/generate", b'{"stream":true}'), record, SglangStream, timeout)
+    return record
+
+
+async def test_it_reuses_keep_alive_connections() -> None:
+    async def answer_forever(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            assert await _read_request(reader) == b'{"stream":true}'
+            writer.write(_sse_response(3))
+            await writer.drain()
+
+    async with _raw_server(answer_forever) as (pool, peers):
+        records = [await _send(pool) for _ in range(4)]
+        records += await asyncio.gather(*(_send(pool) for _ in range(3)))
+
+    assert [record.error for record in records] == [None] * 7
+    assert all(record.chunk_tokens == [1, 1, 1] and record.output_len == 3 for record in records)
+    # One connection for the four in a row, two more for three at once.
+    assert pool.connections_opened == 3
+    assert len(peers) == 3
+
+
+@pytest.mark.parametrize("wait_before_second", [True, False])
+async def test_it_reconnects_when_the_server_closed_a_kept_alive_connection(wait_before_second: bool) -> None:
+    async def answer_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(_sse_response(2))
+        await writer.drain()
+        # Then close: at once (the client sees it while idle), or on the next request without answering it.
+        if not wait_before_second:
+            await _read_request(reader)
+
+    async with _raw_server(answer_once) as (pool, peers):
+        first = await _send(pool)
+        if wait_before_second:
+            await asyncio.sleep(0.05)
+        second = await _send(pool)
+
+    assert first.error is None and second.error is None
+    assert second.output_len == 2
+    assert len(peers) == 2
+
+
+async def test_it_records_a_server_error_status_with_its_body() -> None:
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await _read_request(reader)
+            body = b'{"error": {"message": "The input is longer than the context length."}}\n'
+            writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+
+    async with _raw_server(refuse) as (pool, peers):
+        records = [await _send(pool) for _ in range(2)]
+
+    assert records[0].error == 'HTTP 400: {"error": {"message": "The input is longer than the context length."}}'
+    assert not records[0].unreachable
+    assert len(peers) == 1  # the error answer left the connection usable
+
+
+async def test_it_records_a_refused_connection_as_unreachable(unused_tcp_port: int) -> None:
+    record = await _send(HttpPool("127.0.0.1", unused_tcp_port))
+
+    assert record.error is not None and record.error.startswith("cannot connect")
+    assert record.unreachable
+
+
+async def test_it_times_out_a_server_that_stops_answering() -> None:
+    async def stall(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(_CHUNKED_HEAD + _chunked([_sglang_chunk(1)])[:-5])  # a token, then nothing
+        await writer.drain()
+        await asyncio.sleep(10)
+
+    async with _raw_server(stall) as (pool, _):
+        record = await _send(pool, timeout=0.3)
+
+    assert record.error == "timed out after 0.3 s"
+    assert not record.unreachable
+    assert 0.25 < record.end - record.start < 2.0
+
+
+async def test_it_fails_a_stream_cut_off_mid_body() -> None:
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(_sse_response(3)[:-40])
+        await writer.drain()
+
+    async with _raw_server(hang_up) as (pool, _):
+        record = await _send(pool)
+
+    assert record.error == "HttpError: the server closed the connection before the response ended"
+
+
 # --- the program against a streaming server ---------------------------------------------------------
 
 
@@ -261,10 +585,13 @@ class FakeSglang:
     in_flight: int = 0
     max_in_flight: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
+    # The client's (host, port) of each /generate call: which connection carried it.
+    peers: list[Any] = field(default_factory=list)
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
         self.calls += 1
         call = self.calls
+        self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
         body = await request.json()
         self.bodies.append(body)
         if call in self.http_500_calls:
@@ -395,6 +722,8 @@ async def test_it_benchmarks_a_streaming_server(fake_sglang: tuple[FakeSglang, s
     # Warm-up first: 16 random ids below the vocabulary size, at most 32 output tokens, then the cell.
     assert server.calls == 9
     assert server.max_in_flight == 4
+    # Keep-alive: the warm-up's connection and at most four for the cell, each reused.
+    assert len(set(server.peers)) <= 5
     warmup, first = server.bodies[0], server.bodies[1]
     assert warmup["sampling_params"] == {"temperature": 0.0, "max_new_tokens": 24, "ignore_eos": True}
     assert warmup["stream"] is True
@@ -412,6 +741,8 @@ async def test_it_counts_failed_requests_without_failing_the_run(fake_sglang: tu
 
     assert exit_code == 0, stderr
     result = json.loads(stdout)
+    # Two connections for six requests, kept alive across the HTTP 500 and reopened after the broken stream.
+    assert len(set(server.peers)) <= 3
     assert result["completed"] == 4
     assert result["failed"] == 2
     assert result["total_output_tokens"] == 4 * 6
@@ -449,6 +780,16 @@ async def test_it_runs_as_a_standalone_package(fake_sglang: tuple[FakeSglang, st
 
     assert exit_code == 0, stderr
     assert json.loads(stdout)["completed"] == 1
+
+
+async def test_it_refuses_an_https_base_url() -> None:
+    exit_code, stdout, stderr = await _run_client(
+        *_cell_args("https://127.0.0.1:30000", concurrency=1, num_prompts=1, output_len=1)
+    )
+
+    assert exit_code == 2
+    assert stdout == ""
+    assert "https is not supported" in stderr
 
 
 async def test_it_exits_1_when_the_server_is_unreachable(unused_tcp_port: int) -> None:
