@@ -21,6 +21,7 @@ from .forms import (
     ServerConfigForm,
     apply_profile_defaults,
     config_form_data,
+    plain_errors,
     profile_form_data,
 )
 from .models import ApiToken, BenchmarkProfile, Experiment, Flag, Host, LogChunk, Run, ServerConfig
@@ -295,7 +296,7 @@ def list_configs(request: HttpRequest, limit: int = 200):
 def create_config(request: HttpRequest, payload: Body[dict[str, Any]]):
     form = ServerConfigForm(config_form_data(payload))
     if not form.is_valid():
-        return Status(422, {"detail": "invalid config", "errors": _plain_errors(form)})
+        return Status(422, {"detail": "invalid config", "errors": plain_errors(form)})
     config = form.save_unsaved()
     config.created_by = _api_user(request)
     config.save()
@@ -317,7 +318,7 @@ def create_profile(request: HttpRequest, payload: Body[dict[str, Any]]):
     name = str(payload.get("name") or "").strip()
     form = BenchmarkProfileForm(profile_form_data(apply_profile_defaults(payload)))
     if not form.is_valid() or not name:
-        errors = _plain_errors(form) if form.errors else {}
+        errors = plain_errors(form) if form.errors else {}
         if not name:
             errors["name"] = ["This field is required."]
         return Status(422, {"detail": "invalid profile", "errors": errors})
@@ -331,10 +332,6 @@ def _api_user(request: HttpRequest):
     """The authenticated user (every endpoint requires auth; the type checker cannot know that)."""
     assert request.user.is_authenticated
     return request.user
-
-
-def _plain_errors(form) -> dict[str, list[str]]:
-    return {field.replace("_text", ""): [str(m) for m in messages] for field, messages in form.errors.items()}
 
 
 @api.post("/hosts/{host_id}/clean")

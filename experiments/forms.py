@@ -343,6 +343,15 @@ def apply_profile_defaults(data: dict[str, Any]) -> dict[str, Any]:
     return {**defaults, **data}
 
 
+def plain_errors(form: forms.BaseForm, path: str = "") -> dict[str, list[str]]:
+    """A form's errors keyed by the API's field names (`env`, not `env_text`), under a dotted `path` prefix."""
+    errors = {}
+    for field, messages in form.errors.items():
+        key = f"{path}{field}" if field != "__all__" else (path.rstrip(".") or "__all__")
+        errors[key.replace("_text", "")] = [str(m) for m in messages]
+    return errors
+
+
 class ExperimentSubmission:
     """The whole submission (experiment, baseline, candidates, profile) validated together: all or nothing.
 
@@ -386,9 +395,7 @@ class ExperimentSubmission:
         self.errors = {}
         for path, form in self._named_forms():
             if not form.is_valid():
-                for field, messages in form.errors.items():
-                    key = f"{path}{field}" if field != "__all__" else (path.rstrip(".") or "__all__")
-                    self.errors[key.replace("_text", "")] = [str(m) for m in messages]
+                self.errors.update(plain_errors(form, path))
         if not self.candidate_forms:
             self.errors["candidates"] = ["Add at least one candidate config."]
         elif len(self.candidate_forms) > self.MAX_CANDIDATES:
