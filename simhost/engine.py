@@ -21,8 +21,20 @@ WORDS = (
 ).split()
 
 
+_SPACED_WORDS = [" " + word for word in WORDS]
+
+
 def word_ids(words: list[str], vocab: int) -> list[int]:
     return [zlib.crc32(w.encode()) % vocab for w in words]
+
+
+@dataclass(frozen=True)
+class StepEnd:
+    """Where the cumulative output stood after one engine step that emitted tokens for a request."""
+
+    tokens: int
+    text_chars: int
+    ids_chars: int
 
 
 @dataclass(eq=False)
@@ -34,6 +46,12 @@ class Request:
     p: float = 0.0
     created: float = field(default_factory=time.monotonic)
     output_ids: list[int] = field(default_factory=list)
+    # The output kept ready to serialize: the cumulative text (" word" per token; plain ASCII, nothing to
+    # escape in JSON), the ids as the inside of a JSON array, and one StepEnd per step, so a stream can send
+    # one event per step even when it wakes up after several.
+    text: str = ""
+    ids_json: str = ""
+    step_ends: list[StepEnd] = field(default_factory=list)
     cached_tokens: int = 0
     verify_ct: int = 0
     accepted_drafts: int = 0
@@ -42,16 +60,14 @@ class Request:
     finished_at: float | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
-    @property
-    def text(self) -> str:
-        return "".join(" " + WORDS[t % len(WORDS)] for t in self.output_ids)
-
     def emit(self, count: int, vocab: int) -> None:
         start = len(self.output_ids)
         seed = sum(self.input_ids[:8]) + len(self.input_ids)
-        self.output_ids += [
-            ((seed + 7 * i) % len(WORDS) + 1000 * ((seed + i) % 7)) % vocab for i in range(start, start + count)
-        ]
+        new = [((seed + 7 * i) % len(WORDS) + 1000 * ((seed + i) % 7)) % vocab for i in range(start, start + count)]
+        self.output_ids += new
+        self.text += "".join([_SPACED_WORDS[t % len(WORDS)] for t in new])
+        self.ids_json += ("," if self.ids_json else "") + ",".join(map(str, new))
+        self.step_ends.append(StepEnd(len(self.output_ids), len(self.text), len(self.ids_json)))
         if self.first_token_at is None:
             self.first_token_at = time.monotonic()
         if len(self.output_ids) >= self.max_new_tokens:
@@ -96,6 +112,10 @@ class Engine:
         self.max_running = int(ready["max_running_requests"])
         self.vocab = int(knobs.get("vocab_size", 32000))
         self.speed = knobs["speed"]
+        # With the speed model off, this many steps run between two yields to the event loop, so each stream
+        # is written once per burst (its per-step events in one send) instead of once per step: on loopback a
+        # send costs about as much as everything else the server does for a token.
+        self.fast_burst_steps = max(1, int(knobs.get("fast_burst_steps", 8)))
         self.noise = knobs["noise"]
         self.slowdown = knobs["slowdown"] * max(0.5, self.rng.gauss(1.0, knobs["launch_noise"]))
         self.drift = knobs["drift"]
@@ -116,6 +136,7 @@ class Engine:
         self._idle = asyncio.Event()
         self._idle.set()
         self._t = 0.0
+        self._steps_unyielded = 0
         self._last_decode_log = time.monotonic()
         self._tokens_since_log = 0
         self._last_prefill_log = time.monotonic()
@@ -182,7 +203,10 @@ class Engine:
     async def _advance(self, ms: float, factor: float | None = None) -> None:
         """Sleep one step of `ms` model milliseconds (times step_factor(), unless given), divided by SIMHOST_SPEED."""
         if self.speed <= 0:
-            await asyncio.sleep(0)
+            self._steps_unyielded += 1
+            if self._steps_unyielded >= self.fast_burst_steps:
+                self._steps_unyielded = 0
+                await asyncio.sleep(0)
             return
         ms *= self.step_factor() if factor is None else factor
         loop = asyncio.get_running_loop()
@@ -307,8 +331,10 @@ class Engine:
         self._log(lines.decode(self.ver, bs, used, usage, spec, graph, st.last_gen_throughput, len(self.waiting)))
 
     # -- results
-    def meta_info(self, req: Request) -> dict[str, Any]:
-        finished = req.finished
+    def meta_info(self, req: Request, tokens: int | None = None) -> dict[str, Any]:
+        """The request's meta_info now, or as it stood when its output had `tokens` tokens (an earlier step)."""
+        completion_tokens = len(req.output_ids) if tokens is None else tokens
+        finished = req.finished and completion_tokens == len(req.output_ids)
         style = self.ver.meta_style
         meta: dict[str, Any] = {
             "id": req.rid,
@@ -316,7 +342,7 @@ class Engine:
             "prompt_tokens": len(req.input_ids),
             "weight_version": self.args.weight_version,
             "num_retractions" if style == "v0512" else "total_retractions": 0,
-            "completion_tokens": len(req.output_ids),
+            "completion_tokens": completion_tokens,
             "cached_tokens": req.cached_tokens,
         }
         if style == "v0512":

@@ -15,6 +15,12 @@ KNOBS: list[tuple[str, str, str]] = [
     ),
     ("SIMHOST_LOAD_SECONDS", "8", "wall time of the whole loading + CUDA-graph capture phase (tests: 0.3)"),
     ("SIMHOST_SPEED", "1", "speed factor of the simulated GPU: sleeps are divided by it; 0 = no sleeps"),
+    (
+        "SIMHOST_FAST_BURST_STEPS",
+        "8",
+        "with SIMHOST_SPEED=0: engine steps between yields to the HTTP side; each stream then gets its "
+        "per-step events in one send (1 = one send per step)",
+    ),
     ("SIMHOST_NOISE", "0.01", "relative std-dev of each step's duration"),
     ("SIMHOST_LAUNCH_NOISE", "0.005", "relative std-dev of a per-launch speed factor"),
     ("SIMHOST_SLOWDOWN", "1.0", "multiplies every step duration (inject a regression, e.g. 1.1)"),

@@ -191,6 +191,7 @@ class Launcher:
         seed = int(seed_text) if seed_text else random.SystemRandom().randrange(2**32)
         engine_knobs = {
             "speed": knobs.get_float("SIMHOST_SPEED"),
+            "fast_burst_steps": knobs.get_float("SIMHOST_FAST_BURST_STEPS"),
             "noise": knobs.get_float("SIMHOST_NOISE"),
             "launch_noise": knobs.get_float("SIMHOST_LAUNCH_NOISE"),
             "slowdown": knobs.get_float("SIMHOST_SLOWDOWN"),

@@ -359,10 +359,49 @@ async def generate(request: web.Request) -> web.StreamResponse:
             pass
         return _json(result())
     resp = await _sse(request)
+    events = _GenerateEvents(engine, req)
     async for _ in _updates(req):
-        await resp.write(f"data: {_dumps(result())}\n\n".encode())
-    await resp.write(b"data: [DONE]\n\n")
+        chunk = events.pending() + (b"data: [DONE]\n\n" if req.finished else b"")
+        if chunk:
+            await resp.write(chunk)
     return resp
+
+
+class _GenerateEvents:
+    """The cumulative /generate stream of one request: one event per engine step, all the steps since the last
+    write sent together. Built from the request's ready-serialized text and ids; the meta_info of a running
+    request differs between steps only in completion_tokens, so its JSON is made once and the count spliced in.
+    Byte for byte what `_dumps({"text": ..., "output_ids": ..., "meta_info": ...})` gives (tested)."""
+
+    _COUNT = '"completion_tokens":'
+
+    def __init__(self, engine: Engine, req: Request) -> None:
+        self.engine = engine
+        self.req = req
+        self.sent_steps = 0
+        self._running_meta: tuple[str, str] | None = None
+
+    def _meta_json(self, tokens: int) -> str:
+        req = self.req
+        if req.finished and tokens == len(req.output_ids):
+            return _dumps(self.engine.meta_info(req))
+        if self._running_meta is None:
+            before, _, after = _dumps(self.engine.meta_info(req, tokens=-1)).partition(self._COUNT + "-1")
+            self._running_meta = (before + self._COUNT, after)
+        before, after = self._running_meta
+        return f"{before}{tokens}{after}"
+
+    def pending(self) -> bytes:
+        req = self.req
+        steps = req.step_ends[self.sent_steps :]
+        self.sent_steps += len(steps)
+        return "".join(
+            [
+                f'data: {{"text":"{req.text[: step.text_chars]}","output_ids":[{req.ids_json[: step.ids_chars]}],'
+                f'"meta_info":{self._meta_json(step.tokens)}}}\n\n'
+                for step in steps
+            ]
+        ).encode()
 
 
 def _messages_ids(state: ServerState, messages: Any) -> list[int]:
@@ -442,8 +481,11 @@ async def openai(request: web.Request) -> web.StreamResponse:
 
     resp = await _sse(request)
 
+    def event(choices: list[dict[str, Any]], use: dict[str, Any] | None = None) -> str:
+        return f"data: {_dumps({**head, 'choices': choices, 'usage': use})}\n\n"
+
     async def send(choices: list[dict[str, Any]], use: dict[str, Any] | None = None) -> None:
-        await resp.write(f"data: {_dumps({**head, 'choices': choices, 'usage': use})}\n\n".encode())
+        await resp.write(event(choices, use).encode())
 
     def delta(text: str | None, role: str | None = None) -> dict[str, Any]:
         return {"role": role, "content": text, "reasoning_content": None, "tool_calls": None}
@@ -460,13 +502,20 @@ async def openai(request: web.Request) -> web.StreamResponse:
                 }
             ]
         )
-    sent = ""
+    sent_steps, sent_chars = 0, 0
     async for _ in _updates(req):
-        text = req.text
-        piece, sent = text[len(sent) :], text
-        final = "length" if req.finished and not chat else None
-        body_piece: dict[str, Any] = {"delta": delta(piece)} if chat else {"text": piece}
-        await send([{"index": 0, **body_piece, "logprobs": None, "finish_reason": final, "matched_stop": None}])
+        pieces = []
+        for step in req.step_ends[sent_steps:]:  # one delta per engine step, however many steps passed
+            piece, sent_chars = req.text[sent_chars : step.text_chars], step.text_chars
+            last = req.finished and step.tokens == len(req.output_ids)
+            final = "length" if last and not chat else None
+            body_piece: dict[str, Any] = {"delta": delta(piece)} if chat else {"text": piece}
+            pieces.append(
+                event([{"index": 0, **body_piece, "logprobs": None, "finish_reason": final, "matched_stop": None}])
+            )
+        sent_steps = len(req.step_ends)
+        if pieces:
+            await resp.write("".join(pieces).encode())
     if chat:
         await send(
             [
