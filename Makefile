@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export SPECDASH_VAR_DIR ?= $(CURDIR)/var
 
-.PHONY: demo test lint install services clean
+.PHONY: demo test lint install system-packages services clean
 
 $(STAMP): requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -14,11 +14,30 @@ $(STAMP): requirements.txt
 
 install: $(STAMP)
 
+# What the tests need from Debian: a real OpenSSH sshd (the "GPU host") and headless chromium (browser tests).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+system-packages:
+	@need=(); [ -x /usr/sbin/sshd ] || need+=(openssh-server); command -v chromium >/dev/null || need+=(chromium); \
+	if [ $${#need[@]} -gt 0 ]; then \
+		echo "installing $${need[*]} from Debian"; \
+		$(SUDO) apt-get update -q || true; \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q "$${need[@]}"; \
+	fi
+
+# PostgreSQL and Redis are started by this machine kind; start them if they are down.
+services:
+	@pg_isready -h 127.0.0.1 -p 5432 -q || $(SUDO) pg_ctlcluster --skip-systemctl-redirect "$$(ls /etc/postgresql)" main start
+	@redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || $(SUDO) redis-server --daemonize yes --bind 127.0.0.1 -::1 \
+		--port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/specdash.log
+	@for _ in $$(seq 1 30); do \
+		pg_isready -h 127.0.0.1 -p 5432 -q && redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && exit 0; sleep 1; \
+	done; echo "PostgreSQL or Redis did not come up"; exit 1
+
 var/secret_key:
 	mkdir -p var
 	$(PY) -c 'import secrets; print(secrets.token_urlsafe(50))' > $@
 
-demo: install var/secret_key
+demo: install services var/secret_key
 	@redis-cli -u "$${REDIS_URL:-redis://127.0.0.1:6379/0}" ping >/dev/null 2>&1 || { echo "Redis is not answering at $${REDIS_URL:-redis://127.0.0.1:6379/0}; start it (see README)."; exit 1; }
 	SECRET_KEY="$$(cat var/secret_key)" $(PY) manage.py demo
 
@@ -29,7 +48,7 @@ lint: install
 
 # Tests run against PostgreSQL (the Celery worker subprocess must share the test database) and real Redis.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/specdash
-test: install
+test: install system-packages services
 	$(MAKE) --no-print-directory lint
 	SECRET_KEY=test-only DATABASE_URL="$(TEST_DATABASE_URL)" REDIS_URL="$${TEST_REDIS_URL:-redis://127.0.0.1:6379/14}" \
 		$(VENV)/bin/pytest -q

@@ -70,7 +70,7 @@ class SSHServer:
 def sshd(tmp_path_factory) -> SSHServer:
     """A real OpenSSH daemon on a loopback port: the 'GPU host' of the integration tests."""
     if not Path(SSHD).exists():
-        pytest.fail("OpenSSH sshd is not installed (apt-get install openssh-server); .ci/run installs it.")
+        pytest.fail("OpenSSH sshd is not installed (apt-get install openssh-server); `make test` installs it.")
     root = tmp_path_factory.mktemp("sshd")
     key_dir = root / "keys"
     key_dir.mkdir()
@@ -277,7 +277,7 @@ def browser():
 
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     if not Path(chromium).exists():
-        pytest.fail("Debian chromium is not installed (apt-get install chromium); .ci/run installs it.")
+        pytest.fail("Debian chromium is not installed (apt-get install chromium); `make test` installs it.")
     # Playwright's sync API runs an event loop in this thread; the tests' own ORM calls stay synchronous.
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
