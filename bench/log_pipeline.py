@@ -44,7 +44,8 @@ from django.test import Client  # noqa: E402
 from dashboard.asgi import application  # noqa: E402
 from experiments import actions  # noqa: E402
 from experiments.models import BenchmarkProfile, Host, Run, ServerConfig  # noqa: E402
-from workers.orchestrator import RunOrchestrator, host_access  # noqa: E402
+from workers.hosts import host_access  # noqa: E402
+from workers.runlog import RunLog  # noqa: E402
 from workers.ssh import HostConnection  # noqa: E402
 
 LINE = (
@@ -108,13 +109,14 @@ def _make_run(work: Path, port: int, client_key: Path, host_key: str) -> tuple[R
     return run, cookie
 
 
-async def _follow(run: Run, log_path: Path, writer_pid: int) -> RunOrchestrator:
+async def _follow(run: Run, log_path: Path, writer_pid: int) -> tuple[HostConnection, RunLog]:
+    """Follow the file as a run's orchestrator does: its RunLog (tail, storage, broadcast, facts) over SSH."""
     run.log_path = str(log_path)
     run.remote_pid = writer_pid
-    orchestrator = RunOrchestrator(run)
-    orchestrator.conn = await HostConnection.open(host_access(run.host))
-    await orchestrator._restart_tail()
-    return orchestrator
+    conn = await HostConnection.open(host_access(run.host))
+    run_log = RunLog(run)
+    await run_log.follow(conn)
+    return conn, run_log
 
 
 async def _websocket(run: Run, cookie: dict[str, str]) -> WebsocketCommunicator:
@@ -161,7 +163,7 @@ async def throughput(lines: int) -> None:
             finished = await asyncio.create_subprocess_exec("true")
             await finished.wait()  # a dead pid: `tail --pid` drains the file and ends
             started = time.perf_counter()
-            orchestrator = await _follow(run, log_path, finished.pid)
+            tail_conn, run_log = await _follow(run, log_path, finished.pid)
             rss_samples: list[float] = []
 
             def sample_memory(_lines: list[str]) -> None:
@@ -169,11 +171,12 @@ async def throughput(lines: int) -> None:
 
             await _receive_lines(communicator, lines, sample_memory)
             websocket_s = time.perf_counter() - started
-            assert orchestrator.tail_task is not None
-            await orchestrator.tail_task
+            assert run_log.task is not None
+            await run_log.task
             stored_s = time.perf_counter() - started
             await communicator.disconnect()
-            await orchestrator._release_local_resources()
+            await run_log.stop_now()
+            await tail_conn.close()
             await sync_to_async(run.refresh_from_db)()
             assert run.log_lines == lines, f"stored {run.log_lines} of {lines} lines"
 
@@ -206,7 +209,7 @@ async def latency(rate: int, seconds: int) -> None:
             writer = await asyncio.create_subprocess_exec(
                 sys.executable, "-c", _PACED_WRITER, str(log_path), str(rate), str(seconds)
             )
-            orchestrator = await _follow(run, log_path, writer.pid)
+            tail_conn, run_log = await _follow(run, log_path, writer.pid)
             delays: list[float] = []
 
             def on_lines(lines: list[str]) -> None:
@@ -216,7 +219,8 @@ async def latency(rate: int, seconds: int) -> None:
             await _receive_lines(communicator, rate * seconds, on_lines)
             await writer.wait()
             await communicator.disconnect()
-            await orchestrator._release_local_resources()
+            await run_log.stop_now()
+            await tail_conn.close()
             delays.sort()
             ms = [d * 1000 for d in delays]
             print(f"{len(ms):,} lines at {rate:,} lines/s for {seconds} s, written -> received by the websocket:")

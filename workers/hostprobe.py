@@ -13,7 +13,7 @@ from django.db import transaction
 from experiments.models import Host
 
 from . import preflight
-from .orchestrator import host_access
+from .hosts import host_access
 from .ssh import HostConnection, SSHError
 
 

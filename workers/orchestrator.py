@@ -13,7 +13,6 @@ import logging
 import shlex
 import time
 import traceback
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +21,18 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 
-from experiments import actions, broadcast
-from experiments.models import Host, LogChunk, Run
+from experiments import actions
+from experiments.models import LogChunk, Run
 
-from . import logfacts, preflight, sglang
-from .logtail import LogTail
+from . import hosts, logfacts, preflight, server_process, sglang
+from .failures import RunCancelled, RunFailed
+from .hosts import HostReadError, host_access
+from .runlog import SERVER_EXITED, RunLog
+from .server_api import ServerApi
+from .server_process import ServerGroup
 from .ssh import (
     CommandResult,
     ConnectionLost,
-    HostAccess,
     HostConnection,
     HostKeyMismatch,
     SSHError,
@@ -41,39 +43,9 @@ from .ssh import (
 log = logging.getLogger(__name__)
 
 BENCHCLIENT_DIR = Path(__file__).resolve().parent / "benchclient"
-RECENT_LINES = 400  # kept in memory to cut the excerpt that proves a failure
 READY_POLL_MIN, READY_POLL_MAX = 0.25, 1.0  # back-off while waiting; keeps detection within ~2 s
 CANCEL_POLL = 1.0
-SERVER_EXITED = "The server process group exited."
 SUPERSEDED, CANCELLED = "superseded", "cancelled"  # why the watcher stopped the phases
-EXCERPT_CONTEXT = 3
-
-
-class RunFailed(Exception):
-    def __init__(self, kind: str, message: str, excerpt: str = "", first_line: int | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.excerpt = excerpt
-        self.first_line = first_line
-
-
-class RunCancelled(Exception):
-    pass
-
-
-def host_access(host: Host) -> HostAccess:
-    key_path = Path(settings.SPECDASH_SSH_KEY_DIR) / host.key_name if host.key_name else None
-    return HostAccess(
-        name=host.name,
-        address=host.address,
-        port=host.port,
-        username=host.username,
-        key_path=key_path,
-        host_key=host.host_key,
-        shell_setup=host.shell_setup,
-        work_dir=host.work_dir,
-    )
 
 
 def _db(func):
@@ -97,17 +69,10 @@ class RunOrchestrator:
         self.config = run.config
         self.profile = run.experiment.profile
         self.conn: HostConnection | None = None
-        self.tail: LogTail | None = None
-        self.tail_task: asyncio.Task | None = None
-        self.http: aiohttp.ClientSession | None = None
-        self.base_url = ""
+        self.server_log = RunLog(run)
+        self.api = ServerApi()
         self.work_dir = ""
-        self.recent: deque[tuple[int, str]] = deque(maxlen=RECENT_LINES)
-        self.milestones: set[str] = set()
-        self.failure_signal: sglang.FailureSignal | None = None
-        self.server_args_dump: dict[str, Any] = {}
         self.pids_seen: set[int] = set(run.remote_pids or [])
-        self.facts = logfacts.LogFacts(self.config.log_metrics or {})
 
     # ---- the lifecycle -------------------------------------------------------------------------------
 
@@ -185,7 +150,7 @@ class RunOrchestrator:
             # log lines it had not stored yet (the tail drains the file and ends, the server being dead).
             self.work_dir = await self._resolve_work_dir()
             if self.run.log_path:
-                await self._restart_tail()
+                await self.server_log.follow(self._require_conn())
             return
         if not self.run.remote_pgid:
             await self._preflight()
@@ -225,7 +190,7 @@ class RunOrchestrator:
             raise RunFailed(Run.FailureKind.SSH, str(exc)) from exc
 
     async def _drop_connection(self) -> None:
-        await self._stop_tail_now()
+        await self.server_log.stop_now()
         if self.conn is not None:
             with contextlib.suppress(Exception):
                 await self.conn.close()
@@ -241,10 +206,10 @@ class RunOrchestrator:
     async def _reattach(self) -> None:
         """Pick up a launched server again: forward its port, resume the log tail at the stored byte offset."""
         self.work_dir = await self._resolve_work_dir()
-        await self._open_http()
-        await self._restart_tail()
+        await self._open_api()
+        await self.server_log.follow(self._require_conn())
         if not await self._group_alive():
-            failure = await self._failure_from_log(default_kind=Run.FailureKind.CRASHED, exited=True)
+            failure = await self.server_log.failure(default_kind=Run.FailureKind.CRASHED, exited=True)
             if failure.message == SERVER_EXITED:
                 failure.message = "The server exited while no worker was connected to the host."
             raise failure
@@ -254,40 +219,29 @@ class RunOrchestrator:
         conn = self._require_conn()
         self.work_dir = await self._resolve_work_dir()
 
-        apps = await conn.run("nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits")
-        if not apps.ok:
-            raise RunFailed(Run.FailureKind.PREFLIGHT, f"nvidia-smi failed on the host: {_tail(apps.stderr)}")
-        busy = preflight.parse_compute_apps(apps.stdout)
-        if busy:
-            raise RunFailed(Run.FailureKind.PREFLIGHT, preflight.describe_busy_gpus(busy))
-
-        port = self.host.server_port
-        probe = await conn.run(f"(exec 3<>/dev/tcp/127.0.0.1/{int(port)}) 2>/dev/null && echo taken || echo free")
-        if probe.stdout.strip().endswith("taken"):
-            raise RunFailed(Run.FailureKind.PREFLIGHT, f"Port {port} on {self.host.name} is already in use.")
-
-        target = await self._read_model_config(self.config.model_path, "target")
-        if self.config.speculative_draft_model_path:
-            draft = await self._read_model_config(self.config.speculative_draft_model_path, "draft")
-            context_length = _flag_value(self.config.extra_args, "--context-length")
-            problem = preflight.context_length_problem(
-                target, draft, context_length=context_length, env=self.config.env
-            ) or preflight.vocab_problem(target, draft)
-            if problem:
-                raise RunFailed(Run.FailureKind.PREFLIGHT, problem)
-
-    async def _read_model_config(self, path: str, role: str) -> dict[str, Any]:
-        result = await self._require_conn().run(f"cat -- {shlex.quote(path.rstrip('/') + '/config.json')}")
-        if not result.ok:
-            raise RunFailed(
-                Run.FailureKind.PREFLIGHT,
-                f"The {role} model path {path} has no readable config.json on {self.host.name}: {_tail(result.stderr)}",
-            )
         try:
-            data = json.loads(result.stdout)
-        except json.JSONDecodeError as exc:
-            raise RunFailed(Run.FailureKind.PREFLIGHT, f"The {role} model's config.json is not JSON: {exc}") from exc
-        return data if isinstance(data, dict) else {}
+            busy = await hosts.compute_apps(conn)
+            if busy:
+                raise RunFailed(Run.FailureKind.PREFLIGHT, preflight.describe_busy_gpus(busy))
+
+            port = self.host.server_port
+            probe = await conn.run(f"(exec 3<>/dev/tcp/127.0.0.1/{int(port)}) 2>/dev/null && echo taken || echo free")
+            if probe.stdout.strip().endswith("taken"):
+                raise RunFailed(Run.FailureKind.PREFLIGHT, f"Port {port} on {self.host.name} is already in use.")
+
+            target = await hosts.model_config(conn, self.host.name, self.config.model_path, "target")
+            if not self.config.speculative_draft_model_path:
+                return
+            draft_path = self.config.speculative_draft_model_path
+            draft = await hosts.model_config(conn, self.host.name, draft_path, "draft")
+        except HostReadError as exc:
+            raise RunFailed(Run.FailureKind.PREFLIGHT, str(exc)) from exc
+        context_length = sglang.flag_int(self.config.extra_args, "--context-length")
+        problem = preflight.context_length_problem(
+            target, draft, context_length=context_length, env=self.config.env
+        ) or preflight.vocab_problem(target, draft)
+        if problem:
+            raise RunFailed(Run.FailureKind.PREFLIGHT, problem)
 
     async def _launch(self) -> None:
         conn = self._require_conn()
@@ -302,70 +256,17 @@ class RunOrchestrator:
         command = quote_command(["env", *env_assignments(env), *argv])
         await conn.put_tree(BENCHCLIENT_DIR, f"{self.work_dir}/.specdash")
         await self._advance(Run.State.LAUNCHING, server_port=port, log_path=log_path, launch_command=command)
-        # setsid: the server leads its own process group, which survives our SSH session and is killed whole.
-        started = await conn.run(
-            f"cd -- {shlex.quote(self.work_dir)} && "
-            f"{{ setsid {command} > {shlex.quote(log_path)} 2>&1 < /dev/null & }} && echo $!"
-        )
-        pid_text = started.stdout.strip().splitlines()[-1] if started.stdout.strip() else ""
-        if not started.ok or not pid_text.isdigit():
-            raise RunFailed(Run.FailureKind.PREFLIGHT, f"Could not start the server: {_tail(started.stderr)}")
-        pid = int(pid_text)
-        pgid_result = await conn.run(f"ps -o pgid= -p {pid}")
-        pgid = int(pgid_result.stdout.strip()) if pgid_result.stdout.strip().isdigit() else pid
+        started = await server_process.start(conn, self.work_dir, command, log_path)
+        if isinstance(started, str):
+            raise RunFailed(Run.FailureKind.PREFLIGHT, f"Could not start the server: {started}")
+        pid, pgid = started
         self.pids_seen.add(pid)
         await _db(actions.do_update_run)(self.run, remote_pid=pid, remote_pgid=pgid, remote_pids=sorted(self.pids_seen))
-        await self._open_http()
-        await self._restart_tail()
+        await self._open_api()
+        await self.server_log.follow(self._require_conn())
 
-    async def _open_http(self) -> None:
-        """HTTP to the server's loopback port, through this SSH connection (a new one after a reconnect)."""
-        port = await self._require_conn().forward_port(int(self.run.server_port or self.host.server_port))
-        self.base_url = f"http://127.0.0.1:{port}"
-        if self.http is None:
-            self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
-
-    async def _restart_tail(self) -> None:
-        """Follow the log from the stored byte offset: complete lines only, so nothing is lost or repeated."""
-        await self._stop_tail_now()
-        self.tail = LogTail(
-            self._require_conn(),
-            self.run.log_path,
-            offset=self.run.log_offset,
-            next_line=self.run.log_lines + 1,
-            on_batch=self._on_log_batch,
-            batch_lines=settings.SPECDASH_LOG_BATCH_LINES,
-            batch_seconds=settings.SPECDASH_LOG_BATCH_SECONDS,
-        )
-        self.tail_task = asyncio.create_task(self.tail.follow(stop_when_pid_exits=self.run.remote_pid))
-
-    async def _stop_tail_now(self) -> None:
-        if self.tail_task is None:
-            return
-        self.tail_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.tail_task  # its `finally` stores what it had read
-        self.tail_task = None
-
-    async def _on_log_batch(self, first_line: int, lines: list[str], offset: int) -> None:
-        """Store, then broadcast, then learn: storage first so a browser can always refill from it."""
-        await _db(actions.do_append_log)(self.run, first_line, lines, offset)
-        await broadcast.send_log_lines(self.run.pk, first_line, lines)
-        self.recent.extend(enumerate(lines, start=first_line))
-        facts = self.facts.read(first_line, lines)
-        self.milestones |= facts.milestones
-        if facts.failure is not None and self.failure_signal is None:
-            self.failure_signal = facts.failure
-        if facts.server_args is not None:
-            self.server_args_dump = facts.server_args
-        changes: dict[str, Any] = {}
-        if facts.progress is not None and facts.progress != self.run.loading_progress:
-            changes["loading_progress"] = facts.progress
-        if facts.has_series:
-            changes["live_facts"] = logfacts.merge_series(self.run.live_facts, facts)
-            await broadcast.send_run_facts(self.run.pk, facts.decode, facts.metrics)
-        if changes:
-            await _db(actions.do_update_run)(self.run, notify="loading_progress" in changes, **changes)
+    async def _open_api(self) -> None:
+        await self.api.open(self._require_conn(), int(self.run.server_port or self.host.server_port))
 
     async def _wait_until_ready(self) -> None:
         # The process is started: until the port answers it is loading weights (or capturing graphs).
@@ -374,16 +275,16 @@ class RunOrchestrator:
         last_answer = started
         delay = READY_POLL_MIN
         while True:
-            if self.failure_signal is not None:
+            if self.server_log.failure_signal is not None:
                 await asyncio.sleep(0.5)  # let the rest of the traceback arrive
-                raise await self._failure_from_log(default_kind=self.failure_signal.kind)
-            self._raise_if_tail_broke()
+                raise await self.server_log.failure(default_kind=self.server_log.failure_signal.kind)
+            self.server_log.raise_if_broken()
             if not await self._group_alive():
-                raise await self._failure_from_log(default_kind=Run.FailureKind.CRASHED, exited=True)
-            status = await self._http_status("/health")
+                raise await self.server_log.failure(default_kind=Run.FailureKind.CRASHED, exited=True)
+            status = await self.api.status("/health")
             if status is not None:
                 last_answer = time.monotonic()
-            if status == 503 or "http_started" in self.milestones:
+            if status == 503 or "http_started" in self.server_log.milestones:
                 await self._advance_to(Run.State.WARMING)
             if status == 200:
                 await self._advance_to(Run.State.WARMING)
@@ -391,19 +292,19 @@ class RunOrchestrator:
                 await self._advance(Run.State.READY)
                 return
             now = time.monotonic()
-            quiet_for = now - max(self.tail.last_growth if self.tail else started, last_answer)
+            quiet_for = now - max(self.server_log.last_growth(default=started), last_answer)
             if quiet_for > self.profile.stall_timeout_s:
                 raise RunFailed(
                     Run.FailureKind.ZOMBIE,
                     f"The server process lives but its log has not advanced and port {self.host.server_port} "
                     f"has not answered for {int(quiet_for)} s.",
-                    *self._excerpt_of_last(8),
+                    *self.server_log.excerpt_of_last(8),
                 )
             if now - started > self.profile.readiness_timeout_s:
                 raise RunFailed(
                     Run.FailureKind.READINESS_TIMEOUT,
                     f"The server was not ready after {self.profile.readiness_timeout_s} s.",
-                    *self._excerpt_of_last(8),
+                    *self.server_log.excerpt_of_last(8),
                 )
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, READY_POLL_MAX)
@@ -417,40 +318,32 @@ class RunOrchestrator:
         deadline = time.monotonic() + wait
         while True:
             if not await self._group_alive():
-                kind = self.failure_signal.kind if self.failure_signal else Run.FailureKind.CRASHED
-                raise await self._failure_from_log(default_kind=kind, exited=True)
+                signal = self.server_log.failure_signal
+                kind = signal.kind if signal else Run.FailureKind.CRASHED
+                raise await self.server_log.failure(default_kind=kind, exited=True)
             if time.monotonic() >= deadline:
                 return
             await asyncio.sleep(0.25)
 
-    def _raise_if_tail_broke(self) -> None:
-        """A dead tail would look like a silent server (a false zombie); say what really broke."""
-        task = self.tail_task
-        if task is not None and task.done() and not task.cancelled() and task.exception() is not None:
-            raise RunFailed(Run.FailureKind.INTERNAL, f"Following the server log failed: {task.exception()!r}")
-
     async def _confirm_model(self) -> None:
-        data = await self._get_json("/v1/models")
+        data = await self.api.get_json("/v1/models")
         models = (data or {}).get("data") or []
         if not models:
             raise RunFailed(Run.FailureKind.MISCONFIGURED, "/v1/models lists no model although /health is 200.")
 
     async def _verify(self) -> None:
         await self._advance(Run.State.VERIFYING)
-        info = await self._get_json("/get_server_info")
-        if info is None:
-            info = await self._get_json("/server_info")
-        effective = {k: v for k, v in (info or self.server_args_dump).items() if k != "internal_states"}
+        info = await self.api.server_info()
+        effective = {k: v for k, v in (info or self.server_log.server_args_dump).items() if k != "internal_states"}
         await _db(actions.do_update_run)(self.run, effective_args=effective)
-        problems = _arg_mismatches(self.config.launch_spec(), effective)
+        problems = sglang.arg_mismatches(self.config.launch_spec(), effective)
         expected_args = (self.config.expect or {}).get("server_args", {})
         for key, want in expected_args.items():
             if key not in effective:
                 problems.append(f"expected server arg {key}={want!r}, but the server does not report {key}")
             elif effective[key] != want:
                 problems.append(f"expected server arg {key}={want!r}, the server runs {key}={effective[key]!r}")
-        if self.tail:
-            await self.tail.flush()
+        await self.server_log.flush()
         for text in (self.config.expect or {}).get("log_contains", []):
             if not await _db(_log_contains)(self.run.pk, text):
                 problems.append(f"expected the log to contain {text!r}; it does not")
@@ -465,22 +358,16 @@ class RunOrchestrator:
             return
         missing: list[str] = []
         unreadable: list[int] = []
-        for pid in await self._group_pids():
-            result = await self._require_conn().run(
-                f"ps -o args= -p {pid} | head -c 200; echo; tr '\\0' '\\n' < /proc/{pid}/environ 2>/dev/null"
-            )
-            lines = result.stdout.splitlines()
-            if not lines or not lines[0].strip():
-                continue  # exited meanwhile
-            title, env_names = lines[0].strip(), {line.split("=", 1)[0] for line in lines[1:] if "=" in line}
-            if not env_names:
+        group = self._group()
+        for process in await group.processes() if group else []:
+            if not process.env_names:
                 # setproctitle (used by SGLang for its scheduler titles) zeroes the environ block the kernel
                 # shows; an empty block proves nothing either way.
-                unreadable.append(pid)
+                unreadable.append(process.pid)
                 continue
-            absent = [v for v in wanted if v not in env_names]
+            absent = [v for v in wanted if v not in process.env_names]
             if absent:
-                missing.append(f"{', '.join(absent)} missing in pid {pid} ({title})")
+                missing.append(f"{', '.join(absent)} missing in pid {process.pid} ({process.title})")
         if missing:
             raise RunFailed(
                 Run.FailureKind.ENV_NOT_PROPAGATED,
@@ -496,10 +383,7 @@ class RunOrchestrator:
             "sampling_params": {"max_new_tokens": 8, "temperature": 0},
         }
         try:
-            assert self.http is not None
-            async with self.http.post(self.base_url + "/generate", json=body) as response:
-                text = await response.text()
-                status = response.status
+            status, text = await self.api.generate(body)
         except (aiohttp.ClientError, TimeoutError) as exc:
             await self._raise_if_server_died()
             raise RunFailed(Run.FailureKind.SMOKE_FAILED, f"The smoke generation failed: {exc!r}") from exc
@@ -522,7 +406,7 @@ class RunOrchestrator:
                 continue  # done before a re-attach
             # /flush_cache also resets the server's accept-length counters (SGLang 0.5.9), so what
             # /get_server_info reports after the cell is this cell's alone.
-            await self._post("/flush_cache")
+            await self.api.post("/flush_cache")
             window_start = self.run.log_lines + 1
             result = await self._run_benchclient(concurrency)
             result.update(await self._server_figures(window_start))
@@ -541,9 +425,8 @@ class RunOrchestrator:
     async def _server_figures(self, window_start: int) -> dict[str, Any]:
         """The server's own view of the cell just run: its accept length and its Decode-batch log lines."""
         await asyncio.sleep(settings.SPECDASH_LOG_BATCH_SECONDS * 2)  # let the tail store the cell's last lines
-        if self.tail is not None:
-            await self.tail.flush()
-        info = await self._get_json("/get_server_info") or await self._get_json("/server_info") or {}
+        await self.server_log.flush()
+        info = await self.api.server_info() or {}
         states = info.get("internal_states") or [{}]
         accept = states[0].get("avg_spec_accept_length") if isinstance(states[0], dict) else None
         lines = await _db(LogChunk.objects.lines)(
@@ -551,15 +434,6 @@ class RunOrchestrator:
         )
         summary = logfacts.decode_summary(window_start, [line["text"] for line in lines])
         return {"server_accept_length": accept if isinstance(accept, int | float) else None, "server_decode": summary}
-
-    async def _post(self, path: str) -> int | None:
-        assert self.http is not None
-        try:
-            async with self.http.post(self.base_url + path) as response:
-                await response.read()
-                return response.status
-        except (aiohttp.ClientError, TimeoutError):
-            return None
 
     async def _run_benchclient(self, concurrency: int) -> dict[str, Any]:
         profile = self.profile
@@ -591,7 +465,7 @@ class RunOrchestrator:
         data = _last_json_object(result.stdout)
         if not result.ok or data is None or not data.get("completed"):
             await self._raise_if_server_died()
-            errors = "; ".join((data or {}).get("errors") or []) or _tail(result.stderr)
+            errors = "; ".join((data or {}).get("errors") or []) or result.stderr_tail()
             raise RunFailed(
                 Run.FailureKind.BENCHMARK_FAILED,
                 f"The benchmark at concurrency {concurrency} failed (exit {result.exit_status}): {errors}",
@@ -614,61 +488,37 @@ class RunOrchestrator:
             )
             await _db(actions.do_mark_host_dirty)(self.host, f"run {self.run.pk}: teardown failed: {exc}")
         finally:
-            await self._finish_tail()
+            await self.server_log.finish()
             await self._release_local_resources()
             await _db(actions.do_release_host)(self.run)
         return clean
 
     async def _release_local_resources(self) -> None:
-        await self._stop_tail_now()
-        if self.http is not None:
-            await self.http.close()
-            self.http = None
+        await self.server_log.stop_now()
+        await self.api.close()
         if self.conn is not None:
             await self.conn.close()
             self.conn = None
 
     async def _stop_server_group(self) -> bool:
-        conn = self._require_conn()
-        pgid = int(self.run.remote_pgid or 0)
-        self.pids_seen.update(await self._group_pids())
-        await conn.run(f"kill -TERM -- -{pgid} 2>/dev/null; true")
-        if not await self._wait_group_gone(settings.SPECDASH_TEARDOWN_GRACE):
-            await conn.run(f"kill -KILL -- -{pgid} 2>/dev/null; true")
-            await self._wait_group_gone(10)
+        group = self._group()
+        assert group is not None
+        self.pids_seen.update(await group.pids())
+        await group.stop(settings.SPECDASH_TEARDOWN_GRACE)
         await _db(actions.do_update_run)(self.run, remote_pids=sorted(self.pids_seen), notify=False)
-        apps = await conn.run("nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits")
-        held = [a for a in preflight.parse_compute_apps(apps.stdout) if a.pid in self.pids_seen]
-        if not apps.ok:
-            held_text = f"nvidia-smi failed: {_tail(apps.stderr)}"
-        elif held:
-            held_text = ", ".join(f"pid {a.pid} still holds {a.used_mib} MiB" for a in held)
+        try:
+            held = [app for app in await hosts.compute_apps(group.conn) if app.pid in self.pids_seen]
+        except HostReadError as exc:
+            held_text = str(exc)
         else:
-            return True
+            if not held:
+                return True
+            held_text = ", ".join(f"pid {a.pid} still holds {a.used_mib} MiB" for a in held)
         await self._record_failure(
             RunFailed(Run.FailureKind.TEARDOWN_INCOMPLETE, f"GPU memory is still held after SIGKILL: {held_text}")
         )
         await _db(actions.do_mark_host_dirty)(self.host, f"run {self.run.pk}: {held_text}")
         return False
-
-    async def _wait_group_gone(self, seconds: float) -> bool:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if not await self._group_alive():
-                return True
-            await asyncio.sleep(0.25)
-        return not await self._group_alive()
-
-    async def _finish_tail(self) -> None:
-        if self.tail_task is None:
-            return
-        # The tail ends by itself once the server is gone and the file is drained (tail --pid).
-        try:
-            await asyncio.wait_for(asyncio.shield(self.tail_task), 5)
-        except (TimeoutError, Exception):
-            self.tail_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.tail_task
 
     # ---- helpers -------------------------------------------------------------------------------------
 
@@ -693,100 +543,18 @@ class RunOrchestrator:
             self.run, failure.kind, failure.message, failure.excerpt, failure.first_line
         )
 
+    def _group(self) -> ServerGroup | None:
+        """The launched server's process group, through the current connection; None before the launch."""
+        pgid = self.run.remote_pgid
+        return ServerGroup(self._require_conn(), int(pgid)) if pgid else None
+
     async def _group_alive(self) -> bool:
-        pgid = self.run.remote_pgid
-        if not pgid:
-            return False
-        result = await self._require_conn().run(f"kill -0 -- -{int(pgid)} 2>/dev/null && echo alive || echo gone")
-        return result.stdout.strip().endswith("alive")
-
-    async def _group_pids(self) -> list[int]:
-        pgid = self.run.remote_pgid
-        if not pgid:
-            return []
-        result = await self._require_conn().run(f"pgrep -g {int(pgid)} || true")
-        return [int(p) for p in result.stdout.split() if p.isdigit()]
-
-    async def _http_status(self, path: str) -> int | None:
-        """The HTTP status, or None while nothing answers on the port (loading)."""
-        assert self.http is not None
-        try:
-            async with self.http.get(self.base_url + path, timeout=aiohttp.ClientTimeout(total=5)) as response:
-                await response.read()
-                return response.status
-        except (aiohttp.ClientError, TimeoutError, ConnectionError):
-            return None
-
-    async def _get_json(self, path: str) -> dict[str, Any] | None:
-        assert self.http is not None
-        try:
-            async with self.http.get(self.base_url + path) as response:
-                if response.status != 200:
-                    return None
-                data = await response.json(content_type=None)
-                return data if isinstance(data, dict) else None
-        except (aiohttp.ClientError, TimeoutError, ValueError):
-            return None
-
-    async def _failure_from_log(self, *, default_kind: str, exited: bool = False) -> RunFailed:
-        if exited and self.tail_task is not None:
-            # The tail drains the rest of the file once the server is gone.
-            with contextlib.suppress(TimeoutError, Exception):
-                await asyncio.wait_for(asyncio.shield(self.tail_task), 3)
-        if self.tail:
-            await self.tail.flush()
-        numbered = list(self.recent)
-        texts = [text for _, text in numbered]
-        found = sglang.find_failure(texts) or (sglang.find_usage_error(texts) if exited else None)
-        if found is not None:
-            start = max(found.first_line - EXCERPT_CONTEXT, 0)
-            excerpt = "\n".join(text for _, text in numbered[start : found.last_line + 1])
-            return RunFailed(found.kind, found.message, excerpt, numbered[found.first_line][0])
-        message = SERVER_EXITED if exited else "The server reported a failure."
-        return RunFailed(default_kind, message, *self._excerpt_of_last(15))
-
-    def _excerpt_of_last(self, count: int) -> tuple[str, int | None]:
-        lines = list(self.recent)[-count:]
-        if not lines:
-            return "", None
-        return "\n".join(text for _, text in lines), lines[0][0]
-
-
-def _arg_mismatches(requested: dict[str, Any], effective: dict[str, Any]) -> list[str]:
-    """Fields the user set that the server reports differently (SGLang may rewrite some silently)."""
-    problems = []
-    checks = {
-        "tp_size": requested.get("tp_size"),
-        "speculative_algorithm": requested.get("speculative_algorithm") or None,
-        "speculative_num_steps": requested.get("speculative_num_steps"),
-        "speculative_eagle_topk": requested.get("speculative_eagle_topk"),
-        "speculative_num_draft_tokens": requested.get("speculative_num_draft_tokens"),
-    }
-    for key, want in checks.items():
-        if want is None or key not in effective:
-            continue
-        have = effective[key]
-        if key == "speculative_algorithm" and want == "NEXTN" and have == "EAGLE":
-            continue  # SGLang's documented rewrite
-        if have != want:
-            problems.append(f"requested {key}={want!r}, the server runs {key}={have!r}")
-    return problems
+        group = self._group()
+        return group is not None and await group.alive()
 
 
 def _log_contains(run_id: int, text: str) -> bool:
     return LogChunk.objects.filter(run_id=run_id, text__contains=text).exists()
-
-
-def _flag_value(args: list[str], flag: str) -> int | None:
-    for i, arg in enumerate(args):
-        value = None
-        if arg == flag and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg.split("=", 1)[1]
-        if value is not None and value.isdigit():
-            return int(value)
-    return None
 
 
 def _last_json_object(text: str) -> dict[str, Any] | None:
@@ -802,7 +570,3 @@ def _last_json_object(text: str) -> dict[str, Any] | None:
         data = json.loads(text)
         return data if isinstance(data, dict) else None
     return None
-
-
-def _tail(text: str, lines: int = 5) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])

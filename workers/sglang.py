@@ -489,3 +489,37 @@ def find_usage_error(lines: Sequence[str]) -> Failure | None:
         usage = next((i for i in range(index, -1, -1) if lines[i].lstrip().startswith("usage:")), index)
         return Failure(kind="misconfigured", message=match.group("message"), first_line=usage, last_line=index)
     return None
+
+
+def arg_mismatches(requested: dict[str, Any], effective: dict[str, Any]) -> list[str]:
+    """Fields the user set that the server reports differently (SGLang may rewrite some silently)."""
+    problems = []
+    checks = {
+        "tp_size": requested.get("tp_size"),
+        "speculative_algorithm": requested.get("speculative_algorithm") or None,
+        "speculative_num_steps": requested.get("speculative_num_steps"),
+        "speculative_eagle_topk": requested.get("speculative_eagle_topk"),
+        "speculative_num_draft_tokens": requested.get("speculative_num_draft_tokens"),
+    }
+    for key, want in checks.items():
+        if want is None or key not in effective:
+            continue
+        have = effective[key]
+        if key == "speculative_algorithm" and want == "NEXTN" and have == "EAGLE":
+            continue  # SGLang's documented rewrite
+        if have != want:
+            problems.append(f"requested {key}={want!r}, the server runs {key}={have!r}")
+    return problems
+
+
+def flag_int(args: list[str], flag: str) -> int | None:
+    """The integer value of `flag` in extra launch args (`--flag N` or `--flag=N`); None if absent or not one."""
+    for i, arg in enumerate(args):
+        value = None
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+        if value is not None and value.isdigit():
+            return int(value)
+    return None

@@ -48,6 +48,10 @@ class CommandResult:
     def ok(self) -> bool:
         return self.exit_status == 0
 
+    def stderr_tail(self, lines: int = 5) -> str:
+        """The last lines of stderr: what a failure message quotes."""
+        return "\n".join(self.stderr.strip().splitlines()[-lines:])
+
 
 def quote_command(argv: Sequence[str]) -> str:
     """One shell word per argument: a value with metacharacters is passed literally, never executed."""

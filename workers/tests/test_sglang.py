@@ -20,8 +20,10 @@ from workers.sglang import (
     PrefillStats,
     ServerArgsDump,
     ShardProgress,
+    arg_mismatches,
     find_failure,
     find_usage_error,
+    flag_int,
     launch_argv,
     parse_line,
     split_prefix,
@@ -566,3 +568,25 @@ def test_it_finds_argparse_refusing_a_flag():
 
 def test_it_finds_no_usage_error_in_a_clean_log():
     assert find_usage_error(["[2026-11-29 10:00:00] The server is fired up and ready to roll!"]) is None
+
+
+# --- requested vs effective -------------------------------------------------------------------------
+
+
+def test_it_reports_server_args_that_differ_from_the_request_but_not_sglangs_own_rewrites():
+    requested = {"tp_size": 8, "speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "mem_fraction_static": 0.8}
+    effective = {"tp_size": 4, "speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "mem_fraction_static": 0.7}
+    assert arg_mismatches(requested, effective) == ["requested tp_size=8, the server runs tp_size=4"]
+    assert arg_mismatches({"speculative_algorithm": "EAGLE3"}, {"speculative_algorithm": "EAGLE"}) == [
+        "requested speculative_algorithm='EAGLE3', the server runs speculative_algorithm='EAGLE'"
+    ]
+    assert arg_mismatches({"speculative_algorithm": ""}, {"speculative_algorithm": None}) == []
+    assert arg_mismatches({"tp_size": 8}, {}) == []  # not reported: nothing to compare
+
+
+def test_it_reads_an_integer_flag_from_extra_args_in_either_spelling():
+    assert flag_int(["--context-length", "65536"], "--context-length") == 65536
+    assert flag_int(["--trust-remote-code", "--context-length=32768"], "--context-length") == 32768
+    assert flag_int(["--context-length"], "--context-length") is None
+    assert flag_int(["--context-length", "lots"], "--context-length") is None
+    assert flag_int(["--context-length-extra", "5"], "--context-length") is None

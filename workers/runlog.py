@@ -1,0 +1,128 @@
+"""A run's server log as its orchestrator follows it: tailed from the stored byte offset (so nothing is lost or
+stored twice across workers and reconnects), and each batch stored, then broadcast, then read for facts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from experiments import actions, broadcast
+from experiments.models import Run
+
+from . import logfacts, sglang
+from .failures import RunFailed
+from .logtail import LogTail
+from .ssh import HostConnection
+
+RECENT_LINES = 400  # kept in memory to cut the excerpt that proves a failure
+EXCERPT_CONTEXT = 3
+SERVER_EXITED = "The server process group exited."
+
+
+class RunLog:
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.tail: LogTail | None = None
+        self.task: asyncio.Task | None = None
+        self.recent: deque[tuple[int, str]] = deque(maxlen=RECENT_LINES)
+        self.milestones: set[str] = set()
+        self.failure_signal: sglang.FailureSignal | None = None
+        self.server_args_dump: dict[str, Any] = {}
+        self.facts = logfacts.LogFacts(run.config.log_metrics or {})
+
+    async def follow(self, conn: HostConnection) -> None:
+        """(Re)start the tail through `conn` at the stored offset: complete lines only."""
+        await self.stop_now()
+        self.tail = LogTail(
+            conn,
+            self.run.log_path,
+            offset=self.run.log_offset,
+            next_line=self.run.log_lines + 1,
+            on_batch=self._on_batch,
+            batch_lines=settings.SPECDASH_LOG_BATCH_LINES,
+            batch_seconds=settings.SPECDASH_LOG_BATCH_SECONDS,
+        )
+        self.task = asyncio.create_task(self.tail.follow(stop_when_pid_exits=self.run.remote_pid))
+
+    async def stop_now(self) -> None:
+        if self.task is None:
+            return
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.task  # its `finally` stores what it had read
+        self.task = None
+
+    async def drained(self, timeout: float) -> bool:
+        """Wait for the tail to end by itself: it does once the server is gone and the file is read to its end."""
+        if self.task is None:
+            return True
+        with contextlib.suppress(TimeoutError, Exception):
+            await asyncio.wait_for(asyncio.shield(self.task), timeout)
+        return self.task.done()
+
+    async def finish(self, timeout: float = 5) -> None:
+        """Let the tail drain the file (the server is gone), or stop it if it does not within `timeout`."""
+        if not await self.drained(timeout):
+            await self.stop_now()
+
+    async def flush(self) -> None:
+        """Store what the tail has read but not stored yet."""
+        if self.tail is not None:
+            await self.tail.flush()
+
+    def last_growth(self, default: float) -> float:
+        return self.tail.last_growth if self.tail else default
+
+    def raise_if_broken(self) -> None:
+        """A dead tail would look like a silent server (a false zombie); say what really broke."""
+        task = self.task
+        if task is not None and task.done() and not task.cancelled() and task.exception() is not None:
+            raise RunFailed(Run.FailureKind.INTERNAL, f"Following the server log failed: {task.exception()!r}")
+
+    async def _on_batch(self, first_line: int, lines: list[str], offset: int) -> None:
+        """Store, then broadcast, then learn: storage first so a browser can always refill from it."""
+        run = self.run
+        await sync_to_async(actions.do_append_log)(run, first_line, lines, offset)
+        await broadcast.send_log_lines(run.pk, first_line, lines)
+        self.recent.extend(enumerate(lines, start=first_line))
+        facts = self.facts.read(first_line, lines)
+        self.milestones |= facts.milestones
+        if facts.failure is not None and self.failure_signal is None:
+            self.failure_signal = facts.failure
+        if facts.server_args is not None:
+            self.server_args_dump = facts.server_args
+        changes: dict[str, Any] = {}
+        if facts.progress is not None and facts.progress != run.loading_progress:
+            changes["loading_progress"] = facts.progress
+        if facts.has_series:
+            changes["live_facts"] = logfacts.merge_series(run.live_facts, facts)
+            await broadcast.send_run_facts(run.pk, facts.decode, facts.metrics)
+        if changes:
+            await sync_to_async(actions.do_update_run)(run, notify="loading_progress" in changes, **changes)
+
+    async def failure(self, *, default_kind: str, exited: bool = False) -> RunFailed:
+        """The failure the log proves (kind, SGLang's message, the excerpt around it), else `default_kind` with
+        the last lines. `exited`: the server is gone, so the rest of the file is read first."""
+        if exited:
+            await self.drained(3)
+        await self.flush()
+        numbered = list(self.recent)
+        texts = [text for _, text in numbered]
+        found = sglang.find_failure(texts) or (sglang.find_usage_error(texts) if exited else None)
+        if found is not None:
+            start = max(found.first_line - EXCERPT_CONTEXT, 0)
+            excerpt = "\n".join(text for _, text in numbered[start : found.last_line + 1])
+            return RunFailed(found.kind, found.message, excerpt, numbered[found.first_line][0])
+        message = SERVER_EXITED if exited else "The server reported a failure."
+        return RunFailed(default_kind, message, *self.excerpt_of_last(15))
+
+    def excerpt_of_last(self, count: int) -> tuple[str, int | None]:
+        lines = list(self.recent)[-count:]
+        if not lines:
+            return "", None
+        return "\n".join(text for _, text in lines), lines[0][0]
