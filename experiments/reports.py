@@ -121,11 +121,16 @@ class ExperimentReport:
     throughput_series: dict[str, list[Point]]
     accept_length_series: dict[str, list[Point]] = field(default_factory=dict)
     latency: list[dict[str, Any]] = field(default_factory=list)
-    measurements: list[dict[str, Any]] = field(default_factory=list)
+    # Every measurement as queried; the export's per-run table is made from them only when asked for.
+    measurement_values: list[dict[str, Any]] = field(default_factory=list)
     config_diff: list[ConfigDiffRow] = field(default_factory=list)
     models: dict[str, ExplanatoryModel] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)
     pinned: PinnedBaseline | None = None
+
+    @property
+    def measurements(self) -> list[dict[str, Any]]:
+        return [_measurement_row(m) for m in self.measurement_values]
 
     @property
     def baseline_is_pinned(self) -> bool:
@@ -188,7 +193,7 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         throughput_series=throughput,
         accept_length_series=accept,
         latency=_latency_table(usable, names),
-        measurements=[_measurement_row(m) for m in values],
+        measurement_values=values,
         config_diff=_config_diff([baseline, *candidates]),
         pinned=PinnedBaseline.objects.filter(host_id=experiment.host_id, profile_key=experiment.profile.series_key)
         .select_related("config")

@@ -244,6 +244,13 @@
     jumpToLine(base + (next === undefined ? errorStarts[0] : next));
   });
 
+  // Permalinks: #L<n> in the address jumps to line n (once it has arrived) and marks it.
+  function jumpToHashLine() {
+    const found = /^#L(\d+)$/.exec(window.location.hash);
+    if (found) jumpToLine(Number(found[1]));
+  }
+  window.addEventListener("hashchange", jumpToHashLine);
+
   let failureLine = Number(logBox.dataset.failureLine || 0);
   failureButton.addEventListener("click", () => { if (failureLine) jumpToLine(failureLine); });
 
@@ -330,8 +337,10 @@
       if (index >= failStart && index <= failEnd) row.classList.add("failure-line");
       if (n === targetLine) row.classList.add("target-line");
       row.dataset.n = n;
-      const number = document.createElement("span");
+      // The number is the line's permalink (#L<n>): a link a reviewer can copy and send.
+      const number = document.createElement("a");
       number.className = "n";
+      number.href = `#L${n}`;
       number.textContent = n;
       const rank = document.createElement("span");
       rank.className = "tp";
@@ -577,5 +586,6 @@
       }
     },
   });
+  jumpToHashLine();
   renderSoon();
 })();

@@ -278,6 +278,14 @@ def test_it_jumps_to_the_failure_and_errors_in_a_large_stored_log(browser_user, 
         page.fill("#log-filter", "no line says this")
         page.wait_for_selector("#log .log-empty")
         assert page.locator("#log .line").count() == 0
+
+        # Permalinks: a line number links to #L<n>, and opening such an address shows and marks that line.
+        page.goto(f"{live_web}/runs/{run.pk}/#L{warning_at}")
+        page.wait_for_selector(f"#log .line.target-line[data-n='{warning_at}']", timeout=30_000)
+        assert not page.is_checked("#follow")
+        page.click(f"#log .line[data-n='{warning_at + 3}'] a.n")
+        page.wait_for_selector(f"#log .line.target-line[data-n='{warning_at + 3}']")
+        assert page.evaluate("window.location.hash") == f"#L{warning_at + 3}"
         assert errors == []
     finally:
         context.close()

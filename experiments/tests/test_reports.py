@@ -213,6 +213,19 @@ def test_it_renders_the_comparison_page_with_every_chart_table_and_export(owner_
     assert "cfg-same" in model_row and "cfg-changed" not in model_row
 
 
+def test_it_gives_every_section_and_verdict_row_a_permalink(owner_client) -> None:
+    experiment = _two_config_experiment()
+
+    page = owner_client.get(experiment.get_absolute_url()).content.decode()
+
+    for section in ("runs-card", "throughput", "speedup", "accept-length", "latency-card", "configs-card"):
+        assert f'id="{section}"' in page and f'href="#{section}"' in page
+    for level in (1, 4):
+        row = page[page.index(f'<tr id="verdict-eagle3-2step-c{level}">') :].split("</tr>")[0]
+        assert f'href="#verdict-eagle3-2step-c{level}"' in row
+        assert "<td>eagle3-2step</td>" in row
+
+
 def test_it_exports_every_table_as_json() -> None:
     experiment = _two_config_experiment()
     body = json.loads(json.dumps(report_json(build_report(experiment, with_figures=False)), allow_nan=False))
@@ -256,3 +269,22 @@ def test_it_renders_the_page_in_a_constant_number_of_queries(owner_client) -> No
         counts.append(len(queries))
     assert counts[0] == counts[1], counts
     assert counts[1] <= 10
+
+
+def test_its_figure_scripts_and_numbers_read_back_as_the_built_in_filters_would() -> None:
+    from django.template import Context, Template
+    from django.utils.html import json_script
+
+    from experiments.templatetags.report_tags import figure_script, fixed
+
+    figure = {"data": [{"name": "</script><b>&x", "y": [1.5, None]}], "layout": {"title": {"text": "a > b"}}}
+    html = figure_script(figure, "f")
+    assert "</script><b>" not in html and html.count("</script>") == 1
+    payload = html.removeprefix('<script id="f" type="application/json">').removesuffix("</script>")
+    builtin = json_script(figure, "f")
+    assert json.loads(payload) == figure == json.loads(builtin[builtin.index(">") + 1 : builtin.rindex("</script>")])
+
+    floatformat = Template("{{ v|floatformat:3 }}|{{ v|floatformat:1 }}")
+    for value in (0.0, 1.0004, 82.26, -3.14159, 12345.6789, 2, 0.99987):
+        assert f"{fixed(value, 3)}|{fixed(value, 1)}" == floatformat.render(Context({"v": value}))
+    assert fixed(None) == fixed("n/a") == ""
