@@ -1,6 +1,8 @@
 """`make demo`: migrate, create the demo user, start the simulated GPU host's SSH endpoint, a Celery worker and
 the ASGI web server, register the simulated host (pinning its key), seed a demo experiment, and keep everything
-in the foreground until Ctrl-C, then stop every process it started."""
+in the foreground until Ctrl-C, then stop every process it started.
+
+The children write to var/log/; the terminal shows the URLs, each run's progress and the experiment's verdicts."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 from django.conf import settings
@@ -24,7 +27,7 @@ from django.core.management.base import BaseCommand, CommandError
 from experiments import actions
 from experiments.forms import ExperimentSubmission
 from experiments.models import Experiment, Host, Run
-from experiments.reports import MODEL_METRICS
+from experiments.reports import MODEL_METRICS, build_report
 from simhost import hostsetup
 
 REPO = Path(settings.BASE_DIR)
@@ -123,11 +126,13 @@ class Command(BaseCommand):
         _ensure_key(host_key)
 
         self.children: list[tuple[str, subprocess.Popen]] = []
+        self.log_dir = Path(settings.VAR_DIR) / "log"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         signal.signal(signal.SIGTERM, _interrupt)
         signal.signal(signal.SIGINT, _interrupt)  # also when started in the background, where SIGINT is ignored
         try:
             sshd = self._start(
-                "simulated host sshd",
+                "simhost-sshd",
                 [
                     sys.executable,
                     "-m",
@@ -145,7 +150,7 @@ class Command(BaseCommand):
             _wait_for_port(ssh_port, sshd, "The simulated host's sshd")
             self._register_host(ssh_port, server_port, client_key.name)
             self._start(
-                "celery worker",
+                "worker",
                 [
                     str(REPO / ".venv" / "bin" / "celery"),
                     "-A",
@@ -180,11 +185,19 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(f"\nspecdash demo is running: {url}  (login: demo / demo)"))
             if experiment:
                 self.stdout.write(f"Demo experiment: {url.rstrip('/')}{experiment.get_absolute_url()}")
+            logs = ", ".join(str(self._log_path(name)) for name, _ in self.children)
+            self.stdout.write(f"Logs: {logs}")
             self.stdout.write("Press Ctrl-C to stop web, worker and the simulated host.\n")
+            progress = _Progress(self.stdout, experiment, url.rstrip("/"))
             while True:
                 for name, child in self.children:
                     if child.poll() is not None:
-                        raise CommandError(f"The {name} exited with code {child.returncode}; stopping the demo.")
+                        tail = "".join(self._log_path(name).read_text(errors="replace").splitlines(True)[-15:])
+                        raise CommandError(
+                            f"The {name} exited with code {child.returncode}; stopping the demo. "
+                            f"The end of {self._log_path(name)}:\n{tail}"
+                        )
+                progress.report()
                 time.sleep(0.5)
         except KeyboardInterrupt:
             self.stdout.write("\nStopping ...")
@@ -213,9 +226,13 @@ class Command(BaseCommand):
         while live.exists() and time.monotonic() < deadline:
             time.sleep(0.5)
 
+    def _log_path(self, name: str) -> Path:
+        return self.log_dir / f"{name}.log"
+
     def _start(self, name: str, argv: list[str]) -> subprocess.Popen:
         # Each child leads its own process group so that stopping it also stops what it spawned.
-        child = subprocess.Popen(argv, cwd=REPO, start_new_session=True)
+        with self._log_path(name).open("ab") as log:
+            child = subprocess.Popen(argv, cwd=REPO, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
         self.children.append((name, child))
         return child
 
@@ -275,3 +292,42 @@ class Command(BaseCommand):
         if not submission.is_valid():
             raise CommandError(f"The demo experiment is invalid: {submission.errors}")
         return submission.save(get_user_model().objects.get(username=DEMO_USER))
+
+
+class _Progress:
+    """One terminal line per state a run of the demo experiment reaches, then its verdicts once it is done."""
+
+    def __init__(self, out: Any, experiment: Experiment | None, base_url: str) -> None:
+        self.out = out
+        self.base_url = base_url
+        self.experiment = experiment
+        self.seen: dict[int, str] = {}
+        self.done = experiment is None
+
+    def report(self) -> None:
+        if self.done or self.experiment is None:
+            return
+        runs = list(self.experiment.run_set.select_related("config").order_by("sequence"))
+        for run in runs:
+            if self.seen.get(run.pk) == run.state:
+                continue
+            self.seen[run.pk] = run.state
+            failure = f": {run.failure_kind}, {run.failure_message[:160]}" if run.failure_kind else ""
+            self.out.write(f"  run {run.pk} {run.config.name} (launch {run.launch_index + 1}): {run.state}{failure}")
+        if runs and all(run.is_finished for run in runs):
+            self.done = True
+            self._verdicts()
+
+    def _verdicts(self) -> None:
+        assert self.experiment is not None
+        rows = build_report(self.experiment, with_figures=False).rows
+        if not rows:
+            self.out.write("The demo experiment ended without a comparison (see the runs above).")
+            return
+        self.out.write("The demo experiment is done. Speedup over the baseline (95% interval):")
+        for row in rows:
+            interval = f" [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.ci_low is not None else ""
+            self.out.write(
+                f"  {row.candidate} at concurrency {row.concurrency}: {row.speedup:.3f}x{interval}, {row.verdict}"
+            )
+        self.out.write(f"Charts and verdicts: {self.base_url}{self.experiment.get_absolute_url()}")
