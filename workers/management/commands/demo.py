@@ -16,13 +16,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import asyncssh
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 
 from experiments import actions
 from experiments.forms import ExperimentSubmission
@@ -188,7 +187,7 @@ class Command(BaseCommand):
             logs = ", ".join(str(self._log_path(name)) for name, _ in self.children)
             self.stdout.write(f"Logs: {logs}")
             self.stdout.write("Press Ctrl-C to stop web, worker and the simulated host.\n")
-            progress = _Progress(self.stdout, experiment, url.rstrip("/"))
+            progress = DemoProgress(self.stdout, experiment, url.rstrip("/"))
             while True:
                 for name, child in self.children:
                     if child.poll() is not None:
@@ -294,10 +293,10 @@ class Command(BaseCommand):
         return submission.save(get_user_model().objects.get(username=DEMO_USER))
 
 
-class _Progress:
+class DemoProgress:
     """One terminal line per state a run of the demo experiment reaches, then its verdicts once it is done."""
 
-    def __init__(self, out: Any, experiment: Experiment | None, base_url: str) -> None:
+    def __init__(self, out: OutputWrapper, experiment: Experiment | None, base_url: str) -> None:
         self.out = out
         self.base_url = base_url
         self.experiment = experiment
