@@ -1,0 +1,30 @@
+"""The domain of specdash: hosts, configs, profiles, experiments, runs, measurements, logs, review.
+
+One module per concern; everything is importable from `experiments.models`.
+"""
+
+from .configs import MANAGED_FLAGS, BenchmarkProfile, ServerConfig
+from .experiments import Candidate, Experiment
+from .hosts import Host
+from .review import Flag, FlagComment, PinnedBaseline
+from .runs import LogChunk, LogChunkQuerySet, Measurement, Run, RunQuerySet
+from .tokens import ApiToken, ApiTokenQuerySet
+
+__all__ = [
+    "MANAGED_FLAGS",
+    "ApiToken",
+    "ApiTokenQuerySet",
+    "BenchmarkProfile",
+    "Candidate",
+    "Experiment",
+    "Flag",
+    "FlagComment",
+    "Host",
+    "LogChunk",
+    "LogChunkQuerySet",
+    "Measurement",
+    "PinnedBaseline",
+    "Run",
+    "RunQuerySet",
+    "ServerConfig",
+]

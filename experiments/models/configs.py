@@ -1,0 +1,156 @@
+"""What is launched (a server config) and how it is measured (a benchmark profile)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+# Flags that specdash itself sets from the config's fields; `extra_args` may not repeat them, or the
+# stored config would lie about what ran.
+MANAGED_FLAGS = frozenset(
+    {
+        "--model-path",
+        "--model",
+        "--host",
+        "--port",
+        "--tp-size",
+        "--tp",
+        "--tensor-parallel-size",
+        "--speculative-algorithm",
+        "--speculative-draft-model-path",
+        "--speculative-draft-model",
+        "--speculative-num-steps",
+        "--speculative-eagle-topk",
+        "--speculative-num-draft-tokens",
+        "--served-model-name",
+    }
+)
+
+
+class ServerConfig(models.Model):
+    class Algorithm(models.TextChoices):
+        NONE = "", "none (baseline)"
+        EAGLE = "EAGLE", "EAGLE"
+        EAGLE3 = "EAGLE3", "EAGLE3"
+        NEXTN = "NEXTN", "NEXTN"
+        STANDALONE = "STANDALONE", "STANDALONE"
+        NGRAM = "NGRAM", "NGRAM"
+
+    name = models.CharField(max_length=128)
+    model_path = models.CharField(max_length=512)
+    served_model_name = models.CharField(max_length=255, blank=True)
+    speculative_algorithm = models.CharField(max_length=16, choices=Algorithm.choices, blank=True, default="")
+    speculative_draft_model_path = models.CharField(max_length=512, blank=True)
+    speculative_num_steps = models.PositiveIntegerField(null=True, blank=True)
+    speculative_eagle_topk = models.PositiveIntegerField(null=True, blank=True)
+    speculative_num_draft_tokens = models.PositiveIntegerField(null=True, blank=True)
+    tp_size = models.PositiveIntegerField(default=1)
+    extra_args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    expect = models.JSONField(default=dict, blank=True)
+    log_metrics = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64, db_index=True, editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    # The fields that decide what runs on the host; the name is a label and does not change the hash.
+    LAUNCH_FIELDS = (
+        "model_path",
+        "served_model_name",
+        "speculative_algorithm",
+        "speculative_draft_model_path",
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_num_draft_tokens",
+        "tp_size",
+        "extra_args",
+        "env",
+        "expect",
+        "log_metrics",
+    )
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        new_hash = self.compute_hash()
+        if self.pk and new_hash != self.content_hash and self.is_frozen:
+            raise ValueError(f"Config {self.name!r} was used by a finished run and cannot change; copy it instead.")
+        self.content_hash = new_hash
+        super().save(*args, **kwargs)
+
+    @property
+    def is_speculative(self) -> bool:
+        return bool(self.speculative_algorithm)
+
+    def launch_spec(self) -> dict[str, Any]:
+        return {field: getattr(self, field) for field in self.LAUNCH_FIELDS}
+
+    def compute_hash(self) -> str:
+        canonical = json.dumps(self.launch_spec(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    @property
+    def short_hash(self) -> str:
+        return self.content_hash[:10]
+
+    @property
+    def is_frozen(self) -> bool:
+        """A config that a finished run used is history: editing it would rewrite what was measured."""
+        from .runs import Run  # runs.py imports this module
+
+        return self.pk is not None and self.run_set.filter(state__in=Run.TERMINAL_STATES).exists()
+
+
+class BenchmarkProfile(models.Model):
+    name = models.CharField(max_length=128)
+    dataset = models.CharField(max_length=32, default="random")
+    input_len = models.PositiveIntegerField(default=128)
+    output_len = models.PositiveIntegerField(default=128)
+    num_prompts = models.PositiveIntegerField(default=16)
+    concurrency = models.JSONField(default=list)
+    warmup_requests = models.PositiveIntegerField(default=1)
+    passes = models.PositiveIntegerField(default=1)
+    launches = models.PositiveIntegerField(default=1)
+    seed = models.IntegerField(default=1)
+    request_timeout_s = models.PositiveIntegerField(default=600)
+    readiness_timeout_s = models.PositiveIntegerField(default=1800)
+    stall_timeout_s = models.PositiveIntegerField(
+        default=300, help_text="No log progress and no port answer for this long while loading = zombie."
+    )
+    series_key = models.CharField(max_length=16, db_index=True, editable=False, default="")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.series_key = self.compute_series_key()
+        super().save(*args, **kwargs)
+
+    @property
+    def cells_per_run(self) -> int:
+        return self.passes * len(self.concurrency)
+
+    # What a request looks like: results of profiles that agree on these are comparable across experiments.
+    SERIES_FIELDS = ("dataset", "input_len", "output_len", "num_prompts", "seed", "warmup_requests")
+
+    def compute_series_key(self) -> str:
+        canonical = json.dumps({f: getattr(self, f) for f in self.SERIES_FIELDS}, sort_keys=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    @property
+    def series_label(self) -> str:
+        return f"{self.input_len} in / {self.output_len} out, {self.num_prompts} prompts, seed {self.seed}"

@@ -1,0 +1,88 @@
+"""Team review: regression flags with their triage thread, and the pinned baseline per host and profile."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+from .configs import ServerConfig
+from .hosts import Host
+from .runs import Run
+
+
+class Flag(models.Model):
+    """A regression or anomaly found in a (host, config, profile, concurrency) series; the team triages it."""
+
+    class Triage(models.TextChoices):
+        UNTRIAGED = "untriaged"
+        ACKNOWLEDGED = "acknowledged"
+        INVALID = "invalid"
+        FIXED = "fixed"
+
+    OPEN_STATES = (Triage.UNTRIAGED, Triage.ACKNOWLEDGED)
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE)
+    config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
+    config_hash = models.CharField(max_length=64, db_index=True)
+    profile_key = models.CharField(max_length=16)
+    profile_label = models.CharField(max_length=200)
+    concurrency = models.PositiveIntegerField()
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, help_text="The first run at the new level.")
+    kind = models.CharField(max_length=16)  # "lookback" | "change_point"
+    direction = models.CharField(max_length=16)  # "regression" | "improvement"
+    baseline_mean = models.FloatField()
+    new_mean = models.FloatField()
+    change = models.FloatField(help_text="Relative: -0.074 is 7.4% slower.")
+    score = models.FloatField()
+    message = models.TextField()
+    triage = models.CharField(max_length=16, choices=Triage.choices, default=Triage.UNTRIAGED, db_index=True)
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.direction} {self.change:+.1%} {self.config.name} c={self.concurrency} on {self.host.name}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("flag_detail", args=[self.pk])
+
+    @property
+    def is_open(self) -> bool:
+        return self.triage in self.OPEN_STATES
+
+
+class FlagComment(models.Model):
+    flag = models.ForeignKey(Flag, on_delete=models.CASCADE)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    text = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"comment {self.pk} on flag {self.flag_id}"
+
+
+class PinnedBaseline(models.Model):
+    """The baseline config a team compares against on a host for a kind of request; its history is watched."""
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE)
+    profile_key = models.CharField(max_length=16)
+    profile_label = models.CharField(max_length=200)
+    config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
+    pinned_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    pinned_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["host", "profile_key"], name="one_pinned_baseline")]
+
+    def __str__(self) -> str:
+        return f"{self.config.name} pinned on {self.host.name} ({self.profile_label})"

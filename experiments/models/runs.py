@@ -1,0 +1,299 @@
+"""A run (one launch of one config) and what it leaves: measurements and the stored server log."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import models
+from django.db.models import F
+from django.urls import reverse
+from django.utils import timezone
+
+from .configs import ServerConfig
+from .experiments import Experiment
+from .hosts import Host
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    def active(self) -> RunQuerySet:
+        return self.exclude(state__in=Run.TERMINAL_STATES).exclude(state=Run.State.QUEUED)
+
+    def queued(self) -> RunQuerySet:
+        return self.filter(state=Run.State.QUEUED)
+
+    def on_host(self, host: Host | int) -> RunQuerySet:
+        return self.filter(host=host)
+
+    def stale(self, stale_after: timedelta) -> RunQuerySet:
+        """Live runs whose worker has not beaten for `stale_after`: candidates for re-attachment."""
+        return self.active().filter(heartbeat_at__lt=timezone.now() - stale_after)
+
+
+class Run(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        CONNECTING = "connecting"
+        PREFLIGHT = "preflight"
+        LAUNCHING = "launching"
+        LOADING = "loading"
+        WARMING = "warming"
+        READY = "ready"
+        VERIFYING = "verifying"
+        BENCHMARKING = "benchmarking"
+        TEARDOWN = "teardown"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class FailureKind(models.TextChoices):
+        SSH = "ssh"
+        PREFLIGHT = "preflight"
+        CRASHED = "crashed"
+        OOM = "oom"
+        CONTEXT_LENGTH = "context_length"
+        ZOMBIE = "zombie"
+        READINESS_TIMEOUT = "readiness_timeout"
+        MISCONFIGURED = "misconfigured"
+        ENV_NOT_PROPAGATED = "env_not_propagated"
+        SMOKE_FAILED = "smoke_failed"
+        BENCHMARK_FAILED = "benchmark_failed"
+        TEARDOWN_INCOMPLETE = "teardown_incomplete"
+        INTERNAL = "internal"
+
+    TERMINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+    # The order a healthy run goes through; used for the timeline and the progress display.
+    LIFECYCLE = (
+        State.QUEUED,
+        State.CONNECTING,
+        State.PREFLIGHT,
+        State.LAUNCHING,
+        State.LOADING,
+        State.WARMING,
+        State.READY,
+        State.VERIFYING,
+        State.BENCHMARKING,
+        State.TEARDOWN,
+        State.SUCCEEDED,
+    )
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE)
+    config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
+    host = models.ForeignKey(Host, on_delete=models.PROTECT)
+    sequence = models.PositiveIntegerField(help_text="Position in the experiment's interleaved schedule.")
+    launch_index = models.PositiveIntegerField(default=0)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
+    timeline = models.JSONField(default=list, blank=True)
+    failure_kind = models.CharField(max_length=32, choices=FailureKind.choices, blank=True)
+    failure_message = models.TextField(blank=True)
+    failure_excerpt = models.TextField(blank=True)
+    failure_first_line = models.PositiveIntegerField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    worker = models.CharField(max_length=255, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    server_port = models.PositiveIntegerField(null=True, blank=True)
+    remote_pid = models.PositiveIntegerField(null=True, blank=True)
+    remote_pgid = models.PositiveIntegerField(null=True, blank=True)
+    remote_pids = models.JSONField(default=list, blank=True)
+    log_path = models.CharField(max_length=1024, blank=True)
+    log_offset = models.BigIntegerField(default=0)
+    log_lines = models.PositiveIntegerField(default=0)
+    loading_progress = models.PositiveSmallIntegerField(null=True, blank=True)
+    effective_args = models.JSONField(default=dict, blank=True)
+    # The latest structured facts read from the log (Decode-batch figures, custom metrics), so a page reload
+    # shows what the live stream showed.
+    live_facts = models.JSONField(default=dict, blank=True)
+    launch_command = models.TextField(blank=True)
+    benchmark_cell = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["experiment_id", "sequence"]
+        constraints = [models.UniqueConstraint(fields=["experiment", "sequence"], name="run_sequence_unique")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.config.name})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("run_detail", args=[self.pk])
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in self.TERMINAL_STATES
+
+    @property
+    def can_cancel(self) -> bool:
+        return not self.is_finished and not self.cancel_requested
+
+    @property
+    def is_live(self) -> bool:
+        return not self.is_finished and self.state != self.State.QUEUED
+
+    def phases(self) -> list[dict[str, Any]]:
+        """Each state the run went through with its start and duration in seconds (the last is open if live)."""
+        out = []
+        entries = self.timeline
+        for i, entry in enumerate(entries):
+            start = entry["at"]
+            end = entries[i + 1]["at"] if i + 1 < len(entries) else None
+            duration = None
+            if end is not None:
+                duration = round(
+                    (_parse_time(end) - _parse_time(start)).total_seconds(),
+                    3,
+                )
+            out.append({"state": entry["state"], "at": start, "duration_s": duration})
+        return out
+
+    # Server args worth seeing beside the request: what the config sets, and what SGLang decides on its own.
+    SHOWN_SERVER_ARGS = (
+        "model_path",
+        "tp_size",
+        "speculative_algorithm",
+        "speculative_draft_model_path",
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_num_draft_tokens",
+        "disable_overlap_schedule",
+        "max_running_requests",
+        "mem_fraction_static",
+        "context_length",
+        "cuda_graph_max_bs",
+    )
+
+    def requested_vs_effective(self) -> list[dict[str, Any]]:
+        """Rows of (arg, what the config asked, what the server runs); `differs` when a request was not honoured."""
+        requested = {k: v for k, v in self.config.launch_spec().items() if v not in (None, "", [], {})}
+        requested.update((self.config.expect or {}).get("server_args", {}))
+        rows = []
+        for arg in dict.fromkeys([*self.SHOWN_SERVER_ARGS, *requested]):
+            if arg not in self.SHOWN_SERVER_ARGS and arg not in self.effective_args:
+                continue  # env, extra_args, expectations: not server args
+            want, have = requested.get(arg), self.effective_args.get(arg)
+            rows.append(
+                {"arg": arg, "requested": want, "effective": have, "differs": want is not None and want != have}
+            )
+        return rows
+
+    def failure(self) -> dict[str, Any] | None:
+        if not self.failure_kind:
+            return None
+        return {
+            "kind": self.failure_kind,
+            "message": self.failure_message,
+            "excerpt": self.failure_excerpt,
+            "first_line": self.failure_first_line,
+        }
+
+
+def _parse_time(value: str):
+    from datetime import datetime
+
+    return datetime.fromisoformat(value)
+
+
+class Measurement(models.Model):
+    """One benchmark cell: a (run, pass, concurrency) result of the benchmark client."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE)
+    pass_index = models.PositiveIntegerField()
+    concurrency = models.PositiveIntegerField()
+    completed = models.PositiveIntegerField()
+    failed = models.PositiveIntegerField(default=0)
+    duration_s = models.FloatField()
+    output_throughput = models.FloatField()
+    total_throughput = models.FloatField()
+    request_throughput = models.FloatField()
+    input_throughput = models.FloatField(default=0)
+    accept_length = models.FloatField(null=True, blank=True, help_text="From the requests' meta_info.")
+    server_accept_length = models.FloatField(
+        null=True, blank=True, help_text="avg_spec_accept_length of /get_server_info, reset by /flush_cache before."
+    )
+    # The server's own Decode-batch lines logged during the cell: {lines, first_line, last_line, mean_gen_throughput,
+    # mean_accept_len, max_running_req}.
+    server_decode = models.JSONField(default=dict, blank=True)
+    mean_ttft_ms = models.FloatField(null=True)
+    median_ttft_ms = models.FloatField(null=True)
+    p90_ttft_ms = models.FloatField(null=True)
+    p99_ttft_ms = models.FloatField(null=True)
+    mean_tpot_ms = models.FloatField(null=True)
+    median_tpot_ms = models.FloatField(null=True)
+    p90_tpot_ms = models.FloatField(null=True)
+    p99_tpot_ms = models.FloatField(null=True)
+    mean_itl_ms = models.FloatField(null=True)
+    median_itl_ms = models.FloatField(null=True)
+    p90_itl_ms = models.FloatField(null=True)
+    p99_itl_ms = models.FloatField(null=True)
+    mean_e2e_latency_ms = models.FloatField(null=True)
+    median_e2e_latency_ms = models.FloatField(null=True)
+    p90_e2e_latency_ms = models.FloatField(null=True)
+    p99_e2e_latency_ms = models.FloatField(null=True)
+    raw = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    LATENCY_FIELDS = tuple(
+        f"{stat}_{metric}"
+        for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
+        for stat in ("mean", "median", "p90", "p99")
+    )
+
+    class Meta:
+        ordering = ["run_id", "pass_index", "concurrency"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "pass_index", "concurrency"], name="measurement_cell_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} pass {self.pass_index} c={self.concurrency}: {self.output_throughput:.1f} tok/s"
+
+
+class LogChunkQuerySet(models.QuerySet["LogChunk"]):
+    def lines(self, run_id: int, *, after: int, limit: int, containing: str | None = None) -> list[dict[str, Any]]:
+        """Numbered lines after line `after` (1-based), at most `limit`; with `containing`, only lines that
+        contain it, case-insensitively (the database narrows to the chunks that have a match)."""
+        chunks = self.filter(run_id=run_id).annotate(last=F("first_line") + F("line_count") - 1).filter(last__gt=after)
+        if containing:
+            chunks = chunks.filter(text__icontains=containing)
+            wanted = containing.casefold()
+        else:
+            chunks = chunks.filter(first_line__lte=after + limit)
+        out: list[dict[str, Any]] = []
+        for first_line, text in chunks.order_by("first_line").values_list("first_line", "text").iterator():
+            for i, line in enumerate(text.split("\n")):
+                n = first_line + i
+                if n <= after or (containing and wanted not in line.casefold()):
+                    continue
+                out.append({"n": n, "text": line})
+                if len(out) >= limit:
+                    return out
+        return out
+
+
+class LogChunk(models.Model):
+    """A batch of consecutive server log lines; line numbers are 1-based and contiguous per run."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE)
+    first_line = models.PositiveIntegerField()
+    line_count = models.PositiveIntegerField()
+    # PostgreSQL compresses (TOAST) values this large by itself; a 10,000-line chunk shrinks several times.
+    text = models.TextField()
+
+    objects = LogChunkQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["run_id", "first_line"]
+        constraints = [models.UniqueConstraint(fields=["run", "first_line"], name="logchunk_first_line_unique")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} lines {self.first_line}-{self.last_line}"
+
+    @property
+    def last_line(self) -> int:
+        return self.first_line + self.line_count - 1
+
+    def lines(self) -> list[str]:
+        return self.text.split("\n")
