@@ -27,7 +27,7 @@ NO_ERROR_BAR = "NaN"
 GRID_COLOR = "#e5e9f0"
 
 # (concurrency, mean, low, high): low and high bound the 95% interval of the mean, None when unknown.
-ThroughputPoint = tuple[int, float, float | None, float | None]
+Point = tuple[int, float, float | None, float | None]
 # The latency figure's panels: (metric prefix in a latency row, panel title).
 LATENCY_METRICS = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("itl_ms", "ITL (ms)"))
 
@@ -40,7 +40,7 @@ def config_colors(baseline: str, candidates: Sequence[str]) -> dict[str, str]:
 
 
 def throughput_figure(
-    series: Mapping[str, Sequence[ThroughputPoint]], *, baseline: str, colors: Mapping[str, str] | None = None
+    series: Mapping[str, Sequence[Point]], *, baseline: str, colors: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """Output throughput against concurrency: per config a line through the means and a filled 95% band.
 
@@ -171,7 +171,7 @@ def speedup_figure(
 
 
 def accept_length_figure(
-    series: Mapping[str, Sequence[ThroughputPoint]], *, colors: Mapping[str, str] | None = None
+    series: Mapping[str, Sequence[Point]], *, colors: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """Mean accept length against concurrency per speculative config, with 95% error bars."""
     colors = colors or {name: _candidate_color(position) for position, name in enumerate(series)}

@@ -24,9 +24,10 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 
 from experiments import actions
+from experiments.explanations import MODEL_METRICS
 from experiments.forms import ExperimentSubmission
 from experiments.models import Experiment, Host, Run
-from experiments.reports import MODEL_METRICS, build_report
+from experiments.reports import build_report
 from simhost import hostsetup
 
 REPO = Path(settings.BASE_DIR)

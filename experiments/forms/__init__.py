@@ -1,0 +1,50 @@
+"""Validation of everything a user submits; the JSON API feeds the same forms (one source of truth).
+
+One module per concern; everything is importable from `experiments.forms`.
+"""
+
+from .configs import BenchmarkProfileForm, ServerConfigForm
+from .hosts import HostForm
+from .review import FlagTriageForm, RerunForm
+from .submission import (
+    ExperimentForm,
+    ExperimentSubmission,
+    apply_profile_defaults,
+    config_form_data,
+    plain_errors,
+    profile_form_data,
+)
+from .values import (
+    CONTROL_CHARS,
+    ENV_NAME,
+    MAX_CONCURRENCY,
+    check_env,
+    check_extra_args,
+    format_env,
+    parse_concurrency,
+    parse_env,
+    parse_extra_args,
+)
+
+__all__ = [
+    "CONTROL_CHARS",
+    "ENV_NAME",
+    "MAX_CONCURRENCY",
+    "BenchmarkProfileForm",
+    "ExperimentForm",
+    "ExperimentSubmission",
+    "FlagTriageForm",
+    "HostForm",
+    "RerunForm",
+    "ServerConfigForm",
+    "apply_profile_defaults",
+    "check_env",
+    "check_extra_args",
+    "config_form_data",
+    "format_env",
+    "parse_concurrency",
+    "parse_env",
+    "parse_extra_args",
+    "plain_errors",
+    "profile_form_data",
+]

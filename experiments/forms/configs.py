@@ -1,0 +1,214 @@
+"""The forms of what is launched (a server config) and how it is measured (a benchmark profile)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from ..models import BenchmarkProfile, ServerConfig
+from .values import (
+    ENV_NAME,
+    check_env,
+    check_extra_args,
+    format_env,
+    no_control_chars,
+    parse_concurrency,
+    parse_env,
+    parse_extra_args,
+)
+
+
+class ServerConfigForm(forms.ModelForm):
+    env_text = forms.CharField(
+        label="Environment",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="NAME=VALUE per line",
+    )
+    extra_args_text = forms.CharField(label="Extra flags", required=False, help_text="e.g. --mem-fraction-static 0.85")
+    expect = forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    log_metrics = forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    class Meta:
+        model = ServerConfig
+        fields = [
+            "name",
+            "model_path",
+            "served_model_name",
+            "speculative_algorithm",
+            "speculative_draft_model_path",
+            "speculative_num_steps",
+            "speculative_eagle_topk",
+            "speculative_num_draft_tokens",
+            "tp_size",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["env_text"].initial = format_env(self.instance.env)
+            self.fields["extra_args_text"].initial = shlex.join(self.instance.extra_args)
+
+    def clean_model_path(self) -> str:
+        value = self.cleaned_data["model_path"].strip()
+        no_control_chars(value, "The model path")
+        return value
+
+    def clean_speculative_draft_model_path(self) -> str:
+        value = self.cleaned_data["speculative_draft_model_path"].strip()
+        no_control_chars(value, "The draft model path")
+        return value
+
+    def clean_served_model_name(self) -> str:
+        value = self.cleaned_data["served_model_name"].strip()
+        no_control_chars(value, "The served model name")
+        return value
+
+    def clean_tp_size(self) -> int:
+        value = self.cleaned_data["tp_size"]
+        if not 1 <= value <= 64:
+            raise ValidationError("TP size must be between 1 and 64.")
+        return value
+
+    # The JSON API hands env and extra_args over as given (see config_form_data); the browser sends text.
+    def clean_env_text(self) -> dict[str, str]:
+        if self.add_prefix("env") in self.data:
+            return check_env(self.data[self.add_prefix("env")])
+        return parse_env(self.cleaned_data.get("env_text") or "")
+
+    def clean_extra_args_text(self) -> list[str]:
+        if self.add_prefix("extra_args") in self.data:
+            return check_extra_args(self.data[self.add_prefix("extra_args")])
+        return parse_extra_args(self.cleaned_data.get("extra_args_text") or "")
+
+    def clean_expect(self) -> dict[str, Any]:
+        value = self.cleaned_data.get("expect") or {}
+        if not isinstance(value, dict):
+            raise ValidationError("Expectations must be a JSON object.")
+        unknown = set(value) - {"server_args", "log_contains", "env_propagated"}
+        if unknown:
+            raise ValidationError(f"Unknown expectation keys: {', '.join(sorted(unknown))}.")
+        if not isinstance(value.get("server_args", {}), dict):
+            raise ValidationError("expect.server_args must be an object of server arg -> value.")
+        for key in ("log_contains", "env_propagated"):
+            items = value.get(key, [])
+            if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+                raise ValidationError(f"expect.{key} must be a list of non-empty strings.")
+        for name in value.get("env_propagated", []):
+            if not ENV_NAME.match(name):
+                raise ValidationError(f"{name!r} is not a valid environment variable name.")
+        return value
+
+    def clean_log_metrics(self) -> dict[str, str]:
+        value = self.cleaned_data.get("log_metrics") or {}
+        if not isinstance(value, dict):
+            raise ValidationError("Log metrics must be a JSON object of name -> regex.")
+        for name, pattern in value.items():
+            if not isinstance(pattern, str):
+                raise ValidationError(f"The pattern of {name!r} must be a string.")
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise ValidationError(f"The pattern of {name!r} is not a valid regex: {exc}.") from exc
+            if name not in compiled.groupindex:
+                raise ValidationError(f"The pattern of {name!r} needs a named group (?P<{name}>...).")
+        return value
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        algorithm = data.get("speculative_algorithm") or ""
+        spec_fields = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+        values = {f: data.get(f) for f in spec_fields}
+        if not algorithm:
+            for field in (*spec_fields, "speculative_draft_model_path"):
+                if data.get(field):
+                    self.add_error(field, "Only a speculative config (algorithm set) takes this.")
+            return data
+        if algorithm in {"EAGLE", "EAGLE3"} and not data.get("speculative_draft_model_path"):
+            self.add_error("speculative_draft_model_path", f"{algorithm} needs a draft model path.")
+        given = [f for f, v in values.items() if v is not None]
+        if given and len(given) != len(spec_fields):
+            # SGLang asserts this too: it only auto-chooses all three together.
+            for field in set(spec_fields) - set(given):
+                self.add_error(field, "Set steps, topk and draft tokens together, or leave all three empty.")
+            return data
+        for field, value in values.items():
+            if value is not None and value < 1:
+                self.add_error(field, "Must be at least 1.")
+        steps, topk, draft = (values[f] for f in spec_fields)
+        if topk == 1 and steps and draft and draft != steps + 1:
+            self.add_error(
+                "speculative_num_draft_tokens",
+                f"With topk 1 SGLang forces draft tokens to steps + 1 = {steps + 1}; "
+                f"set {steps + 1} so the stored config says what runs.",
+            )
+        return data
+
+    def save_unsaved(self) -> ServerConfig:
+        """The validated config as an unsaved instance (the action saves it with everything else)."""
+        config = self.save(commit=False)
+        config.env = self.cleaned_data["env_text"]
+        config.extra_args = self.cleaned_data["extra_args_text"]
+        config.expect = self.cleaned_data["expect"]
+        config.log_metrics = self.cleaned_data["log_metrics"]
+        return config
+
+
+class BenchmarkProfileForm(forms.ModelForm):
+    concurrency_text = forms.CharField(label="Concurrency levels", initial="1, 4", help_text="comma-separated")
+
+    class Meta:
+        model = BenchmarkProfile
+        fields = [
+            "input_len",
+            "output_len",
+            "num_prompts",
+            "warmup_requests",
+            "passes",
+            "launches",
+            "seed",
+            "request_timeout_s",
+            "readiness_timeout_s",
+            "stall_timeout_s",
+        ]
+
+    LIMITS = {
+        "input_len": (1, 1_000_000),
+        "output_len": (2, 1_000_000),
+        "num_prompts": (1, 100_000),
+        "warmup_requests": (0, 100),
+        "passes": (1, 50),
+        "launches": (1, 50),
+        "request_timeout_s": (1, 24 * 3600),
+        "readiness_timeout_s": (10, 24 * 3600),
+        "stall_timeout_s": (5, 24 * 3600),
+    }
+
+    def clean_concurrency_text(self) -> list[int]:
+        return parse_concurrency(self.cleaned_data["concurrency_text"])
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        for field, (low, high) in self.LIMITS.items():
+            value = data.get(field)
+            if value is not None and not low <= value <= high:
+                self.add_error(field, f"Must be between {low} and {high}.")
+        levels = data.get("concurrency_text")
+        if levels and data.get("num_prompts") and data["num_prompts"] < max(levels):
+            self.add_error(
+                "num_prompts",
+                f"At least {max(levels)} prompts are needed to keep {max(levels)} requests in flight.",
+            )
+        return data
+
+    def save_unsaved(self, name: str) -> BenchmarkProfile:
+        profile = self.save(commit=False)
+        profile.name = name
+        profile.concurrency = self.cleaned_data["concurrency_text"]
+        return profile

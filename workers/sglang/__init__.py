@@ -1,0 +1,44 @@
+"""The SGLang adapter: the launch command, and the facts carried by the lines a server logs.
+
+Pure: no Django and no I/O, so the orchestrator, the tests and the simulator agree on one reading of the
+log. Formats follow ../shared/reference/sglang-interface.md (§3, §4) for all three eras: 0.4.x-0.5.3
+(`Decode batch.`), 0.5.4-0.5.12 (`Decode batch,`) and 0.5.14+ (arg groups, new capture lines).
+Nothing here raises on unexpected text: a log is whatever the host wrote, progress-bar debris included.
+One module per concern; everything is importable from `workers.sglang`.
+"""
+
+from .facts import (
+    FAILURE_KINDS,
+    MILESTONES,
+    DecodeStats,
+    Failure,
+    FailureSignal,
+    LogFact,
+    Milestone,
+    PrefillStats,
+    ServerArgsDump,
+    ShardProgress,
+)
+from .failures import find_failure, find_usage_error
+from .launch import arg_mismatches, flag_int, launch_argv
+from .loglines import parse_line, split_prefix
+
+__all__ = [
+    "FAILURE_KINDS",
+    "MILESTONES",
+    "DecodeStats",
+    "Failure",
+    "FailureSignal",
+    "LogFact",
+    "Milestone",
+    "PrefillStats",
+    "ServerArgsDump",
+    "ShardProgress",
+    "arg_mismatches",
+    "find_failure",
+    "find_usage_error",
+    "flag_int",
+    "launch_argv",
+    "parse_line",
+    "split_prefix",
+]
