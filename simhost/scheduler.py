@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from simhost import args as sargs
-from simhost import gpu, lines, logs, speed, versions
+from simhost import gpu, lines, logs, speed, tracebacks, versions
 
-SGLANG = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
 GIB = 1 << 30
 
 
@@ -45,179 +44,6 @@ class RankJob:
 
 class SchedulerError(Exception):
     """Carries the traceback text SGLang would print for a scheduler failure."""
-
-
-def _tb(frames: list[tuple[str, int, str, str]], error: str) -> str:
-    body = "".join(
-        f'  File "{path if path.startswith("/") else f"{SGLANG}/{path}"}", line {line}, in {func}\n    {code}\n'
-        for path, line, func, code in frames
-    )
-    return f"Traceback (most recent call last):\n{body}{error}"
-
-
-_INIT_FRAMES = [
-    ("managers/scheduler.py", 3049, "run_scheduler_process", "scheduler = Scheduler("),
-    ("managers/scheduler.py", 350, "__init__", "self.init_model_worker()"),
-    ("managers/scheduler.py", 540, "init_model_worker", "self.maybe_init_draft_worker()"),
-]
-
-
-def context_error_traceback(target_len: int, derived: int) -> str:
-    frames = [
-        *_INIT_FRAMES,
-        ("managers/scheduler.py", 512, "maybe_init_draft_worker", "self.draft_worker = DraftWorkerClass("),
-        ("speculative/eagle_worker.py", 115, "__init__", "super().__init__("),
-        ("managers/tp_worker.py", 88, "__init__", "self._init_model_config()"),
-        (
-            "managers/tp_worker.py",
-            145,
-            "_init_model_config",
-            "self.model_config = ModelConfig.from_server_args(",
-        ),
-        ("configs/model_config.py", 243, "from_server_args", "return ModelConfig("),
-        ("configs/model_config.py", 160, "__init__", "self._derive_context_length(context_length)"),
-        ("configs/model_config.py", 329, "_derive_context_length", "raise ValueError("),
-    ]
-    return _tb(
-        frames,
-        f"ValueError: {context_message(True, target_len, derived)} To allow overriding this "
-        "maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
-    )
-
-
-def context_message(is_draft: bool, context_len: int, derived: int) -> str:
-    reason = "Target model's" if is_draft else "User-specified"
-    return (
-        f"Warning: {reason} context_length ({context_len}) is greater than the derived context_length "
-        f"({derived}). This may lead to incorrect model outputs or CUDA errors. Note that the derived "
-        "context_length may differ from max_position_embeddings in the model's config."
-    )
-
-
-def _oom_traceback(rank: int, ver: versions.Version) -> str:
-    removed = ver.cuda_graph_max_bs_flag == "removed"
-    item2 = "--cuda-graph-max-bs-decode" if removed else "--cuda-graph-max-bs"
-    item4 = (
-        "disable decode CUDA graph by --cuda-graph-backend-decode=disabled."
-        if removed
-        else "disable CUDA graph by --disable-cuda-graph."
-    )
-    frames = [
-        ("managers/scheduler.py", 3049, "run_scheduler_process", "scheduler = Scheduler("),
-        ("managers/scheduler.py", 350, "__init__", "self.init_model_worker()"),
-        ("managers/scheduler.py", 528, "init_model_worker", "self.tp_worker = TpModelWorker("),
-        ("managers/tp_worker.py", 121, "__init__", "self._model_runner = ModelRunner("),
-        ("model_executor/model_runner.py", 366, "__init__", "self.initialize(min_per_gpu_memory)"),
-        ("model_executor/model_runner.py", 532, "initialize", "self.init_device_graphs()"),
-        (
-            "model_executor/model_runner.py",
-            2150,
-            "init_device_graphs",
-            "self.graph_runner = graph_runners[self.device](self)",
-        ),
-        ("model_executor/cuda_graph_runner.py", 398, "__init__", "raise Exception("),
-    ]
-    return _tb(
-        frames,
-        (
-            "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB. "
-            f"GPU {rank} has a total capacity of 139.81 GiB of which 1.12 GiB is free. Including non-PyTorch memory, "
-            "this process has 138.68 GiB memory in use. Of the allocated memory 131.40 GiB is allocated by PyTorch, "
-            "and 1.51 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
-            "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
-            "Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)\n"
-            "Possible solutions:\n"
-            "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
-            f"2. set {item2} to a smaller value (e.g., 16)\n"
-            "3. disable torch compile by not using --enable-torch-compile\n"
-            f"4. {item4} (Not recommended. Huge performance loss)\n"
-            "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose "
-        ),
-    )
-
-
-def _memory_traceback(mfs: float) -> str:
-    frames = [
-        ("managers/scheduler.py", 3049, "run_scheduler_process", "scheduler = Scheduler("),
-        ("managers/scheduler.py", 350, "__init__", "self.init_model_worker()"),
-        ("managers/scheduler.py", 528, "init_model_worker", "self.tp_worker = TpModelWorker("),
-        ("managers/tp_worker.py", 121, "__init__", "self._model_runner = ModelRunner("),
-        ("model_executor/model_runner.py", 366, "__init__", "self.initialize(min_per_gpu_memory)"),
-        ("model_executor/model_runner.py", 501, "initialize", "self.init_memory_pool("),
-        ("model_executor/model_runner.py", 1843, "init_memory_pool", "raise RuntimeError("),
-    ]
-    return _tb(
-        frames,
-        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-        f"Current value: self.server_args.mem_fraction_static={mfs}",
-    )
-
-
-def _device_traceback() -> str:
-    frames = [
-        ("managers/scheduler.py", 3049, "run_scheduler_process", "scheduler = Scheduler("),
-        ("managers/scheduler.py", 350, "__init__", "self.init_model_worker()"),
-        ("managers/scheduler.py", 528, "init_model_worker", "self.tp_worker = TpModelWorker("),
-        ("managers/tp_worker.py", 121, "__init__", "self._model_runner = ModelRunner("),
-        (
-            "model_executor/model_runner.py",
-            330,
-            "__init__",
-            "torch.get_device_module(self.device).set_device(self.gpu_id)",
-        ),
-    ]
-    return _tb(
-        frames,
-        "RuntimeError: CUDA error: invalid device ordinal\nCUDA kernel errors might be "
-        "asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
-    )
-
-
-def request_crash_traceback(speculative: bool) -> str:
-    frames = [
-        ("managers/scheduler.py", 3114, "run_scheduler_process", "scheduler.event_loop_normal()"),
-        (
-            "/usr/local/lib/python3.12/dist-packages/torch/utils/_contextlib.py",
-            120,
-            "decorate_context",
-            "return func(*args, **kwargs)",
-        ),
-        ("managers/scheduler.py", 1061, "event_loop_normal", "result = self.run_batch(batch)"),
-        (
-            "managers/scheduler.py",
-            2283,
-            "run_batch",
-            "batch_result = self.model_worker.forward_batch_generation(batch_or_worker_batch)",
-        ),
-    ]
-    if speculative:
-        frames += [
-            (
-                "speculative/eagle_worker.py",
-                289,
-                "forward_batch_generation",
-                "logits_output, next_token_ids, seq_lens_cpu = self.forward_target_extend(",
-            ),
-            (
-                "speculative/eagle_worker.py",
-                332,
-                "forward_target_extend",
-                "batch_result = self.target_worker.forward_batch_generation(model_worker_batch)",
-            ),
-        ]
-    frames += [
-        (
-            "managers/tp_worker.py",
-            397,
-            "forward_batch_generation",
-            "logits_output, can_run_cuda_graph = self.model_runner.forward(",
-        ),
-        ("model_executor/model_runner.py", 2270, "forward", "output = self._forward_raw("),
-        ("model_executor/model_runner.py", 2331, "_forward_raw", "ret = self.forward_extend("),
-        ("models/deepseek_v2.py", 2987, "forward", "hidden_states = self.model("),
-        ("models/deepseek_v2.py", 2790, "forward", "num_tokens = hidden_states.shape[0]"),
-    ]
-    return _tb(frames, "AttributeError: 'NoneType' object has no attribute 'shape'")
 
 
 # ----------------------------------------------------------------------------------------------- the process
@@ -306,7 +132,7 @@ class _Rank:
         start = time.monotonic()
         self.sleep("init")
         if ordinal >= len(visible):
-            self.fail(_device_traceback())
+            self.fail(tracebacks.device_traceback())
         self.gpu_index = visible[ordinal]
         others = gpu.used_mib(exclude_pid=os.getpid()).get(self.gpu_index, 0) / 1024
         init_use = 1.96 if job.tp_size > 1 else 0.0
@@ -332,7 +158,7 @@ class _Rank:
 
         rest = avail - self.total_gb * (1 - mfs)
         if rest <= 0:
-            self.fail(_memory_traceback(mfs))
+            self.fail(tracebacks.memory_traceback(mfs))
         draft_weights = 0.0
         if job.draft is not None:
             draft_weights = (job.draft_index or {}).get("metadata", {}).get("total_size", GIB) / job.tp_size / GIB
@@ -420,8 +246,8 @@ class _Rank:
         derived = job.draft.get("max_position_embeddings", 2048)
         if context_len > derived:
             if os.environ.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "").lower() not in ("1", "true"):
-                self.fail(context_error_traceback(context_len, derived))
-            self.log(context_message(True, context_len, derived))
+                self.fail(tracebacks.context_error_traceback(context_len, derived))
+            self.log(tracebacks.context_message(True, context_len, derived))
             self.log(f"Overriding the draft model's max_position_embeddings to {context_len}.")
         if self.ver.init_line != "none":
             self.log("Init torch distributed begin.")
@@ -469,7 +295,7 @@ class _Rank:
     def _maybe_oom(self, phase: str) -> None:
         if "oom_capture" in self.job.faults:
             self.sleep(phase, 0.5)
-            self.fail(_oom_traceback(self.gpu_index, self.ver))
+            self.fail(tracebacks.oom_traceback(self.gpu_index, self.ver))
 
     def _capture_c(
         self, what: str, avail: float, usage: float, phase: str, bs: list[int], per_req: int, target: bool = False
@@ -501,7 +327,7 @@ class _Rank:
             except (EOFError, OSError):
                 message = ("parent_gone",)
             if message[0] == "crash":
-                self.fail(request_crash_traceback(bool(self.a["speculative_algorithm"])))
+                self.fail(tracebacks.request_crash_traceback(bool(self.a["speculative_algorithm"])))
             if message[0] == "flood":
                 threading.Thread(target=self.flood, args=(float(message[1]),), daemon=True).start()
                 continue

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import http
-import json
 import os
 import time
 import uuid
@@ -15,53 +14,12 @@ from typing import Any
 from aiohttp import web
 
 from simhost import args as sargs
-from simhost import logs, versions
-from simhost.engine import Engine, Request, word_ids
+from simhost import logs
+from simhost.engine import Engine, Request
+from simhost.http_common import STATE, ServerState, _dumps, _error, _json, _prompt_ids, _sse, _start, _updates
+from simhost.openai_api import openai
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
-
-def _json(obj: Any, status: int = 200) -> web.Response:
-    return web.Response(text=_dumps(obj), status=status, content_type="application/json")
-
-
-def _error(message: str, status: int = 400) -> web.Response:
-    return _json(
-        {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": status},
-        status,
-    )
-
-
-@dataclasses.dataclass
-class ServerState:
-    args: Any
-    engine: Engine
-    ready: dict[str, Any]
-    target: dict[str, Any]
-    faults: frozenset[str]
-    status: str = "starting"  # starting | up | shutdown
-    up_since: float = 0.0
-    flaky_seconds: float = 5.0
-    health_poll: float = 1.0
-    crash: Callable[[], None] | None = None  # crash_on_first_request / crash_mid_benchmark
-    crash_after: int = 0
-    argv: list[str] = dataclasses.field(
-        default_factory=list
-    )  # finished non-warm-up requests before the next one crashes
-    version: versions.Version = dataclasses.field(default_factory=versions.current)
-    started: float = dataclasses.field(default_factory=time.time)
-    created: int = dataclasses.field(default_factory=lambda: int(time.time()))
-
-    @property
-    def context_len(self) -> int:
-        return int(self.ready["context_len"])
-
-
-STATE: web.AppKey[ServerState] = web.AppKey("state", ServerState)
 
 
 async def _on_prepare(request: web.Request, response: web.StreamResponse) -> None:
@@ -291,48 +249,6 @@ async def metrics(request: web.Request) -> web.Response:
 # ----------------------------------------------------------------------------------------------- generation
 
 
-def _prompt_ids(state: ServerState, text: Any, input_ids: Any) -> list[int] | None:
-    vocab = int(state.target.get("vocab_size", 32000))
-    if isinstance(input_ids, list) and input_ids and all(isinstance(t, int) for t in input_ids):
-        return list(input_ids)
-    if isinstance(text, str):
-        return word_ids(text.split(), vocab) or [0]
-    return None
-
-
-async def _start(state: ServerState, ids: list[int], max_new: int, warmup: bool) -> Request | web.Response:
-    if len(ids) >= state.context_len:
-        return _error(
-            f"The input ({len(ids)} tokens) is longer than the model's context length ({state.context_len} tokens)."
-        )
-    if not warmup and "reject_requests" in state.faults:
-        # Up and healthy, yet every real generation fails: what a broken tokenizer or sampler looks like from outside.
-        return _error("Internal server error: generation failed (simhost fault reject_requests).", status=500)
-    if not warmup and state.crash is not None and state.engine.stats.finished_requests >= state.crash_after:
-        crash, state.crash = state.crash, None
-        crash()
-        await asyncio.Future()  # the scheduler is gone; the client hangs until the process tree dies
-    req = Request(input_ids=ids, max_new_tokens=max(1, max_new), kind="warmup" if warmup else "generate")
-    state.engine.submit(req)
-    return req
-
-
-async def _updates(req: Request):  # type: ignore[no-untyped-def]
-    """Yield once per engine step that touched the request, until it finishes."""
-    while True:
-        await req.changed.wait()
-        req.changed.clear()
-        yield
-        if req.finished:
-            return
-
-
-async def _sse(request: web.Request) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-    await resp.prepare(request)
-    return resp
-
-
 async def generate(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     try:
@@ -402,136 +318,6 @@ class _GenerateEvents:
                 for step in steps
             ]
         ).encode()
-
-
-def _messages_ids(state: ServerState, messages: Any) -> list[int]:
-    words: list[str] = []
-    for message in messages if isinstance(messages, list) else []:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            content = " ".join(part.get("text", "") for part in content if isinstance(part, dict))
-        words += ["<|im_start|>", str(message.get("role", "user")), *str(content or "").split(), "<|im_end|>"]
-    return word_ids(words, int(state.target.get("vocab_size", 32000))) or [0]
-
-
-async def openai(request: web.Request) -> web.StreamResponse:
-    """/v1/completions and /v1/chat/completions."""
-    state = request.app[STATE]
-    chat = request.path.endswith("/chat/completions")
-    try:
-        body = await request.json()
-    except ValueError:
-        return _error("Invalid JSON body")
-    if chat:
-        ids: list[int] | None = _messages_ids(state, body.get("messages"))
-    else:
-        prompt = body.get("prompt")
-        if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
-            prompt = prompt[0]
-        ids = _prompt_ids(
-            state, prompt if isinstance(prompt, str) else None, prompt if isinstance(prompt, list) else None
-        )
-    if ids is None:
-        return _error("prompt is required")
-    max_new = body.get("max_completion_tokens") or body.get("max_tokens") or (None if chat else 16)
-    if max_new is None:
-        max_new = state.context_len - len(ids)
-    started = await _start(state, ids, int(max_new), False)
-    if isinstance(started, web.Response):
-        return started
-    req = started
-    rid = req.rid
-    model_name = body.get("model") or state.args.served_model_name
-    obj = "chat.completion" if chat else "text_completion"
-    head = {
-        "id": rid,
-        "object": obj + (".chunk" if body.get("stream") and chat else ""),
-        "created": int(time.time()),
-        "model": model_name,
-    }
-
-    def usage(full: bool) -> dict[str, Any]:
-        u: dict[str, Any] = {
-            "prompt_tokens": len(ids),
-            "total_tokens": len(ids) + len(req.output_ids),
-            "completion_tokens": len(req.output_ids),
-        }
-        if full:  # chat dumps nulls; the completions usage chunk is dumped with exclude_none
-            u["prompt_tokens_details"] = None
-        u["reasoning_tokens"] = 0
-        return u
-
-    if not body.get("stream"):
-        async for _ in _updates(req):
-            pass
-        if chat:
-            choice: dict[str, Any] = {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": req.text.lstrip(),
-                    "reasoning_content": None,
-                    "tool_calls": None,
-                },
-            }
-        else:
-            choice = {"index": 0, "text": req.text}
-        choice |= {"logprobs": None, "finish_reason": "length", "matched_stop": None}
-        return _json({**head, "choices": [choice], "usage": usage(True), "metadata": None})
-
-    resp = await _sse(request)
-
-    def event(choices: list[dict[str, Any]], use: dict[str, Any] | None = None) -> str:
-        return f"data: {_dumps({**head, 'choices': choices, 'usage': use})}\n\n"
-
-    async def send(choices: list[dict[str, Any]], use: dict[str, Any] | None = None) -> None:
-        await resp.write(event(choices, use).encode())
-
-    def delta(text: str | None, role: str | None = None) -> dict[str, Any]:
-        return {"role": role, "content": text, "reasoning_content": None, "tool_calls": None}
-
-    if chat:
-        await send(
-            [
-                {
-                    "index": 0,
-                    "delta": delta("", "assistant"),
-                    "logprobs": None,
-                    "finish_reason": None,
-                    "matched_stop": None,
-                }
-            ]
-        )
-    sent_steps, sent_chars = 0, 0
-    async for _ in _updates(req):
-        pieces = []
-        for step in req.step_ends[sent_steps:]:  # one delta per engine step, however many steps passed
-            piece, sent_chars = req.text[sent_chars : step.text_chars], step.text_chars
-            last = req.finished and step.tokens == len(req.output_ids)
-            final = "length" if last and not chat else None
-            body_piece: dict[str, Any] = {"delta": delta(piece)} if chat else {"text": piece}
-            pieces.append(
-                event([{"index": 0, **body_piece, "logprobs": None, "finish_reason": final, "matched_stop": None}])
-            )
-        sent_steps = len(req.step_ends)
-        if pieces:
-            await resp.write("".join(pieces).encode())
-    if chat:
-        await send(
-            [
-                {
-                    "index": 0,
-                    "delta": delta(None),
-                    "logprobs": None,
-                    "finish_reason": "length",
-                    "matched_stop": None,
-                }
-            ]
-        )
-    if (body.get("stream_options") or {}).get("include_usage"):
-        await send([], usage(chat))
-    await resp.write(b"data: [DONE]\n\n")
-    return resp
 
 
 def build_app(state: ServerState) -> web.Application:
