@@ -15,16 +15,16 @@ from simhost import versions
 from simhost.engine import Engine, Request, word_ids
 
 
-def _dumps(obj: Any) -> str:
+def dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def _json(obj: Any, status: int = 200) -> web.Response:
-    return web.Response(text=_dumps(obj), status=status, content_type="application/json")
+def json_response(obj: Any, status: int = 200) -> web.Response:
+    return web.Response(text=dumps(obj), status=status, content_type="application/json")
 
 
-def _error(message: str, status: int = 400) -> web.Response:
-    return _json(
+def error_response(message: str, status: int = 400) -> web.Response:
+    return json_response(
         {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": status},
         status,
     )
@@ -60,7 +60,7 @@ STATE: web.AppKey[ServerState] = web.AppKey("state", ServerState)
 # ----------------------------------------------------------------------------------------------- generation
 
 
-def _prompt_ids(state: ServerState, text: Any, input_ids: Any) -> list[int] | None:
+def prompt_ids(state: ServerState, text: Any, input_ids: Any) -> list[int] | None:
     vocab = int(state.target.get("vocab_size", 32000))
     if isinstance(input_ids, list) and input_ids and all(isinstance(t, int) for t in input_ids):
         return list(input_ids)
@@ -69,14 +69,14 @@ def _prompt_ids(state: ServerState, text: Any, input_ids: Any) -> list[int] | No
     return None
 
 
-async def _start(state: ServerState, ids: list[int], max_new: int, warmup: bool) -> Request | web.Response:
+async def start_request(state: ServerState, ids: list[int], max_new: int, warmup: bool) -> Request | web.Response:
     if len(ids) >= state.context_len:
-        return _error(
+        return error_response(
             f"The input ({len(ids)} tokens) is longer than the model's context length ({state.context_len} tokens)."
         )
     if not warmup and "reject_requests" in state.faults:
         # Up and healthy, yet every real generation fails: what a broken tokenizer or sampler looks like from outside.
-        return _error("Internal server error: generation failed (simhost fault reject_requests).", status=500)
+        return error_response("Internal server error: generation failed (simhost fault reject_requests).", status=500)
     if not warmup and state.crash is not None and state.engine.stats.finished_requests >= state.crash_after:
         crash, state.crash = state.crash, None
         crash()
@@ -86,7 +86,7 @@ async def _start(state: ServerState, ids: list[int], max_new: int, warmup: bool)
     return req
 
 
-async def _updates(req: Request):  # type: ignore[no-untyped-def]
+async def stream_updates(req: Request):  # type: ignore[no-untyped-def]
     """Yield once per engine step that touched the request, until it finishes."""
     while True:
         await req.changed.wait()
@@ -96,7 +96,7 @@ async def _updates(req: Request):  # type: ignore[no-untyped-def]
             return
 
 
-async def _sse(request: web.Request) -> web.StreamResponse:
+async def sse_response(request: web.Request) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
     return resp

@@ -8,7 +8,17 @@ from typing import Any
 from aiohttp import web
 
 from simhost.engine import word_ids
-from simhost.http_common import STATE, ServerState, _dumps, _error, _json, _prompt_ids, _sse, _start, _updates
+from simhost.http_common import (
+    STATE,
+    ServerState,
+    dumps,
+    error_response,
+    json_response,
+    prompt_ids,
+    sse_response,
+    start_request,
+    stream_updates,
+)
 
 
 def _messages_ids(state: ServerState, messages: Any) -> list[int]:
@@ -28,22 +38,22 @@ async def openai(request: web.Request) -> web.StreamResponse:
     try:
         body = await request.json()
     except ValueError:
-        return _error("Invalid JSON body")
+        return error_response("Invalid JSON body")
     if chat:
         ids: list[int] | None = _messages_ids(state, body.get("messages"))
     else:
         prompt = body.get("prompt")
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]
-        ids = _prompt_ids(
+        ids = prompt_ids(
             state, prompt if isinstance(prompt, str) else None, prompt if isinstance(prompt, list) else None
         )
     if ids is None:
-        return _error("prompt is required")
+        return error_response("prompt is required")
     max_new = body.get("max_completion_tokens") or body.get("max_tokens") or (None if chat else 16)
     if max_new is None:
         max_new = state.context_len - len(ids)
-    started = await _start(state, ids, int(max_new), False)
+    started = await start_request(state, ids, int(max_new), False)
     if isinstance(started, web.Response):
         return started
     req = started
@@ -69,7 +79,7 @@ async def openai(request: web.Request) -> web.StreamResponse:
         return u
 
     if not body.get("stream"):
-        async for _ in _updates(req):
+        async for _ in stream_updates(req):
             pass
         if chat:
             choice: dict[str, Any] = {
@@ -84,12 +94,12 @@ async def openai(request: web.Request) -> web.StreamResponse:
         else:
             choice = {"index": 0, "text": req.text}
         choice |= {"logprobs": None, "finish_reason": "length", "matched_stop": None}
-        return _json({**head, "choices": [choice], "usage": usage(True), "metadata": None})
+        return json_response({**head, "choices": [choice], "usage": usage(True), "metadata": None})
 
-    resp = await _sse(request)
+    resp = await sse_response(request)
 
     def event(choices: list[dict[str, Any]], use: dict[str, Any] | None = None) -> str:
-        return f"data: {_dumps({**head, 'choices': choices, 'usage': use})}\n\n"
+        return f"data: {dumps({**head, 'choices': choices, 'usage': use})}\n\n"
 
     async def send(choices: list[dict[str, Any]], use: dict[str, Any] | None = None) -> None:
         await resp.write(event(choices, use).encode())
@@ -110,7 +120,7 @@ async def openai(request: web.Request) -> web.StreamResponse:
             ]
         )
     sent_steps, sent_chars = 0, 0
-    async for _ in _updates(req):
+    async for _ in stream_updates(req):
         pieces = []
         for step in req.step_ends[sent_steps:]:  # one delta per engine step, however many steps passed
             piece, sent_chars = req.text[sent_chars : step.text_chars], step.text_chars

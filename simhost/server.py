@@ -16,7 +16,17 @@ from aiohttp import web
 from simhost import args as sargs
 from simhost import logs
 from simhost.engine import Engine, Request
-from simhost.http_common import STATE, ServerState, _dumps, _error, _json, _prompt_ids, _sse, _start, _updates
+from simhost.http_common import (
+    STATE,
+    ServerState,
+    dumps,
+    error_response,
+    json_response,
+    prompt_ids,
+    sse_response,
+    start_request,
+    stream_updates,
+)
 from simhost.openai_api import openai
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -38,9 +48,9 @@ async def _not_found_as_json(request: web.Request, handler: Handler) -> web.Stre
     try:
         return await handler(request)
     except web.HTTPNotFound:
-        return _json({"detail": "Not Found"}, 404)
+        return json_response({"detail": "Not Found"}, 404)
     except web.HTTPMethodNotAllowed:
-        return _json({"detail": "Method Not Allowed"}, 405)
+        return json_response({"detail": "Method Not Allowed"}, 405)
 
 
 # ----------------------------------------------------------------------------------------------- health/info
@@ -101,7 +111,7 @@ async def model_info(request: web.Request) -> web.Response:
             "tool_call_parser": a.tool_call_parser,
             "disaggregation_mode": "null",
         }
-    return _json(info)
+    return json_response(info)
 
 
 def server_info_dict(state: ServerState) -> dict[str, Any]:
@@ -143,7 +153,7 @@ async def server_info(request: web.Request) -> web.Response:
             "Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
             "Please use '/server_info' instead."
         )
-    return _json(server_info_dict(request.app[STATE]))
+    return json_response(server_info_dict(request.app[STATE]))
 
 
 def _model_card(state: ServerState) -> dict[str, Any]:
@@ -160,14 +170,14 @@ def _model_card(state: ServerState) -> dict[str, Any]:
 
 
 async def models(request: web.Request) -> web.Response:
-    return _json({"object": "list", "data": [_model_card(request.app[STATE])]})
+    return json_response({"object": "list", "data": [_model_card(request.app[STATE])]})
 
 
 async def model(request: web.Request) -> web.Response:
     state = request.app[STATE]
     name = request.match_info["model"]
     if name != state.args.served_model_name:
-        return _json(
+        return json_response(
             {
                 "error": {
                     "message": f"The model '{name}' does not exist",
@@ -178,7 +188,7 @@ async def model(request: web.Request) -> web.Response:
             },
             404,
         )
-    return _json(_model_card(state))
+    return json_response(_model_card(state))
 
 
 async def flush_cache(request: web.Request) -> web.Response:
@@ -203,7 +213,7 @@ async def flush_cache(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     state = request.app[STATE]
     if not state.args.enable_metrics:
-        return _json({"detail": "Not Found"}, 404)
+        return json_response({"detail": "Not Found"}, 404)
     e = state.engine
     st = e.stats
     used, usage = e.token_usage()
@@ -254,12 +264,12 @@ async def generate(request: web.Request) -> web.StreamResponse:
     try:
         body = await request.json()
     except ValueError:
-        return _error("Invalid JSON body")
+        return error_response("Invalid JSON body")
     params = body.get("sampling_params") or {}
-    ids = _prompt_ids(state, body.get("text"), body.get("input_ids"))
+    ids = prompt_ids(state, body.get("text"), body.get("input_ids"))
     if ids is None:
-        return _error("Either text or input_ids should be provided.")
-    started = await _start(
+        return error_response("Either text or input_ids should be provided.")
+    started = await start_request(
         state, ids, int(params.get("max_new_tokens", 128)), request.headers.get("X-Simhost-Warmup") == "1"
     )
     if isinstance(started, web.Response):
@@ -271,12 +281,12 @@ async def generate(request: web.Request) -> web.StreamResponse:
         return {"text": req.text, "output_ids": list(req.output_ids), "meta_info": engine.meta_info(req)}
 
     if not body.get("stream"):
-        async for _ in _updates(req):
+        async for _ in stream_updates(req):
             pass
-        return _json(result())
-    resp = await _sse(request)
+        return json_response(result())
+    resp = await sse_response(request)
     events = _GenerateEvents(engine, req)
-    async for _ in _updates(req):
+    async for _ in stream_updates(req):
         chunk = events.pending() + (b"data: [DONE]\n\n" if req.finished else b"")
         if chunk:
             await resp.write(chunk)
@@ -287,7 +297,7 @@ class _GenerateEvents:
     """The cumulative /generate stream of one request: one event per engine step, all the steps since the last
     write sent together. Built from the request's ready-serialized text and ids; the meta_info of a running
     request differs between steps only in completion_tokens, so its JSON is made once and the count spliced in.
-    Byte for byte what `_dumps({"text": ..., "output_ids": ..., "meta_info": ...})` gives (tested)."""
+    Byte for byte what `dumps({"text": ..., "output_ids": ..., "meta_info": ...})` gives (tested)."""
 
     _COUNT = '"completion_tokens":'
 
@@ -300,9 +310,9 @@ class _GenerateEvents:
     def _meta_json(self, tokens: int) -> str:
         req = self.req
         if req.finished and tokens == len(req.output_ids):
-            return _dumps(self.engine.meta_info(req))
+            return dumps(self.engine.meta_info(req))
         if self._running_meta is None:
-            before, _, after = _dumps(self.engine.meta_info(req, tokens=-1)).partition(self._COUNT + "-1")
+            before, _, after = dumps(self.engine.meta_info(req, tokens=-1)).partition(self._COUNT + "-1")
             self._running_meta = (before + self._COUNT, after)
         before, after = self._running_meta
         return f"{before}{tokens}{after}"
