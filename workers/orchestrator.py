@@ -24,14 +24,13 @@ from django.db import connections
 from experiments import actions
 from experiments.models import LogChunk, Run
 
-from . import hosts, logfacts, preflight, server_process, sglang
+from . import benchrun, expectations, hosts, logfacts, preflight, server_process, sglang
 from .failures import RunCancelled, RunFailed
 from .hosts import HostReadError, host_access
 from .runlog import SERVER_EXITED, RunLog
 from .server_api import ServerApi
 from .server_process import ServerGroup
 from .ssh import (
-    CommandResult,
     ConnectionLost,
     HostConnection,
     HostKeyMismatch,
@@ -254,7 +253,7 @@ class RunOrchestrator:
         # PYTHONUNBUFFERED: uvicorn's access lines go to stdout, block-buffered when redirected to a file.
         env = {"PYTHONUNBUFFERED": "1", **self.config.env}
         command = quote_command(["env", *env_assignments(env), *argv])
-        await conn.put_tree(BENCHCLIENT_DIR, f"{self.work_dir}/.specdash")
+        await conn.put_tree(BENCHCLIENT_DIR, f"{self.work_dir}/{benchrun.REMOTE_DIR}")
         await self._advance(Run.State.LAUNCHING, server_port=port, log_path=log_path, launch_command=command)
         started = await server_process.start(conn, self.work_dir, command, log_path)
         if isinstance(started, str):
@@ -336,13 +335,7 @@ class RunOrchestrator:
         info = await self.api.server_info()
         effective = {k: v for k, v in (info or self.server_log.server_args_dump).items() if k != "internal_states"}
         await _db(actions.do_update_run)(self.run, effective_args=effective)
-        problems = sglang.arg_mismatches(self.config.launch_spec(), effective)
-        expected_args = (self.config.expect or {}).get("server_args", {})
-        for key, want in expected_args.items():
-            if key not in effective:
-                problems.append(f"expected server arg {key}={want!r}, but the server does not report {key}")
-            elif effective[key] != want:
-                problems.append(f"expected server arg {key}={want!r}, the server runs {key}={effective[key]!r}")
+        problems = expectations.server_arg_problems(self.config.launch_spec(), self.config.expect or {}, effective)
         await self.server_log.flush()
         for text in (self.config.expect or {}).get("log_contains", []):
             if not await _db(_log_contains)(self.run.pk, text):
@@ -356,18 +349,8 @@ class RunOrchestrator:
         wanted = list((self.config.expect or {}).get("env_propagated", []))
         if not wanted:
             return
-        missing: list[str] = []
-        unreadable: list[int] = []
         group = self._group()
-        for process in await group.processes() if group else []:
-            if not process.env_names:
-                # setproctitle (used by SGLang for its scheduler titles) zeroes the environ block the kernel
-                # shows; an empty block proves nothing either way.
-                unreadable.append(process.pid)
-                continue
-            absent = [v for v in wanted if v not in process.env_names]
-            if absent:
-                missing.append(f"{', '.join(absent)} missing in pid {process.pid} ({process.title})")
+        missing, unreadable = expectations.env_problems(wanted, await group.processes() if group else [])
         if missing:
             raise RunFailed(
                 Run.FailureKind.ENV_NOT_PROPAGATED,
@@ -436,33 +419,11 @@ class RunOrchestrator:
         return {"server_accept_length": accept if isinstance(accept, int | float) else None, "server_decode": summary}
 
     async def _run_benchclient(self, concurrency: int) -> dict[str, Any]:
-        profile = self.profile
-        argv = [
-            *shlex.split(self.host.python),
-            "-m",
-            "benchclient",
-            "--base-url",
-            f"http://127.0.0.1:{self.host.server_port}",
-            "--concurrency",
-            str(concurrency),
-            "--num-prompts",
-            str(profile.num_prompts),
-            "--input-len",
-            str(profile.input_len),
-            "--output-len",
-            str(profile.output_len),
-            "--seed",
-            str(profile.seed),
-            "--warmup-requests",
-            str(profile.warmup_requests),
-            "--request-timeout",
-            str(profile.request_timeout_s),
-        ]
-        result: CommandResult = await self._require_conn().run(
-            f"cd -- {shlex.quote(self.work_dir + '/.specdash')} && {quote_command(argv)}",
-            timeout=profile.request_timeout_s * max(1, profile.num_prompts // concurrency + 1) + 60,
+        result = await self._require_conn().run(
+            benchrun.command(self.host, self.profile, concurrency, self.work_dir),
+            timeout=benchrun.timeout(self.profile, concurrency),
         )
-        data = _last_json_object(result.stdout)
+        data = benchrun.result(result.stdout)
         if not result.ok or data is None or not data.get("completed"):
             await self._raise_if_server_died()
             errors = "; ".join((data or {}).get("errors") or []) or result.stderr_tail()
@@ -555,18 +516,3 @@ class RunOrchestrator:
 
 def _log_contains(run_id: int, text: str) -> bool:
     return LogChunk.objects.filter(run_id=run_id, text__contains=text).exists()
-
-
-def _last_json_object(text: str) -> dict[str, Any] | None:
-    for line in reversed(text.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            return data if isinstance(data, dict) else None
-    with contextlib.suppress(json.JSONDecodeError):
-        data = json.loads(text)
-        return data if isinstance(data, dict) else None
-    return None

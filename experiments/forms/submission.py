@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.db import models
 
+from ..actions import do_create_experiment
 from ..models import BenchmarkProfile, Host
 from .configs import BenchmarkProfileForm, ServerConfigForm
 from .values import no_control_chars
@@ -138,8 +139,6 @@ class ExperimentSubmission:
                 self.errors[f"{path}tp_size"] = [f"Host {host.name} has {host.gpu_count} GPUs, fewer than tp {tp}."]
 
     def save(self, user):
-        from .actions import do_create_experiment
-
         assert not self.errors, "save() after a successful is_valid() only"
         data = self.experiment_form.cleaned_data
         return do_create_experiment(
