@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from celery import current_app
+from celery.exceptions import TimeoutError as CeleryTimeout
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -156,6 +157,44 @@ def do_mark_host_dirty(host: Host, reason: str) -> None:
 def do_mark_host_clean(host: Host) -> None:
     Host.objects.filter(pk=host.pk).update(is_dirty=False, dirty_reason="")
     _enqueue_drive_host(host.pk)
+
+
+HOST_PROBE_TIMEOUT = 60
+
+
+class HostProbeFailed(Exception):
+    """A probe of a host got no answer: `status` is 502 when the host failed, 504 when no worker answered."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _ask_worker(task: str, host: Host) -> dict[str, Any]:
+    """The web tier holds no SSH keys: a worker connects and answers (within HOST_PROBE_TIMEOUT)."""
+    try:
+        answer = current_app.send_task(task, args=[host.pk]).get(timeout=HOST_PROBE_TIMEOUT)
+    except CeleryTimeout as exc:
+        raise HostProbeFailed(
+            f"No worker answered within {HOST_PROBE_TIMEOUT} s; is a Celery worker running?", 504
+        ) from exc
+    if not answer.get("ok"):
+        raise HostProbeFailed(answer.get("error") or "the host could not be reached", 502)
+    return answer
+
+
+def do_test_host(host: Host) -> None:
+    """Connect through a worker, pin the host key on first contact (verify it after) and store the GPUs.
+
+    The worker writes the key and the inventory; `host` is refreshed with them. Raises HostProbeFailed.
+    """
+    _ask_worker("workers.tasks.test_host", host)
+    host.refresh_from_db()
+
+
+def host_models(host: Host) -> list[dict[str, Any]]:
+    """The model directories under the host's models root (those holding a config.json), read by a worker."""
+    return list(_ask_worker("workers.tasks.list_host_models", host)["models"])
 
 
 @transaction.atomic

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import current_app
-from celery.exceptions import TimeoutError as CeleryTimeout
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Body, NinjaAPI, Schema, Status
@@ -29,7 +27,6 @@ from .reports import build_report, comparison_rows_json
 from .views import comparison_csv_response
 
 LOG_PAGE_MAX = 10_000
-HOST_PROBE_TIMEOUT = 60
 
 
 class BearerToken(HttpBearer):
@@ -256,23 +253,14 @@ def create_host(request: HttpRequest, payload: Body[dict[str, Any]]):
     return Status(201, _host_json(form.save()))
 
 
-def _ask_worker(task: str, host: Host) -> dict[str, Any]:
-    """The web tier holds no SSH keys: a worker connects and answers (within HOST_PROBE_TIMEOUT)."""
-    try:
-        answer = current_app.send_task(task, args=[host.pk]).get(timeout=HOST_PROBE_TIMEOUT)
-    except CeleryTimeout as exc:
-        raise HttpError(504, f"No worker answered within {HOST_PROBE_TIMEOUT} s; is a Celery worker running?") from exc
-    if not answer.get("ok"):
-        raise HttpError(502, answer.get("error") or "the host could not be reached")
-    return answer
-
-
 @api.post("/hosts/{host_id}/test")
 def test_host(request: HttpRequest, host_id: int):
     """Connect, pin the host key on first contact (verify it after), read the GPU inventory."""
     host = get_object_or_404(Host, pk=host_id)
-    _ask_worker("workers.tasks.test_host", host)
-    host.refresh_from_db()
+    try:
+        actions.do_test_host(host)
+    except actions.HostProbeFailed as exc:
+        raise HttpError(exc.status, str(exc)) from exc
     return _host_json(host)
 
 
@@ -280,7 +268,10 @@ def test_host(request: HttpRequest, host_id: int):
 def host_models(request: HttpRequest, host_id: int):
     """Model directories found on the host under its models root (those holding a config.json)."""
     host = get_object_or_404(Host, pk=host_id)
-    return _ask_worker("workers.tasks.list_host_models", host)["models"]
+    try:
+        return actions.host_models(host)
+    except actions.HostProbeFailed as exc:
+        raise HttpError(exc.status, str(exc)) from exc
 
 
 def _config_json(c: ServerConfig) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_flags
+from . import views, views_flags, views_hosts
 
 urlpatterns = [
     path("", views.experiment_list, name="experiment_list"),
@@ -14,8 +14,10 @@ urlpatterns = [
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<int:run_id>/log.txt", views.run_log_download, name="run_log_download"),
     path("runs/<int:run_id>/cancel/", views.cancel_run, name="cancel_run"),
-    path("hosts/", views.host_list, name="host_list"),
-    path("hosts/<int:host_id>/clean/", views.clean_host, name="clean_host"),
+    path("hosts/", views_hosts.host_list, name="host_list"),
+    path("hosts/new/", views_hosts.host_new, name="host_new"),
+    path("hosts/<int:host_id>/test/", views_hosts.test_host, name="test_host"),
+    path("hosts/<int:host_id>/clean/", views_hosts.clean_host, name="clean_host"),
     path("flags/", views_flags.flag_list, name="flag_list"),
     path("flags/export.csv", views_flags.flag_export_csv, name="flag_export_csv"),
     path("flags/<int:flag_id>/", views_flags.flag_detail, name="flag_detail"),

@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from . import actions
@@ -41,6 +42,11 @@ def _submission_from_post(post) -> ExperimentSubmission:
     return ExperimentSubmission(post, post, [post] * len(prefixes), post, candidate_prefixes=prefixes)
 
 
+def _host_models_urls() -> dict[str, str]:
+    """Per host name, the API address that lists its models (the page suggests them for the model paths)."""
+    return {name: reverse("api:host_models", args=[pk]) for pk, name in Host.objects.values_list("pk", "name")}
+
+
 def _new_experiment_forms() -> dict[str, Any]:
     host = Host.objects.order_by("is_dirty", "name").first()
     target = f"{host.models_root}/kimi-k2.5-sim" if host and host.models_root else ""
@@ -54,6 +60,7 @@ def _new_experiment_forms() -> dict[str, Any]:
         "tp_size": tp_size,
     }
     return {
+        "host_models_urls": _host_models_urls(),
         "experiment_form": ExperimentForm(prefix="experiment", initial={"host": host.name if host else None}),
         "baseline_form": ServerConfigForm(prefix="baseline", initial=baseline),
         "candidate_forms": [ServerConfigForm(prefix="cand-0", initial=candidate)],
@@ -79,6 +86,7 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
         "candidate_forms": submission.candidate_forms,
         "profile_form": submission.profile_form,
         "candidate_template": _new_experiment_forms()["candidate_template"],
+        "host_models_urls": _host_models_urls(),
         "candidate_next": request.POST.get("candidate_count", len(submission.candidate_forms)),
         "errors": submission.errors,
     }
@@ -163,21 +171,6 @@ def cancel_run(request: HttpRequest, run_id: int) -> HttpResponse:
     else:
         messages.warning(request, f"Run {run.pk} has already finished or is being cancelled.")
     return redirect(request.POST.get("next") or run.get_absolute_url())
-
-
-@login_required
-def host_list(request: HttpRequest) -> HttpResponse:
-    hosts = Host.objects.select_related("active_run")
-    return render(request, "experiments/host_list.html", {"hosts": hosts})
-
-
-@login_required
-@require_POST
-def clean_host(request: HttpRequest, host_id: int) -> HttpResponse:
-    host = get_object_or_404(Host, pk=host_id)
-    actions.do_mark_host_clean(host)
-    messages.success(request, f"Host {host.name} marked clean; queued runs may start again.")
-    return redirect("host_list")
 
 
 @login_required

@@ -46,6 +46,11 @@ class ServerConfigForm(forms.ModelForm):
             "speculative_num_draft_tokens",
             "tp_size",
         ]
+        # Suggestions from the host's models root, filled in by the page (experiment_new.js).
+        widgets = {
+            "model_path": forms.TextInput(attrs={"list": "host-models"}),
+            "speculative_draft_model_path": forms.TextInput(attrs={"list": "host-models"}),
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

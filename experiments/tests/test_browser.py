@@ -19,6 +19,9 @@ def test_it_submits_an_experiment_in_the_browser_and_shows_live_runs_and_the_com
     page.goto(f"{live_web}/experiments/new/")
     page.fill("#id_experiment-name", "browser: eagle3 2 steps")
     page.select_option("#id_experiment-host", sim_host.name)
+    # The model path fields suggest the host's model directories, listed by a worker over SSH.
+    page.wait_for_selector("#host-models option[value$='/kimi-k2.5-sim-eagle3']", state="attached", timeout=30_000)
+    assert page.inner_text("#host-models-status").startswith(f"3 models on {sim_host.name}")
     page.fill("#id_baseline-tp_size", "2")
     page.fill("#id_cand-0-tp_size", "2")
     page.fill("#id_profile-concurrency_text", "1, 2")

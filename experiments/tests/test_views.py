@@ -34,6 +34,7 @@ def _pages(experiment: Experiment, run: Run) -> list[str]:
         f"/runs/{run.pk}/",
         f"/runs/{run.pk}/log.txt",
         "/hosts/",
+        "/hosts/new/",
         "/tokens/",
     ]
 
@@ -52,7 +53,8 @@ def test_it_refuses_anonymous_writes(client, experiment, run):
     host.save(update_fields=["is_dirty"])
     before = row_counts()
 
-    for url in [f"/runs/{run.pk}/cancel/", f"/hosts/{host.pk}/clean/", "/tokens/new/", "/experiments/new/"]:
+    for url in [f"/runs/{run.pk}/cancel/", f"/hosts/{host.pk}/clean/", f"/hosts/{host.pk}/test/", "/hosts/new/",
+                "/tokens/new/", "/experiments/new/"]:  # fmt: skip
         response = client.post(url, {"candidate_count": "1"})
 
         assert response.status_code == 302, url
@@ -379,3 +381,33 @@ def test_it_shows_requested_vs_effective_server_args_and_marks_a_difference(owne
     }  # fmt: skip
     assert "port" not in rows
     assert b'class="differs"' in response.content
+
+
+def test_it_registers_a_host_from_the_browser_and_says_what_is_wrong(owner_client):
+    good = {"name": "gpu-7", "address": "10.0.0.7", "port": "22", "username": "infer", "key_name": "id_gpu7",
+            "work_dir": "specdash-work", "models_root": "/models", "launcher": "python3 -m sglang.launch_server",
+            "python": "python3", "server_port": "30000", "shell_setup": ""}  # fmt: skip
+
+    bad = owner_client.post("/hosts/new/", {**good, "key_name": "../id_rsa", "server_port": "70000"})
+
+    assert bad.status_code == 400
+    assert "A file name inside SPECDASH_SSH_KEY_DIR, not a path." in bad.content.decode()
+    assert "A TCP port is between 1 and 65535." in bad.content.decode()
+    assert not Host.objects.filter(name="gpu-7").exists()
+
+    response = owner_client.post("/hosts/new/", good, follow=True)
+
+    host = Host.objects.get(name="gpu-7")
+    assert (host.address, host.username, host.key_name, host.is_pinned) == ("10.0.0.7", "infer", "id_gpu7", False)
+    page = response.content.decode()
+    assert "Host gpu-7 registered. Test the connection to pin its SSH host key." in page
+    assert f'action="/hosts/{host.pk}/test/"' in page
+
+
+def test_it_offers_the_hosts_model_listing_to_the_new_experiment_form(owner_client, experiment):
+    page = owner_client.get("/experiments/new/").content.decode()
+
+    host = experiment.host
+    assert f'"{host.name}": "/api/hosts/{host.pk}/models"' in page
+    assert page.count('list="host-models"') == 5  # the baseline's path; the candidate's and its template's two
+    assert '<datalist id="host-models">' in page

@@ -55,3 +55,22 @@ def test_it_refuses_a_host_whose_key_changed(client, auth, sim_host, celery_work
     assert "does not match the pinned key" in response.json()["detail"]
     sim_host.refresh_from_db()
     assert sim_host.host_key.endswith("n7sYt")  # never re-pinned silently
+
+
+def test_the_hosts_page_tests_a_connection_and_says_what_it_found(client, owner, sim_host, celery_worker_process):
+    client.force_login(owner)
+    sim_host.host_key = ""
+    sim_host.save(update_fields=["host_key"])
+
+    first = client.post(f"/hosts/{sim_host.pk}/test/", follow=True).content.decode()
+    again = client.post(f"/hosts/{sim_host.pk}/test/", follow=True).content.decode()
+
+    assert f"Connected to {sim_host.name}: 8 × NVIDIA H200; ssh-ed25519 host key pinned." in first
+    assert f"Connected to {sim_host.name}: 8 × NVIDIA H200; ssh-ed25519 host key verified." in again
+    sim_host.refresh_from_db()
+    assert sim_host.is_pinned and sim_host.gpu_count == 8
+
+    sim_host.host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHs7ba7Xk4mfw5fN8bFJfVw0vM8Cq0rW6jAa0l4n7sYt"
+    sim_host.save(update_fields=["host_key"])
+    refused = client.post(f"/hosts/{sim_host.pk}/test/", follow=True).content.decode()
+    assert f"Host {sim_host.name}: " in refused and "does not match the pinned key" in refused
