@@ -79,6 +79,8 @@ def test_it_lists_open_flags_and_triages_one_with_a_comment(owner_client, owner,
     listing = owner_client.get("/flags/")
     assert listing.status_code == 200
     assert f"/flags/{flag.pk}/" in listing.content.decode()
+    nav = listing.content.decode().split('id="nav-flags"')[1].split("</a>")[0]
+    assert '<span class="badge" title="1 regression flag to triage">1</span>' in nav
 
     page = owner_client.get(f"/flags/{flag.pk}/")
     assert page.status_code == 200
@@ -93,6 +95,7 @@ def test_it_lists_open_flags_and_triages_one_with_a_comment(owner_client, owner,
     comment = FlagComment.objects.get()
     assert comment.author == owner and "GPU 3 throttles" in comment.text and "untriaged -> acknowledged" in comment.text
 
+    assert "badge" not in owner_client.get("/").content.decode().split('id="nav-flags"')[1].split("</a>")[0]
     owner_client.post(f"/flags/{flag.pk}/", {"triage": "fixed", "comment": ""})
     assert flag.pk not in [f.pk for f in owner_client.get("/flags/").context["flags"]]
     assert flag.pk in [f.pk for f in owner_client.get("/flags/?state=fixed").context["flags"]]
