@@ -80,13 +80,14 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
         experiment = submission.save(request.user)
         messages.success(request, f"Experiment “{experiment.name}” submitted.")
         return redirect(experiment)
+    blank = _new_experiment_forms()
     context = {
         "experiment_form": submission.experiment_form,
         "baseline_form": submission.baseline_form,
         "candidate_forms": submission.candidate_forms,
         "profile_form": submission.profile_form,
-        "candidate_template": _new_experiment_forms()["candidate_template"],
-        "host_models_urls": _host_models_urls(),
+        "candidate_template": blank["candidate_template"],
+        "host_models_urls": blank["host_models_urls"],
         "candidate_next": request.POST.get("candidate_count", len(submission.candidate_forms)),
         "errors": submission.errors,
     }
