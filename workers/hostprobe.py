@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -12,8 +11,8 @@ from django.db import transaction
 
 from experiments.models import Host
 
-from . import preflight
-from .hosts import host_access
+from . import hosts, preflight
+from .hosts import HostReadError, host_access
 from .ssh import HostConnection, SSHError
 
 
@@ -63,11 +62,10 @@ async def list_models(host: Host) -> list[dict[str, Any]]:
         found = await conn.run(f"{find} | sort | head -n {MAX_MODELS}")
         models = []
         for path in found.stdout.split():
-            result = await conn.run(f"cat -- {shlex.quote(path + '/config.json')}")
             try:
-                config = json.loads(result.stdout)
-            except json.JSONDecodeError:
-                config = {}
+                config = await hosts.model_config(conn, host.name, path, "listed")
+            except HostReadError:
+                config = {}  # listed all the same: the path is what the form needs
             models.append(
                 {
                     "path": path,
