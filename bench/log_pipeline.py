@@ -42,7 +42,7 @@ from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from dashboard.asgi import application  # noqa: E402
-from experiments import actions  # noqa: E402
+from experiments.actions.experiments import do_create_experiment  # noqa: E402
 from experiments.models import BenchmarkProfile, Host, Run, ServerConfig  # noqa: E402
 from workers.hosts import host_access  # noqa: E402
 from workers.runlog import RunLog  # noqa: E402
@@ -94,7 +94,7 @@ def _make_run(work: Path, port: int, client_key: Path, host_key: str) -> tuple[R
         defaults=dict(address="127.0.0.1", port=port, username=os.environ.get("USER", "root"),
                       key_name=client_key.name, host_key=host_key, work_dir=str(work), active_run=None),
     )  # fmt: skip
-    experiment = actions.do_create_experiment(
+    experiment = do_create_experiment(
         user=user,
         name="log pipeline bench",
         host=host,

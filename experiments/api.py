@@ -10,7 +10,10 @@ from ninja import Body, NinjaAPI, Schema, Status
 from ninja.errors import HttpError
 from ninja.security import HttpBearer, django_auth
 
-from . import actions
+from . import worker_calls
+from .actions.experiments import do_create_experiment, do_rerun_experiment
+from .actions.hosts import do_mark_host_clean
+from .actions.runs import do_cancel_run
 from .forms import (
     BenchmarkProfileForm,
     ExperimentSubmission,
@@ -123,7 +126,7 @@ def create_experiment(request: HttpRequest, payload: ExperimentIn):
     )
     if not submission.is_valid():
         return Status(422, {"detail": "invalid experiment", "errors": submission.errors})
-    experiment = submission.save(request.user)
+    experiment = do_create_experiment(user=request.user, **submission.experiment_fields())
     runs = experiment.run_set.select_related("config").order_by("sequence")
     return Status(
         201,
@@ -182,7 +185,7 @@ def rerun_experiment(request: HttpRequest, experiment_id: int, payload: RerunIn)
     form = RerunForm({"launches": payload.launches})
     if not form.is_valid():
         return Status(422, {"detail": "invalid re-run", "errors": form.errors})
-    runs = actions.do_rerun_experiment(experiment, launches=form.cleaned_data["launches"])
+    runs = do_rerun_experiment(experiment, launches=form.cleaned_data["launches"])
     return Status(
         201, {"id": experiment.pk, "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs]}
     )
@@ -214,7 +217,7 @@ def get_run_log(request: HttpRequest, run_id: int, after: int = 0, limit: int = 
 @api.post("/runs/{run_id}/cancel")
 def cancel_run(request: HttpRequest, run_id: int):
     run = get_object_or_404(Run, pk=run_id)
-    accepted = actions.do_cancel_run(run)
+    accepted = do_cancel_run(run)
     run.refresh_from_db()
     return {"id": run.pk, "state": run.state, "cancel_requested": run.cancel_requested, "accepted": accepted}
 
@@ -258,8 +261,8 @@ def test_host(request: HttpRequest, host_id: int):
     """Connect, pin the host key on first contact (verify it after), read the GPU inventory."""
     host = get_object_or_404(Host, pk=host_id)
     try:
-        actions.do_test_host(host)
-    except actions.HostProbeFailed as exc:
+        worker_calls.test_host_connection(host)
+    except worker_calls.HostProbeFailed as exc:
         raise HttpError(exc.status, str(exc)) from exc
     return _host_json(host)
 
@@ -269,8 +272,8 @@ def host_models(request: HttpRequest, host_id: int):
     """Model directories found on the host under its models root (those holding a config.json)."""
     host = get_object_or_404(Host, pk=host_id)
     try:
-        return actions.host_models(host)
-    except actions.HostProbeFailed as exc:
+        return worker_calls.host_models(host)
+    except worker_calls.HostProbeFailed as exc:
         raise HttpError(exc.status, str(exc)) from exc
 
 
@@ -328,5 +331,5 @@ def _api_user(request: HttpRequest):
 @api.post("/hosts/{host_id}/clean")
 def clean_host(request: HttpRequest, host_id: int):
     host = get_object_or_404(Host, pk=host_id)
-    actions.do_mark_host_clean(host)
+    do_mark_host_clean(host)
     return {"id": host.pk, "dirty": False}

@@ -12,7 +12,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from . import actions
+from .actions.experiments import do_create_experiment
+from .actions.runs import do_cancel_run
 from .forms import BenchmarkProfileForm, ExperimentForm, ExperimentSubmission, ServerConfigForm
 from .models import ApiToken, Experiment, Host, LogChunk, Run
 from .reports import build_report, comparison_rows_json, report_json
@@ -77,7 +78,7 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
         return render(request, "experiments/experiment_new.html", _new_experiment_forms())
     submission = _submission_from_post(request.POST)
     if submission.is_valid():
-        experiment = submission.save(request.user)
+        experiment = do_create_experiment(user=request.user, **submission.experiment_fields())
         messages.success(request, f"Experiment “{experiment.name}” submitted.")
         return redirect(experiment)
     blank = _new_experiment_forms()
@@ -167,7 +168,7 @@ def run_log_download(request: HttpRequest, run_id: int) -> StreamingHttpResponse
 @require_POST
 def cancel_run(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=run_id)
-    if actions.do_cancel_run(run):
+    if do_cancel_run(run):
         messages.info(request, f"Cancel requested for run {run.pk}.")
     else:
         messages.warning(request, f"Run {run.pk} has already finished or is being cancelled.")

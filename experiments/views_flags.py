@@ -11,7 +11,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from . import actions, series
+from . import series
+from .actions.experiments import do_rerun_experiment
+from .actions.review import do_pin_baseline, do_triage_flag
 from .charts import history_figure
 from .forms import FlagTriageForm, RerunForm
 from .models import BenchmarkProfile, Experiment, Flag, Host, PinnedBaseline, Run, ServerConfig
@@ -82,7 +84,7 @@ def flag_detail(request: HttpRequest, flag_id: int) -> HttpResponse:
     if request.method == "POST":
         form = FlagTriageForm(request.POST)
         if form.is_valid():
-            actions.do_triage_flag(flag, user=request.user, **form.cleaned_data)
+            do_triage_flag(flag, user=request.user, **form.cleaned_data)
             messages.success(request, "Flag updated.")
             return redirect(flag)
     else:
@@ -124,7 +126,7 @@ def pin_baseline(request: HttpRequest, host_id: int, config_hash: str, profile_k
     host = get_object_or_404(Host, pk=host_id)
     config = get_object_or_404(ServerConfig.objects.filter(content_hash=config_hash).order_by("-created_at")[:1])
     profile = get_object_or_404(BenchmarkProfile.objects.filter(series_key=profile_key).order_by("-created_at")[:1])
-    actions.do_pin_baseline(host=host, profile=profile, config=config, user=request.user)
+    do_pin_baseline(host=host, profile=profile, config=config, user=request.user)
     messages.success(request, f"{config.name} is now the pinned baseline on {host.name} for {profile.series_label}.")
     return redirect(reverse("series_detail", args=[host.pk, config_hash, profile_key]))
 
@@ -137,6 +139,6 @@ def rerun_experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, "; ".join(str(e) for errors in form.errors.values() for e in errors))
     else:
-        runs = actions.do_rerun_experiment(experiment, launches=form.cleaned_data["launches"])
+        runs = do_rerun_experiment(experiment, launches=form.cleaned_data["launches"])
         messages.success(request, f"Queued {len(runs)} more runs, interleaved, to confirm the result.")
     return redirect(experiment)

@@ -8,7 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from . import actions
+from . import worker_calls
+from .actions.hosts import do_mark_host_clean
 from .forms import HostForm
 from .models import Host
 
@@ -36,8 +37,8 @@ def test_host(request: HttpRequest, host_id: int) -> HttpResponse:
     host = get_object_or_404(Host, pk=host_id)
     was_pinned = host.is_pinned
     try:
-        actions.do_test_host(host)
-    except actions.HostProbeFailed as exc:
+        worker_calls.test_host_connection(host)
+    except worker_calls.HostProbeFailed as exc:
         messages.error(request, f"Host {host.name}: {exc}")
         return redirect("host_list")
     gpus = f"{host.gpu_count} × {host.gpu_inventory[0]['name']}" if host.gpu_inventory else "no GPU"
@@ -51,6 +52,6 @@ def test_host(request: HttpRequest, host_id: int) -> HttpResponse:
 @require_POST
 def clean_host(request: HttpRequest, host_id: int) -> HttpResponse:
     host = get_object_or_404(Host, pk=host_id)
-    actions.do_mark_host_clean(host)
+    do_mark_host_clean(host)
     messages.success(request, f"Host {host.name} marked clean; queued runs may start again.")
     return redirect("host_list")

@@ -21,7 +21,15 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 
-from experiments import actions
+from experiments.actions.hosts import do_mark_host_dirty, do_release_host
+from experiments.actions.review import do_check_history
+from experiments.actions.runs import (
+    do_advance_run,
+    do_heartbeat,
+    do_record_failure,
+    do_record_measurement,
+    do_update_run,
+)
 from experiments.models import LogChunk, Run
 
 from . import benchrun, expectations, hosts, logfacts, preflight, server_process, sglang
@@ -115,7 +123,7 @@ class RunOrchestrator:
         await self._advance(outcome)
         if outcome == Run.State.SUCCEEDED:
             try:
-                await _db(actions.do_check_history)(self.run)
+                await _db(do_check_history)(self.run)
             except Exception:
                 # A fault in the history check must not turn a measured run into a failed one.
                 log.exception("run %s: history check failed", self.run.pk)
@@ -169,9 +177,9 @@ class RunOrchestrator:
         """Heartbeat every second; returns when the run is cancelled or another worker took it over."""
         while True:
             await asyncio.sleep(CANCEL_POLL)
-            if not await _db(actions.do_heartbeat)(self.run, self.run.worker):
+            if not await _db(do_heartbeat)(self.run, self.run.worker):
                 return SUPERSEDED
-            if await _db(actions.is_cancel_requested)(self.run.pk):
+            if await _db(Run.objects.cancel_requested().filter(pk=self.run.pk).exists)():
                 return CANCELLED
 
     # ---- phases --------------------------------------------------------------------------------------
@@ -260,7 +268,7 @@ class RunOrchestrator:
             raise RunFailed(Run.FailureKind.PREFLIGHT, f"Could not start the server: {started}")
         pid, pgid = started
         self.pids_seen.add(pid)
-        await _db(actions.do_update_run)(self.run, remote_pid=pid, remote_pgid=pgid, remote_pids=sorted(self.pids_seen))
+        await _db(do_update_run)(self.run, remote_pid=pid, remote_pgid=pgid, remote_pids=sorted(self.pids_seen))
         await self._open_api()
         await self.server_log.follow(self._require_conn())
 
@@ -334,7 +342,7 @@ class RunOrchestrator:
         await self._advance(Run.State.VERIFYING)
         info = await self.api.server_info()
         effective = {k: v for k, v in (info or self.server_log.server_args_dump).items() if k != "internal_states"}
-        await _db(actions.do_update_run)(self.run, effective_args=effective)
+        await _db(do_update_run)(self.run, effective_args=effective)
         problems = expectations.server_arg_problems(self.config.launch_spec(), self.config.expect or {}, effective)
         await self.server_log.flush()
         for text in (self.config.expect or {}).get("log_contains", []):
@@ -358,7 +366,7 @@ class RunOrchestrator:
             )
         if unreadable:
             note = {"env_check_unreadable_pids": unreadable}
-            await _db(actions.do_update_run)(self.run, effective_args={**self.run.effective_args, **note})
+            await _db(do_update_run)(self.run, effective_args={**self.run.effective_args, **note})
 
     async def _smoke_test(self) -> None:
         body = {
@@ -393,7 +401,7 @@ class RunOrchestrator:
             window_start = self.run.log_lines + 1
             result = await self._run_benchclient(concurrency)
             result.update(await self._server_figures(window_start))
-            await _db(actions.do_record_measurement)(self.run, pass_index, concurrency, result)
+            await _db(do_record_measurement)(self.run, pass_index, concurrency, result)
             if result.get("failed"):
                 # Kept for the record, but a cell with failed requests measures the failures, not the speed.
                 await self._raise_if_server_died()
@@ -403,7 +411,7 @@ class RunOrchestrator:
                     f"{result['failed']} of {result['failed'] + result['completed']} requests failed at "
                     f"concurrency {concurrency}: {errors}",
                 )
-            await _db(actions.do_update_run)(self.run, benchmark_cell=index + 1)
+            await _db(do_update_run)(self.run, benchmark_cell=index + 1)
 
     async def _server_figures(self, window_start: int) -> dict[str, Any]:
         """The server's own view of the cell just run: its accept length and its Decode-batch log lines."""
@@ -447,11 +455,11 @@ class RunOrchestrator:
             await self._record_failure(
                 RunFailed(Run.FailureKind.TEARDOWN_INCOMPLETE, f"Teardown could not finish over SSH: {exc}")
             )
-            await _db(actions.do_mark_host_dirty)(self.host, f"run {self.run.pk}: teardown failed: {exc}")
+            await _db(do_mark_host_dirty)(self.host, f"run {self.run.pk}: teardown failed: {exc}")
         finally:
             await self.server_log.finish()
             await self._release_local_resources()
-            await _db(actions.do_release_host)(self.run)
+            await _db(do_release_host)(self.run)
         return clean
 
     async def _release_local_resources(self) -> None:
@@ -466,7 +474,7 @@ class RunOrchestrator:
         assert group is not None
         self.pids_seen.update(await group.pids())
         await group.stop(settings.SPECDASH_TEARDOWN_GRACE)
-        await _db(actions.do_update_run)(self.run, remote_pids=sorted(self.pids_seen), notify=False)
+        await _db(do_update_run)(self.run, remote_pids=sorted(self.pids_seen), notify=False)
         try:
             held = [app for app in await hosts.compute_apps(group.conn) if app.pid in self.pids_seen]
         except HostReadError as exc:
@@ -478,7 +486,7 @@ class RunOrchestrator:
         await self._record_failure(
             RunFailed(Run.FailureKind.TEARDOWN_INCOMPLETE, f"GPU memory is still held after SIGKILL: {held_text}")
         )
-        await _db(actions.do_mark_host_dirty)(self.host, f"run {self.run.pk}: {held_text}")
+        await _db(do_mark_host_dirty)(self.host, f"run {self.run.pk}: {held_text}")
         return False
 
     # ---- helpers -------------------------------------------------------------------------------------
@@ -491,7 +499,7 @@ class RunOrchestrator:
     async def _advance(self, state: str, **facts: Any) -> None:
         if self.run.state == state and not facts:
             return
-        await _db(actions.do_advance_run)(self.run, state, **facts)
+        await _db(do_advance_run)(self.run, state, **facts)
 
     async def _advance_to(self, state: str) -> None:
         """Advance only forwards along the lifecycle (warming may be seen from the log and HTTP alike)."""
@@ -500,9 +508,7 @@ class RunOrchestrator:
             await self._advance(state)
 
     async def _record_failure(self, failure: RunFailed) -> None:
-        await _db(actions.do_record_failure)(
-            self.run, failure.kind, failure.message, failure.excerpt, failure.first_line
-        )
+        await _db(do_record_failure)(self.run, failure.kind, failure.message, failure.excerpt, failure.first_line)
 
     def _group(self) -> ServerGroup | None:
         """The launched server's process group, through the current connection; None before the launch."""

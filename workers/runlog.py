@@ -11,7 +11,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from experiments import actions, broadcast
+from experiments import broadcast
+from experiments.actions.runs import do_append_log, do_update_run
 from experiments.models import Run
 
 from . import logfacts, sglang
@@ -87,7 +88,7 @@ class RunLog:
     async def _on_batch(self, first_line: int, lines: list[str], offset: int) -> None:
         """Store, then broadcast, then learn: storage first so a browser can always refill from it."""
         run = self.run
-        await sync_to_async(actions.do_append_log)(run, first_line, lines, offset)
+        await sync_to_async(do_append_log)(run, first_line, lines, offset)
         await broadcast.send_log_lines(run.pk, first_line, lines)
         self.recent.extend(enumerate(lines, start=first_line))
         facts = self.facts.read(first_line, lines)
@@ -103,7 +104,7 @@ class RunLog:
             changes["live_facts"] = logfacts.merge_series(run.live_facts, facts)
             await broadcast.send_run_facts(run.pk, facts.decode, facts.metrics)
         if changes:
-            await sync_to_async(actions.do_update_run)(run, notify="loading_progress" in changes, **changes)
+            await sync_to_async(do_update_run)(run, notify="loading_progress" in changes, **changes)
 
     async def failure(self, *, default_kind: str, exited: bool = False) -> RunFailed:
         """The failure the log proves (kind, SGLang's message, the excerpt around it), else `default_kind` with

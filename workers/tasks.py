@@ -12,7 +12,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections
 
-from experiments import actions
+from experiments.actions.runs import do_abandon_run, do_claim_next_run, do_take_over_run
 from experiments.models import Host, Run
 
 from . import hostprobe, orchestrator
@@ -29,7 +29,7 @@ def _worker_name() -> str:
 def drive_host(host_id: int) -> str | None:
     """Run the host's next queued run, if the host is free; finishing it enqueues this task again."""
     close_old_connections()
-    run = actions.do_claim_next_run(host_id, _worker_name())
+    run = do_claim_next_run(host_id, _worker_name())
     if run is None:
         return None
     log.info("run %s: claimed on host %s", run.pk, host_id)
@@ -42,7 +42,7 @@ def _drive(run: Run) -> str | None:
     except Exception as exc:
         log.exception("run %s: orchestrator crashed", run.pk)
         close_old_connections()
-        actions.do_abandon_run(run, f"The orchestrator crashed: {exc!r}")
+        do_abandon_run(run, f"The orchestrator crashed: {exc!r}")
         raise
     finally:
         close_old_connections()
@@ -62,7 +62,7 @@ def reattach_stale_runs() -> list[int]:
 def resume_run(run_id: int) -> str | None:
     """Re-attach to a live run (the take-over is conditional, so two workers never both resume it)."""
     close_old_connections()
-    run = actions.do_take_over_run(run_id, _worker_name(), _stale_after())
+    run = do_take_over_run(run_id, _worker_name(), _stale_after())
     if run is None:
         return None
     log.info("run %s: re-attached in state %s", run.pk, run.state)

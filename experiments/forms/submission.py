@@ -8,7 +8,6 @@ from typing import Any
 from django import forms
 from django.db import models
 
-from ..actions import do_create_experiment
 from ..models import BenchmarkProfile, Host
 from .configs import BenchmarkProfileForm, ServerConfigForm
 from .values import no_control_chars
@@ -138,11 +137,11 @@ class ExperimentSubmission:
             if tp and tp > host.gpu_count:
                 self.errors[f"{path}tp_size"] = [f"Host {host.name} has {host.gpu_count} GPUs, fewer than tp {tp}."]
 
-    def save(self, user):
-        assert not self.errors, "save() after a successful is_valid() only"
+    def experiment_fields(self) -> dict[str, Any]:
+        """The arguments of `do_create_experiment` (bar the user): the configs and profile unsaved."""
+        assert not self.errors, "experiment_fields() after a successful is_valid() only"
         data = self.experiment_form.cleaned_data
-        return do_create_experiment(
-            user=user,
+        return dict(
             name=data["name"],
             host=data["host"],
             baseline=self.baseline_form.save_unsaved(),

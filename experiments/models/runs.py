@@ -25,6 +25,9 @@ class RunQuerySet(models.QuerySet["Run"]):
     def on_host(self, host: Host | int) -> RunQuerySet:
         return self.filter(host=host)
 
+    def cancel_requested(self) -> RunQuerySet:
+        return self.filter(cancel_requested=True)
+
     def stale(self, stale_after: timedelta) -> RunQuerySet:
         """Live runs whose worker has not beaten for `stale_after`: candidates for re-attachment."""
         return self.active().filter(heartbeat_at__lt=timezone.now() - stale_after)

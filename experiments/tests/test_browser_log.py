@@ -69,7 +69,7 @@ def _flooding_experiment(client, owner, sim_host) -> Experiment:
 
 def _cancel_and_wait(experiment: Experiment, timeout: float = 60) -> None:
     """Cancel what is left, so the session's worker is idle before the database is flushed."""
-    from experiments.actions import do_cancel_run
+    from experiments.actions.runs import do_cancel_run
 
     def cancel() -> None:
         try:
@@ -201,7 +201,7 @@ def _store_log(run: Run, lines: list[str], chunk: int = 5000) -> None:
 
 
 def test_it_jumps_to_the_failure_and_errors_in_a_large_stored_log(browser_user, log_in, sim_host, live_web, browser):
-    from experiments.actions import do_create_experiment
+    from experiments.actions.experiments import do_create_experiment
     from experiments.models import BenchmarkProfile, ServerConfig
 
     models = sim_host.models_root

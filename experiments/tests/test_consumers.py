@@ -185,7 +185,7 @@ async def test_it_sends_the_stored_facts_and_state_after_the_replay(browser, run
 async def test_it_resumes_after_a_reconnect_in_the_middle_of_a_flood(browser, run):
     """The worker stores then broadcasts batch after batch; the browser drops off and comes back with its last
     line number: it ends up with every line exactly once."""
-    from experiments import actions
+    from experiments.actions.runs import do_append_log
 
     batches, size = 40, 250
     total = 5 + batches * size
@@ -195,7 +195,7 @@ async def test_it_resumes_after_a_reconnect_in_the_middle_of_a_flood(browser, ru
         for b in range(batches):
             first = 6 + b * size
             lines = [f"l{n}" for n in range(first, first + size)]
-            await sync_to_async(actions.do_append_log)(stored, first, lines, first * 10)
+            await sync_to_async(do_append_log)(stored, first, lines, first * 10)
             await broadcast.send_log_lines(run.pk, first, lines)
             await asyncio.sleep(0.005)
 

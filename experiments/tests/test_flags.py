@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from experiments import actions
+from experiments.actions.review import do_check_history, do_pin_baseline
 from experiments.models import ApiToken, Flag, FlagComment, PinnedBaseline, Run
 
 from .factories import make_config, make_experiment, make_host, make_measurement, make_profile, make_run
@@ -27,7 +27,7 @@ def _history(values: list[float], *, host=None, config=None) -> list[Run]:
         run = make_run(experiment=experiment, state=Run.State.SUCCEEDED, finished_at=start + timedelta(hours=i))
         for pass_index in range(3):
             make_measurement(run, concurrency=1, output_throughput=value, pass_index=pass_index)
-        actions.do_check_history(run)
+        do_check_history(run)
         runs.append(run)
     return runs
 
@@ -189,10 +189,10 @@ def test_it_says_on_the_experiment_page_whether_its_baseline_is_the_pinned_one(o
     page = owner_client.get(f"/experiments/{experiment.pk}/").content.decode()
     assert "No baseline is pinned" in page
 
-    actions.do_pin_baseline(
+    do_pin_baseline(
         host=experiment.host, profile=experiment.profile, config=make_config(name="other", tp_size=2), user=owner
     )
     assert "Not the pinned baseline" in owner_client.get(f"/experiments/{experiment.pk}/").content.decode()
 
-    actions.do_pin_baseline(host=experiment.host, profile=experiment.profile, config=experiment.baseline, user=owner)
+    do_pin_baseline(host=experiment.host, profile=experiment.profile, config=experiment.baseline, user=owner)
     assert "is the pinned baseline" in owner_client.get(f"/experiments/{experiment.pk}/").content.decode()

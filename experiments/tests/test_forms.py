@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from experiments.actions.experiments import do_create_experiment
 from experiments.forms import (
     ExperimentSubmission,
     apply_profile_defaults,
@@ -160,7 +161,7 @@ def test_it_accepts_the_design_example(host, owner):
     submission = _submission(experiment_payload(host))
 
     assert submission.is_valid(), submission.errors
-    experiment = submission.save(owner)
+    experiment = do_create_experiment(user=owner, **submission.experiment_fields())
 
     candidate = experiment.ordered_candidates()[0]
     assert candidate.env == {"NCCL_PROTO": "LL"}
@@ -247,7 +248,7 @@ def test_it_parses_concurrency_text_into_sorted_levels(host, owner):
     submission = _submission(payload)
 
     assert submission.is_valid(), submission.errors
-    assert submission.save(owner).profile.concurrency == [1, 4, 16]
+    assert do_create_experiment(user=owner, **submission.experiment_fields()).profile.concurrency == [1, 4, 16]
 
 
 def test_it_skips_the_gpu_check_while_the_inventory_is_unknown(owner):

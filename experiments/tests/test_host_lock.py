@@ -7,7 +7,8 @@ import threading
 import pytest
 from django.db import connection
 
-from experiments import actions
+from experiments.actions.hosts import do_release_host
+from experiments.actions.runs import do_advance_run, do_claim_next_run
 from experiments.models import Host, Run
 from experiments.tests import factories
 
@@ -25,7 +26,7 @@ def test_it_gives_the_host_to_exactly_one_of_two_racing_workers(owner):
     def worker(name: str) -> None:
         try:
             barrier.wait()
-            claimed.append(actions.do_claim_next_run(host.pk, name))
+            claimed.append(do_claim_next_run(host.pk, name))
         finally:
             connection.close()
 
@@ -45,13 +46,13 @@ def test_it_gives_the_host_to_exactly_one_of_two_racing_workers(owner):
 def test_it_starts_the_next_run_only_after_the_host_is_released(owner):
     host = factories.make_host()
     factories.make_experiment(host=host, created_by=owner)
-    first = actions.do_claim_next_run(host.pk, "w1")
+    first = do_claim_next_run(host.pk, "w1")
     assert first is not None and first.sequence == 0
-    assert actions.do_claim_next_run(host.pk, "w2") is None
+    assert do_claim_next_run(host.pk, "w2") is None
 
-    actions.do_advance_run(first, Run.State.SUCCEEDED)
-    actions.do_release_host(first)
+    do_advance_run(first, Run.State.SUCCEEDED)
+    do_release_host(first)
 
-    second = actions.do_claim_next_run(host.pk, "w2")
+    second = do_claim_next_run(host.pk, "w2")
     assert second is not None and second.sequence == 1
     assert Host.objects.get(pk=host.pk).active_run_id == second.pk

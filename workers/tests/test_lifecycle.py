@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments import actions
+from experiments.actions.experiments import do_create_experiment
+from experiments.actions.runs import do_cancel_run, do_claim_next_run
 from experiments.models import BenchmarkProfile, Host, Run, ServerConfig
 from simhost.hostsetup import REPO
 from workers.tasks import drive_host
@@ -43,7 +44,7 @@ def _run(host: Host, config: ServerConfig, owner, **profile_fields) -> Run:
         concurrency=[1], num_prompts=2, input_len=32, output_len=16, stall_timeout_s=20, readiness_timeout_s=60
     )
     profile = BenchmarkProfile(name="p", **{**defaults, **profile_fields})
-    experiment = actions.do_create_experiment(
+    experiment = do_create_experiment(
         user=owner, name="lifecycle", host=host, baseline=config, candidates=[], profile=profile
     )
     return experiment.run_set.get()
@@ -167,7 +168,7 @@ def test_it_marks_the_host_dirty_when_gpu_memory_stays_held(sim_host, owner):
     assert sim_host.is_dirty and "MiB" in sim_host.dirty_reason
     # No run starts on a dirty host until someone cleans it.
     queued = _run(sim_host, _config(sim_host, name="next"), owner)
-    assert actions.do_claim_next_run(sim_host.pk, "test") is None
+    assert do_claim_next_run(sim_host.pk, "test") is None
     queued.refresh_from_db()
     assert queued.state == Run.State.QUEUED
 
@@ -249,7 +250,7 @@ def test_it_cancels_a_live_run_and_tears_its_server_down(sim_host, owner, phase)
     assert run.state == phase
 
     cancelled_at = time.monotonic()
-    assert actions.do_cancel_run(run)
+    assert do_cancel_run(run)
     driver.join(timeout=60)
 
     run.refresh_from_db()
@@ -277,7 +278,7 @@ def test_it_refuses_to_launch_on_busy_gpus_naming_who_holds_them(sim_host, owner
         twin.save()
         busy = _drive(_run(twin, _config(twin, name="second"), owner))
     finally:
-        actions.do_cancel_run(first)
+        do_cancel_run(first)
         driver.join(timeout=60)
 
     assert busy.failure_kind == Run.FailureKind.PREFLIGHT

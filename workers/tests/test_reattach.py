@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import actions
+from experiments.actions.experiments import do_create_experiment
 from experiments.models import BenchmarkProfile, LogChunk, Run, ServerConfig
 from workers.tasks import drive_host
 
@@ -28,7 +28,7 @@ def _long_run(host, owner, **env) -> Run:
     profile = BenchmarkProfile(
         name="p", concurrency=[1, 2], num_prompts=2, input_len=32, output_len=160, passes=3, stall_timeout_s=30
     )
-    experiment = actions.do_create_experiment(
+    experiment = do_create_experiment(
         user=owner, name="reattach", host=host, baseline=config, candidates=[], profile=profile
     )
     return experiment.run_set.get()

@@ -23,7 +23,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 
-from experiments import actions
+from experiments.actions.experiments import do_create_experiment
+from experiments.actions.runs import do_cancel_run
 from experiments.explanations import MODEL_METRICS
 from experiments.forms import ExperimentSubmission
 from experiments.models import Experiment, Host, Run
@@ -221,7 +222,7 @@ class Command(BaseCommand):
             return
         self.stdout.write("Cancelling live runs (the worker tears their servers down) ...")
         for run in live:
-            actions.do_cancel_run(run)
+            do_cancel_run(run)
         deadline = time.monotonic() + timeout
         while live.exists() and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -291,7 +292,9 @@ class Command(BaseCommand):
         )
         if not submission.is_valid():
             raise CommandError(f"The demo experiment is invalid: {submission.errors}")
-        return submission.save(get_user_model().objects.get(username=DEMO_USER))
+        return do_create_experiment(
+            user=get_user_model().objects.get(username=DEMO_USER), **submission.experiment_fields()
+        )
 
 
 class DemoProgress:

@@ -1,0 +1,72 @@
+"""Creating an experiment and queueing more launches of it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..analysis.schedule import interleaved_schedule
+from ..models import BenchmarkProfile, Candidate, Experiment, Host, Run, ServerConfig
+from .hosts import enqueue_drive_host
+
+
+@transaction.atomic
+def do_create_experiment(
+    *,
+    user,
+    name: str,
+    host: Host,
+    baseline: ServerConfig,
+    candidates: Sequence[ServerConfig],
+    profile: BenchmarkProfile,
+) -> Experiment:
+    """Save the (validated, unsaved or saved) configs and profile, the experiment and its queued runs."""
+    for config in (baseline, *candidates):
+        if config.pk is None:
+            config.created_by = user
+            config.save()
+    if profile.pk is None:
+        profile.created_by = user
+        profile.save()
+    experiment = Experiment.objects.create(name=name, host=host, baseline=baseline, profile=profile, created_by=user)
+    Candidate.objects.bulk_create(
+        Candidate(experiment=experiment, config=config, position=i) for i, config in enumerate(candidates)
+    )
+    _queue_runs(experiment, [baseline, *candidates], profile.launches, first_sequence=0, first_launch=0)
+    return experiment
+
+
+@transaction.atomic
+def do_rerun_experiment(experiment: Experiment, *, launches: int = 1) -> list[Run]:
+    """Queue `launches` more interleaved launches of every config (A B C A B C ...), to confirm a result."""
+    configs = [experiment.baseline, *experiment.ordered_candidates()]
+    last = experiment.run_set.order_by("-sequence").values_list("sequence", "launch_index").first()
+    next_sequence, next_launch = (last[0] + 1, last[1] + 1) if last else (0, 0)
+    return _queue_runs(experiment, configs, launches, first_sequence=next_sequence, first_launch=next_launch)
+
+
+def _queue_runs(
+    experiment: Experiment,
+    configs: Sequence[ServerConfig],
+    launches: int,
+    *,
+    first_sequence: int,
+    first_launch: int,
+) -> list[Run]:
+    now = timezone.now()
+    runs = Run.objects.bulk_create(
+        Run(
+            experiment=experiment,
+            config=config,
+            host_id=experiment.host_id,
+            sequence=first_sequence + i,
+            launch_index=first_launch + launch,
+            timeline=[{"state": Run.State.QUEUED, "at": now.isoformat()}],
+            created_at=now,
+        )
+        for i, (config, launch) in enumerate(interleaved_schedule(configs, launches))
+    )
+    enqueue_drive_host(experiment.host_id)
+    return runs

@@ -1,0 +1,52 @@
+"""Questions the web tier asks a worker and waits for: it holds no SSH keys, so a worker connects and answers.
+
+These block the request for at most WORKER_ANSWER_TIMEOUT; the worker itself writes what it learnt (the pinned
+host key, the GPU inventory), so a caller re-reads the host afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import current_app
+from celery.exceptions import TimeoutError as CeleryTimeout
+
+from .models import Host
+
+WORKER_ANSWER_TIMEOUT = 60
+TEST_HOST_TASK = "workers.tasks.test_host"
+LIST_HOST_MODELS_TASK = "workers.tasks.list_host_models"
+
+
+class HostProbeFailed(Exception):
+    """A probe of a host got no answer: `status` is 502 when the host failed, 504 when no worker answered."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _ask_worker(task: str, host: Host) -> dict[str, Any]:
+    try:
+        answer = current_app.send_task(task, args=[host.pk]).get(timeout=WORKER_ANSWER_TIMEOUT)
+    except CeleryTimeout as exc:
+        raise HostProbeFailed(
+            f"No worker answered within {WORKER_ANSWER_TIMEOUT} s; is a Celery worker running?", 504
+        ) from exc
+    if not answer.get("ok"):
+        raise HostProbeFailed(answer.get("error") or "the host could not be reached", 502)
+    return answer
+
+
+def test_host_connection(host: Host) -> None:
+    """Connect through a worker, pin the host key on first contact (verify it after) and store the GPUs.
+
+    The worker writes the key and the inventory; `host` is refreshed with them. Raises HostProbeFailed.
+    """
+    _ask_worker(TEST_HOST_TASK, host)
+    host.refresh_from_db()
+
+
+def host_models(host: Host) -> list[dict[str, Any]]:
+    """The model directories under the host's models root (those holding a config.json), read by a worker."""
+    return list(_ask_worker(LIST_HOST_MODELS_TASK, host)["models"])
