@@ -6,37 +6,18 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from simhost import hostsetup
+from simhost.ports import free_port, wait_for_port
 
 REPO = Path(__file__).resolve().parent
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_port(port: int, timeout: float = 20.0, process: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"process exited with {process.returncode} before opening port {port}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on port {port} after {timeout} s")
 
 
 @pytest.fixture
@@ -218,18 +199,41 @@ def server_process(django_db_setup):
             _stop_server_process(process)
 
 
+def _celery_worker_argv(
+    queue: str, *, concurrency: int, name: str = "", beat_schedule: Path | None = None
+) -> list[str]:
+    argv = [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "--loglevel", "INFO",
+            "--concurrency", str(concurrency), "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "-Q", queue]  # fmt: skip
+    if name:
+        argv += ["-n", f"{name}@%h"]
+    if beat_schedule is not None:
+        argv += ["--beat", "--schedule", str(beat_schedule)]
+    return argv
+
+
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, sshd, task_queue, tmp_path_factory):
     """A real `celery worker` process on the session's queue, connected to the test database."""
     env = _shared_database_env(SPECDASH_QUEUE=task_queue, SPECDASH_SSH_KEY_DIR=str(sshd.key_dir))
     log_path = tmp_path_factory.mktemp("celery") / "worker.log"
-    argv = [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "--loglevel", "INFO", "--concurrency", "2",
-            "--without-gossip", "--without-mingle", "--without-heartbeat", "-Q", task_queue]  # fmt: skip
-    process = _start_server_process(argv, env, log_path)
+    process = _start_server_process(_celery_worker_argv(task_queue, concurrency=2), env, log_path)
     try:
         yield process, log_path
     finally:
         _stop_server_process(process)
+
+
+@pytest.fixture
+def start_worker(server_process, sshd):
+    """Start a one-slot `celery worker` of the test's own (a test that kills workers needs its own): on `queue`,
+    named `name`, logging to `log_path`, with the beat when `beat_schedule` is given; stopped after the test."""
+
+    def start(queue: str, name: str, log_path: Path, *, beat_schedule: Path | None = None, **env: str):
+        argv = _celery_worker_argv(queue, concurrency=1, name=name, beat_schedule=beat_schedule)
+        return server_process(argv, log_path, SPECDASH_QUEUE=queue, SPECDASH_SSH_KEY_DIR=str(sshd.key_dir), **env)
+
+    return start
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,12 +29,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = REPO / "simhost" / "models" / "kimi-k2.5-sim"
+sys.path.insert(0, str(REPO))
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from simhost.ports import free_port  # noqa: E402
 
 
 def _wait_ready(port: int, server: subprocess.Popen, timeout: float = 60) -> None:
@@ -75,7 +71,7 @@ def main() -> None:
     cpus = sorted(os.sched_getaffinity(0))
     client_cpus, server_cpus = ({cpus[0]}, set(cpus[1:])) if len(cpus) > 1 else (set(), set())
 
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as state:
         env = {
             **os.environ,

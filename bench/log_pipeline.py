@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,20 +43,15 @@ from django.test import Client  # noqa: E402
 from dashboard.asgi import application  # noqa: E402
 from experiments.actions.experiments import do_create_experiment  # noqa: E402
 from experiments.models import BenchmarkProfile, Host, Run, ServerConfig  # noqa: E402
+from simhost.ports import free_port  # noqa: E402
 from workers.hosts import host_access  # noqa: E402
-from workers.runlog import RunLog  # noqa: E402
+from workers.run.server_log import ServerLog  # noqa: E402
 from workers.ssh import HostConnection  # noqa: E402
 
 LINE = (
     "[2026-11-29 10:00:00 TP0] Decode batch [{n}], #running-req: 4, #token: 4182, token usage: 0.01, "
     "accept len: 2.05, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 351.20, #queue-req: 0"
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _rss_mib() -> float:
@@ -71,7 +65,7 @@ def _start_sshd(work: Path) -> tuple[subprocess.Popen, int, Path, str]:
     key = asyncssh.generate_private_key("ssh-ed25519")
     key.write_private_key(str(client_key))
     key.write_public_key(f"{client_key}.pub")
-    port = _free_port()
+    port = free_port()
     sshd = subprocess.Popen(
         [sys.executable, "-m", "simhost.sshd", "--listen", "127.0.0.1", "--port", str(port),
          "--host-key", str(work / "host_key"), "--authorized-keys", f"{client_key}.pub"],
@@ -109,12 +103,12 @@ def _make_run(work: Path, port: int, client_key: Path, host_key: str) -> tuple[R
     return run, cookie
 
 
-async def _follow(run: Run, log_path: Path, writer_pid: int) -> tuple[HostConnection, RunLog]:
-    """Follow the file as a run's orchestrator does: its RunLog (tail, storage, broadcast, facts) over SSH."""
+async def _follow(run: Run, log_path: Path, writer_pid: int) -> tuple[HostConnection, ServerLog]:
+    """Follow the file as a run's orchestrator does: its ServerLog (tail, storage, broadcast, facts) over SSH."""
     run.log_path = str(log_path)
     run.remote_pid = writer_pid
     conn = await HostConnection.open(host_access(run.host))
-    run_log = RunLog(run)
+    run_log = ServerLog(run)
     await run_log.follow(conn)
     return conn, run_log
 

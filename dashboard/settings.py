@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "channels",
     "experiments",
     "workers",
+    "dashboard.demo",
 ]
 
 MIDDLEWARE = [

@@ -14,6 +14,7 @@ from . import worker_calls
 from .actions.experiments import do_create_experiment, do_rerun_experiment
 from .actions.hosts import do_mark_host_clean
 from .actions.runs import do_cancel_run
+from .exports import comparison_csv_response
 from .forms import (
     BenchmarkProfileForm,
     ExperimentSubmission,
@@ -27,7 +28,6 @@ from .forms import (
 )
 from .models import ApiToken, BenchmarkProfile, Experiment, Flag, Host, LogChunk, Run, ServerConfig
 from .reports import build_report, comparison_rows_json
-from .views import comparison_csv_response
 
 LOG_PAGE_MAX = 10_000
 

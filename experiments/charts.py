@@ -14,7 +14,7 @@ from typing import Any
 
 from plotly.colors import qualitative
 
-from experiments.analysis import INCONCLUSIVE, ComparisonRow
+from experiments.analysis import INCONCLUSIVE, ComparisonRow, Point
 
 BASELINE_COLOR = "#555555"
 # Candidates take colours by position, so the same candidate looks the same in every figure when the caller
@@ -26,8 +26,6 @@ CANDIDATE_COLORS = qualitative.Plotly
 NO_ERROR_BAR = "NaN"
 GRID_COLOR = "#e5e9f0"
 
-# (concurrency, mean, low, high): low and high bound the 95% interval of the mean, None when unknown.
-Point = tuple[int, float, float | None, float | None]
 # The latency figure's panels: (metric prefix in a latency row, panel title).
 LATENCY_METRICS = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("itl_ms", "ITL (ms)"))
 

@@ -1,5 +1,8 @@
 """Why a candidate pays or not: the break-even accept length of each speculative candidate, from the verify and
-draft times its runs logged (custom log metrics), beside the accept length it measured."""
+draft times its runs logged (custom log metrics), beside the accept length it measured.
+
+Pure: `reports.py` reads the runs' live facts (one query) and hands them in as `RunFacts`.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +11,10 @@ import json
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from django.db import connection
-from django.db.models import JSONField
-from django.db.models.expressions import RawSQL
+from typing import Any, Protocol
 
 from . import analysis
-from .charts import Point
-from .models import Experiment, Run, ServerConfig
+from .analysis import Point
 
 # Metrics of a run's live facts that feed the explanatory model, and the log_metrics that produce them from
 # simhost's `EAGLE3 profile:` lines (EAGLE3_PROFILE=1). `draft_ms` there is the draft part of one cycle, all steps.
@@ -77,34 +75,24 @@ class ExplanatoryModel:
 RunFacts = tuple[dict[str, list[list[float]]], list[tuple[int, int | None]]]
 
 
-def model_facts(experiment: Experiment, configs: Sequence[ServerConfig]) -> dict[int, list[RunFacts]]:
-    """The live facts the explanatory model reads, per config id, from the succeeded runs: one query.
+class CandidateConfig(Protocol):
+    """What the model reads of a speculative config; a `ServerConfig` has it."""
 
-    Only the metrics and each Decode point's line and batch size are read; on PostgreSQL the database picks
-    those out of the Decode points, which would otherwise be most of the bytes (and the time) of the page.
-    """
-    if not configs:
-        return {}
-    runs = Run.objects.filter(experiment=experiment, config__in=configs, state=Run.State.SUCCEEDED)
-    out: dict[int, list[RunFacts]] = {}
-    if connection.vendor == "postgresql":
-        rows = runs.annotate(
-            decode_n=RawSQL("jsonb_path_query_array(live_facts, '$.decode[*].n')", [], output_field=JSONField()),
-            decode_batch=RawSQL(
-                "jsonb_path_query_array(live_facts, '$.decode[*].running_req')", [], output_field=JSONField()
-            ),
-        ).values_list("config_id", "live_facts__metrics", "decode_n", "decode_batch")
-        for config_id, metrics, lines, batches in rows:
-            out.setdefault(config_id, []).append((metrics or {}, list(zip(lines or [], batches or [], strict=False))))
-    else:
-        for config_id, metrics, decode in runs.values_list("config_id", "live_facts__metrics", "live_facts__decode"):
-            points = [(p["n"], p.get("running_req")) for p in decode or [] if "n" in p]
-            out.setdefault(config_id, []).append((metrics or {}, points))
-    return out
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def speculative_num_steps(self) -> int | None: ...
+
+    @property
+    def log_metrics(self) -> Mapping[str, str] | None: ...
 
 
 def explain(
-    config: ServerConfig, runs: Sequence[RunFacts], baseline_series: Sequence[Point], accept: Mapping[str, list[Point]]
+    config: CandidateConfig,
+    runs: Sequence[RunFacts],
+    baseline_series: Sequence[Point],
+    accept: Mapping[str, list[Point]],
 ) -> ExplanatoryModel:
     """`analysis.break_even_accept_length` for `config` at the lowest measured concurrency, from its runs' logs.
 
@@ -166,15 +154,3 @@ def explain(
         return ExplanatoryModel(name, level, None, [], f"The logged times cannot be used: {error}.")
     count = sum(len(values) for values in chosen.values())
     return ExplanatoryModel(name, level, result, [], note, count, batch_sizes)
-
-
-def explain_candidates(
-    experiment: Experiment,
-    candidates: Sequence[ServerConfig],
-    baseline_series: Sequence[Point],
-    accept: Mapping[str, list[Point]],
-) -> dict[str, ExplanatoryModel]:
-    """The model of every speculative candidate, by name (one query)."""
-    speculative = [c for c in candidates if c.is_speculative]
-    facts = model_facts(experiment, speculative)
-    return {c.name: explain(c, facts.get(c.pk, []), baseline_series, accept) for c in speculative}

@@ -7,17 +7,19 @@ and the few live facts of the succeeded speculative runs that the explanatory mo
 
 from __future__ import annotations
 
-import functools
 import json
-import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connection
+from django.db.models import JSONField
+from django.db.models.expressions import RawSQL
+
 from . import analysis, charts
-from .charts import Point
-from .explanations import ExplanatoryModel, explain_candidates
+from .analysis import Point, mean_interval
+from .explanations import ExplanatoryModel, RunFacts, explain
 from .models import Experiment, Measurement, PinnedBaseline, Run, ServerConfig
 
 LATENCY_STATS = ("mean", "p99")
@@ -160,11 +162,9 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         latency=_latency_table(usable, names),
         measurement_values=values,
         config_diff=_config_diff([baseline, *candidates]),
-        pinned=PinnedBaseline.objects.filter(host_id=experiment.host_id, profile_key=experiment.profile.series_key)
-        .select_related("config")
-        .first(),
+        pinned=PinnedBaseline.objects.of_series(experiment.host_id, experiment.profile.series_key).first(),
     )
-    report.models = explain_candidates(experiment, candidates, throughput.get(baseline.name, []), accept)
+    report.models = _explanations(experiment, candidates, throughput.get(baseline.name, []), accept)
     if with_figures and rows:
         colors = charts.config_colors(baseline.name, [c.name for c in candidates])
         report.figures = {
@@ -177,19 +177,42 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
     return report
 
 
-@functools.lru_cache(maxsize=256)
-def _t975(df: int) -> float:
-    # Integer degrees of freedom (n - 1) repeat across cells; the quantile is a bisection worth caching.
-    return analysis.t_quantile(0.5 + analysis.CONFIDENCE / 2, df)
+def _explanations(
+    experiment: Experiment,
+    candidates: Sequence[ServerConfig],
+    baseline_series: Sequence[Point],
+    accept: Mapping[str, list[Point]],
+) -> dict[str, ExplanatoryModel]:
+    """The explanatory model of every speculative candidate, by name (one query)."""
+    speculative = [c for c in candidates if c.is_speculative]
+    facts = _model_facts(experiment, speculative)
+    return {c.name: explain(c, facts.get(c.pk, []), baseline_series, accept) for c in speculative}
 
 
-def mean_interval(values: Sequence[float]) -> tuple[float, float | None, float | None]:
-    """The mean of `values` and its 95% Student t interval; no interval for fewer than two values."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, None, None
-    half_width = _t975(len(values) - 1) * math.sqrt(analysis.sample_variance(values, mean) / len(values))
-    return mean, mean - half_width, mean + half_width
+def _model_facts(experiment: Experiment, configs: Sequence[ServerConfig]) -> dict[int, list[RunFacts]]:
+    """The live facts the explanatory model reads, per config id, from the succeeded runs: one query.
+
+    Only the metrics and each Decode point's line and batch size are read; on PostgreSQL the database picks
+    those out of the Decode points, which would otherwise be most of the bytes (and the time) of the page.
+    """
+    if not configs:
+        return {}
+    runs = Run.objects.filter(experiment=experiment, config__in=configs, state=Run.State.SUCCEEDED)
+    out: dict[int, list[RunFacts]] = {}
+    if connection.vendor == "postgresql":
+        rows = runs.annotate(
+            decode_n=RawSQL("jsonb_path_query_array(live_facts, '$.decode[*].n')", [], output_field=JSONField()),
+            decode_batch=RawSQL(
+                "jsonb_path_query_array(live_facts, '$.decode[*].running_req')", [], output_field=JSONField()
+            ),
+        ).values_list("config_id", "live_facts__metrics", "decode_n", "decode_batch")
+        for config_id, metrics, lines, batches in rows:
+            out.setdefault(config_id, []).append((metrics or {}, list(zip(lines or [], batches or [], strict=False))))
+    else:
+        for config_id, metrics, decode in runs.values_list("config_id", "live_facts__metrics", "live_facts__decode"):
+            points = [(p["n"], p.get("running_req")) for p in decode or [] if "n" in p]
+            out.setdefault(config_id, []).append((metrics or {}, points))
+    return out
 
 
 def _series(

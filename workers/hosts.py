@@ -1,20 +1,24 @@
-"""Reaching a registered host over SSH, and the reads of it that more than one phase makes."""
+"""Reaching a registered host over SSH and reading it: the connection test (which pins its key), the GPU
+processes, the model directories and their config.json, its work directory and whether a port is free."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 
 from experiments.models import Host
 
-from .preflight import ComputeApp, parse_compute_apps
-from .ssh import HostAccess, HostConnection
+from . import gpus
+from .ssh import HostAccess, HostConnection, SSHError
 
-COMPUTE_APPS_QUERY = "nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits"
+MAX_MODELS = 200
 
 
 class HostReadError(Exception):
@@ -35,12 +39,15 @@ def host_access(host: Host) -> HostAccess:
     )
 
 
-async def compute_apps(conn: HostConnection) -> list[ComputeApp]:
+# ---- reads over an open connection ---------------------------------------------------------------------
+
+
+async def compute_apps(conn: HostConnection) -> list[gpus.ComputeApp]:
     """The processes holding GPU memory on the host, by nvidia-smi."""
-    result = await conn.run(COMPUTE_APPS_QUERY)
+    result = await conn.run(gpus.COMPUTE_APPS_QUERY)
     if not result.ok:
         raise HostReadError(f"nvidia-smi failed on the host: {result.stderr_tail()}")
-    return parse_compute_apps(result.stdout)
+    return gpus.parse_compute_apps(result.stdout)
 
 
 async def model_config(conn: HostConnection, host_name: str, path: str, role: str) -> dict[str, Any]:
@@ -55,3 +62,81 @@ async def model_config(conn: HostConnection, host_name: str, path: str, role: st
     except json.JSONDecodeError as exc:
         raise HostReadError(f"The {role} model's config.json is not JSON: {exc}") from exc
     return data if isinstance(data, dict) else {}
+
+
+async def work_dir(conn: HostConnection, host: Host) -> str:
+    """The absolute path of the host's work directory (relative ones are under the SSH user's home), created
+    with its `runs/` subdirectory if missing."""
+    quoted = shlex.quote(host.work_dir)
+    result = await conn.run(f"cd ~ && mkdir -p -- {quoted}/runs && cd -- {quoted} && pwd")
+    if not result.ok:
+        raise HostReadError(f"Cannot create the work directory: {result.stderr.strip()}")
+    return result.stdout.strip().splitlines()[-1]
+
+
+async def port_in_use(conn: HostConnection, port: int) -> bool:
+    """Whether something listens on the host's loopback `port` (bash's /dev/tcp: no extra tool needed)."""
+    probe = await conn.run(f"(exec 3<>/dev/tcp/127.0.0.1/{int(port)}) 2>/dev/null && echo taken || echo free")
+    return probe.stdout.strip().endswith("taken")
+
+
+# ---- what the web tier asks a worker (experiments.worker_calls) ----------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    host_key: str
+    gpus: list[dict[str, Any]]
+
+
+async def probe(host: Host, *, pin: bool) -> ProbeResult:
+    conn = await HostConnection.open(host_access(host), pin=pin)
+    try:
+        result = await conn.run(gpus.GPU_INVENTORY_QUERY)
+        if not result.ok:
+            raise SSHError(f"nvidia-smi failed on {host.name}: {result.stderr.strip()[-300:]}")
+        return ProbeResult(host_key=conn.server_host_key, gpus=gpus.parse_gpu_inventory(result.stdout))
+    finally:
+        await conn.close()
+
+
+def test_connection(host: Host) -> ProbeResult:
+    """Pin the key if none is pinned yet (trust on first use, by an admin's explicit action); verify it after."""
+    result = asyncio.run(probe(host, pin=not host.is_pinned))
+    with transaction.atomic():
+        fields = ["gpu_inventory"]
+        host.gpu_inventory = result.gpus
+        if not host.is_pinned:
+            host.host_key = result.host_key
+            fields.append("host_key")
+        host.save(update_fields=fields)
+    return result
+
+
+async def list_models(host: Host) -> list[dict[str, Any]]:
+    """Model directories under the host's models root: those holding a config.json, with what it says."""
+    if not host.models_root:
+        return []
+    conn = await HostConnection.open(host_access(host))
+    try:
+        root = shlex.quote(host.models_root)
+        find = f"find {root} -mindepth 2 -maxdepth 2 -name config.json -printf '%h\\n' 2>/dev/null"
+        found = await conn.run(f"{find} | sort | head -n {MAX_MODELS}")
+        models = []
+        for path in found.stdout.split():
+            try:
+                config = await model_config(conn, host.name, path, "listed")
+            except HostReadError:
+                config = {}  # listed all the same: the path is what the form needs
+            models.append(
+                {
+                    "path": path,
+                    "name": path.rstrip("/").rsplit("/", 1)[-1],
+                    "architectures": config.get("architectures", []),
+                    "max_position_embeddings": config.get("max_position_embeddings"),
+                    "vocab_size": config.get("vocab_size"),
+                }
+            )
+        return models
+    finally:
+        await conn.close()

@@ -1,4 +1,4 @@
-"""Celery glue: load by id, check the world, call the orchestrator. Arguments are ids, never instances."""
+"""Celery glue: load by id, check the world, call the run lifecycle. Arguments are ids, never instances."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from django.db import close_old_connections
 from experiments.actions.runs import do_abandon_run, do_claim_next_run, do_take_over_run
 from experiments.models import Host, Run
 
-from . import hostprobe, orchestrator
+from . import hosts
+from .run.lifecycle import drive_run
 from .ssh import SSHError
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ def drive_host(host_id: int) -> str | None:
 
 def _drive(run: Run) -> str | None:
     try:
-        return asyncio.run(orchestrator.drive_run(run.pk))
+        return asyncio.run(drive_run(run.pk))
     except Exception as exc:
         log.exception("run %s: orchestrator crashed", run.pk)
         close_old_connections()
@@ -79,7 +80,7 @@ def test_host(host_id: int) -> dict:
     close_old_connections()
     host = Host.objects.get(pk=host_id)
     try:
-        result = hostprobe.test_host(host)
+        result = hosts.test_connection(host)
     except SSHError as exc:
         return {"ok": False, "error": str(exc)}
     return {"ok": True, "host_key": result.host_key, "gpus": result.gpus}
@@ -90,6 +91,6 @@ def list_host_models(host_id: int) -> dict:
     close_old_connections()
     host = Host.objects.get(pk=host_id)
     try:
-        return {"ok": True, "models": asyncio.run(hostprobe.list_models(host))}
+        return {"ok": True, "models": asyncio.run(hosts.list_models(host))}
     except SSHError as exc:
         return {"ok": False, "error": str(exc)}

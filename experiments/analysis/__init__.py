@@ -4,6 +4,8 @@
   concurrency.
 - `history`: regressions over a series of results (lookback test, change points).
 - `breakeven`: the accept length a speculative config needs to match the baseline.
+- `intervals`: the mean of a cell with its 95% interval, and `Point`, the value the pages plot.
+- `schedule`: the interleaved order of an experiment's launches.
 - `tdist`: Student's t quantile and tail, stdlib only.
 """
 
@@ -32,6 +34,7 @@ from .history import (
     change_points,
     check_latest,
 )
+from .intervals import Point, mean_interval
 from .tdist import t_quantile
 
 __all__ = [
@@ -48,6 +51,7 @@ __all__ = [
     "BreakEven",
     "ComparisonRow",
     "HistoryPoint",
+    "Point",
     "RegressionFlag",
     "Sample",
     "assess_series",
@@ -56,6 +60,7 @@ __all__ = [
     "change_points",
     "check_latest",
     "compare",
+    "mean_interval",
     "sample_variance",
     "t_quantile",
 ]

@@ -3,10 +3,10 @@
 One module per concern; everything is importable from `experiments.models`.
 """
 
-from .configs import MANAGED_FLAGS, BenchmarkProfile, ServerConfig
+from .configs import MANAGED_FLAGS, BenchmarkProfile, BenchmarkProfileQuerySet, ServerConfig, ServerConfigQuerySet
 from .experiments import Candidate, Experiment
 from .hosts import Host
-from .review import Flag, FlagComment, PinnedBaseline
+from .review import Flag, FlagComment, FlagQuerySet, PinnedBaseline, PinnedBaselineQuerySet
 from .runs import LogChunk, LogChunkQuerySet, Measurement, Run, RunQuerySet
 from .tokens import ApiToken, ApiTokenQuerySet
 
@@ -15,16 +15,20 @@ __all__ = [
     "ApiToken",
     "ApiTokenQuerySet",
     "BenchmarkProfile",
+    "BenchmarkProfileQuerySet",
     "Candidate",
     "Experiment",
     "Flag",
     "FlagComment",
+    "FlagQuerySet",
     "Host",
     "LogChunk",
     "LogChunkQuerySet",
     "Measurement",
     "PinnedBaseline",
+    "PinnedBaselineQuerySet",
     "Run",
     "RunQuerySet",
     "ServerConfig",
+    "ServerConfigQuerySet",
 ]

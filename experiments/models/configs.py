@@ -32,6 +32,12 @@ MANAGED_FLAGS = frozenset(
 )
 
 
+class ServerConfigQuerySet(models.QuerySet["ServerConfig"]):
+    def with_hash(self, content_hash: str) -> ServerConfigQuerySet:
+        """The configs with this content hash (the same launch under any name), newest first."""
+        return self.filter(content_hash=content_hash).order_by("-created_at")
+
+
 class ServerConfig(models.Model):
     class Algorithm(models.TextChoices):
         NONE = "", "none (baseline)"
@@ -57,6 +63,8 @@ class ServerConfig(models.Model):
     content_hash = models.CharField(max_length=64, db_index=True, editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ServerConfigQuerySet.as_manager()
 
     # The fields that decide what runs on the host; the name is a label and does not change the hash.
     LAUNCH_FIELDS = (
@@ -110,6 +118,12 @@ class ServerConfig(models.Model):
         return self.pk is not None and self.run_set.filter(state__in=Run.TERMINAL_STATES).exists()
 
 
+class BenchmarkProfileQuerySet(models.QuerySet["BenchmarkProfile"]):
+    def in_series(self, series_key: str) -> BenchmarkProfileQuerySet:
+        """The profiles whose results are comparable under `series_key`, newest first."""
+        return self.filter(series_key=series_key).order_by("-created_at")
+
+
 class BenchmarkProfile(models.Model):
     name = models.CharField(max_length=128)
     dataset = models.CharField(max_length=32, default="random")
@@ -129,6 +143,8 @@ class BenchmarkProfile(models.Model):
     series_key = models.CharField(max_length=16, db_index=True, editable=False, default="")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = BenchmarkProfileQuerySet.as_manager()
 
     class Meta:
         ordering = ["name", "id"]

@@ -12,6 +12,12 @@ from .hosts import Host
 from .runs import Run
 
 
+class FlagQuerySet(models.QuerySet["Flag"]):
+    def of_series(self, host: Host | int, config_hash: str, profile_key: str) -> FlagQuerySet:
+        """The flags raised on one history series, every concurrency."""
+        return self.filter(host=host, config_hash=config_hash, profile_key=profile_key)
+
+
 class Flag(models.Model):
     """A regression or anomaly found in a (host, config, profile, concurrency) series; the team triages it."""
 
@@ -44,6 +50,8 @@ class Flag(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
+    objects = FlagQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
 
@@ -71,6 +79,12 @@ class FlagComment(models.Model):
         return f"comment {self.pk} on flag {self.flag_id}"
 
 
+class PinnedBaselineQuerySet(models.QuerySet["PinnedBaseline"]):
+    def of_series(self, host: Host | int, profile_key: str) -> PinnedBaselineQuerySet:
+        """The baseline pinned on `host` for `profile_key` (at most one), with its config."""
+        return self.filter(host=host, profile_key=profile_key).select_related("config")
+
+
 class PinnedBaseline(models.Model):
     """The baseline config a team compares against on a host for a kind of request; its history is watched."""
 
@@ -80,6 +94,8 @@ class PinnedBaseline(models.Model):
     config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
     pinned_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     pinned_at = models.DateTimeField(default=timezone.now)
+
+    objects = PinnedBaselineQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["host", "profile_key"], name="one_pinned_baseline")]

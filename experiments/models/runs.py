@@ -128,6 +128,16 @@ class Run(models.Model):
     def is_finished(self) -> bool:
         return self.state in self.TERMINAL_STATES
 
+    @classmethod
+    def lifecycle_index(cls, state: str) -> int:
+        """Where `state` lies along the healthy lifecycle; a state off it (failed, cancelled) lies after all."""
+        order = [str(s) for s in cls.LIFECYCLE]
+        return order.index(state) if state in order else len(order)
+
+    def is_before(self, state: str) -> bool:
+        """Whether the run has not reached `state` yet along the healthy lifecycle."""
+        return self.lifecycle_index(self.state) < self.lifecycle_index(state)
+
     @property
     def can_cancel(self) -> bool:
         return not self.is_finished and not self.cancel_requested
@@ -255,6 +265,10 @@ class Measurement(models.Model):
 
 
 class LogChunkQuerySet(models.QuerySet["LogChunk"]):
+    def contains_text(self, run_id: int, text: str) -> bool:
+        """Whether a stored line of the run's log contains `text` (case-sensitive: an expectation is exact)."""
+        return self.filter(run_id=run_id, text__contains=text).exists()
+
     def lines(self, run_id: int, *, after: int, limit: int, containing: str | None = None) -> list[dict[str, Any]]:
         """Numbered lines after line `after` (1-based), at most `limit`; with `containing`, only lines that
         contain it, case-insensitively (the database narrows to the chunks that have a match)."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
 
+from experiments.actions.review import do_check_history
 from experiments.models import (
     BenchmarkProfile,
     Candidate,
@@ -122,6 +124,22 @@ def make_log(run: Run, chunks: list[list[str]]) -> list[str]:
     run.log_lines = first - 1
     run.save(update_fields=["log_lines"])
     return [line for chunk in LogChunk.objects.filter(run=run).order_by("first_line") for line in chunk.lines()]
+
+
+def make_history(values: list[float], *, host: Host | None = None, config: ServerConfig | None = None) -> list[Run]:
+    """One finished experiment per value, the same baseline config, host and profile, checked as it lands."""
+    host = host or make_host()
+    config = config or make_config(name="baseline")
+    start = timezone.now() - timedelta(days=len(values))
+    runs = []
+    for i, value in enumerate(values):
+        experiment = make_experiment(host=host, baseline=config, candidates=[], profile=make_profile(), with_runs=False)
+        run = make_run(experiment=experiment, state=Run.State.SUCCEEDED, finished_at=start + timedelta(hours=i))
+        for pass_index in range(3):
+            make_measurement(run, concurrency=1, output_throughput=value, pass_index=pass_index)
+        do_check_history(run)
+        runs.append(run)
+    return runs
 
 
 def experiment_payload(host: Host) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from .factories import (
     make_config,
     make_eagle_config,
     make_experiment,
+    make_history,
     make_host,
     make_log,
     make_measurement,
@@ -34,11 +35,6 @@ def auth(owner) -> dict[str, str]:
 @pytest.fixture
 def experiment():
     return make_experiment()
-
-
-@pytest.fixture
-def run(experiment):
-    return experiment.run_set.order_by("sequence").first()
 
 
 def _endpoints(experiment, run) -> list[tuple[str, str]]:
@@ -403,3 +399,13 @@ def test_it_registers_a_host_and_refuses_bad_input(client, auth):
 
     assert created.status_code == 201 and created.json()["pinned"] is False
     assert bad.status_code == 422 and set(bad.json()["errors"]) == {"key_name", "port"}
+
+
+def test_it_reports_the_flags_of_an_experiment_in_the_api(client, owner):
+    runs = make_history([88.8, 88.9, 88.7, 88.8, 88.6, 88.9, 88.8, 88.7, 88.8, 82.2, 82.3, 82.1])
+    _, token = ApiToken.issue(owner)
+
+    body = client.get(f"/api/experiments/{runs[9].experiment_id}", headers={"Authorization": f"Bearer {token}"}).json()
+
+    assert [(f["direction"], f["concurrency"], f["triage"]) for f in body["flags"]] == [("regression", 1, "untriaged")]
+    assert body["flags"][0]["change"] == pytest.approx(-0.074, abs=0.005)

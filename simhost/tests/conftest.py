@@ -7,7 +7,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from simhost.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = REPO / "simhost" / "models"
@@ -27,12 +28,6 @@ EAGLE3_2STEP = [
     "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", DRAFT,
     "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3",
 ]  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

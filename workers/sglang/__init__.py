@@ -1,4 +1,5 @@
-"""The SGLang adapter: the launch command, and the facts carried by the lines a server logs.
+"""The SGLang adapter: the launch command, the facts carried by the lines a server logs, the live facts a run's
+page shows, the failure a log proves, and the model pairs SGLang refuses.
 
 Pure: no Django and no I/O, so the orchestrator, the tests and the simulator agree on one reading of the
 log. Formats follow ../shared/reference/sglang-interface.md (§3, §4) for all three eras: 0.4.x-0.5.3
@@ -21,24 +22,33 @@ from .facts import (
 )
 from .failures import find_failure, find_usage_error
 from .launch import arg_mismatches, flag_int, launch_argv
+from .live_facts import FactBatch, LogFacts, decode_summary, merge_series
 from .loglines import parse_line, split_prefix
+from .model_checks import OVERRIDE_ENV, context_length_problem, vocab_problem
 
 __all__ = [
     "FAILURE_KINDS",
     "MILESTONES",
+    "OVERRIDE_ENV",
     "DecodeStats",
+    "FactBatch",
     "Failure",
     "FailureSignal",
     "LogFact",
+    "LogFacts",
     "Milestone",
     "PrefillStats",
     "ServerArgsDump",
     "ShardProgress",
     "arg_mismatches",
+    "context_length_problem",
+    "decode_summary",
     "find_failure",
     "find_usage_error",
     "flag_int",
     "launch_argv",
+    "merge_series",
     "parse_line",
     "split_prefix",
+    "vocab_problem",
 ]

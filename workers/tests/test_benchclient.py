@@ -19,24 +19,21 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workers.benchclient.client import (
-    BenchConfig,
-    OpenAICompletionStream,
-    SglangStream,
-    SseLineSplitter,
-    SseReceiver,
-    StreamError,
-    feed_sse,
-    make_prompts,
-    run_benchmark,
-    send_request,
-)
+from workers.benchclient.client import BenchConfig, make_prompts, run_benchmark, send_request
 from workers.benchclient.metrics import (
     RequestRecord,
     max_output_tokens_per_s,
     percentile,
     request_timings,
     summarize,
+)
+from workers.benchclient.streams import (
+    OpenAICompletionStream,
+    SglangStream,
+    SseLineSplitter,
+    SseReceiver,
+    StreamError,
+    feed_sse,
 )
 from workers.benchclient.transport import HttpConnection, HttpError, HttpPool, parse_base_url
 

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from experiments.models import Host
-from workers.hostprobe import test_host
+from workers.hosts import test_connection
 from workers.ssh import SSHError
 
 
@@ -41,7 +41,7 @@ class Command(BaseCommand):
         if o["repin"]:
             host.host_key = ""
         try:
-            result = test_host(host)
+            result = test_connection(host)
         except SSHError as exc:
             raise CommandError(str(exc)) from exc
         verb = "Registered" if created else "Updated"

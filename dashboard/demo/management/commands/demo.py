@@ -1,0 +1,326 @@
+"""`make demo`: migrate, create the demo user, start the simulated GPU host's SSH endpoint, a Celery worker and
+the ASGI web server, register the simulated host (pinning its key), seed a demo experiment, and keep everything
+in the foreground until Ctrl-C, then stop every process it started.
+
+The children write to var/log/; the terminal shows the URLs, each run's progress and the experiment's verdicts."""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import asyncssh
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
+
+from experiments.actions.experiments import do_create_experiment
+from experiments.actions.runs import do_cancel_run
+from experiments.explanations import MODEL_METRICS
+from experiments.forms import ExperimentSubmission
+from experiments.models import Experiment, Host, Run
+from experiments.reports import build_report
+from simhost import hostsetup, ports
+
+REPO = Path(settings.BASE_DIR)
+DEMO_USER = "demo"
+DEMO_HOST = "simhost"
+
+
+def demo_experiment_payload(models_root: str) -> dict:
+    target = f"{models_root}/kimi-k2.5-sim"
+    draft = f"{models_root}/kimi-k2.5-sim-eagle3"
+
+    def eagle(name: str, steps: int) -> dict:
+        return {
+            "name": name,
+            "model_path": target,
+            "tp_size": 8,
+            "speculative_algorithm": "EAGLE3",
+            "speculative_draft_model_path": draft,
+            "speculative_num_steps": steps,
+            "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": steps + 1,
+            # EAGLE3_PROFILE makes the (simulated, like a patched real) server print its verify and draft times;
+            # the log metrics turn them into the explanatory model on the comparison page.
+            "env_text": "NCCL_PROTO=LL\nEAGLE3_PROFILE=1",
+            "extra_args_text": "--mem-fraction-static 0.85",
+            "expect": json.dumps({"env_propagated": ["NCCL_PROTO"]}),
+            "log_metrics": json.dumps(MODEL_METRICS),
+        }
+
+    return {
+        "experiment": {"name": "demo: EAGLE-3 2 vs 3 steps", "host": DEMO_HOST},
+        "baseline": {"name": "baseline", "model_path": target, "tp_size": 8},
+        "candidates": [eagle("eagle3-2step", 2), eagle("eagle3-3step", 3)],
+        "profile": {
+            "concurrency_text": "1, 4",
+            "num_prompts": 8,
+            "input_len": 128,
+            "output_len": 128,
+            "seed": 1,
+            "passes": 3,
+            "launches": 1,
+            "warmup_requests": 1,
+            "request_timeout_s": 600,
+            "readiness_timeout_s": 600,
+            "stall_timeout_s": 120,
+        },
+    }
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, what: str) -> None:
+    try:
+        ports.wait_for_port(port, timeout=30, process=process, what=what)
+    except ports.PortNotOpen as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _ensure_key(path: Path) -> None:
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    key.write_private_key(str(path))
+    key.write_public_key(str(path) + ".pub")
+    path.chmod(0o600)
+
+
+class Command(BaseCommand):
+    help = "Run the zero-setup demo (web, worker, simulated GPU host) in the foreground until Ctrl-C."
+
+    def handle(self, *args, **options):
+        web_port = int(os.environ.get("SPECDASH_PORT", "8000"))
+        ssh_port = int(os.environ.get("SPECDASH_SIMHOST_SSH_PORT", "2222"))
+        server_port = int(os.environ.get("SPECDASH_SIMHOST_SERVER_PORT", "30000"))
+        for port, what in ((web_port, "SPECDASH_PORT"), (ssh_port, "SPECDASH_SIMHOST_SSH_PORT")):
+            if ports.port_in_use(port):
+                raise CommandError(f"Port {port} ({what}) is already in use; stop what holds it or set {what}.")
+
+        call_command("migrate", interactive=False, verbosity=0)
+        self._ensure_demo_user()
+        key_dir = Path(settings.SPECDASH_SSH_KEY_DIR)
+        client_key, host_key = key_dir / "demo_id_ed25519", key_dir / "simhost_host_key"
+        _ensure_key(client_key)
+        _ensure_key(host_key)
+
+        self.children: list[tuple[str, subprocess.Popen]] = []
+        self.log_dir = Path(settings.VAR_DIR) / "log"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGINT, _interrupt)  # also when started in the background, where SIGINT is ignored
+        try:
+            sshd = self._start(
+                "simhost-sshd",
+                [
+                    sys.executable,
+                    "-m",
+                    "simhost.sshd",
+                    "--listen",
+                    "127.0.0.1",
+                    "--port",
+                    str(ssh_port),
+                    "--host-key",
+                    str(host_key),
+                    "--authorized-keys",
+                    f"{client_key}.pub",
+                ],
+            )
+            _wait_for_port(ssh_port, sshd, "The simulated host's sshd")
+            self._register_host(ssh_port, server_port, client_key.name)
+            self._start(
+                "worker",
+                [
+                    str(REPO / ".venv" / "bin" / "celery"),
+                    "-A",
+                    "dashboard",
+                    "worker",
+                    "--loglevel",
+                    "INFO",
+                    "--concurrency",
+                    "2",
+                    "--without-gossip",
+                    "--without-mingle",
+                    # The beat re-attaches runs whose worker died (workers.tasks.reattach_stale_runs).
+                    "--beat",
+                    "--schedule",
+                    str(Path(settings.VAR_DIR) / "celerybeat-schedule"),
+                ],
+            )
+            web = self._start(
+                "web",
+                [
+                    str(REPO / ".venv" / "bin" / "daphne"),
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(web_port),
+                    "dashboard.asgi:application",
+                ],
+            )
+            _wait_for_port(web_port, web, "The web server")
+            experiment = self._seed_experiment()
+            url = f"http://127.0.0.1:{web_port}/"
+            self.stdout.write(self.style.SUCCESS(f"\nspecdash demo is running: {url}  (login: demo / demo)"))
+            if experiment:
+                self.stdout.write(f"Demo experiment: {url.rstrip('/')}{experiment.get_absolute_url()}")
+            logs = ", ".join(str(self._log_path(name)) for name, _ in self.children)
+            self.stdout.write(f"Logs: {logs}")
+            self.stdout.write("Press Ctrl-C to stop web, worker and the simulated host.\n")
+            progress = DemoProgress(self.stdout, experiment, url.rstrip("/"))
+            while True:
+                for name, child in self.children:
+                    if child.poll() is not None:
+                        tail = "".join(self._log_path(name).read_text(errors="replace").splitlines(True)[-15:])
+                        raise CommandError(
+                            f"The {name} exited with code {child.returncode}; stopping the demo. "
+                            f"The end of {self._log_path(name)}:\n{tail}"
+                        )
+                progress.report()
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            self.stdout.write("\nStopping ...")
+        finally:
+            self._cancel_live_runs()
+            self._stop_children()
+
+    def _kill_leftover_servers(self) -> None:
+        """Servers of a demo that was killed hard still hold simulated GPUs; the demo's host is this machine."""
+        env = {**os.environ, "SIMHOST_STATE_DIR": str(Path(settings.VAR_DIR) / "simhost-state")}
+        query = [str(REPO / "simhost" / "bin" / "nvidia-smi"), "--query-compute-apps=pid", "--format=csv,noheader"]
+        result = subprocess.run(query, env=env, capture_output=True, text=True, check=False)
+        for pid in {int(p) for p in result.stdout.split() if p.strip().isdigit()}:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(os.getpgid(pid), signal.SIGKILL)
+
+    def _cancel_live_runs(self, timeout: float = 30) -> None:
+        """Let the worker tear down what runs now, so no simulated server outlives the demo."""
+        live = Run.objects.filter(host__name=DEMO_HOST).exclude(state__in=Run.TERMINAL_STATES)
+        if not live.exists():
+            return
+        self.stdout.write("Cancelling live runs (the worker tears their servers down) ...")
+        for run in live:
+            do_cancel_run(run)
+        deadline = time.monotonic() + timeout
+        while live.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+    def _log_path(self, name: str) -> Path:
+        return self.log_dir / f"{name}.log"
+
+    def _start(self, name: str, argv: list[str]) -> subprocess.Popen:
+        # Each child leads its own process group so that stopping it also stops what it spawned.
+        with self._log_path(name).open("ab") as log:
+            child = subprocess.Popen(argv, cwd=REPO, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+        self.children.append((name, child))
+        return child
+
+    def _stop_children(self) -> None:
+        for _, child in reversed(self.children):
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for _, child in reversed(self.children):
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+        self.stdout.write("Stopped.")
+
+    def _ensure_demo_user(self) -> None:
+        user, _ = get_user_model().objects.get_or_create(username=DEMO_USER, defaults={"is_staff": True})
+        user.is_staff = user.is_superuser = True
+        user.set_password(DEMO_USER)
+        user.save()
+
+    def _register_host(self, ssh_port: int, server_port: int, key_name: str) -> None:
+        var = Path(settings.VAR_DIR)
+        call_command(
+            "register_host",
+            DEMO_HOST,
+            address="127.0.0.1",
+            port=ssh_port,
+            user=getpass.getuser(),
+            key_name=key_name,
+            work_dir=str(var / "simhost-work"),
+            models_root=str(hostsetup.MODELS_ROOT),
+            shell_setup=hostsetup.shell_setup(var / "simhost-state", os.environ.get("SIMHOST_LOAD_SECONDS", "6")),
+            launcher=hostsetup.LAUNCHER,
+            python="python",
+            server_port=server_port,
+            repin=True,  # our own sshd on loopback; its key is pinned afresh at each registration
+        )
+
+    def _seed_experiment(self) -> Experiment | None:
+        host = Host.objects.get(name=DEMO_HOST)
+        # A host left dirty or locked by an earlier demo that was killed hard would block the new runs.
+        Host.objects.filter(pk=host.pk).update(is_dirty=False, dirty_reason="", active_run=None)
+        stale = Run.objects.filter(host=host).exclude(state__in=Run.TERMINAL_STATES)
+        for pgid in stale.filter(remote_pgid__isnull=False).values_list("remote_pgid", flat=True):
+            assert pgid is not None
+            # The simulated host is this machine: a server left by a demo killed hard is ours to stop.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        stale.update(state=Run.State.CANCELLED, failure_message="The demo was restarted.")
+        self._kill_leftover_servers()
+        payload = demo_experiment_payload(host.models_root)
+        submission = ExperimentSubmission(
+            payload["experiment"], payload["baseline"], payload["candidates"], payload["profile"]
+        )
+        if not submission.is_valid():
+            raise CommandError(f"The demo experiment is invalid: {submission.errors}")
+        return do_create_experiment(
+            user=get_user_model().objects.get(username=DEMO_USER), **submission.experiment_fields()
+        )
+
+
+class DemoProgress:
+    """One terminal line per state a run of the demo experiment reaches, then its verdicts once it is done."""
+
+    def __init__(self, out: OutputWrapper, experiment: Experiment | None, base_url: str) -> None:
+        self.out = out
+        self.base_url = base_url
+        self.experiment = experiment
+        self.seen: dict[int, str] = {}
+        self.done = experiment is None
+
+    def report(self) -> None:
+        if self.done or self.experiment is None:
+            return
+        runs = list(self.experiment.run_set.select_related("config").order_by("sequence"))
+        for run in runs:
+            if self.seen.get(run.pk) == run.state:
+                continue
+            self.seen[run.pk] = run.state
+            failure = f": {run.failure_kind}, {run.failure_message[:160]}" if run.failure_kind else ""
+            self.out.write(f"  run {run.pk} {run.config.name} (launch {run.launch_index + 1}): {run.state}{failure}")
+        if runs and all(run.is_finished for run in runs):
+            self.done = True
+            self._verdicts()
+
+    def _verdicts(self) -> None:
+        assert self.experiment is not None
+        rows = build_report(self.experiment, with_figures=False).rows
+        if not rows:
+            self.out.write("The demo experiment ended without a comparison (see the runs above).")
+            return
+        self.out.write("The demo experiment is done. Speedup over the baseline (95% interval):")
+        for row in rows:
+            interval = f" [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.ci_low is not None else ""
+            self.out.write(
+                f"  {row.candidate} at concurrency {row.concurrency}: {row.speedup:.3f}x{interval}, {row.verdict}"
+            )
+        self.out.write(f"Charts and verdicts: {self.base_url}{self.experiment.get_absolute_url()}")

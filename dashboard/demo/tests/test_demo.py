@@ -1,0 +1,39 @@
+"""`manage.py demo`'s terminal output: each run's progress once, then the verdicts."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management.base import OutputWrapper
+
+from dashboard.demo.management.commands.demo import DemoProgress
+from experiments.models import Run
+from experiments.tests.factories import make_experiment, make_measurement, make_profile
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_demo_prints_each_runs_progress_once_then_the_verdicts():
+    experiment = make_experiment(profile=make_profile(concurrency=[1], passes=3))
+    out = io.StringIO()
+    progress = DemoProgress(OutputWrapper(out), experiment, "http://127.0.0.1:8000")
+    progress.report()
+    progress.report()  # nothing changed: nothing printed again
+    baseline, candidate = experiment.run_set.order_by("sequence")
+    assert out.getvalue().count(": queued") == 2
+
+    Run.objects.filter(pk=baseline.pk).update(state=Run.State.SUCCEEDED)
+    progress.report()
+    assert out.getvalue().count(": succeeded") == 1 and not progress.done
+    for pass_index, (base, cand) in enumerate([(80.0, 90.0), (81.0, 91.0), (82.0, 92.0)]):
+        make_measurement(baseline, concurrency=1, output_throughput=base, pass_index=pass_index)
+        make_measurement(candidate, concurrency=1, output_throughput=cand, pass_index=pass_index)
+    Run.objects.filter(pk=candidate.pk).update(state=Run.State.SUCCEEDED)
+    progress.report()
+
+    assert progress.done
+    lines = out.getvalue().splitlines()
+    verdict = next(line for line in lines if "at concurrency 1:" in line)
+    assert verdict.startswith(f"  {candidate.config.name} at concurrency 1: 1.123x [") and verdict.endswith(", faster")
+    assert lines[-1] == f"Charts and verdicts: http://127.0.0.1:8000{experiment.get_absolute_url()}"

@@ -1,0 +1,74 @@
+"""The files handed out for download, by the pages and the API alike: an experiment's comparison (CSV, JSON) and
+the regression flags (CSV)."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable
+
+from django.http import HttpResponse, JsonResponse
+
+from .models import Experiment, Flag
+from .reports import build_report, comparison_rows_json, report_json
+
+# The comparison's columns, in order; the rows carry a few more (sample counts, runs needed) that the CSV leaves out.
+COMPARISON_COLUMNS = (
+    "candidate",
+    "concurrency",
+    "baseline_tok_s",
+    "candidate_tok_s",
+    "speedup",
+    "ci_low",
+    "ci_high",
+    "verdict",
+)
+FLAG_COLUMNS = (
+    "id",
+    "created_at",
+    "host",
+    "config",
+    "config_hash",
+    "profile",
+    "concurrency",
+    "direction",
+    "change",
+    "baseline_mean",
+    "new_mean",
+    "kind",
+    "run",
+    "experiment",
+    "triage",
+    "assignee",
+)
+
+
+def comparison_csv_response(experiment: Experiment) -> HttpResponse:
+    rows = comparison_rows_json(build_report(experiment, with_figures=False))
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}-comparison.csv"'
+    writer = csv.DictWriter(response, fieldnames=COMPARISON_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return response
+
+
+def comparison_json_response(experiment: Experiment) -> JsonResponse:
+    """Every table of the comparison page; `experiment` should come with its host, baseline and profile."""
+    response = JsonResponse(report_json(build_report(experiment, with_figures=False)))
+    response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}.json"'
+    return response
+
+
+def flags_csv_response(flags: Iterable[Flag], *, state: str) -> HttpResponse:
+    """`flags` as CSV, one row each; `flags` should come with their host, config, assignee and run."""
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="flags-{state}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(FLAG_COLUMNS)
+    for f in flags:
+        writer.writerow(
+            [f.pk, f.created_at.isoformat(), f.host.name, f.config.name, f.config_hash, f.profile_label,
+             f.concurrency, f.direction, round(f.change, 4), round(f.baseline_mean, 3), round(f.new_mean, 3),
+             f.kind, f.run_id, f.run.experiment_id, f.triage, f.assignee.username if f.assignee else ""]
+        )  # fmt: skip
+    return response

@@ -1,0 +1,135 @@
+"""The experiments: the list, a new experiment, its comparison page and exports, and a re-run."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from ..actions.experiments import do_create_experiment, do_rerun_experiment
+from ..exports import comparison_csv_response, comparison_json_response
+from ..forms import BenchmarkProfileForm, ExperimentForm, ExperimentSubmission, RerunForm, ServerConfigForm
+from ..models import Experiment, Host
+from ..reports import build_report, comparison_rows_json
+
+# What a new experiment form starts with; the simulated host's model names are a contract (DESIGN.md).
+DEFAULT_CANDIDATE = {
+    "name": "eagle3-2step",
+    "speculative_algorithm": "EAGLE3",
+    "speculative_num_steps": 2,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 3,
+}
+
+
+@login_required
+def experiment_list(request: HttpRequest) -> HttpResponse:
+    experiments = list(Experiment.objects.select_related("host", "created_by", "baseline").prefetch_related("run_set"))
+    rows = [(e, e.status_of(list(e.run_set.all()))) for e in experiments]
+    return render(request, "experiments/experiment_list.html", {"rows": rows})
+
+
+@login_required
+def experiment_new(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return render(request, "experiments/experiment_new.html", _new_experiment_forms())
+    submission = _submission_from_post(request.POST)
+    if submission.is_valid():
+        experiment = do_create_experiment(user=request.user, **submission.experiment_fields())
+        messages.success(request, f"Experiment “{experiment.name}” submitted.")
+        return redirect(experiment)
+    blank = _new_experiment_forms()
+    context = {
+        "experiment_form": submission.experiment_form,
+        "baseline_form": submission.baseline_form,
+        "candidate_forms": submission.candidate_forms,
+        "profile_form": submission.profile_form,
+        "candidate_template": blank["candidate_template"],
+        "host_models_urls": blank["host_models_urls"],
+        "candidate_next": request.POST.get("candidate_count", len(submission.candidate_forms)),
+        "errors": submission.errors,
+    }
+    return render(request, "experiments/experiment_new.html", context, status=400)
+
+
+def _submission_from_post(post) -> ExperimentSubmission:
+    # Blocks the user removed in the browser leave holes in the numbering: take the blocks that were posted
+    # (DATA_UPLOAD_MAX_NUMBER_FIELDS bounds them), so none is dropped and no counter can crash the view.
+    numbers = sorted(int(m[1]) for key in post if (m := re.fullmatch(r"cand-(\d+)-name", key)))
+    prefixes = [f"cand-{i}" for i in numbers]
+    return ExperimentSubmission(post, post, [post] * len(prefixes), post, candidate_prefixes=prefixes)
+
+
+def _new_experiment_forms() -> dict[str, Any]:
+    host = Host.objects.order_by("is_dirty", "name").first()
+    target = f"{host.models_root}/kimi-k2.5-sim" if host and host.models_root else ""
+    draft = f"{host.models_root}/kimi-k2.5-sim-eagle3" if host and host.models_root else ""
+    tp_size = 8 if host and host.gpu_count >= 8 else 1
+    baseline = {"name": "baseline", "model_path": target, "tp_size": tp_size}
+    candidate = {
+        **DEFAULT_CANDIDATE,
+        "model_path": target,
+        "speculative_draft_model_path": draft,
+        "tp_size": tp_size,
+    }
+    return {
+        "host_models_urls": _host_models_urls(),
+        "experiment_form": ExperimentForm(prefix="experiment", initial={"host": host.name if host else None}),
+        "baseline_form": ServerConfigForm(prefix="baseline", initial=baseline),
+        "candidate_forms": [ServerConfigForm(prefix="cand-0", initial=candidate)],
+        "profile_form": BenchmarkProfileForm(prefix="profile"),
+        "candidate_template": ServerConfigForm(prefix="cand-__prefix__", initial={**candidate, "name": ""}),
+        "candidate_next": 1,
+        "errors": {},
+    }
+
+
+def _host_models_urls() -> dict[str, str]:
+    """Per host name, the API address that lists its models (the page suggests them for the model paths)."""
+    return {name: reverse("api:host_models", args=[pk]) for pk, name in Host.objects.values_list("pk", "name")}
+
+
+@login_required
+def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
+    report = build_report(experiment)
+    return render(
+        request,
+        "experiments/experiment_detail.html",
+        {
+            "experiment": experiment,
+            "report": report,
+            "comparison": comparison_rows_json(report),
+            "configs": [report.baseline, *report.candidates],
+        },
+    )
+
+
+@login_required
+def experiment_export_json(request: HttpRequest, experiment_id: int) -> JsonResponse:
+    experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
+    return comparison_json_response(experiment)
+
+
+@login_required
+def experiment_export_csv(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    return comparison_csv_response(get_object_or_404(Experiment, pk=experiment_id))
+
+
+@login_required
+@require_POST
+def rerun_experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = get_object_or_404(Experiment, pk=experiment_id)
+    form = RerunForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "; ".join(str(e) for errors in form.errors.values() for e in errors))
+    else:
+        runs = do_rerun_experiment(experiment, launches=form.cleaned_data["launches"])
+        messages.success(request, f"Queued {len(runs)} more runs, interleaved, to confirm the result.")
+    return redirect(experiment)

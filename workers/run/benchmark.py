@@ -1,0 +1,139 @@
+"""The benchmark phase: the shipped client (`workers/benchclient`) runs on the host against the server's loopback
+port, once per (pass, concurrency) cell of the profile; each cell is stored with the server's own view of it
+(its accept length and Decode-batch lines) before the next starts, so a resumed run continues at the next cell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from experiments.actions.runs import do_record_measurement
+from experiments.models import BenchmarkProfile, Host, LogChunk, Run
+
+from .. import sglang
+from ..ssh import HostConnection, quote_command
+from .errors import RunFailed
+from .session import RunSession, db
+
+BENCHCLIENT_DIR = Path(__file__).resolve().parent.parent / "benchclient"
+# Copied to the host's work directory at launch; run from there as `python -m benchclient`.
+REMOTE_DIR = ".specdash"
+TIMEOUT_MARGIN_S = 60
+# The longest stretch of log read back for one cell's Decode-batch summary.
+MAX_WINDOW_LINES = 500_000
+
+
+async def install_client(conn: HostConnection, work_dir: str) -> None:
+    await conn.put_tree(BENCHCLIENT_DIR, f"{work_dir}/{REMOTE_DIR}")
+
+
+async def run_cells(session: RunSession) -> None:
+    await session.advance(Run.State.BENCHMARKING)
+    profile = session.profile
+    cells = [(p, c) for p in range(profile.passes) for c in profile.concurrency]
+    for index, (pass_index, concurrency) in enumerate(cells):
+        if index < session.run.benchmark_cell:
+            continue  # done before a re-attach
+        # /flush_cache also resets the server's accept-length counters (SGLang 0.5.9), so what
+        # /get_server_info reports after the cell is this cell's alone.
+        await session.api.post("/flush_cache")
+        window_start = session.run.log_lines + 1
+        result = await _run_client(session, concurrency)
+        result.update(await _server_figures(session, window_start))
+        await db(do_record_measurement)(session.run, pass_index, concurrency, result)
+        if result.get("failed"):
+            # Kept for the record, but a cell with failed requests measures the failures, not the speed.
+            await session.raise_if_server_died()
+            errors = "; ".join(result.get("errors") or [])
+            raise RunFailed(
+                Run.FailureKind.BENCHMARK_FAILED,
+                f"{result['failed']} of {result['failed'] + result['completed']} requests failed at "
+                f"concurrency {concurrency}: {errors}",
+            )
+        await session.update(benchmark_cell=index + 1)
+
+
+async def _server_figures(session: RunSession, window_start: int) -> dict[str, Any]:
+    """The server's own view of the cell just run: its accept length and its Decode-batch log lines."""
+    await asyncio.sleep(settings.SPECDASH_LOG_BATCH_SECONDS * 2)  # let the tail store the cell's last lines
+    await session.server_log.flush()
+    accept = await session.api.spec_accept_length()
+    run = session.run
+    window = min(max(run.log_lines - window_start + 1, 1), MAX_WINDOW_LINES)
+    lines = await db(LogChunk.objects.lines)(run.pk, after=window_start - 1, limit=window)
+    summary = sglang.decode_summary(window_start, [line["text"] for line in lines])
+    return {"server_accept_length": accept, "server_decode": summary}
+
+
+async def _run_client(session: RunSession, concurrency: int) -> dict[str, Any]:
+    result = await session.require_conn().run(
+        command(session.host, session.profile, concurrency, session.work_dir),
+        timeout=timeout(session.profile, concurrency),
+    )
+    data = parse_result(result.stdout)
+    if not result.ok or data is None or not data.get("completed"):
+        await session.raise_if_server_died()
+        errors = "; ".join((data or {}).get("errors") or []) or result.stderr_tail()
+        raise RunFailed(
+            Run.FailureKind.BENCHMARK_FAILED,
+            f"The benchmark at concurrency {concurrency} failed (exit {result.exit_status}): {errors}",
+        )
+    return data
+
+
+# ---- the client's command line and output (pure) ---------------------------------------------------------
+
+
+def command(host: Host, profile: BenchmarkProfile, concurrency: int, work_dir: str) -> str:
+    """The shell command that benchmarks the host's server at `concurrency` with `profile`."""
+    argv = [
+        *shlex.split(host.python),
+        "-m",
+        "benchclient",
+        "--base-url",
+        f"http://127.0.0.1:{host.server_port}",
+        "--concurrency",
+        str(concurrency),
+        "--num-prompts",
+        str(profile.num_prompts),
+        "--input-len",
+        str(profile.input_len),
+        "--output-len",
+        str(profile.output_len),
+        "--seed",
+        str(profile.seed),
+        "--warmup-requests",
+        str(profile.warmup_requests),
+        "--request-timeout",
+        str(profile.request_timeout_s),
+    ]
+    return f"cd -- {shlex.quote(work_dir + '/' + REMOTE_DIR)} && {quote_command(argv)}"
+
+
+def timeout(profile: BenchmarkProfile, concurrency: int) -> float:
+    """Every wave of `concurrency` requests may take a whole request timeout; then a margin for the warm-up."""
+    waves = max(1, profile.num_prompts // concurrency + 1)
+    return profile.request_timeout_s * waves + TIMEOUT_MARGIN_S
+
+
+def parse_result(stdout: str) -> dict[str, Any] | None:
+    """The client's JSON summary: its last line that is a JSON object (progress lines may precede it)."""
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            return data if isinstance(data, dict) else None
+    with contextlib.suppress(json.JSONDecodeError):
+        data = json.loads(stdout)
+        return data if isinstance(data, dict) else None
+    return None

@@ -1,0 +1,183 @@
+"""The SGLang server on the GPU host: its launch command, its process group and its HTTP API.
+
+The server runs under `setsid`, so its processes form their own group, which outlives our SSH session (a worker
+may die, a connection may drop) and is signalled and counted whole. Its HTTP API is reached through a port forward
+of the run's SSH connection; every call answers None (or raises, for the smoke generation) instead of hanging, and
+the phase that asked decides what a silent port means (loading, or a server that died).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+
+from .. import sglang
+from ..ssh import HostConnection, env_assignments, quote_command
+
+if TYPE_CHECKING:
+    from experiments.models import Host, ServerConfig
+
+GONE_POLL = 0.25
+KILL_WAIT = 10.0
+HEALTH_TIMEOUT = aiohttp.ClientTimeout(total=5)
+
+
+def launch_command(host: Host, config: ServerConfig) -> str:
+    """The shell command that starts `config`'s server on `host`: every value one quoted word."""
+    argv = [
+        *shlex.split(host.launcher),
+        *sglang.launch_argv(config.launch_spec(), host="127.0.0.1", port=host.server_port),
+    ]
+    # PYTHONUNBUFFERED: uvicorn's access lines go to stdout, block-buffered when redirected to a file.
+    env = {"PYTHONUNBUFFERED": "1", **config.env}
+    return quote_command(["env", *env_assignments(env), *argv])
+
+
+async def start(conn: HostConnection, work_dir: str, command: str, log_path: str) -> tuple[int, int] | str:
+    """Start `command` detached in `work_dir`, stdout and stderr to `log_path`: (pid, pgid), or why it failed."""
+    started = await conn.run(
+        f"cd -- {shlex.quote(work_dir)} && "
+        f"{{ setsid {command} > {shlex.quote(log_path)} 2>&1 < /dev/null & }} && echo $!"
+    )
+    pid_text = started.stdout.strip().splitlines()[-1] if started.stdout.strip() else ""
+    if not started.ok or not pid_text.isdigit():
+        return started.stderr_tail()
+    pid = int(pid_text)
+    pgid_result = await conn.run(f"ps -o pgid= -p {pid}")
+    pgid = int(pgid_result.stdout.strip()) if pgid_result.stdout.strip().isdigit() else pid
+    return pid, pgid
+
+
+@dataclass(frozen=True)
+class ServerProcess:
+    pid: int
+    title: str  # `ps -o args=`, cut at 200 characters
+    env_names: frozenset[str]  # empty: unreadable (setproctitle zeroes the block the kernel shows)
+
+
+@dataclass(frozen=True)
+class ServerGroup:
+    """A launched server's process group, seen through one SSH connection (a new one after a reconnect)."""
+
+    conn: HostConnection
+    pgid: int
+
+    async def alive(self) -> bool:
+        result = await self.conn.run(f"kill -0 -- -{self.pgid} 2>/dev/null && echo alive || echo gone")
+        return result.stdout.strip().endswith("alive")
+
+    async def pids(self) -> list[int]:
+        result = await self.conn.run(f"pgrep -g {self.pgid} || true")
+        return [int(p) for p in result.stdout.split() if p.isdigit()]
+
+    async def processes(self) -> list[ServerProcess]:
+        """Each live process of the group with its title and the names in its environment."""
+        found = []
+        for pid in await self.pids():
+            result = await self.conn.run(
+                f"ps -o args= -p {pid} | head -c 200; echo; tr '\\0' '\\n' < /proc/{pid}/environ 2>/dev/null"
+            )
+            lines = result.stdout.splitlines()
+            if not lines or not lines[0].strip():
+                continue  # exited meanwhile
+            names = frozenset(line.split("=", 1)[0] for line in lines[1:] if "=" in line)
+            found.append(ServerProcess(pid, lines[0].strip(), names))
+        return found
+
+    async def wait_gone(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if not await self.alive():
+                return True
+            await asyncio.sleep(GONE_POLL)
+        return not await self.alive()
+
+    async def stop(self, grace: float) -> bool:
+        """SIGTERM the group, SIGKILL whatever is left after `grace` seconds; True once nothing of it is left."""
+        await self.conn.run(f"kill -TERM -- -{self.pgid} 2>/dev/null; true")
+        if await self.wait_gone(grace):
+            return True
+        await self.conn.run(f"kill -KILL -- -{self.pgid} 2>/dev/null; true")
+        return await self.wait_gone(KILL_WAIT)
+
+
+class ServerApi:
+    """The server's HTTP API through a local port forwarded over the run's SSH connection."""
+
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
+        self.base_url = ""
+
+    async def open(self, conn: HostConnection, remote_port: int) -> None:
+        """Forward a local port to the server's loopback port (again after a reconnect: the old forward died
+        with its connection); the HTTP session is kept."""
+        local_port = await conn.forward_port(remote_port)
+        self.base_url = f"http://127.0.0.1:{local_port}"
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("ServerApi.open() was not called")
+        return self._session
+
+    async def status(self, path: str) -> int | None:
+        """The HTTP status, or None while nothing answers on the port (loading)."""
+        try:
+            async with self.session.get(self.base_url + path, timeout=HEALTH_TIMEOUT) as response:
+                await response.read()
+                return response.status
+        except (aiohttp.ClientError, TimeoutError, ConnectionError):
+            return None
+
+    async def get_json(self, path: str) -> dict[str, Any] | None:
+        try:
+            async with self.session.get(self.base_url + path) as response:
+                if response.status != 200:
+                    return None
+                data = await response.json(content_type=None)
+                return data if isinstance(data, dict) else None
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+
+    async def server_info(self) -> dict[str, Any] | None:
+        """`/get_server_info`, or `/server_info` where the old name is gone (SGLang renamed it in 0.5.6)."""
+        return await self.get_json("/get_server_info") or await self.get_json("/server_info")
+
+    async def served_models(self) -> list[Any]:
+        """The models `/v1/models` lists: empty when it lists none or does not answer."""
+        data = await self.get_json("/v1/models")
+        models = (data or {}).get("data")
+        return models if isinstance(models, list) else []
+
+    async def spec_accept_length(self) -> float | None:
+        """The average accept length the server measured since its counters were last reset (`/flush_cache` resets
+        them, SGLang 0.5.9), from its first scheduler's internal state; None for a baseline or an older server."""
+        states = (await self.server_info() or {}).get("internal_states")
+        first = states[0] if isinstance(states, list) and states else None
+        accept = first.get("avg_spec_accept_length") if isinstance(first, dict) else None
+        return accept if isinstance(accept, int | float) else None
+
+    async def post(self, path: str) -> int | None:
+        try:
+            async with self.session.post(self.base_url + path) as response:
+                await response.read()
+                return response.status
+        except (aiohttp.ClientError, TimeoutError):
+            return None
+
+    async def generate(self, body: dict[str, Any]) -> tuple[int, str]:
+        """One non-streaming /generate: (status, body text). Raises aiohttp.ClientError or TimeoutError."""
+        async with self.session.post(self.base_url + "/generate", json=body) as response:
+            return response.status, await response.text()

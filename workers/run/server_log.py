@@ -1,0 +1,253 @@
+"""A run's server log as its orchestrator follows it: `tail -F` on the host from the stored byte offset (so nothing
+is lost or stored twice across workers and reconnects), cut into complete numbered lines, and each batch stored,
+then broadcast, then read for facts (progress, milestones, the failure it proves)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncssh
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from experiments import broadcast
+from experiments.actions.runs import do_append_log, do_update_run
+from experiments.models import Run
+
+from .. import sglang
+from ..ssh import HostConnection, quote_command
+from .errors import RunFailed
+
+RECENT_LINES = 400  # kept in memory to cut the excerpt that proves a failure
+EXCERPT_CONTEXT = 3
+SERVER_EXITED = "The server process group exited."
+
+
+class ServerLog:
+    """The run's server log as its orchestrator follows it (see the module's docstring)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.tail: LogTail | None = None
+        self.task: asyncio.Task | None = None
+        self.recent: deque[tuple[int, str]] = deque(maxlen=RECENT_LINES)
+        self.milestones: set[str] = set()
+        self.failure_signal: sglang.FailureSignal | None = None
+        self.server_args_dump: dict[str, Any] = {}
+        self.facts = sglang.LogFacts(run.config.log_metrics or {})
+
+    async def follow(self, conn: HostConnection) -> None:
+        """(Re)start the tail through `conn` at the stored offset: complete lines only."""
+        await self.stop_now()
+        self.tail = LogTail(
+            conn,
+            self.run.log_path,
+            offset=self.run.log_offset,
+            next_line=self.run.log_lines + 1,
+            on_batch=self._on_batch,
+            batch_lines=settings.SPECDASH_LOG_BATCH_LINES,
+            batch_seconds=settings.SPECDASH_LOG_BATCH_SECONDS,
+        )
+        self.task = asyncio.create_task(self.tail.follow(stop_when_pid_exits=self.run.remote_pid))
+
+    async def stop_now(self) -> None:
+        if self.task is None:
+            return
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.task  # its `finally` stores what it had read
+        self.task = None
+
+    async def drained(self, timeout: float) -> bool:
+        """Wait for the tail to end by itself: it does once the server is gone and the file is read to its end."""
+        if self.task is None:
+            return True
+        with contextlib.suppress(TimeoutError, Exception):
+            await asyncio.wait_for(asyncio.shield(self.task), timeout)
+        return self.task.done()
+
+    async def finish(self, timeout: float = 5) -> None:
+        """Let the tail drain the file (the server is gone), or stop it if it does not within `timeout`."""
+        if not await self.drained(timeout):
+            await self.stop_now()
+
+    async def flush(self) -> None:
+        """Store what the tail has read but not stored yet."""
+        if self.tail is not None:
+            await self.tail.flush()
+
+    def last_growth(self, default: float) -> float:
+        return self.tail.last_growth if self.tail else default
+
+    def raise_if_broken(self) -> None:
+        """A dead tail would look like a silent server (a false zombie); say what really broke."""
+        task = self.task
+        if task is not None and task.done() and not task.cancelled() and task.exception() is not None:
+            raise RunFailed(Run.FailureKind.INTERNAL, f"Following the server log failed: {task.exception()!r}")
+
+    async def _on_batch(self, first_line: int, lines: list[str], offset: int) -> None:
+        """Store, then broadcast, then learn: storage first so a browser can always refill from it."""
+        run = self.run
+        await sync_to_async(do_append_log)(run, first_line, lines, offset)
+        await broadcast.send_log_lines(run.pk, first_line, lines)
+        self.recent.extend(enumerate(lines, start=first_line))
+        facts = self.facts.read(first_line, lines)
+        self.milestones |= facts.milestones
+        if facts.failure is not None and self.failure_signal is None:
+            self.failure_signal = facts.failure
+        if facts.server_args is not None:
+            self.server_args_dump = facts.server_args
+        changes: dict[str, Any] = {}
+        if facts.progress is not None and facts.progress != run.loading_progress:
+            changes["loading_progress"] = facts.progress
+        if facts.has_series:
+            changes["live_facts"] = sglang.merge_series(run.live_facts, facts)
+            await broadcast.send_run_facts(run.pk, facts.decode, facts.metrics)
+        if changes:
+            await sync_to_async(do_update_run)(run, notify="loading_progress" in changes, **changes)
+
+    async def failure(self, *, default_kind: str, exited: bool = False) -> RunFailed:
+        """The failure the log proves (kind, SGLang's message, the excerpt around it), else `default_kind` with
+        the last lines. `exited`: the server is gone, so the rest of the file is read first."""
+        if exited:
+            await self.drained(3)
+        await self.flush()
+        numbered = list(self.recent)
+        texts = [text for _, text in numbered]
+        found = sglang.find_failure(texts) or (sglang.find_usage_error(texts) if exited else None)
+        if found is not None:
+            start = max(found.first_line - EXCERPT_CONTEXT, 0)
+            excerpt = "\n".join(text for _, text in numbered[start : found.last_line + 1])
+            return RunFailed(found.kind, found.message, excerpt, numbered[found.first_line][0])
+        message = SERVER_EXITED if exited else "The server reported a failure."
+        return RunFailed(default_kind, message, *self.excerpt_of_last(15))
+
+    def excerpt_of_last(self, count: int) -> tuple[str, int | None]:
+        lines = list(self.recent)[-count:]
+        if not lines:
+            return "", None
+        return "\n".join(text for _, text in lines), lines[0][0]
+
+
+# ---- the byte-offset tail ---------------------------------------------------------------------------------
+
+READ_SIZE = 1 << 16
+
+
+class LineAssembler:
+    """Bytes in, complete lines out; the byte offset only ever covers whole lines, so a resume is exact.
+
+    - a partial last line is held back until its newline arrives;
+    - `\\r` rewrites (tqdm progress bars) keep the last state of the line;
+    - invalid UTF-8 is replaced, never fatal (decoding is per complete line, so a multi-byte character split
+      across reads is not mangled).
+    """
+
+    def __init__(self, offset: int = 0) -> None:
+        self.offset = offset  # bytes of the file consumed into complete lines
+        self._pending = bytearray()
+
+    def feed(self, data: bytes) -> list[str]:
+        self._pending += data
+        end = self._pending.rfind(b"\n")
+        if end < 0:
+            return []
+        complete = bytes(self._pending[: end + 1])
+        del self._pending[: end + 1]
+        self.offset += len(complete)
+        return [_last_state(raw) for raw in complete[:-1].split(b"\n")]
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._pending)
+
+
+def _last_state(raw: bytes) -> str:
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]  # CRLF line ending, not a rewrite
+    if b"\r" in raw:
+        raw = raw.rsplit(b"\r", 1)[-1]
+    return raw.decode("utf-8", errors="replace")
+
+
+BatchHandler = Callable[[int, list[str], int], Awaitable[None]]
+
+
+class LogTail:
+    """Runs `tail -F` on the host from a byte offset and hands batches of lines to `on_batch`.
+
+    `on_batch(first_line, lines, offset_after)` is awaited in order; it stores, then broadcasts. A batch is
+    flushed when it reaches `batch_lines` or has waited `batch_seconds`, so a flood is written in big
+    batches and a trickle still shows up within a fraction of a second.
+    """
+
+    def __init__(
+        self,
+        conn: HostConnection,
+        path: str,
+        *,
+        offset: int,
+        next_line: int,
+        on_batch: BatchHandler,
+        batch_lines: int = 2000,
+        batch_seconds: float = 0.1,
+    ) -> None:
+        self.conn = conn
+        self.path = path
+        self.assembler = LineAssembler(offset)
+        self.next_line = next_line
+        self.on_batch = on_batch
+        self.batch_lines = batch_lines
+        self.batch_seconds = batch_seconds
+        self.last_growth = time.monotonic()
+        self._process: asyncssh.SSHClientProcess | None = None
+        self._buffer: list[str] = []
+        self._buffer_offset = offset
+        # Batches are stored strictly in order: the periodic flush and a full-buffer flush must not overlap.
+        self._flush_lock = asyncio.Lock()
+
+    async def follow(self, stop_when_pid_exits: int | None = None) -> None:
+        """Follow until cancelled, or until `stop_when_pid_exits` has exited and the file is drained."""
+        argv = ["tail", "-c", f"+{self.assembler.offset + 1}", "-F"]
+        if stop_when_pid_exits:
+            argv.append(f"--pid={stop_when_pid_exits}")
+        argv.append(self.path)
+        # tail complains on stderr while the file does not exist yet; that is expected.
+        process = self._process = await self.conn.start(quote_command(argv) + " 2>/dev/null")
+        reader = process.stdout
+        flusher = asyncio.create_task(self._flush_periodically())
+        try:
+            while True:
+                data = await reader.read(READ_SIZE)
+                if not data:
+                    break
+                self.last_growth = time.monotonic()
+                lines = self.assembler.feed(data)
+                if lines:
+                    self._buffer.extend(lines)
+                    self._buffer_offset = self.assembler.offset
+                    if len(self._buffer) >= self.batch_lines:
+                        await self.flush()
+        finally:
+            flusher.cancel()
+            process.close()
+            await self.flush()
+
+    async def _flush_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.batch_seconds)
+            await self.flush()
+
+    async def flush(self) -> None:
+        async with self._flush_lock:
+            if not self._buffer:
+                return
+            lines, self._buffer = self._buffer, []
+            first = self.next_line
+            await self.on_batch(first, lines, self._buffer_offset)
+            self.next_line += len(lines)

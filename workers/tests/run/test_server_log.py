@@ -1,0 +1,130 @@
+"""LineAssembler: bytes of a remote log in, complete lines out, with a byte offset that makes a resume exact."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from workers.run.server_log import LineAssembler
+
+
+def test_it_holds_back_a_partial_last_line():
+    assembler = LineAssembler()
+
+    assert assembler.feed(b"first\nsecond\nthi") == ["first", "second"]
+    assert assembler.offset == len(b"first\nsecond\n")
+    assert assembler.pending_bytes == 3
+    assert assembler.feed(b"rd") == []
+    assert assembler.offset == len(b"first\nsecond\n")
+    assert assembler.feed(b"\n") == ["third"]
+    assert assembler.offset == len(b"first\nsecond\nthird\n")
+    assert assembler.pending_bytes == 0
+
+
+def test_it_counts_offsets_from_where_it_resumed():
+    assembler = LineAssembler(offset=1000)
+
+    assert assembler.feed(b"abc\nde") == ["abc"]
+    assert assembler.offset == 1004
+
+
+def test_it_keeps_the_last_state_of_a_progress_bar():
+    data = (
+        b"Loading safetensors checkpoint shards:   0% Completed | 0/64\r"
+        b"Loading safetensors checkpoint shards:  50% Completed | 32/64\r"
+        b"Loading safetensors checkpoint shards: 100% Completed | 64/64\n"
+        b"next\n"
+    )
+
+    assert LineAssembler().feed(data) == ["Loading safetensors checkpoint shards: 100% Completed | 64/64", "next"]
+
+
+def test_it_strips_crlf_line_endings():
+    assert LineAssembler().feed(b"one\r\ntwo\r\n\r\n") == ["one", "two", ""]
+
+
+def test_it_keeps_the_last_state_before_a_crlf():
+    assert LineAssembler().feed(b" 10%\r 99%\r100%\r\n") == ["100%"]
+
+
+def test_it_keeps_empty_lines():
+    assert LineAssembler().feed(b"a\n\n\nb\n") == ["a", "", "", "b"]
+
+
+def test_it_replaces_invalid_utf8():
+    lines = LineAssembler().feed(b"ok \xff\xfe bytes\n")
+
+    assert lines == ["ok \ufffd\ufffd bytes"]
+
+
+def test_it_decodes_a_character_split_across_reads():
+    encoded = "température 25 °C ✓\n".encode()
+    cut = encoded.index("é".encode()) + 1  # inside the two bytes of é
+    assembler = LineAssembler()
+
+    assert assembler.feed(encoded[:cut]) == []
+    assert assembler.feed(encoded[cut:]) == ["température 25 °C ✓"]
+    assert assembler.offset == len(encoded)
+
+
+def test_it_resumes_exactly_at_the_stored_offset():
+    data = b"alpha\nbeta\ngam"
+    first = LineAssembler()
+    assert first.feed(data) == ["alpha", "beta"]
+
+    # The worker died; the file grew meanwhile. A new worker resumes from the stored offset.
+    data += b"ma\ndelta\n"
+    second = LineAssembler(first.offset)
+
+    assert second.feed(data[first.offset :]) == ["gamma", "delta"]
+    assert second.offset == len(data)
+
+
+# Pieces that make the interesting cases likely: line ends, rewrites, multi-byte and invalid bytes.
+PIECES = st.sampled_from(
+    [b"a", b"xyz", b" ", b"\n", b"\r", b"\r\n", "é".encode(), "✓".encode(), "🙂".encode(), b"\xff", b"\xe2\x9c"]
+)
+LOGS = st.lists(PIECES, max_size=60).map(b"".join)
+
+
+def _cuts(data: bytes) -> st.SearchStrategy[list[int]]:
+    return st.lists(st.integers(0, len(data)), max_size=8).map(sorted)
+
+
+def _feed_in_chunks(assembler: LineAssembler, data: bytes, cuts: list[int]) -> list[str]:
+    lines: list[str] = []
+    for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
+        lines += assembler.feed(data[start:end])
+    return lines
+
+
+@given(st.data())
+def test_it_gives_the_same_lines_however_the_bytes_are_split(data):
+    log = data.draw(LOGS)
+    cuts = data.draw(_cuts(log))
+    whole = LineAssembler()
+    expected = whole.feed(log)
+
+    chunked = LineAssembler()
+
+    assert _feed_in_chunks(chunked, log, cuts) == expected
+    assert chunked.offset == whole.offset
+    assert chunked.pending_bytes == whole.pending_bytes
+
+
+@given(st.data())
+def test_it_resumes_from_any_stored_offset_without_loss_or_repeat(data):
+    log = data.draw(LOGS)
+    stop = data.draw(st.integers(0, len(log)))
+    whole = LineAssembler()
+    expected = whole.feed(log)
+
+    first = LineAssembler()
+    before = first.feed(log[:stop])
+    # The offset only covers complete lines, so a new assembler re-reads the held-back partial line.
+    resumed = LineAssembler(first.offset)
+    after = resumed.feed(log[first.offset :])
+
+    assert first.offset <= stop
+    assert before + after == expected
+    assert resumed.offset == whole.offset
