@@ -113,6 +113,17 @@ def do_record_failure(run: Run, kind: str, message: str, excerpt: str = "", firs
     run.save(update_fields=["failure_kind", "failure_message", "failure_excerpt", "failure_first_line"])
 
 
+@transaction.atomic
+def do_add_run_warning(run: Run, kind: str, message: str) -> None:
+    """Note on the run something that went wrong without failing it (once per kind and message)."""
+    run.refresh_from_db(fields=["warnings"])
+    if any(w.get("kind") == kind and w.get("message") == message for w in run.warnings):
+        return
+    run.warnings = [*run.warnings, {"kind": kind, "message": message[:2000], "at": timezone.now().isoformat()}]
+    run.save(update_fields=["warnings"])
+    transaction.on_commit(lambda: broadcast.send_run_state(run))
+
+
 def do_heartbeat(run: Run, worker: str) -> bool:
     """Say this worker still drives the run; False when another worker has taken it over meanwhile."""
     now = timezone.now()

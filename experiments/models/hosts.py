@@ -24,6 +24,8 @@ class Host(models.Model):
     launcher = models.CharField(max_length=255, default="python3 -m sglang.launch_server")
     python = models.CharField(max_length=255, default="python3", help_text="Runs the shipped benchmark client.")
     server_port = models.PositiveIntegerField(default=30000)
+    # Environment variable prefixes a config may set on this host beyond the built-in allowlist (admins only).
+    extra_env_prefixes = models.JSONField(default=list, blank=True)
     is_dirty = models.BooleanField(default=False)
     dirty_reason = models.TextField(blank=True)
     # The host lock: set with a conditional UPDATE by the worker that claims a run, cleared after teardown.

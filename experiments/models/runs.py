@@ -107,6 +107,8 @@ class Run(models.Model):
     # shows what the live stream showed.
     live_facts = models.JSONField(default=dict, blank=True)
     launch_command = models.TextField(blank=True)
+    # What went wrong without failing the run: [{"kind", "message", "at"}], shown on the run page.
+    warnings = models.JSONField(default=list, blank=True)
     benchmark_cell = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
