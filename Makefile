@@ -33,13 +33,17 @@ services:
 		pg_isready -h 127.0.0.1 -p 5432 -q && redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && exit 0; sleep 1; \
 	done; echo "PostgreSQL or Redis did not come up"; exit 1
 
-var/secret_key:
-	mkdir -p var
-	$(PY) -c 'import secrets; print(secrets.token_urlsafe(50))' > $@
+# The demo's secret key, readable by its owner only. The settings read it when SECRET_KEY is unset, so
+# `manage.py createsuperuser` and friends work in this checkout without exporting it.
+SECRET_KEY_FILE := $(SPECDASH_VAR_DIR)/secret_key
+$(SECRET_KEY_FILE):
+	mkdir -p "$(@D)"
+	umask 077 && $(PY) -c 'import secrets; print(secrets.token_urlsafe(50))' > "$@.tmp" && mv "$@.tmp" "$@"
 
-demo: install services var/secret_key
+demo: install services $(SECRET_KEY_FILE)
+	@chmod 600 "$(SECRET_KEY_FILE)"  # (one written by an older checkout was world-readable)
 	@redis-cli -u "$${REDIS_URL:-redis://127.0.0.1:6379/0}" ping >/dev/null 2>&1 || { echo "Redis is not answering at $${REDIS_URL:-redis://127.0.0.1:6379/0}; start it (see README)."; exit 1; }
-	SECRET_KEY="$$(cat var/secret_key)" $(PY) manage.py demo
+	$(PY) manage.py demo
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -20,14 +20,41 @@ REPO = Path(__file__).resolve().parent
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
+def _user(django_user_model, username: str, role: str | None):
+    from experiments.actions.audit import Actor
+    from experiments.actions.users import do_set_role
+
+    user = django_user_model.objects.create_user(username, password=f"{username}-pass")
+    if role is not None:
+        do_set_role(user, role, Actor.command())
+    return django_user_model.objects.get(pk=user.pk)  # no cached permissions
+
+
 @pytest.fixture
 def owner(django_user_model):
-    return django_user_model.objects.create_user("owner", password="owner-pass")
+    """The team's admin, who also owns what most tests create (the per-role tests use the fixtures below)."""
+    return _user(django_user_model, "owner", "admin")
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    return _user(django_user_model, "viewer", "viewer")
 
 
 @pytest.fixture
 def member(django_user_model):
-    return django_user_model.objects.create_user("member", password="member-pass")
+    return _user(django_user_model, "member", "member")
+
+
+@pytest.fixture
+def maintainer(django_user_model):
+    return _user(django_user_model, "maintainer", "maintainer")
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    """Logged in, in no role: sees nothing."""
+    return _user(django_user_model, "outsider", None)
 
 
 @pytest.fixture
@@ -45,6 +72,14 @@ class SSHServer:
         self.key_dir = key_dir
         self.client_key_name = client_key_name
         self.username = os.environ.get("USER") or __import__("getpass").getuser()
+
+    def access(self, **fields):
+        """How a worker reaches this sshd with the test key (for tests that open a HostConnection themselves)."""
+        from workers.ssh import HostAccess
+
+        key_path = self.key_dir / self.client_key_name
+        return HostAccess(name="sshd", address="127.0.0.1", port=self.port, username=self.username,
+                          key_path=key_path, host_key=self.host_key, **fields)  # fmt: skip
 
 
 @pytest.fixture(scope="session")
@@ -93,6 +128,17 @@ def sshd(tmp_path_factory) -> SSHServer:
         process.wait(timeout=10)
 
 
+def registered_key(sshd: SSHServer):
+    """The test client key as an admin registers it: by name, bound to its file and public key."""
+    from experiments.models import SshKey
+
+    public_key = (sshd.key_dir / f"{sshd.client_key_name}.pub").read_text().split()
+    key, _ = SshKey.objects.get_or_create(
+        name="test-key", defaults={"file_name": sshd.client_key_name, "public_key": " ".join(public_key[:2])}
+    )
+    return key
+
+
 @pytest.fixture
 def sim_host(sshd, tmp_path, settings, task_queue):
     """A Host row for the simulated GPU host behind the real sshd, with its own GPU state and port."""
@@ -106,7 +152,7 @@ def sim_host(sshd, tmp_path, settings, task_queue):
         address="127.0.0.1",
         port=sshd.port,
         username=sshd.username,
-        key_name=sshd.client_key_name,
+        ssh_key=registered_key(sshd),
         host_key=sshd.host_key,
         work_dir=str(tmp_path / "work"),
         models_root=str(hostsetup.MODELS_ROOT),
@@ -115,6 +161,7 @@ def sim_host(sshd, tmp_path, settings, task_queue):
         python="python",
         server_port=free_port(),
         gpu_inventory=[{"index": i, "name": "NVIDIA H200 (simulated)"} for i in range(8)],
+        extra_env_prefixes=["SIMHOST_"],  # the simulated host's fault knobs, set in the tests' config envs
     )
     host.state_dir = state_dir  # type: ignore[attr-defined]  (tests read the simulated GPUs' registry)
     return host

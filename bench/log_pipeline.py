@@ -41,6 +41,7 @@ from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from dashboard.asgi import application  # noqa: E402
+from experiments.actions.audit import Actor  # noqa: E402
 from experiments.actions.experiments import do_create_experiment  # noqa: E402
 from experiments.models import BenchmarkProfile, Host, Run, ServerConfig  # noqa: E402
 from simhost.ports import free_port  # noqa: E402
@@ -89,7 +90,7 @@ def _make_run(work: Path, port: int, client_key: Path, host_key: str) -> tuple[R
                       key_name=client_key.name, host_key=host_key, work_dir=str(work), active_run=None),
     )  # fmt: skip
     experiment = do_create_experiment(
-        user=user,
+        actor=Actor(user),
         name="log pipeline bench",
         host=host,
         baseline=ServerConfig(name="flood", model_path="/models/none"),

@@ -1,6 +1,7 @@
 """specdash settings: every knob is an environment variable with a safe default (see README)."""
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -17,13 +18,28 @@ def _env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def _secret_key_file() -> str:
+    # `make demo` writes the key here (mode 0600), so `manage.py createsuperuser` and friends work in that
+    # checkout without exporting it. Settings only read it: a key is never made up here.
+    path = VAR_DIR / "secret_key"
+    return path.read_text().strip() if path.is_file() else ""
+
+
+# Production mode: HTTPS only (secure cookies, HSTS, redirect), collected static files, and system checks that
+# refuse a debug or keyless instance. See "Deploying for a team" in the README.
+PRODUCTION = _env_bool("SPECDASH_PRODUCTION", False)
 DEBUG = _env_bool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY and DEBUG:
+SECRET_KEY = os.environ.get("SECRET_KEY", "") or _secret_key_file()
+if not SECRET_KEY and DEBUG and not PRODUCTION:
     # Only a debug (demo/dev) instance may run with a throwaway key; the system check refuses otherwise.
     SECRET_KEY = "insecure-dev-only-key-do-not-use-in-production"
-ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
-CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
+# Also the origins, besides the site's own, that may open its websockets (dashboard/origin.py).
+CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
     "daphne",
@@ -34,6 +50,10 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Its templates and static files: the API docs load Swagger UI from this server, not from a CDN.
+    "ninja",
+    "axes",
+    "dashboard",
     "experiments",
     "workers",
     "dashboard.demo",
@@ -42,12 +62,16 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "dashboard.api_errors.JsonApiErrorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "dashboard.urls"
@@ -121,6 +145,22 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "experiment_list"
 LOGOUT_REDIRECT_URL = "login"
+# Login throttling (django-axes): after SPECDASH_LOGIN_FAILURE_LIMIT failed logins for one username from one
+# address, that pair is locked out for SPECDASH_LOGIN_COOLOFF_MINUTES. Only the login form authenticates with a
+# password; the API's bearer tokens and `force_login` never pass through here.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = _env_bool("SPECDASH_LOGIN_THROTTLE", True)
+AXES_FAILURE_LIMIT = int(os.environ.get("SPECDASH_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("SPECDASH_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "dashboard.login_throttle.lockout_response"
+# The address is REMOTE_ADDR: behind a proxy, daphne's --proxy-headers sets it from X-Forwarded-For, which the
+# proxy must overwrite (README, "Deploying for a team").
+AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -142,8 +182,58 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
+if PRODUCTION:
+    # `manage.py collectstatic` first: hashed names that browsers may cache for good, compressed once.
+    STORAGES["staticfiles"] = {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}
+    WHITENOISE_USE_FINDERS = False
+
+# Security headers on every page, in every mode. The pages load only their own static scripts (no inline script,
+# no event handler attribute; data goes through `json_script`), so scripts need no nonce. Styles allow inline:
+# plotly.js and Swagger UI set style attributes as they draw. Production enforces the policy; elsewhere it is
+# report-only: a violation shows in the browser console, and tools that evaluate scripts in the page (Playwright's
+# string predicates in the browser tests) keep working. test_hardening.py checks the pages raise no report.
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+_CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+if PRODUCTION:
+    CONTENT_SECURITY_POLICY = _CONTENT_SECURITY_POLICY
+else:
+    CONTENT_SECURITY_POLICY_REPORT_ONLY = _CONTENT_SECURITY_POLICY
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and overwrites any a client sent).
+if _env_bool("SPECDASH_BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = _env_bool("SPECDASH_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = int(os.environ.get("SPECDASH_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SPECDASH_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = _env_bool("SPECDASH_HSTS_PRELOAD", False)
+    if not SECURE_HSTS_PRELOAD:
+        # Asking browsers to preload the domain is a commitment its owner makes (hstspreload.org), not a default.
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
 
 # specdash's own knobs
+# Where workers may connect: IP networks (CIDR) and exact host names (dashboard/checks.py refuses a malformed
+# entry). A development checkout reaches only this machine; production starts with nothing until it is set.
+SPECDASH_HOST_ALLOWLIST = tuple(
+    _env_list("SPECDASH_HOST_ALLOWLIST", "" if PRODUCTION else "127.0.0.0/8,::1/128,localhost")
+)
 SPECDASH_SSH_KEY_DIR = Path(os.environ.get("SPECDASH_SSH_KEY_DIR", VAR_DIR / "ssh"))
 SPECDASH_CONNECT_TIMEOUT = float(os.environ.get("SPECDASH_CONNECT_TIMEOUT", "15"))
 SPECDASH_LOG_BATCH_LINES = int(os.environ.get("SPECDASH_LOG_BATCH_LINES", "10000"))
@@ -164,5 +254,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"asyncssh": {"level": "WARNING"}},
+    # axes: lockouts (warnings), not every failed login or its start-up banner.
+    "loggers": {"asyncssh": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

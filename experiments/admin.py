@@ -1,7 +1,18 @@
-from django.contrib import admin
+"""The Django admin: users and their roles (admins manage them here or on the Team page), and a read-only view
+of the domain. Hosts, keys and experiments change only through the pages and the API, which validate, audit and
+enqueue; an admin-site edit would do none of that."""
 
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+
+from . import roles
+from .actions.audit import Actor, record_event
 from .models import (
     ApiToken,
+    AuditEvent,
     BenchmarkProfile,
     Candidate,
     Experiment,
@@ -10,31 +21,39 @@ from .models import (
     Measurement,
     Run,
     ServerConfig,
+    SshKey,
 )
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(Host)
-class HostAdmin(admin.ModelAdmin):
-    list_display = ["name", "address", "port", "username", "is_dirty", "active_run"]
-    readonly_fields = ["active_run"]
+class HostAdmin(ReadOnlyAdmin):
+    list_display = ["name", "address", "port", "username", "ssh_key", "is_dirty", "active_run"]
+
+
+@admin.register(SshKey)
+class SshKeyAdmin(ReadOnlyAdmin):
+    list_display = ["name", "file_name", "fingerprint", "created_by", "created_at"]
 
 
 @admin.register(ServerConfig)
-class ServerConfigAdmin(admin.ModelAdmin):
-    list_display = [
-        "name",
-        "speculative_algorithm",
-        "speculative_num_steps",
-        "tp_size",
-        "content_hash",
-        "created_at",
-    ]
+class ServerConfigAdmin(ReadOnlyAdmin):
+    list_display = ["name", "speculative_algorithm", "speculative_num_steps", "tp_size", "content_hash", "created_at"]
     search_fields = ["name", "model_path", "content_hash"]
-    readonly_fields = ["content_hash"]
 
 
 @admin.register(BenchmarkProfile)
-class BenchmarkProfileAdmin(admin.ModelAdmin):
+class BenchmarkProfileAdmin(ReadOnlyAdmin):
     list_display = ["name", "concurrency", "num_prompts", "input_len", "output_len", "passes", "launches"]
 
 
@@ -44,31 +63,52 @@ class CandidateInline(admin.TabularInline):
 
 
 @admin.register(Experiment)
-class ExperimentAdmin(admin.ModelAdmin):
+class ExperimentAdmin(ReadOnlyAdmin):
     list_display = ["name", "host", "baseline", "profile", "created_by", "created_at"]
     inlines = [CandidateInline]
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ReadOnlyAdmin):
     list_display = ["id", "experiment", "config", "host", "state", "failure_kind", "heartbeat_at"]
     list_filter = ["state", "failure_kind", "host"]
-    raw_id_fields = ["experiment", "config"]
 
 
 @admin.register(Measurement)
-class MeasurementAdmin(admin.ModelAdmin):
+class MeasurementAdmin(ReadOnlyAdmin):
     list_display = ["run", "pass_index", "concurrency", "output_throughput", "accept_length", "failed"]
-    raw_id_fields = ["run"]
 
 
 @admin.register(LogChunk)
-class LogChunkAdmin(admin.ModelAdmin):
+class LogChunkAdmin(ReadOnlyAdmin):
     list_display = ["run", "first_line", "line_count"]
-    raw_id_fields = ["run"]
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(ReadOnlyAdmin):
     list_display = ["user", "name", "created_at", "last_used_at"]
-    readonly_fields = ["digest"]
+    exclude = ["digest"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ["at", "actor_name", "action", "target_type", "target_label", "via", "ip", "token_name"]
+    list_filter = ["action", "via"]
+    search_fields = ["actor_name", "target_label"]
+
+
+User = get_user_model()
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class AuditedUserAdmin(UserAdmin):
+    """Group membership is the role: a change of it made here is recorded like one made on the Team page."""
+
+    def save_related(self, request, form, formsets, change) -> None:
+        user = form.instance
+        before = roles.highest(user.groups.values_list("name", flat=True)) if change else None
+        super().save_related(request, form, formsets, change)
+        after = roles.highest(user.groups.values_list("name", flat=True))
+        if before != after:
+            record_event(Actor.of(request), AuditEvent.Action.ROLES, user, before=before, after=after)

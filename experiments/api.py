@@ -11,11 +11,13 @@ from ninja.errors import HttpError
 from ninja.security import HttpBearer, django_auth
 
 from . import worker_calls
+from .actions.audit import Actor
 from .actions.experiments import do_create_experiment, do_rerun_experiment
-from .actions.hosts import do_mark_host_clean
+from .actions.hosts import do_mark_host_clean, do_register_host, do_test_host
 from .actions.runs import do_cancel_run
 from .exports import comparison_csv_response
 from .forms import (
+    CONTROL_CHARS,
     BenchmarkProfileForm,
     ExperimentSubmission,
     HostForm,
@@ -30,6 +32,8 @@ from .models import ApiToken, BenchmarkProfile, Experiment, Flag, Host, LogChunk
 from .reports import build_report, comparison_rows_json
 
 LOG_PAGE_MAX = 10_000
+LOG_QUERY_MAX = 500
+PROFILE_NAME_MAX = BenchmarkProfile._meta.get_field("name").max_length or 128
 
 
 class BearerToken(HttpBearer):
@@ -39,6 +43,8 @@ class BearerToken(HttpBearer):
             return None
         api_token.touch()
         request.user = api_token.user
+        # The audit log names the token a change came through.
+        request.api_token = api_token  # type: ignore[attr-defined]
         return api_token.user
 
 
@@ -51,6 +57,17 @@ class ExperimentIn(Schema):
     baseline: dict[str, Any] | int
     candidates: list[dict[str, Any] | int]
     profile: dict[str, Any] | int
+
+
+def _require(request: HttpRequest, perm: str) -> None:
+    """403 unless the user's role grants `perm` (see roles.py)."""
+    if not request.user.has_perm(perm):
+        raise HttpError(403, f"Your role does not allow this (it needs {perm}).")
+
+
+def _require_manage(request: HttpRequest, experiment: Experiment) -> None:
+    if not experiment.can_be_managed_by(request.user):
+        raise HttpError(403, "Only the experiment's owner or a maintainer may do this.")
 
 
 def _config_data(value: dict[str, Any] | int, path: str) -> dict[str, Any]:
@@ -118,6 +135,7 @@ def _run_json(run: Run, *, with_measurements: bool = True) -> dict[str, Any]:
 
 @api.post("/experiments", response={201: dict, 422: dict})
 def create_experiment(request: HttpRequest, payload: ExperimentIn):
+    _require(request, "experiments.add_experiment")
     submission = ExperimentSubmission(
         {"name": payload.name, "host": _host_name(payload.host)},
         _config_data(payload.baseline, "baseline"),
@@ -126,7 +144,7 @@ def create_experiment(request: HttpRequest, payload: ExperimentIn):
     )
     if not submission.is_valid():
         return Status(422, {"detail": "invalid experiment", "errors": submission.errors})
-    experiment = do_create_experiment(user=request.user, **submission.experiment_fields())
+    experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())
     runs = experiment.run_set.select_related("config").order_by("sequence")
     return Status(
         201,
@@ -140,6 +158,7 @@ def create_experiment(request: HttpRequest, payload: ExperimentIn):
 
 @api.get("/experiments/{experiment_id}")
 def get_experiment(request: HttpRequest, experiment_id: int):
+    _require(request, "experiments.view_experiment")
     experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
     report = build_report(experiment, with_figures=False)
     return {
@@ -181,11 +200,13 @@ class RerunIn(Schema):
 
 @api.post("/experiments/{experiment_id}/rerun", response={201: dict, 422: dict})
 def rerun_experiment(request: HttpRequest, experiment_id: int, payload: RerunIn):
+    _require(request, "experiments.change_experiment")
     experiment = get_object_or_404(Experiment, pk=experiment_id)
+    _require_manage(request, experiment)
     form = RerunForm({"launches": payload.launches})
     if not form.is_valid():
         return Status(422, {"detail": "invalid re-run", "errors": form.errors})
-    runs = do_rerun_experiment(experiment, launches=form.cleaned_data["launches"])
+    runs = do_rerun_experiment(experiment, actor=Actor.of(request), launches=form.cleaned_data["launches"])
     return Status(
         201, {"id": experiment.pk, "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs]}
     )
@@ -193,20 +214,30 @@ def rerun_experiment(request: HttpRequest, experiment_id: int, payload: RerunIn)
 
 @api.get("/experiments/{experiment_id}/export.csv", url_name="experiment_export_csv_api")
 def export_experiment_csv(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    _require(request, "experiments.view_experiment")
     return comparison_csv_response(get_object_or_404(Experiment, pk=experiment_id))
 
 
 @api.get("/runs/{run_id}")
 def get_run(request: HttpRequest, run_id: int):
+    _require(request, "experiments.view_run")
     run = get_object_or_404(Run.objects.select_related("config").prefetch_related("measurement_set"), pk=run_id)
     return _run_json(run)
 
 
-@api.get("/runs/{run_id}/log")
+@api.get("/runs/{run_id}/log", response={200: dict, 422: dict})
 def get_run_log(request: HttpRequest, run_id: int, after: int = 0, limit: int = 1000, q: str = ""):
     """Lines after line `after`; with `q`, only the lines containing it (case-insensitive), same paging."""
-    if after < 0 or limit < 1:
-        raise HttpError(422, "after must be >= 0 and limit >= 1")
+    _require(request, "experiments.view_run")
+    errors = {}
+    if after < 0:
+        errors["after"] = ["Must be 0 or more."]
+    if limit < 1:
+        errors["limit"] = ["Must be 1 or more."]
+    if len(q) > LOG_QUERY_MAX or CONTROL_CHARS.search(q):
+        errors["q"] = [f"At most {LOG_QUERY_MAX} characters, without control characters."]
+    if errors:
+        return Status(422, {"detail": "invalid log query", "errors": errors})
     limit = min(limit, LOG_PAGE_MAX)
     run = get_object_or_404(Run, pk=run_id)
     lines = LogChunk.objects.lines(run.pk, after=after, limit=limit, containing=q or None)
@@ -216,8 +247,10 @@ def get_run_log(request: HttpRequest, run_id: int, after: int = 0, limit: int = 
 
 @api.post("/runs/{run_id}/cancel")
 def cancel_run(request: HttpRequest, run_id: int):
-    run = get_object_or_404(Run, pk=run_id)
-    accepted = do_cancel_run(run)
+    _require(request, "experiments.change_experiment")
+    run = get_object_or_404(Run.objects.select_related("experiment"), pk=run_id)
+    _require_manage(request, run.experiment)
+    accepted = do_cancel_run(run, Actor.of(request))
     run.refresh_from_db()
     return {"id": run.pk, "state": run.state, "cancel_requested": run.cancel_requested, "accepted": accepted}
 
@@ -230,6 +263,7 @@ def _host_json(h: Host) -> dict[str, Any]:
         "port": h.port,
         "username": h.username,
         "key_name": h.key_name,
+        "extra_env_prefixes": h.extra_env_prefixes,
         "work_dir": h.work_dir,
         "models_root": h.models_root,
         "launcher": h.launcher,
@@ -245,23 +279,26 @@ def _host_json(h: Host) -> dict[str, Any]:
 
 @api.get("/hosts")
 def list_hosts(request: HttpRequest):
-    return [_host_json(h) for h in Host.objects.all()]
+    _require(request, "experiments.view_host")
+    return [_host_json(h) for h in Host.objects.select_related("ssh_key")]
 
 
 @api.post("/hosts", response={201: dict, 422: dict})
 def create_host(request: HttpRequest, payload: Body[dict[str, Any]]):
+    _require(request, "experiments.add_host")
     form = HostForm(payload)
     if not form.is_valid():
-        return Status(422, {"detail": "invalid host", "errors": form.errors})
-    return Status(201, _host_json(form.save()))
+        return Status(422, {"detail": "invalid host", "errors": plain_errors(form)})
+    return Status(201, _host_json(do_register_host(form.save_unsaved(), Actor.of(request))))
 
 
 @api.post("/hosts/{host_id}/test")
 def test_host(request: HttpRequest, host_id: int):
     """Connect, pin the host key on first contact (verify it after), read the GPU inventory."""
-    host = get_object_or_404(Host, pk=host_id)
+    _require(request, "experiments.change_host")
+    host = get_object_or_404(Host.objects.select_related("ssh_key"), pk=host_id)
     try:
-        worker_calls.test_host_connection(host)
+        do_test_host(host, Actor.of(request))
     except worker_calls.HostProbeFailed as exc:
         raise HttpError(exc.status, str(exc)) from exc
     return _host_json(host)
@@ -270,11 +307,17 @@ def test_host(request: HttpRequest, host_id: int):
 @api.get("/hosts/{host_id}/models")
 def host_models(request: HttpRequest, host_id: int):
     """Model directories found on the host under its models root (those holding a config.json)."""
+    _require(request, "experiments.view_host")
     host = get_object_or_404(Host, pk=host_id)
     try:
         return worker_calls.host_models(host)
     except worker_calls.HostProbeFailed as exc:
-        raise HttpError(exc.status, str(exc)) from exc
+        if request.user.has_perm("experiments.change_host"):
+            raise HttpError(exc.status, str(exc)) from exc
+        # Only admins learn why: the reason would tell others which addresses and ports answer (a port scan).
+        raise HttpError(
+            exc.status, "The host's models could not be listed; ask an admin to test its connection."
+        ) from None
 
 
 def _config_json(c: ServerConfig) -> dict[str, Any]:
@@ -283,11 +326,13 @@ def _config_json(c: ServerConfig) -> dict[str, Any]:
 
 @api.get("/configs")
 def list_configs(request: HttpRequest, limit: int = 200):
+    _require(request, "experiments.view_serverconfig")
     return [_config_json(c) for c in ServerConfig.objects.order_by("-created_at")[: min(max(limit, 1), 1000)]]
 
 
 @api.post("/configs", response={201: dict, 422: dict})
 def create_config(request: HttpRequest, payload: Body[dict[str, Any]]):
+    _require(request, "experiments.add_serverconfig")
     form = ServerConfigForm(config_form_data(payload))
     if not form.is_valid():
         return Status(422, {"detail": "invalid config", "errors": plain_errors(form)})
@@ -304,17 +349,22 @@ def _profile_json(p: BenchmarkProfile) -> dict[str, Any]:
 
 @api.get("/profiles")
 def list_profiles(request: HttpRequest, limit: int = 200):
+    _require(request, "experiments.view_benchmarkprofile")
     return [_profile_json(p) for p in BenchmarkProfile.objects.order_by("-created_at")[: min(max(limit, 1), 1000)]]
 
 
 @api.post("/profiles", response={201: dict, 422: dict})
 def create_profile(request: HttpRequest, payload: Body[dict[str, Any]]):
+    _require(request, "experiments.add_benchmarkprofile")
     name = str(payload.get("name") or "").strip()
     form = BenchmarkProfileForm(profile_form_data(apply_profile_defaults(payload)))
-    if not form.is_valid() or not name:
+    name_problem = "This field is required." if not name else None
+    if len(name) > PROFILE_NAME_MAX:
+        name_problem = f"Ensure this value has at most {PROFILE_NAME_MAX} characters."
+    if not form.is_valid() or name_problem:
         errors = plain_errors(form) if form.errors else {}
-        if not name:
-            errors["name"] = ["This field is required."]
+        if name_problem:
+            errors["name"] = [name_problem]
         return Status(422, {"detail": "invalid profile", "errors": errors})
     profile = form.save_unsaved(name=name)
     profile.created_by = _api_user(request)
@@ -330,6 +380,7 @@ def _api_user(request: HttpRequest):
 
 @api.post("/hosts/{host_id}/clean")
 def clean_host(request: HttpRequest, host_id: int):
+    _require(request, "experiments.mark_host_clean")
     host = get_object_or_404(Host, pk=host_id)
-    do_mark_host_clean(host)
+    do_mark_host_clean(host, Actor.of(request))
     return {"id": host.pk, "dirty": False}

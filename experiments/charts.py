@@ -58,7 +58,7 @@ def throughput_figure(
             traces.append(
                 {
                     "type": "scatter",
-                    "name": f"{name} 95% CI",
+                    "name": f"{_escape(name)} 95% CI",
                     "legendgroup": name,
                     "showlegend": False,
                     "x": [p[0] for p in bounded] + [p[0] for p in reversed(bounded)],
@@ -73,7 +73,7 @@ def throughput_figure(
         traces.append(
             {
                 "type": "scatter",
-                "name": name,
+                "name": _escape(name),
                 "legendgroup": name,
                 "x": [p[0] for p in points],
                 "y": [p[1] for p in points],
@@ -116,7 +116,7 @@ def speedup_figure(
         traces.append(
             {
                 "type": "scatter",
-                "name": candidate,
+                "name": _escape(candidate),
                 "legendgroup": candidate,
                 "x": [row.concurrency for row in own],
                 "y": [row.speedup for row in own],
@@ -138,7 +138,7 @@ def speedup_figure(
             traces.append(
                 {
                     "type": "scatter",
-                    "name": f"{candidate}: break-even at {level}",
+                    "name": f"{_escape(candidate)}: break-even at {level}",
                     "legendgroup": candidate,
                     "x": [level],
                     "y": [at_level[0].speedup],
@@ -179,7 +179,7 @@ def accept_length_figure(
         traces.append(
             {
                 "type": "scatter",
-                "name": name,
+                "name": _escape(name),
                 "x": [p[0] for p in points],
                 "y": [p[1] for p in points],
                 "mode": "lines+markers",
@@ -235,7 +235,7 @@ def latency_figure(
                 traces.append(
                     {
                         "type": "scatter",
-                        "name": name if stat == "mean" else f"{name} p99",
+                        "name": _escape(name) if stat == "mean" else f"{_escape(name)} p99",
                         "legendgroup": name,
                         "showlegend": panel == 0 and stat == "mean",
                         "xaxis": f"x{suffix}",
@@ -317,7 +317,7 @@ def history_figure(
     return {
         "data": traces,
         "layout": _layout(
-            title,
+            _escape(title),
             xaxis=_axis("Run (oldest first)"),
             yaxis=_axis("Output throughput (tok/s)", rangemode="tozero"),
             legend={"orientation": "h"},
@@ -326,8 +326,9 @@ def history_figure(
 
 
 def _escape(name: str) -> str:
-    # Config names are user input, shown in hover labels that plotly.js renders as (a subset of) HTML, and `%{`
-    # would start a template variable.
+    # Every user-chosen string (config, candidate, host and run names) passes here before it reaches a figure:
+    # plotly.js renders legends, titles and hover labels as (a subset of) HTML, and `%{` would start a template
+    # variable there (legend names too, through `meta`). The fixed texts around them are ours and stay as written.
     return name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("%", "&#37;")
 
 

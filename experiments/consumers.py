@@ -24,7 +24,7 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
-        if user is None or not user.is_authenticated or not await _run_exists(self.run_id):
+        if not await _may_view(user, "experiments.view_run") or not await _run_exists(self.run_id):
             await self.close(code=4403)
             return
         query = parse_qs(self.scope.get("query_string", b"").decode())
@@ -81,7 +81,7 @@ class ExperimentConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         self.experiment_id = int(self.scope["url_route"]["kwargs"]["experiment_id"])
-        if user is None or not user.is_authenticated or not await _experiment_exists(self.experiment_id):
+        if not await _may_view(user, "experiments.view_experiment") or not await _experiment_exists(self.experiment_id):
             await self.close(code=4403)
             return
         self.group = broadcast.experiment_group(self.experiment_id)
@@ -101,6 +101,12 @@ def _run_snapshot(run_id: int) -> dict[str, Any]:
     run = Run.objects.get(pk=run_id)
     facts = {"decode": run.live_facts.get("decode", []), "metrics": run.live_facts.get("metrics", {})}
     return {"facts": facts, "state": broadcast.run_state_event(run)}
+
+
+@database_sync_to_async
+def _may_view(user: Any, perm: str) -> bool:
+    """A logged-in user whose role reads `perm` (an outsider without a role sees nothing, live or not)."""
+    return user is not None and user.is_authenticated and user.has_perm(perm)
 
 
 @database_sync_to_async

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterable
+from typing import Any
 
 from django.http import HttpResponse, JsonResponse
 
@@ -40,6 +41,10 @@ FLAG_COLUMNS = (
     "triage",
     "assignee",
 )
+# The flag filters a download may name; anything else (the list treats it as "all") never reaches a header.
+FLAG_EXPORT_STATES = ("open", *Flag.Triage.values, "all")
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def comparison_csv_response(experiment: Experiment) -> HttpResponse:
@@ -48,7 +53,7 @@ def comparison_csv_response(experiment: Experiment) -> HttpResponse:
     response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}-comparison.csv"'
     writer = csv.DictWriter(response, fieldnames=COMPARISON_COLUMNS, extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({key: _cell(value) for key, value in row.items()} for row in rows)
     return response
 
 
@@ -61,14 +66,29 @@ def comparison_json_response(experiment: Experiment) -> JsonResponse:
 
 def flags_csv_response(flags: Iterable[Flag], *, state: str) -> HttpResponse:
     """`flags` as CSV, one row each; `flags` should come with their host, config, assignee and run."""
+    state = state if state in FLAG_EXPORT_STATES else "all"
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="flags-{state}.csv"'
     writer = csv.writer(response)
     writer.writerow(FLAG_COLUMNS)
     for f in flags:
         writer.writerow(
-            [f.pk, f.created_at.isoformat(), f.host.name, f.config.name, f.config_hash, f.profile_label,
+            _cells([f.pk, f.created_at.isoformat(), f.host.name, f.config.name, f.config_hash, f.profile_label,
              f.concurrency, f.direction, round(f.change, 4), round(f.baseline_mean, 3), round(f.new_mean, 3),
-             f.kind, f.run_id, f.run.experiment_id, f.triage, f.assignee.username if f.assignee else ""]
+             f.kind, f.run_id, f.run.experiment_id, f.triage, f.assignee.username if f.assignee else ""])
         )  # fmt: skip
     return response
+
+
+def _cell(value: Any) -> Any:
+    """`value`, with a text that a spreadsheet would run as a formula prefixed by `'` (OWASP's rule).
+
+    Only text is touched: numbers are written as numbers, so a negative change stays a number in the sheet.
+    """
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def _cells(row: Iterable[Any]) -> list[Any]:
+    return [_cell(value) for value in row]

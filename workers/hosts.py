@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncssh
 from django.conf import settings
 from django.db import transaction
 
-from experiments.models import Host
+from experiments import host_allowlist
+from experiments.models import Host, SshKey
 
 from . import gpus
 from .ssh import HostAccess, HostConnection, SSHError
@@ -25,8 +27,18 @@ class HostReadError(Exception):
     """A read of the host's state failed; the message says what and why, for the run's failure."""
 
 
-def host_access(host: Host) -> HostAccess:
-    key_path = Path(settings.SPECDASH_SSH_KEY_DIR) / host.key_name if host.key_name else None
+def host_access(host: Host, *, record_key: bool = False) -> HostAccess:
+    """How to reach `host`, once it is allowed: its address on SPECDASH_HOST_ALLOWLIST (resolved now, as a name
+    may point elsewhere since it was registered) and its key file the registered one. Raises SSHError.
+
+    `record_key`: an admin's connection test, which records the public key of a key not verified yet.
+    """
+    refusal = host_allowlist.refusal(host.address)
+    if refusal:
+        raise SSHError(f"Not connecting to {host.name}: {refusal}")
+    key_path = None
+    if host.ssh_key is not None:
+        key_path = _verified_key_file(host.ssh_key, record=record_key)
     return HostAccess(
         name=host.name,
         address=host.address,
@@ -37,6 +49,23 @@ def host_access(host: Host) -> HostAccess:
         shell_setup=host.shell_setup,
         work_dir=host.work_dir,
     )
+
+
+def _verified_key_file(key: SshKey, *, record: bool) -> Path:
+    path = Path(settings.SPECDASH_SSH_KEY_DIR) / key.file_name
+    try:
+        public = asyncssh.read_private_key(path).export_public_key().decode().split()[:2]
+    except (OSError, asyncssh.KeyImportError, ValueError) as exc:
+        raise SSHError(f"The SSH key {key.name} cannot be read from the workers' key directory: {exc}") from exc
+    if key.is_verified:
+        if key.public_key.split()[:2] != public:
+            raise SSHError(f"The key file of SSH key {key.name} is not the registered key; refusing to use it.")
+    elif record:
+        key.public_key = " ".join(public)
+        key.save(update_fields=["public_key"])
+    else:
+        raise SSHError(f"The SSH key {key.name} is not verified yet: an admin's connection test records it.")
+    return path
 
 
 # ---- reads over an open connection ---------------------------------------------------------------------
@@ -89,8 +118,8 @@ class ProbeResult:
     gpus: list[dict[str, Any]]
 
 
-async def probe(host: Host, *, pin: bool) -> ProbeResult:
-    conn = await HostConnection.open(host_access(host), pin=pin)
+async def probe(host: Host, access: HostAccess, *, pin: bool) -> ProbeResult:
+    conn = await HostConnection.open(access, pin=pin)
     try:
         result = await conn.run(gpus.GPU_INVENTORY_QUERY)
         if not result.ok:
@@ -102,7 +131,7 @@ async def probe(host: Host, *, pin: bool) -> ProbeResult:
 
 def test_connection(host: Host) -> ProbeResult:
     """Pin the key if none is pinned yet (trust on first use, by an admin's explicit action); verify it after."""
-    result = asyncio.run(probe(host, pin=not host.is_pinned))
+    result = asyncio.run(probe(host, host_access(host, record_key=True), pin=not host.is_pinned))
     with transaction.atomic():
         fields = ["gpu_inventory"]
         host.gpu_inventory = result.gpus
@@ -113,17 +142,23 @@ def test_connection(host: Host) -> ProbeResult:
     return result
 
 
-async def list_models(host: Host) -> list[dict[str, Any]]:
+def list_models(host: Host) -> list[dict[str, Any]]:
     """Model directories under the host's models root: those holding a config.json, with what it says."""
     if not host.models_root:
         return []
-    conn = await HostConnection.open(host_access(host))
+    return asyncio.run(_list_models(host, host_access(host)))
+
+
+async def _list_models(host: Host, access: HostAccess) -> list[dict[str, Any]]:
+    conn = await HostConnection.open(access)
     try:
-        root = shlex.quote(host.models_root)
+        # find reads a first argument that starts with "-" as its expression (`-delete`!), never as a path.
+        root = shlex.quote(f"./{host.models_root}" if host.models_root.startswith("-") else host.models_root)
         find = f"find {root} -mindepth 2 -maxdepth 2 -name config.json -printf '%h\\n' 2>/dev/null"
         found = await conn.run(f"{find} | sort | head -n {MAX_MODELS}")
         models = []
-        for path in found.stdout.split():
+        # One path per line (a path may hold spaces, or characters that str.splitlines() would split at).
+        for path in filter(None, found.stdout.split("\n")):
             try:
                 config = await model_config(conn, host.name, path, "listed")
             except HostReadError:

@@ -78,7 +78,7 @@ def _stale_after() -> timedelta:
 def test_host(host_id: int) -> dict:
     """Connect (pinning the key on first contact), read the GPUs; the API waits for this answer."""
     close_old_connections()
-    host = Host.objects.get(pk=host_id)
+    host = Host.objects.select_related("ssh_key").get(pk=host_id)
     try:
         result = hosts.test_connection(host)
     except SSHError as exc:
@@ -89,8 +89,8 @@ def test_host(host_id: int) -> dict:
 @shared_task(name="workers.tasks.list_host_models", ignore_result=False)
 def list_host_models(host_id: int) -> dict:
     close_old_connections()
-    host = Host.objects.get(pk=host_id)
+    host = Host.objects.select_related("ssh_key").get(pk=host_id)
     try:
-        return {"ok": True, "models": asyncio.run(hosts.list_models(host))}
+        return {"ok": True, "models": hosts.list_models(host)}
     except SSHError as exc:
         return {"ok": False, "error": str(exc)}

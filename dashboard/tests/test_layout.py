@@ -18,6 +18,8 @@ PURE = (
     "experiments.analysis",
     "experiments.charts",
     "experiments.explanations",
+    "experiments.launch_policy",
+    "experiments.log_metrics",
     "workers.sglang",
     "workers.gpus",
 )

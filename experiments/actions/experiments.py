@@ -8,14 +8,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..analysis.schedule import interleaved_schedule
-from ..models import BenchmarkProfile, Candidate, Experiment, Host, Run, ServerConfig
+from ..models import AuditEvent, BenchmarkProfile, Candidate, Experiment, Host, Run, ServerConfig
+from .audit import Actor, record_event
 from .hosts import enqueue_drive_host
 
 
 @transaction.atomic
 def do_create_experiment(
     *,
-    user,
+    actor: Actor,
     name: str,
     host: Host,
     baseline: ServerConfig,
@@ -25,26 +26,31 @@ def do_create_experiment(
     """Save the (validated, unsaved or saved) configs and profile, the experiment and its queued runs."""
     for config in (baseline, *candidates):
         if config.pk is None:
-            config.created_by = user
+            config.created_by = actor.user
             config.save()
     if profile.pk is None:
-        profile.created_by = user
+        profile.created_by = actor.user
         profile.save()
-    experiment = Experiment.objects.create(name=name, host=host, baseline=baseline, profile=profile, created_by=user)
+    experiment = Experiment.objects.create(
+        name=name, host=host, baseline=baseline, profile=profile, created_by=actor.user
+    )
     Candidate.objects.bulk_create(
         Candidate(experiment=experiment, config=config, position=i) for i, config in enumerate(candidates)
     )
-    _queue_runs(experiment, [baseline, *candidates], profile.launches, first_sequence=0, first_launch=0)
+    runs = _queue_runs(experiment, [baseline, *candidates], profile.launches, first_sequence=0, first_launch=0)
+    record_event(actor, AuditEvent.Action.SUBMIT, experiment, host=host.name, runs=len(runs))
     return experiment
 
 
 @transaction.atomic
-def do_rerun_experiment(experiment: Experiment, *, launches: int = 1) -> list[Run]:
+def do_rerun_experiment(experiment: Experiment, *, actor: Actor, launches: int = 1) -> list[Run]:
     """Queue `launches` more interleaved launches of every config (A B C A B C ...), to confirm a result."""
     configs = [experiment.baseline, *experiment.ordered_candidates()]
     last = experiment.run_set.order_by("-sequence").values_list("sequence", "launch_index").first()
     next_sequence, next_launch = (last[0] + 1, last[1] + 1) if last else (0, 0)
-    return _queue_runs(experiment, configs, launches, first_sequence=next_sequence, first_launch=next_launch)
+    runs = _queue_runs(experiment, configs, launches, first_sequence=next_sequence, first_launch=next_launch)
+    record_event(actor, AuditEvent.Action.RERUN, experiment, launches=launches, runs=len(runs))
+    return runs
 
 
 def _queue_runs(

@@ -1,19 +1,88 @@
-"""A host's lock and health: who may launch on it next, and whether a teardown left it dirty."""
+"""Hosts and SSH keys: registration and edits (admins), the connection test, the lock that keeps a host to one
+run at a time, and whether a teardown left it dirty."""
 
 from __future__ import annotations
 
 from celery import current_app
 from django.db import transaction
 
-from ..models import Host, Run
+from .. import worker_calls
+from ..models import AuditEvent, Host, Run, SshKey
+from .audit import Actor, record_event
 
 # Tasks are enqueued by name: the domain never imports the workers package.
 DRIVE_HOST_TASK = "workers.tasks.drive_host"
+# What a host edit records: everything but the worker-written facts (key pin, inventory, lock, health).
+AUDITED_HOST_FIELDS = (*Host.ADMIN_FIELDS, "ssh_key_id", "extra_env_prefixes")
 
 
 def enqueue_drive_host(host_id: int) -> None:
     """Once the transaction commits, ask a worker to run the host's next queued run (if the host is free)."""
     transaction.on_commit(lambda: current_app.send_task(DRIVE_HOST_TASK, args=[host_id]))
+
+
+@transaction.atomic
+def do_register_host(host: Host, actor: Actor) -> Host:
+    """Save a new (validated) host."""
+    host.save()
+    record_event(actor, AuditEvent.Action.HOST_CREATE, host, **{f: getattr(host, f) for f in AUDITED_HOST_FIELDS})
+    return host
+
+
+@transaction.atomic
+def do_edit_host(host: Host, actor: Actor) -> Host:
+    """Save an edited (validated) host; the audit records what changed, before and after. A new address or key
+    drops the pinned host key: the next connection test pins the new host's."""
+    before = Host.objects.select_for_update().get(pk=host.pk)
+    changes = {
+        f: [getattr(before, f), getattr(host, f)] for f in AUDITED_HOST_FIELDS if getattr(before, f) != getattr(host, f)
+    }
+    if {"address", "port"} & changes.keys():
+        host.host_key = ""
+    host.save()
+    if changes:
+        record_event(actor, AuditEvent.Action.HOST_EDIT, host, changes=changes)
+    return host
+
+
+def do_test_host(host: Host, actor: Actor) -> None:
+    """Connect through a worker, pin the host key on first contact (verify it after), record an unverified SSH key's
+    public key, store the GPUs. Raises worker_calls.HostProbeFailed (recorded too)."""
+    was_pinned = host.is_pinned
+    try:
+        worker_calls.test_host_connection(host)
+    except worker_calls.HostProbeFailed as exc:
+        record_event(actor, AuditEvent.Action.HOST_TEST, host, ok=False, error=str(exc)[:500])
+        raise
+    record_event(actor, AuditEvent.Action.HOST_TEST, host, ok=True, pinned=not was_pinned, host_key=host.host_key)
+
+
+@transaction.atomic
+def do_register_key(key: SshKey, actor: Actor) -> SshKey:
+    key.created_by = actor.user if actor.user and actor.user.is_authenticated else None
+    key.save()
+    record_event(actor, AuditEvent.Action.KEY_CREATE, key, file_name=key.file_name, fingerprint=key.fingerprint)
+    return key
+
+
+@transaction.atomic
+def do_edit_key(key: SshKey, actor: Actor) -> SshKey:
+    before = SshKey.objects.select_for_update().get(pk=key.pk)
+    key.save()
+    changes = {
+        f: [getattr(before, f), getattr(key, f)]
+        for f in ("name", "file_name", "fingerprint")
+        if getattr(before, f) != getattr(key, f)
+    }
+    record_event(actor, AuditEvent.Action.KEY_EDIT, key, changes=changes)
+    return key
+
+
+@transaction.atomic
+def do_delete_key(key: SshKey, actor: Actor) -> None:
+    """Forget a key no host uses (a host's key is protected: change the host first)."""
+    record_event(actor, AuditEvent.Action.KEY_DELETE, key, file_name=key.file_name, fingerprint=key.fingerprint)
+    key.delete()
 
 
 @transaction.atomic
@@ -28,6 +97,8 @@ def do_mark_host_dirty(host: Host, reason: str) -> None:
 
 
 @transaction.atomic
-def do_mark_host_clean(host: Host) -> None:
+def do_mark_host_clean(host: Host, actor: Actor) -> None:
+    reason = Host.objects.filter(pk=host.pk).values_list("dirty_reason", flat=True).first() or ""
     Host.objects.filter(pk=host.pk).update(is_dirty=False, dirty_reason="")
+    record_event(actor, AuditEvent.Action.HOST_CLEAN, host, was=reason)
     enqueue_drive_host(host.pk)

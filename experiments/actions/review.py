@@ -6,7 +6,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from .. import analysis, series
-from ..models import BenchmarkProfile, Flag, FlagComment, Host, PinnedBaseline, Run, ServerConfig
+from ..models import AuditEvent, BenchmarkProfile, Flag, FlagComment, Host, PinnedBaseline, Run, ServerConfig
+from .audit import Actor, record_event
 
 # Two flags in the same direction this close (in runs) are one finding, reported again by the other test.
 SAME_FINDING_WITHIN = 3
@@ -54,7 +55,7 @@ def do_check_history(run: Run) -> list[Flag]:
 
 
 @transaction.atomic
-def do_triage_flag(flag: Flag, *, user, triage: str, assignee, comment: str) -> None:
+def do_triage_flag(flag: Flag, *, actor: Actor, triage: str, assignee, comment: str) -> None:
     changes = []
     if triage != flag.triage:
         changes.append(f"triage {flag.triage} -> {triage}")
@@ -67,19 +68,21 @@ def do_triage_flag(flag: Flag, *, user, triage: str, assignee, comment: str) -> 
     # The comment thread is the flag's history: state changes are recorded there too.
     text = "\n".join(filter(None, ["; ".join(changes).capitalize() if changes else "", comment.strip()]))
     if text:
-        FlagComment.objects.create(flag=flag, author=user, text=text)
+        FlagComment.objects.create(flag=flag, author=actor.user, text=text)
+        record_event(actor, AuditEvent.Action.TRIAGE, flag, triage=flag.triage, changes=changes)
 
 
 @transaction.atomic
-def do_pin_baseline(*, host: Host, profile: BenchmarkProfile, config: ServerConfig, user) -> PinnedBaseline:
+def do_pin_baseline(*, host: Host, profile: BenchmarkProfile, config: ServerConfig, actor: Actor) -> PinnedBaseline:
     pinned, _ = PinnedBaseline.objects.update_or_create(
         host=host,
         profile_key=profile.series_key,
         defaults={
             "config": config,
             "profile_label": profile.series_label,
-            "pinned_by": user,
+            "pinned_by": actor.user,
             "pinned_at": timezone.now(),
         },
     )
+    record_event(actor, AuditEvent.Action.PIN, pinned, config=config.name, profile=profile.series_label)
     return pinned

@@ -10,24 +10,25 @@ from django.db.models import F
 from django.utils import timezone
 
 from .. import broadcast
-from ..models import Host, LogChunk, Measurement, Run
+from ..models import AuditEvent, Host, LogChunk, Measurement, Run
+from .audit import Actor, record_event
 from .hosts import do_release_host
 
 
 @transaction.atomic
-def do_cancel_run(run: Run) -> bool:
+def do_cancel_run(run: Run, actor: Actor) -> bool:
     """Ask for a run to stop. A queued run is cancelled at once; a live one by its orchestrator (with teardown)."""
     if Run.objects.filter(pk=run.pk, state=Run.State.QUEUED).update(
         state=Run.State.CANCELLED, cancel_requested=True, finished_at=timezone.now()
     ):
         run.refresh_from_db()
         _append_timeline(run, Run.State.CANCELLED)
-        transaction.on_commit(lambda: broadcast.send_run_state(run))
-        return True
-    updated = Run.objects.filter(pk=run.pk, cancel_requested=False).exclude(state__in=Run.TERMINAL_STATES)
-    if updated.update(cancel_requested=True) != 1:
-        return False
-    run.refresh_from_db()
+    else:
+        updated = Run.objects.filter(pk=run.pk, cancel_requested=False).exclude(state__in=Run.TERMINAL_STATES)
+        if updated.update(cancel_requested=True) != 1:
+            return False
+        run.refresh_from_db()
+    record_event(actor, AuditEvent.Action.CANCEL, run, state=run.state)
     transaction.on_commit(lambda: broadcast.send_run_state(run))
     return True
 

@@ -4,7 +4,7 @@ One module per concern; everything is importable from `experiments.forms`.
 """
 
 from .configs import BenchmarkProfileForm, ServerConfigForm
-from .hosts import HostForm
+from .hosts import HostForm, SshKeyForm
 from .review import FlagTriageForm, RerunForm
 from .submission import (
     ExperimentForm,
@@ -37,6 +37,7 @@ __all__ = [
     "HostForm",
     "RerunForm",
     "ServerConfigForm",
+    "SshKeyForm",
     "apply_profile_defaults",
     "check_env",
     "check_extra_args",

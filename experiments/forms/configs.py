@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import re
+import json
 import shlex
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.db import models
 
+from .. import launch_policy, log_metrics
 from ..models import BenchmarkProfile, ServerConfig
 from .values import (
+    CONTROL_CHARS,
     ENV_NAME,
     check_env,
     check_extra_args,
@@ -20,6 +23,11 @@ from .values import (
     parse_env,
     parse_extra_args,
 )
+
+# What `expect` may hold: enough for any verification a person writes by hand, bounded for the database and the
+# run page.
+MAX_EXPECT_ITEMS = 64
+MAX_EXPECT_TEXT = 1000
 
 
 class ServerConfigForm(forms.ModelForm):
@@ -32,6 +40,10 @@ class ServerConfigForm(forms.ModelForm):
     extra_args_text = forms.CharField(label="Extra flags", required=False, help_text="e.g. --mem-fraction-static 0.85")
     expect = forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
     log_metrics = forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    # Environment prefixes the host allows beyond the built-in ones (`Host.extra_env_prefixes`); the submission
+    # sets them once it knows the host, before the form is validated.
+    extra_env_prefixes: tuple[str, ...] = ()
 
     class Meta:
         model = ServerConfig
@@ -58,32 +70,39 @@ class ServerConfigForm(forms.ModelForm):
             self.fields["env_text"].initial = format_env(self.instance.env)
             self.fields["extra_args_text"].initial = shlex.join(self.instance.extra_args)
 
-    def clean_model_path(self) -> str:
-        value = self.cleaned_data["model_path"].strip()
-        no_control_chars(value, "The model path")
+    def _clean_text(self, field: str, label: str) -> str:
+        value = self.cleaned_data[field].strip()
+        refusal = launch_policy.text_refusal(label, value, launch_policy.TEXT_FIELDS[field])
+        if refusal:
+            raise ValidationError(f"{refusal}.")
         return value
+
+    def clean_name(self) -> str:
+        value = self.cleaned_data["name"].strip()
+        no_control_chars(value, "The name")
+        return value
+
+    def clean_model_path(self) -> str:
+        return self._clean_text("model_path", "The model path")
 
     def clean_speculative_draft_model_path(self) -> str:
-        value = self.cleaned_data["speculative_draft_model_path"].strip()
-        no_control_chars(value, "The draft model path")
-        return value
+        return self._clean_text("speculative_draft_model_path", "The draft model path")
 
     def clean_served_model_name(self) -> str:
-        value = self.cleaned_data["served_model_name"].strip()
-        no_control_chars(value, "The served model name")
-        return value
+        return self._clean_text("served_model_name", "The served model name")
 
     def clean_tp_size(self) -> int:
         value = self.cleaned_data["tp_size"]
-        if not 1 <= value <= 64:
-            raise ValidationError("TP size must be between 1 and 64.")
+        low, high = launch_policy.NUMBER_BOUNDS["tp_size"]
+        if not low <= value <= high:
+            raise ValidationError(f"TP size must be between {low} and {high}.")
         return value
 
     # The JSON API hands env and extra_args over as given (see config_form_data); the browser sends text.
     def clean_env_text(self) -> dict[str, str]:
         if self.add_prefix("env") in self.data:
-            return check_env(self.data[self.add_prefix("env")])
-        return parse_env(self.cleaned_data.get("env_text") or "")
+            return check_env(self.data[self.add_prefix("env")], self.extra_env_prefixes)
+        return parse_env(self.cleaned_data.get("env_text") or "", self.extra_env_prefixes)
 
     def clean_extra_args_text(self) -> list[str]:
         if self.add_prefix("extra_args") in self.data:
@@ -97,30 +116,36 @@ class ServerConfigForm(forms.ModelForm):
         unknown = set(value) - {"server_args", "log_contains", "env_propagated"}
         if unknown:
             raise ValidationError(f"Unknown expectation keys: {', '.join(sorted(unknown))}.")
-        if not isinstance(value.get("server_args", {}), dict):
+        server_args = value.get("server_args", {})
+        if not isinstance(server_args, dict):
             raise ValidationError("expect.server_args must be an object of server arg -> value.")
+        if len(server_args) > MAX_EXPECT_ITEMS:
+            raise ValidationError(f"expect.server_args holds at most {MAX_EXPECT_ITEMS} args.")
+        for arg, want in server_args.items():
+            if len(arg) > launch_policy.MAX_ENV_NAME_LENGTH or len(json.dumps(want)) > MAX_EXPECT_TEXT:
+                raise ValidationError(f"expect.server_args: {arg[:40]!r} or its value is too long.")
         for key in ("log_contains", "env_propagated"):
             items = value.get(key, [])
             if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
                 raise ValidationError(f"expect.{key} must be a list of non-empty strings.")
+            if len(items) > MAX_EXPECT_ITEMS or any(len(i) > MAX_EXPECT_TEXT for i in items):
+                raise ValidationError(
+                    f"expect.{key} holds at most {MAX_EXPECT_ITEMS} strings of at most {MAX_EXPECT_TEXT} characters."
+                )
         for name in value.get("env_propagated", []):
             if not ENV_NAME.match(name):
                 raise ValidationError(f"{name!r} is not a valid environment variable name.")
+        if any(CONTROL_CHARS.search(text) for text in _strings_in(value)):
+            raise ValidationError("Expectations must not contain control characters or newlines.")
         return value
 
     def clean_log_metrics(self) -> dict[str, str]:
         value = self.cleaned_data.get("log_metrics") or {}
-        if not isinstance(value, dict):
-            raise ValidationError("Log metrics must be a JSON object of name -> regex.")
-        for name, pattern in value.items():
-            if not isinstance(pattern, str):
-                raise ValidationError(f"The pattern of {name!r} must be a string.")
-            try:
-                compiled = re.compile(pattern)
-            except re.error as exc:
-                raise ValidationError(f"The pattern of {name!r} is not a valid regex: {exc}.") from exc
-            if name not in compiled.groupindex:
-                raise ValidationError(f"The pattern of {name!r} needs a named group (?P<{name}>...).")
+        if isinstance(value, dict) and any("\x00" in text for text in _strings_in(value)):
+            raise ValidationError("Log metrics must not contain NUL characters.")
+        problems = log_metrics.pattern_refusals(value)
+        if problems:
+            raise ValidationError(problems)
         return value
 
     def clean(self) -> dict[str, Any]:
@@ -143,8 +168,9 @@ class ServerConfigForm(forms.ModelForm):
                 self.add_error(field, "Set steps, topk and draft tokens together, or leave all three empty.")
             return data
         for field, value in values.items():
-            if value is not None and value < 1:
-                self.add_error(field, "Must be at least 1.")
+            low, high = launch_policy.NUMBER_BOUNDS[field]
+            if value is not None and not low <= value <= high:
+                self.add_error(field, f"Must be between {low} and {high}.")
         steps, topk, draft = (values[f] for f in spec_fields)
         if topk == 1 and steps and draft and draft != steps + 1:
             self.add_error(
@@ -165,7 +191,9 @@ class ServerConfigForm(forms.ModelForm):
 
 
 class BenchmarkProfileForm(forms.ModelForm):
-    concurrency_text = forms.CharField(label="Concurrency levels", initial="1, 4", help_text="comma-separated")
+    concurrency_text = forms.CharField(
+        label="Concurrency levels", initial="1, 4", help_text="comma-separated", max_length=1000
+    )
 
     class Meta:
         model = BenchmarkProfile
@@ -182,13 +210,15 @@ class BenchmarkProfileForm(forms.ModelForm):
             "stall_timeout_s",
         ]
 
+    # Inclusive bounds, far beyond any real benchmark: a context of 1 Mi tokens, a day per timeout, 50 repetitions.
     LIMITS = {
-        "input_len": (1, 1_000_000),
-        "output_len": (2, 1_000_000),
+        "input_len": (1, 1 << 20),
+        "output_len": (2, 1 << 20),
         "num_prompts": (1, 100_000),
         "warmup_requests": (0, 100),
         "passes": (1, 50),
         "launches": (1, 50),
+        "seed": (-(2**31), 2**31 - 1),  # the column's range; the client seeds Python's random with it
         "request_timeout_s": (1, 24 * 3600),
         "readiness_timeout_s": (10, 24 * 3600),
         "stall_timeout_s": (5, 24 * 3600),
@@ -214,6 +244,20 @@ class BenchmarkProfileForm(forms.ModelForm):
 
     def save_unsaved(self, name: str) -> BenchmarkProfile:
         profile = self.save(commit=False)
-        profile.name = name
+        # An experiment's profile is named after it ("<name> profile"): keep within the column.
+        column = BenchmarkProfile._meta.get_field("name")
+        assert isinstance(column, models.CharField) and column.max_length
+        profile.name = name[: column.max_length]
         profile.concurrency = self.cleaned_data["concurrency_text"]
         return profile
+
+
+def _strings_in(value: Any) -> list[str]:
+    """Every string in a JSON value, keys included (the database refuses some characters anywhere in jsonb)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for key, item in value.items() for text in (*_strings_in(key), *_strings_in(item))]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings_in(item)]
+    return []

@@ -1,47 +1,121 @@
-"""Registering a GPU host."""
+"""Registering and editing a GPU host, and registering an SSH key (admins only: these fields run on the host)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 
-from ..models import Host
+from .. import host_allowlist, launch_policy
+from ..models import Host, SshKey
 from .values import no_control_chars
+
+# Host names and IP literals only: a value that starts with "-" would be read as an option by ssh tooling.
+ADDRESS = re.compile(r"\A[A-Za-z0-9.:\[\]%_-]{1,253}\Z")
+USERNAME = re.compile(r"\A[a-z_][a-z0-9_.-]{0,31}\Z", re.IGNORECASE)
+ENV_PREFIX = re.compile(r"\A[A-Z][A-Z0-9]*_\Z")
+MAX_ENV_PREFIXES = 20
 
 
 class HostForm(forms.ModelForm):
+    # The API's `key_name`: the name of a registered SSH key, never a file.
+    key_name = forms.ModelChoiceField(
+        queryset=SshKey.objects.all(),
+        to_field_name="name",
+        required=False,
+        label="SSH key",
+        help_text="A registered key; blank uses the workers' SSH agent.",
+    )
+    extra_env_prefixes = forms.CharField(
+        required=False,
+        label="Extra environment prefixes",
+        help_text="Comma-separated, e.g. MYLAB_ (beyond the built-in allowlist).",
+    )
+
     class Meta:
         model = Host
-        fields = [
-            "name",
-            "address",
-            "port",
-            "username",
-            "key_name",
-            "work_dir",
-            "models_root",
-            "shell_setup",
-            "launcher",
-            "python",
-            "server_port",
-        ]
+        fields = list(Host.ADMIN_FIELDS)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk and not self.is_bound:
+            self.initial["key_name"] = self.instance.key_name
+            self.initial["extra_env_prefixes"] = ", ".join(self.instance.extra_env_prefixes)
+
+    def clean_address(self) -> str:
+        address = self.cleaned_data["address"].strip()
+        if not ADDRESS.match(address) or address.startswith("-"):
+            raise ValidationError("A host name or IP address.")
+        problem = host_allowlist.refusal(address)
+        if problem:
+            raise ValidationError(problem)
+        return address
+
+    def clean_username(self) -> str:
+        username = self.cleaned_data["username"].strip()
+        if not USERNAME.match(username):
+            raise ValidationError("A POSIX user name (letters, digits, _ . -; at most 32).")
+        return username
+
+    def clean_extra_env_prefixes(self) -> list[str]:
+        raw = self.cleaned_data.get("extra_env_prefixes")
+        prefixes = [p.strip() for p in (raw if isinstance(raw, list) else str(raw or "").split(",")) if str(p).strip()]
+        if len(prefixes) > MAX_ENV_PREFIXES:
+            raise ValidationError(f"At most {MAX_ENV_PREFIXES} prefixes.")
+        bad = [p for p in prefixes if not isinstance(p, str) or not ENV_PREFIX.match(p)]
+        if bad:
+            raise ValidationError(f"{bad[0]!r}: a prefix is upper-case letters and digits ending in _, e.g. MYLAB_.")
+        for prefix in prefixes:
+            problem = launch_policy.prefix_refusal(prefix)
+            if problem:
+                raise ValidationError(f"{problem}.")
+        return prefixes
 
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
-        for field in ("address", "username", "key_name", "work_dir", "models_root", "launcher", "python"):
+        for field in ("work_dir", "models_root", "launcher", "python"):
             value = data.get(field)
             if isinstance(value, str):
                 try:
                     no_control_chars(value, field.replace("_", " ").capitalize())
                 except ValidationError as exc:
                     self.add_error(field, exc)
-        key_name = data.get("key_name") or ""
-        if "/" in key_name or key_name.startswith("."):
-            self.add_error("key_name", "A file name inside SPECDASH_SSH_KEY_DIR, not a path.")
+        for field in ("work_dir", "models_root"):
+            if str(data.get(field) or "").startswith("-"):
+                self.add_error(field, "A directory, not an option: it must not start with '-'.")
         for field in ("port", "server_port"):
             if data.get(field) is not None and not 1 <= data[field] <= 65535:
                 self.add_error(field, "A TCP port is between 1 and 65535.")
         return data
+
+    def save_unsaved(self) -> Host:
+        host = super().save(commit=False)
+        host.ssh_key = self.cleaned_data.get("key_name")
+        host.extra_env_prefixes = self.cleaned_data.get("extra_env_prefixes") or []
+        return host
+
+
+class SshKeyForm(forms.ModelForm):
+    class Meta:
+        model = SshKey
+        fields = ["name", "file_name", "public_key"]
+
+    def clean_public_key(self) -> str:
+        text = " ".join(self.cleaned_data.get("public_key", "").split())
+        if not text:
+            return ""
+        parts = text.split(" ")
+        if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-", "sk-")) or len(text) > 16_000:
+            raise ValidationError("An OpenSSH public key line, e.g. 'ssh-ed25519 AAAA... comment'.")
+        return text
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        key = self.instance
+        key.public_key = self.cleaned_data.get("public_key", "")
+        if key.public_key and not key.fingerprint:
+            self.add_error("public_key", "The key's base64 part does not decode.")
+        return self.cleaned_data

@@ -107,6 +107,10 @@ class ExperimentSubmission:
 
     def is_valid(self) -> bool:
         self.errors = {}
+        # The host decides which environment variables a config may set (its admin-set extra prefixes).
+        host = self.experiment_form.cleaned_data.get("host") if self.experiment_form.is_valid() else None
+        for config_form in (self.baseline_form, *self.candidate_forms):
+            config_form.extra_env_prefixes = tuple(host.extra_env_prefixes or ()) if host else ()
         for path, form in self._named_forms():
             if not form.is_valid():
                 self.errors.update(plain_errors(form, path))

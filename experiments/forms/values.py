@@ -1,20 +1,25 @@
-"""Parsing and checking of the values users type: env assignments, extra launch args, concurrency lists."""
+"""Parsing and checking of the values users type: env assignments, extra launch args, concurrency lists.
+
+The rules themselves (which names and flags, how long, how many) are `experiments.launch_policy`'s, shared with
+the worker that checks them again before a launch.
+"""
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable
 from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from .. import launch_policy
+from ..launch_policy import CONTROL_CHARS, ENV_NAME
 from ..models import MANAGED_FLAGS
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Values that reach a remote shell are always quoted; control characters are refused outright because no
-# legitimate path, flag or env value contains them and they make logs and commands unreadable.
-CONTROL_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-MAX_CONCURRENCY = 1024
+# More in flight than any single server batches (SGLang's running requests top out in the low thousands).
+MAX_CONCURRENCY = 4096
+MAX_CONCURRENCY_LEVELS = 32  # each level is a benchmark cell per pass: 32 is already hours of benchmarking
 
 
 def no_control_chars(value: str, what: str) -> None:
@@ -22,7 +27,14 @@ def no_control_chars(value: str, what: str) -> None:
         raise ValidationError(f"{what} must not contain control characters or newlines.")
 
 
-def parse_env(text: str) -> dict[str, str]:
+def _check_env_policy(env: dict[str, Any], extra_prefixes: Iterable[str]) -> None:
+    problems = launch_policy.env_refusals(env, extra_prefixes)
+    if problems:
+        raise ValidationError([f"{problem}." for problem in problems])
+
+
+def parse_env(text: str, extra_prefixes: Iterable[str] = ()) -> dict[str, str]:
+    """NAME=VALUE lines; every name must be allowed on the host (built-in prefixes plus `extra_prefixes`)."""
     env: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -34,24 +46,17 @@ def parse_env(text: str) -> dict[str, str]:
             raise ValidationError(f"Line {number}: expected NAME=VALUE, got {line!r}.")
         if not ENV_NAME.match(name):
             raise ValidationError(f"Line {number}: {name!r} is not a valid environment variable name.")
-        no_control_chars(value, f"The value of {name}")
         env[name] = value
+    _check_env_policy(env, extra_prefixes)
     return env
 
 
-def check_env(env: Any) -> dict[str, str]:
+def check_env(env: Any, extra_prefixes: Iterable[str] = ()) -> dict[str, str]:
     """The JSON API's env object, held to the rules of the NAME=VALUE text the browser sends."""
     if not isinstance(env, dict):
         raise ValidationError("The environment must be an object of NAME -> value.")
-    checked: dict[str, str] = {}
-    for name, value in env.items():
-        if not ENV_NAME.match(name):
-            raise ValidationError(f"{name!r} is not a valid environment variable name.")
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise ValidationError(f"The value of {name} must be a string.")
-        no_control_chars(str(value), f"The value of {name}")
-        checked[name] = str(value)
-    return checked
+    _check_env_policy(env, extra_prefixes)
+    return {name: str(value) for name, value in env.items()}
 
 
 def format_env(env: dict[str, str]) -> str:
@@ -69,20 +74,10 @@ def parse_extra_args(text: str) -> list[str]:
 def check_extra_args(args: Any) -> list[str]:
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
         raise ValidationError('Extra arguments must be a list of strings, e.g. ["--mem-fraction-static", "0.85"].')
-    for arg in args:
-        no_control_chars(arg, "Extra arguments")
-    if args and not args[0].startswith("-"):
-        raise ValidationError(f"Extra arguments must start with a flag, not {args[0]!r}.")
-    for arg in args:
-        if not arg.startswith("--"):
-            continue
-        flag = arg.split("=", 1)[0]
-        # argparse accepts unique prefixes, so `--tp` or `--speculative-num-st` would also override a field.
-        clash = sorted(m for m in MANAGED_FLAGS if m == flag or m.startswith(flag))
-        if clash:
-            raise ValidationError(
-                f"{flag} is set by the config's own fields ({', '.join(clash)}); use those fields instead."
-            )
+    # argparse accepts unique prefixes, so `--tp` or `--speculative-num-st` would also override a field.
+    problems = launch_policy.extra_args_refusals(args, MANAGED_FLAGS)
+    if problems:
+        raise ValidationError([f"{problem}." for problem in problems])
     return args
 
 
@@ -100,4 +95,6 @@ def parse_concurrency(text: str) -> list[int]:
         levels.add(level)
     if not levels:
         raise ValidationError("Give at least one concurrency level.")
+    if len(levels) > MAX_CONCURRENCY_LEVELS:
+        raise ValidationError(f"At most {MAX_CONCURRENCY_LEVELS} concurrency levels.")
     return sorted(levels)

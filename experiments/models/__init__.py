@@ -3,17 +3,21 @@
 One module per concern; everything is importable from `experiments.models`.
 """
 
+from .audit import AuditEvent, AuditEventQuerySet
 from .configs import MANAGED_FLAGS, BenchmarkProfile, BenchmarkProfileQuerySet, ServerConfig, ServerConfigQuerySet
 from .experiments import Candidate, Experiment
-from .hosts import Host
+from .hosts import KEY_FILE_NAME, Host, SshKey
 from .review import Flag, FlagComment, FlagQuerySet, PinnedBaseline, PinnedBaselineQuerySet
 from .runs import LogChunk, LogChunkQuerySet, Measurement, Run, RunQuerySet
 from .tokens import ApiToken, ApiTokenQuerySet
 
 __all__ = [
+    "KEY_FILE_NAME",
     "MANAGED_FLAGS",
     "ApiToken",
     "ApiTokenQuerySet",
+    "AuditEvent",
+    "AuditEventQuerySet",
     "BenchmarkProfile",
     "BenchmarkProfileQuerySet",
     "Candidate",
@@ -31,4 +35,5 @@ __all__ = [
     "RunQuerySet",
     "ServerConfig",
     "ServerConfigQuerySet",
+    "SshKey",
 ]

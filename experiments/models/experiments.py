@@ -33,12 +33,19 @@ class Experiment(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        permissions = [("manage_any_experiment", "Can cancel and re-run anyone's experiments")]
 
     def __str__(self) -> str:
         return self.name
 
     def get_absolute_url(self) -> str:
         return reverse("experiment_detail", args=[self.pk])
+
+    def can_be_managed_by(self, user) -> bool:
+        """Cancel and re-run: a member on their own experiments, a maintainer on anyone's."""
+        if user.has_perm("experiments.manage_any_experiment"):
+            return True
+        return self.created_by_id == user.pk and user.has_perm("experiments.change_experiment")
 
     def ordered_candidates(self) -> list[ServerConfig]:
         return [c.config for c in self.candidate_set.select_related("config").order_by("position")]

@@ -1,20 +1,79 @@
-"""The GPU hosts runs are launched on, each with the lock that keeps it to one run at a time."""
+"""The GPU hosts runs are launched on, each with the lock that keeps it to one run at a time, and the SSH keys
+that reach them. Both are registered by admins only: every shell-level field of a host runs on it."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+
+from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+# A file directly inside SPECDASH_SSH_KEY_DIR on the workers: no path, no hidden file, no shell metacharacter.
+KEY_FILE_NAME = RegexValidator(
+    r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z", "A file name inside SPECDASH_SSH_KEY_DIR (letters, digits, . _ -)."
+)
+
+
+class SshKey(models.Model):
+    """A private key the workers hold (in SPECDASH_SSH_KEY_DIR), registered by an admin. It reaches only the
+    hosts that name it; a worker refuses the file if its public key is not the registered one."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    file_name = models.CharField(max_length=128, validators=[KEY_FILE_NAME])
+    public_key = models.TextField(
+        blank=True, help_text="OpenSSH public key of the file; blank until an admin's connection test records it."
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "SSH key"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_verified(self) -> bool:
+        return bool(self.public_key.strip())
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA256 fingerprint as `ssh-keygen -l` prints it, or "" while the public key is unknown."""
+        parts = self.public_key.split()
+        if len(parts) < 2:
+            return ""
+        try:
+            blob = base64.b64decode(parts[1], validate=True)
+        except ValueError:
+            return ""
+        return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
 
 class Host(models.Model):
+    # What an admin sets on the host form (besides its key and extra env prefixes); the rest workers write.
+    ADMIN_FIELDS = (
+        "name",
+        "address",
+        "port",
+        "username",
+        "work_dir",
+        "models_root",
+        "shell_setup",
+        "launcher",
+        "python",
+        "server_port",
+    )
+
     name = models.SlugField(max_length=64, unique=True)
     address = models.CharField(max_length=255)
     port = models.PositiveIntegerField(default=22)
     username = models.CharField(max_length=64)
-    key_name = models.CharField(
-        max_length=128,
-        blank=True,
-        help_text="File name under SPECDASH_SSH_KEY_DIR; blank uses the SSH agent.",
+    ssh_key = models.ForeignKey(
+        SshKey, null=True, blank=True, on_delete=models.PROTECT, related_name="hosts", help_text="Blank: the SSH agent."
     )
     host_key = models.TextField(blank=True, help_text="Pinned host public key (OpenSSH format).")
     gpu_inventory = models.JSONField(default=list, blank=True)
@@ -36,9 +95,15 @@ class Host(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [("mark_host_clean", "Can mark a dirty host clean")]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def key_name(self) -> str:
+        """The registered key's name (the API's `key_name`), "" for the SSH agent."""
+        return self.ssh_key.name if self.ssh_key else ""
 
     @property
     def is_pinned(self) -> bool:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
 
 from experiments.actions.review import do_check_history
+from experiments.forms import ExperimentSubmission, apply_profile_defaults, config_form_data, profile_form_data
 from experiments.models import (
     BenchmarkProfile,
     Candidate,
@@ -18,10 +20,21 @@ from experiments.models import (
     Measurement,
     Run,
     ServerConfig,
+    SshKey,
 )
 
 MODELS = "/models"
 _seq = itertools.count(1)
+
+
+def make_ssh_key(**fields: Any) -> SshKey:
+    """A registered key; its public key is a real ed25519 key's (the file does not exist: no worker reads it)."""
+    defaults: dict[str, Any] = {
+        "name": f"key-{next(_seq)}",
+        "file_name": "id_ed25519",
+        "public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl",
+    }
+    return SshKey.objects.create(**{**defaults, **fields})
 
 
 def make_host(**fields: Any) -> Host:
@@ -185,3 +198,29 @@ def row_counts() -> dict[str, int]:
     return {
         model.__name__: model.objects.count() for model in (ServerConfig, BenchmarkProfile, Experiment, Candidate, Run)
     }
+
+
+# A change to an experiment payload (experiment_payload's shape), for tests of what the submission refuses.
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def submission_of(payload: dict[str, Any]) -> ExperimentSubmission:
+    """The submission the API builds from an experiment payload."""
+    return ExperimentSubmission(
+        {"name": payload["name"], "host": payload["host"]},
+        config_form_data(payload["baseline"]),
+        [config_form_data(c) for c in payload["candidates"]],
+        profile_form_data(apply_profile_defaults(payload["profile"])),
+    )
+
+
+def set_candidate(**fields: Any) -> Mutation:
+    return lambda p: p["candidates"][0].update(fields)
+
+
+def set_baseline(**fields: Any) -> Mutation:
+    return lambda p: p["baseline"].update(fields)
+
+
+def set_profile(**fields: Any) -> Mutation:
+    return lambda p: p["profile"].update(fields)

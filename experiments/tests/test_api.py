@@ -21,6 +21,7 @@ from .factories import (
     make_measurement,
     make_profile,
     make_run,
+    make_ssh_key,
 )
 
 pytestmark = pytest.mark.django_db
@@ -386,7 +387,9 @@ def test_it_creates_configs_and_profiles_with_the_forms_validation(client, auth)
     assert [p["name"] for p in client.get("/api/profiles", headers=auth).json()] == ["c1-4"]
 
 
-def test_it_registers_a_host_and_refuses_bad_input(client, auth):
+def test_it_registers_a_host_and_refuses_bad_input(client, auth, settings):
+    settings.SPECDASH_HOST_ALLOWLIST = ("10.0.0.0/24",)
+    make_ssh_key(name="id_ed25519")
     good = {"name": "gpu-1", "address": "10.0.0.5", "port": 22, "username": "ml", "key_name": "id_ed25519",
             "work_dir": "specdash-work", "launcher": "python3 -m sglang.launch_server", "python": "python3",
             "server_port": 30000}  # fmt: skip
@@ -396,9 +399,17 @@ def test_it_registers_a_host_and_refuses_bad_input(client, auth):
         "/api/hosts", {**good, "name": "gpu-2", "key_name": "../id", "port": 70000}, content_type="application/json",
         headers=auth,
     )  # fmt: skip
+    outside = client.post(
+        "/api/hosts", {**good, "name": "gpu-3", "address": "10.0.1.5"}, content_type="application/json", headers=auth
+    )
 
     assert created.status_code == 201 and created.json()["pinned"] is False
+    assert created.json()["key_name"] == "id_ed25519"
     assert bad.status_code == 422 and set(bad.json()["errors"]) == {"key_name", "port"}
+    assert outside.status_code == 422
+    assert outside.json()["errors"]["address"] == [
+        "10.0.1.5 (10.0.1.5) is not in SPECDASH_HOST_ALLOWLIST; an operator can add it there."
+    ]
 
 
 def test_it_reports_the_flags_of_an_experiment_in_the_api(client, owner):

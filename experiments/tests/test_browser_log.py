@@ -69,12 +69,13 @@ def _flooding_experiment(client, owner, sim_host) -> Experiment:
 
 def _cancel_and_wait(experiment: Experiment, timeout: float = 60) -> None:
     """Cancel what is left, so the session's worker is idle before the database is flushed."""
+    from experiments.actions.audit import Actor
     from experiments.actions.runs import do_cancel_run
 
     def cancel() -> None:
         try:
             for run in experiment.run_set.all():
-                do_cancel_run(run)
+                do_cancel_run(run, Actor.command())
         finally:
             connection.close()
 
@@ -201,6 +202,7 @@ def _store_log(run: Run, lines: list[str], chunk: int = 5000) -> None:
 
 
 def test_it_jumps_to_the_failure_and_errors_in_a_large_stored_log(browser_user, log_in, sim_host, live_web, browser):
+    from experiments.actions.audit import Actor
     from experiments.actions.experiments import do_create_experiment
     from experiments.models import BenchmarkProfile, ServerConfig
 
@@ -215,7 +217,7 @@ def test_it_jumps_to_the_failure_and_errors_in_a_large_stored_log(browser_user, 
     # One transaction: a worker of this session that is told about the new runs finds them already ended.
     with transaction.atomic():
         experiment = do_create_experiment(
-            user=browser_user,
+            actor=Actor(browser_user),
             name="a failed run",
             host=sim_host,
             baseline=ServerConfig(name="base", model_path=f"{models}/kimi-k2.5-sim", tp_size=8),

@@ -137,7 +137,7 @@ def test_it_marks_break_even_only_where_a_level_is_given() -> None:
 def test_it_escapes_config_names_in_hover_labels() -> None:
     figure = _roundtrip(accept_length_figure({"<b>50%{x}": [(1, 2.0, None, None)]}))
     (trace,) = figure["data"]
-    assert trace["name"] == "<b>50%{x}"
+    assert trace["name"] == "&lt;b&gt;50&#37;{x}"  # the legend is HTML too (test_hardening.py covers every figure)
     assert "&lt;b&gt;50&#37;{x}" in trace["hovertemplate"]
 
 

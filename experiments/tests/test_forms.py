@@ -7,140 +7,123 @@ nothing when any part is invalid.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from experiments.actions.audit import Actor
 from experiments.actions.experiments import do_create_experiment
-from experiments.forms import (
-    ExperimentSubmission,
-    apply_profile_defaults,
-    config_form_data,
-    profile_form_data,
-)
 from experiments.models import ApiToken, Experiment, Run
 
-from .factories import experiment_payload, make_host, row_counts
+from .factories import (
+    Mutation,
+    experiment_payload,
+    make_host,
+    row_counts,
+    set_baseline,
+    set_candidate,
+    set_profile,
+    submission_of,
+)
 
 pytestmark = pytest.mark.django_db
 
-Mutation = Callable[[dict[str, Any]], None]
-
-
-def _submission(payload: dict[str, Any]) -> ExperimentSubmission:
-    return ExperimentSubmission(
-        {"name": payload["name"], "host": payload["host"]},
-        config_form_data(payload["baseline"]),
-        [config_form_data(c) for c in payload["candidates"]],
-        profile_form_data(apply_profile_defaults(payload["profile"])),
-    )
-
-
-def _candidate(**fields: Any) -> Mutation:
-    return lambda p: p["candidates"][0].update(fields)
-
-
-def _baseline(**fields: Any) -> Mutation:
-    return lambda p: p["baseline"].update(fields)
-
-
-def _profile(**fields: Any) -> Mutation:
-    return lambda p: p["profile"].update(fields)
-
 
 INVALID = [
-    pytest.param(_candidate(env={"1BAD": "x"}), "candidates.0.env", "not a valid environment", id="env-name"),
-    pytest.param(_candidate(env={"A": "x\ny"}), "candidates.0.env", "newlines", id="env-newline"),
+    pytest.param(set_candidate(env={"1BAD": "x"}), "candidates.0.env", "not a valid environment", id="env-name"),
+    pytest.param(set_candidate(env={"A": "x\ny"}), "candidates.0.env", "newlines", id="env-newline"),
     # A newline must not let one value forge a second variable that the config never declared.
-    pytest.param(_candidate(env={"A": "x\nB=y"}), "candidates.0.env", "newlines", id="env-newline-forges-var"),
-    pytest.param(_candidate(env="A=1"), "candidates.0.env", "must be an object", id="env-not-object"),
-    pytest.param(_candidate(env={"A": ["x"]}), "candidates.0.env", "must be a string", id="env-value-list"),
-    pytest.param(_candidate(extra_args=["--tp", "4"]), "candidates.0.extra_args", "--tp is set by", id="tp"),
+    pytest.param(set_candidate(env={"A": "x\nB=y"}), "candidates.0.env", "newlines", id="env-newline-forges-var"),
+    pytest.param(set_candidate(env="A=1"), "candidates.0.env", "must be an object", id="env-not-object"),
+    pytest.param(set_candidate(env={"A": ["x"]}), "candidates.0.env", "must be a string", id="env-value-list"),
+    pytest.param(set_candidate(extra_args=["--tp", "4"]), "candidates.0.extra_args", "--tp is set by", id="tp"),
     # A string is not split (into characters, or otherwise): the API takes a list, as DESIGN.md shows.
-    pytest.param(_candidate(extra_args="--tp 4"), "candidates.0.extra_args", "list of strings", id="args-str"),
-    pytest.param(_candidate(extra_args=["--x", 1]), "candidates.0.extra_args", "list of strings", id="args-int"),
-    pytest.param(_candidate(extra_args=["--port", "1"]), "candidates.0.extra_args", "--port is set", id="port"),
-    pytest.param(_candidate(extra_args=["--port=1"]), "candidates.0.extra_args", "--port is set", id="port="),
+    pytest.param(set_candidate(extra_args="--tp 4"), "candidates.0.extra_args", "list of strings", id="args-str"),
+    pytest.param(set_candidate(extra_args=["--x", 1]), "candidates.0.extra_args", "list of strings", id="args-int"),
+    pytest.param(set_candidate(extra_args=["--port", "1"]), "candidates.0.extra_args", "--port is set", id="port"),
+    pytest.param(set_candidate(extra_args=["--port=1"]), "candidates.0.extra_args", "--port is set", id="port="),
     pytest.param(
-        _candidate(extra_args=["--speculative-num-st", "3"]),
+        set_candidate(extra_args=["--speculative-num-st", "3"]),
         "candidates.0.extra_args",
         "--speculative-num-steps",
         id="flag-prefix",
     ),
     pytest.param(
-        _candidate(extra_args=["0.85", "--x"]), "candidates.0.extra_args", "must start with a flag", id="no-flag"
+        set_candidate(extra_args=["0.85", "--x"]), "candidates.0.extra_args", "must start with a flag", id="no-flag"
     ),
     pytest.param(
-        _candidate(speculative_num_draft_tokens=4),
+        set_candidate(speculative_num_draft_tokens=4),
         "candidates.0.speculative_num_draft_tokens",
         "steps + 1 = 3",
         id="topk1-draft-not-steps+1",
     ),
     pytest.param(
-        _candidate(speculative_eagle_topk=None, speculative_num_draft_tokens=None),
+        set_candidate(speculative_eagle_topk=None, speculative_num_draft_tokens=None),
         "candidates.0.speculative_eagle_topk",
         "together",
         id="steps-alone",
     ),
     pytest.param(
-        _candidate(speculative_num_steps=None),
+        set_candidate(speculative_num_steps=None),
         "candidates.0.speculative_num_steps",
         "together",
         id="steps-missing",
     ),
     pytest.param(
-        _candidate(speculative_draft_model_path=""),
+        set_candidate(speculative_draft_model_path=""),
         "candidates.0.speculative_draft_model_path",
         "EAGLE3 needs a draft model path",
         id="no-draft-path",
     ),
     pytest.param(
-        _baseline(speculative_num_steps=2),
+        set_baseline(speculative_num_steps=2),
         "baseline.speculative_num_steps",
         "Only a speculative config",
         id="baseline-steps",
     ),
     pytest.param(
-        _baseline(speculative_draft_model_path="/models/draft"),
+        set_baseline(speculative_draft_model_path="/models/draft"),
         "baseline.speculative_draft_model_path",
         "Only a speculative config",
         id="baseline-draft",
     ),
-    pytest.param(_profile(concurrency="0"), "profile.concurrency", "outside 1..", id="concurrency-0"),
-    pytest.param(_profile(concurrency="x"), "profile.concurrency", "not a whole number", id="concurrency-x"),
-    pytest.param(_profile(concurrency=""), "profile.concurrency", "required", id="concurrency-empty"),
-    pytest.param(_profile(concurrency=[0, 4]), "profile.concurrency", "outside 1..", id="concurrency-list-0"),
-    pytest.param(_profile(num_prompts=2), "profile.num_prompts", "At least 4 prompts", id="too-few-prompts"),
-    pytest.param(_profile(passes=0), "profile.passes", "between 1 and 50", id="passes-0"),
-    pytest.param(_candidate(name="baseline"), "candidates.0.name", "already named 'baseline'", id="dup-name"),
-    pytest.param(_candidate(tp_size=16), "candidates.0.tp_size", "8 GPUs, fewer than tp 16", id="tp>gpus"),
-    pytest.param(_baseline(tp_size=16), "baseline.tp_size", "8 GPUs, fewer than tp 16", id="baseline-tp>gpus"),
+    pytest.param(set_profile(concurrency="0"), "profile.concurrency", "outside 1..", id="concurrency-0"),
+    pytest.param(set_profile(concurrency="x"), "profile.concurrency", "not a whole number", id="concurrency-x"),
+    pytest.param(set_profile(concurrency=""), "profile.concurrency", "required", id="concurrency-empty"),
+    pytest.param(set_profile(concurrency=[0, 4]), "profile.concurrency", "outside 1..", id="concurrency-list-0"),
+    pytest.param(set_profile(num_prompts=2), "profile.num_prompts", "At least 4 prompts", id="too-few-prompts"),
+    pytest.param(set_profile(passes=0), "profile.passes", "between 1 and 50", id="passes-0"),
+    pytest.param(set_candidate(name="baseline"), "candidates.0.name", "already named 'baseline'", id="dup-name"),
+    pytest.param(set_candidate(tp_size=16), "candidates.0.tp_size", "8 GPUs, fewer than tp 16", id="tp>gpus"),
+    pytest.param(set_baseline(tp_size=16), "baseline.tp_size", "8 GPUs, fewer than tp 16", id="baseline-tp>gpus"),
     pytest.param(
-        _candidate(log_metrics={"verify_ms": r"Target verify: ([\d.]+) ms"}),
+        set_candidate(log_metrics={"verify_ms": r"Target verify: ([\d.]+) ms"}),
         "candidates.0.log_metrics",
         "needs a named group (?P<verify_ms>...)",
         id="metric-without-group",
     ),
     pytest.param(
-        _candidate(log_metrics={"verify_ms": "(?P<verify_ms>[unclosed"}),
+        set_candidate(log_metrics={"verify_ms": "(?P<verify_ms>[unclosed"}),
         "candidates.0.log_metrics",
         "not a valid regex",
         id="metric-bad-regex",
     ),
     pytest.param(
-        _candidate(expect={"log_has": ["x"]}), "candidates.0.expect", "Unknown expectation keys: log_has", id="expect"
+        set_candidate(expect={"log_has": ["x"]}),
+        "candidates.0.expect",
+        "Unknown expectation keys: log_has",
+        id="expect",
     ),
     pytest.param(
-        _candidate(expect={"env_propagated": ["1BAD"]}),
+        set_candidate(expect={"env_propagated": ["1BAD"]}),
         "candidates.0.expect",
         "not a valid environment",
         id="expect-env",
     ),
     pytest.param(
-        _candidate(expect={"log_contains": "Spec v2"}), "candidates.0.expect", "list of non-empty", id="expect-str"
+        set_candidate(expect={"log_contains": "Spec v2"}), "candidates.0.expect", "list of non-empty", id="expect-str"
     ),
-    pytest.param(_candidate(model_path="/models/a\nb"), "candidates.0.model_path", "newlines", id="path-newline"),
+    pytest.param(set_candidate(model_path="/models/a\nb"), "candidates.0.model_path", "newlines", id="path-newline"),
     pytest.param(lambda p: p.update(host="nowhere"), "host", "valid choice", id="unknown-host"),
     pytest.param(lambda p: p.update(candidates=[]), "candidates", "at least one candidate", id="no-candidates"),
 ]
@@ -158,10 +141,10 @@ def _payload_with(host, mutate: Mutation) -> dict[str, Any]:
 
 
 def test_it_accepts_the_design_example(host, owner):
-    submission = _submission(experiment_payload(host))
+    submission = submission_of(experiment_payload(host))
 
     assert submission.is_valid(), submission.errors
-    experiment = do_create_experiment(user=owner, **submission.experiment_fields())
+    experiment = do_create_experiment(actor=Actor(owner), **submission.experiment_fields())
 
     candidate = experiment.ordered_candidates()[0]
     assert candidate.env == {"NCCL_PROTO": "LL"}
@@ -173,7 +156,7 @@ def test_it_accepts_the_design_example(host, owner):
 
 @pytest.mark.parametrize("mutate, key, fragment", INVALID)
 def test_it_refuses_invalid_input_under_a_dotted_key(host, mutate, key, fragment):
-    submission = _submission(_payload_with(host, mutate))
+    submission = submission_of(_payload_with(host, mutate))
 
     assert not submission.is_valid()
     assert key in submission.errors, submission.errors
@@ -218,42 +201,44 @@ def test_it_saves_nothing_when_only_the_last_candidate_is_invalid(client, owner,
 @pytest.mark.parametrize(
     "mutate",
     [
-        pytest.param(_profile(concurrency="1, 4,16", num_prompts=16), id="concurrency-text"),
-        pytest.param(_profile(concurrency=[16, 1, 4, 4]), id="concurrency-unsorted-dup"),
+        pytest.param(set_profile(concurrency="1, 4,16", num_prompts=16), id="concurrency-text"),
+        pytest.param(set_profile(concurrency=[16, 1, 4, 4]), id="concurrency-unsorted-dup"),
         pytest.param(
-            _candidate(speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4),
+            set_candidate(speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4),
             id="topk1-steps+1",
         ),
         pytest.param(
-            _candidate(speculative_num_steps=3, speculative_eagle_topk=4, speculative_num_draft_tokens=8),
+            set_candidate(speculative_num_steps=3, speculative_eagle_topk=4, speculative_num_draft_tokens=8),
             id="topk4-free-draft",
         ),
         pytest.param(
-            _candidate(speculative_num_steps=None, speculative_eagle_topk=None, speculative_num_draft_tokens=None),
+            set_candidate(speculative_num_steps=None, speculative_eagle_topk=None, speculative_num_draft_tokens=None),
             id="spec-auto",
         ),
-        pytest.param(_candidate(extra_args=["--context-length", "131072", "--cuda-graph-max-bs=8"]), id="extra"),
-        pytest.param(_candidate(env={"A": "b=c", "_X1": "", "N": 1}), id="env-equals-in-value"),
-        pytest.param(_candidate(log_metrics={}, expect={}), id="no-expect"),
+        pytest.param(set_candidate(extra_args=["--context-length", "131072", "--cuda-graph-max-bs=8"]), id="extra"),
+        pytest.param(
+            set_candidate(env={"NCCL_A": "b=c", "SGLANG_X1": "", "OMP_NUM_THREADS": 1}), id="env-equals-in-value"
+        ),
+        pytest.param(set_candidate(log_metrics={}, expect={}), id="no-expect"),
     ],
 )
 def test_it_accepts_valid_variants(host, mutate):
-    submission = _submission(_payload_with(host, mutate))
+    submission = submission_of(_payload_with(host, mutate))
 
     assert submission.is_valid(), submission.errors
 
 
 def test_it_parses_concurrency_text_into_sorted_levels(host, owner):
-    payload = _payload_with(host, _profile(concurrency="16, 1, 4,16"))
-    submission = _submission(payload)
+    payload = _payload_with(host, set_profile(concurrency="16, 1, 4,16"))
+    submission = submission_of(payload)
 
     assert submission.is_valid(), submission.errors
-    assert do_create_experiment(user=owner, **submission.experiment_fields()).profile.concurrency == [1, 4, 16]
+    assert do_create_experiment(actor=Actor(owner), **submission.experiment_fields()).profile.concurrency == [1, 4, 16]
 
 
 def test_it_skips_the_gpu_check_while_the_inventory_is_unknown(owner):
     host = make_host(gpu_inventory=[])
-    submission = _submission(_payload_with(host, _candidate(tp_size=16)))
+    submission = submission_of(_payload_with(host, set_candidate(tp_size=16)))
 
     assert submission.is_valid(), submission.errors
 
@@ -264,7 +249,7 @@ def test_it_reports_every_invalid_part_at_once(host):
         p["candidates"][0]["extra_args"] = ["--port", "1"]
         p["profile"]["concurrency"] = "x"
 
-    submission = _submission(_payload_with(host, mutate))
+    submission = submission_of(_payload_with(host, mutate))
 
     assert not submission.is_valid()
     assert {"baseline.speculative_num_steps", "candidates.0.extra_args", "profile.concurrency"} <= set(

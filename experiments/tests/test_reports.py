@@ -268,4 +268,5 @@ def test_it_renders_the_page_in_a_constant_number_of_queries(owner_client) -> No
         assert b"needed to break even" in response.content
         counts.append(len(queries))
     assert counts[0] == counts[1], counts
-    assert counts[1] <= 10
+    # 10 for the report; the role's permissions (2, cached for the request) and the audit trail (1).
+    assert counts[1] <= 13

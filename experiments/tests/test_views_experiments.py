@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from experiments.actions.audit import Actor
 from experiments.actions.review import do_pin_baseline
 from experiments.models import ApiToken, Experiment, Host, Run
 
@@ -41,7 +42,7 @@ def test_it_lists_experiments_in_a_constant_number_of_queries(owner_client, owne
     assert response.content.decode().count('href="/experiments/') >= 10
 
 
-def test_it_shows_an_experiment_to_another_team_member(client, member, experiment, run):
+def test_it_shows_an_experiment_to_another_team_member_without_their_buttons(client, member, experiment, run):
     client.force_login(member)
 
     content = client.get(f"/experiments/{experiment.pk}/").content.decode()
@@ -49,7 +50,8 @@ def test_it_shows_an_experiment_to_another_team_member(client, member, experimen
     assert "eagle3 vs baseline" in content
     assert "eagle3-2step" in content
     assert f'data-run="{run.pk}"' in content
-    assert f'action="/runs/{run.pk}/cancel/"' in content
+    assert f'action="/runs/{run.pk}/cancel/"' not in content  # not theirs: only its owner or a maintainer
+    assert f'action="/experiments/{experiment.pk}/rerun/"' not in content
     assert f'data-ws="/ws/experiments/{experiment.pk}/"' in content
 
 
@@ -60,11 +62,14 @@ def test_it_says_on_the_experiment_page_whether_its_baseline_is_the_pinned_one(o
     assert "No baseline is pinned" in page
 
     do_pin_baseline(
-        host=experiment.host, profile=experiment.profile, config=make_config(name="other", tp_size=2), user=owner
+        host=experiment.host,
+        profile=experiment.profile,
+        config=make_config(name="other", tp_size=2),
+        actor=Actor(owner),
     )
     assert "Not the pinned baseline" in owner_client.get(f"/experiments/{experiment.pk}/").content.decode()
 
-    do_pin_baseline(host=experiment.host, profile=experiment.profile, config=experiment.baseline, user=owner)
+    do_pin_baseline(host=experiment.host, profile=experiment.profile, config=experiment.baseline, actor=Actor(owner))
     assert "is the pinned baseline" in owner_client.get(f"/experiments/{experiment.pk}/").content.decode()
 
 

@@ -6,18 +6,20 @@ import re
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment
 from ..exports import comparison_csv_response, comparison_json_response
 from ..forms import BenchmarkProfileForm, ExperimentForm, ExperimentSubmission, RerunForm, ServerConfigForm
-from ..models import Experiment, Host
+from ..models import AuditEvent, Experiment, Host
 from ..reports import build_report, comparison_rows_json
+from .access import require_manage, requires
 
+AUDIT_EVENTS_SHOWN = 100
 # What a new experiment form starts with; the simulated host's model names are a contract (DESIGN.md).
 DEFAULT_CANDIDATE = {
     "name": "eagle3-2step",
@@ -28,20 +30,20 @@ DEFAULT_CANDIDATE = {
 }
 
 
-@login_required
+@requires("experiments.view_experiment")
 def experiment_list(request: HttpRequest) -> HttpResponse:
     experiments = list(Experiment.objects.select_related("host", "created_by", "baseline").prefetch_related("run_set"))
     rows = [(e, e.status_of(list(e.run_set.all()))) for e in experiments]
     return render(request, "experiments/experiment_list.html", {"rows": rows})
 
 
-@login_required
+@requires("experiments.add_experiment")
 def experiment_new(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return render(request, "experiments/experiment_new.html", _new_experiment_forms())
     submission = _submission_from_post(request.POST)
     if submission.is_valid():
-        experiment = do_create_experiment(user=request.user, **submission.experiment_fields())
+        experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())
         messages.success(request, f"Experiment “{experiment.name}” submitted.")
         return redirect(experiment)
     blank = _new_experiment_forms()
@@ -95,7 +97,7 @@ def _host_models_urls() -> dict[str, str]:
     return {name: reverse("api:host_models", args=[pk]) for pk, name in Host.objects.values_list("pk", "name")}
 
 
-@login_required
+@requires("experiments.view_experiment")
 def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
     report = build_report(experiment)
@@ -107,29 +109,34 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             "report": report,
             "comparison": comparison_rows_json(report),
             "configs": [report.baseline, *report.candidates],
+            "can_manage": experiment.can_be_managed_by(request.user),
+            "events": AuditEvent.objects.about_experiment(experiment.pk, [r.pk for r in report.runs]).select_related(
+                "actor"
+            )[:AUDIT_EVENTS_SHOWN],
         },
     )
 
 
-@login_required
+@requires("experiments.view_experiment")
 def experiment_export_json(request: HttpRequest, experiment_id: int) -> JsonResponse:
     experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
     return comparison_json_response(experiment)
 
 
-@login_required
+@requires("experiments.view_experiment")
 def experiment_export_csv(request: HttpRequest, experiment_id: int) -> HttpResponse:
     return comparison_csv_response(get_object_or_404(Experiment, pk=experiment_id))
 
 
-@login_required
+@requires("experiments.change_experiment")
 @require_POST
 def rerun_experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = get_object_or_404(Experiment, pk=experiment_id)
+    require_manage(request, experiment)
     form = RerunForm(request.POST)
     if not form.is_valid():
         messages.error(request, "; ".join(str(e) for errors in form.errors.values() for e in errors))
     else:
-        runs = do_rerun_experiment(experiment, launches=form.cleaned_data["launches"])
+        runs = do_rerun_experiment(experiment, actor=Actor.of(request), launches=form.cleaned_data["launches"])
         messages.success(request, f"Queued {len(runs)} more runs, interleaved, to confirm the result.")
     return redirect(experiment)

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from .. import series
+from ..actions.audit import Actor
 from ..actions.review import do_pin_baseline, do_triage_flag
 from ..charts import history_figure
 from ..exports import flags_csv_response
 from ..forms import FlagTriageForm, RerunForm
 from ..models import BenchmarkProfile, Flag, Host, PinnedBaseline, Run, ServerConfig
+from .access import requires
 
 
-@login_required
+@requires("experiments.view_flag")
 def flag_list(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state", "open")
     states = ["open", *Flag.Triage.values, "all"]
@@ -25,7 +27,7 @@ def flag_list(request: HttpRequest) -> HttpResponse:
     return render(request, "experiments/flag_list.html", context)
 
 
-@login_required
+@requires("experiments.view_flag")
 def flag_export_csv(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state", "all")
     return flags_csv_response(_flags_in_state(state).iterator(), state=state)
@@ -40,13 +42,15 @@ def _flags_in_state(state: str):
     return flags
 
 
-@login_required
+@requires("experiments.view_flag")
 def flag_detail(request: HttpRequest, flag_id: int) -> HttpResponse:
     flag = get_object_or_404(Flag.objects.select_related("host", "config", "assignee", "run__experiment"), pk=flag_id)
     if request.method == "POST":
+        if not request.user.has_perm("experiments.change_flag"):
+            raise PermissionDenied("Triage takes a member's role.")
         form = FlagTriageForm(request.POST)
         if form.is_valid():
-            do_triage_flag(flag, user=request.user, **form.cleaned_data)
+            do_triage_flag(flag, actor=Actor.of(request), **form.cleaned_data)
             messages.success(request, "Flag updated.")
             return redirect(flag)
     else:
@@ -58,11 +62,12 @@ def flag_detail(request: HttpRequest, flag_id: int) -> HttpResponse:
         "comments": flag.flagcomment_set.select_related("author"),
         "figure": figure,
         "rerun_form": RerunForm(),
+        "can_rerun": flag.run.experiment.can_be_managed_by(request.user),
     }
     return render(request, "experiments/flag_detail.html", context)
 
 
-@login_required
+@requires("experiments.view_flag")
 def series_detail(request: HttpRequest, host_id: int, config_hash: str, profile_key: str) -> HttpResponse:
     host = get_object_or_404(Host, pk=host_id)
     config = ServerConfig.objects.with_hash(config_hash).first()
@@ -106,12 +111,12 @@ def _series_figure(host: Host, config_hash: str, profile_key: str, title: str) -
     return history_figure(points, marks, title=title)
 
 
-@login_required
+@requires("experiments.add_pinnedbaseline")
 @require_POST
 def pin_baseline(request: HttpRequest, host_id: int, config_hash: str, profile_key: str) -> HttpResponse:
     host = get_object_or_404(Host, pk=host_id)
     config = get_object_or_404(ServerConfig.objects.with_hash(config_hash)[:1])
     profile = get_object_or_404(BenchmarkProfile.objects.in_series(profile_key)[:1])
-    do_pin_baseline(host=host, profile=profile, config=config, user=request.user)
+    do_pin_baseline(host=host, profile=profile, config=config, actor=Actor.of(request))
     messages.success(request, f"{config.name} is now the pinned baseline on {host.name} for {profile.series_label}.")
     return redirect(reverse("series_detail", args=[host.pk, config_hash, profile_key]))

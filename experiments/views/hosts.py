@@ -1,43 +1,73 @@
-"""The hosts page: register a GPU host, test the connection (which pins its key on first contact), clean it."""
+"""Hosts and SSH keys: everyone with a role sees them; only admins register and edit them (their fields run on
+the host), test connections and manage keys; maintainers mark a dirty host clean."""
 
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
+from django.db.models import ProtectedError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from .. import worker_calls
-from ..actions.hosts import do_mark_host_clean
-from ..forms import HostForm
-from ..models import Host
+from ..actions.audit import Actor
+from ..actions.hosts import (
+    do_delete_key,
+    do_edit_host,
+    do_edit_key,
+    do_mark_host_clean,
+    do_register_host,
+    do_register_key,
+    do_test_host,
+)
+from ..forms import HostForm, SshKeyForm
+from ..models import AuditEvent, Host, SshKey
+from .access import requires
 
 
-@login_required
+@requires("experiments.view_host")
 def host_list(request: HttpRequest) -> HttpResponse:
-    hosts = Host.objects.select_related("active_run")
+    hosts = Host.objects.select_related("active_run", "ssh_key")
     return render(request, "experiments/host_list.html", {"hosts": hosts})
 
 
-@login_required
+@requires("experiments.view_host")
+def host_detail(request: HttpRequest, host_id: int) -> HttpResponse:
+    host = get_object_or_404(Host.objects.select_related("ssh_key", "active_run"), pk=host_id)
+    events = AuditEvent.objects.about(host).select_related("actor")[:100]
+    return render(request, "experiments/host_detail.html", {"host": host, "events": events})
+
+
+@requires("experiments.add_host")
 def host_new(request: HttpRequest) -> HttpResponse:
     form = HostForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        host = form.save()
+        host = do_register_host(form.save_unsaved(), Actor.of(request))
         messages.success(request, f"Host {host.name} registered. Test the connection to pin its SSH host key.")
         return redirect("host_list")
     status = 400 if request.method == "POST" else 200
-    return render(request, "experiments/host_new.html", {"form": form}, status=status)
+    return render(request, "experiments/host_form.html", {"form": form, "host": None}, status=status)
 
 
-@login_required
+@requires("experiments.change_host")
+def host_edit(request: HttpRequest, host_id: int) -> HttpResponse:
+    host = get_object_or_404(Host, pk=host_id)
+    form = HostForm(request.POST or None, instance=host)
+    if request.method == "POST" and form.is_valid():
+        do_edit_host(form.save_unsaved(), Actor.of(request))
+        messages.success(request, f"Host {host.name} saved.")
+        return redirect("host_detail", host.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "experiments/host_form.html", {"form": form, "host": host}, status=status)
+
+
+@requires("experiments.change_host")
 @require_POST
 def test_host(request: HttpRequest, host_id: int) -> HttpResponse:
-    host = get_object_or_404(Host, pk=host_id)
+    host = get_object_or_404(Host.objects.select_related("ssh_key"), pk=host_id)
     was_pinned = host.is_pinned
     try:
-        worker_calls.test_host_connection(host)
+        do_test_host(host, Actor.of(request))
     except worker_calls.HostProbeFailed as exc:
         messages.error(request, f"Host {host.name}: {exc}")
         return redirect("host_list")
@@ -48,10 +78,54 @@ def test_host(request: HttpRequest, host_id: int) -> HttpResponse:
     return redirect("host_list")
 
 
-@login_required
+@requires("experiments.mark_host_clean")
 @require_POST
 def clean_host(request: HttpRequest, host_id: int) -> HttpResponse:
     host = get_object_or_404(Host, pk=host_id)
-    do_mark_host_clean(host)
+    do_mark_host_clean(host, Actor.of(request))
     messages.success(request, f"Host {host.name} marked clean; queued runs may start again.")
     return redirect("host_list")
+
+
+@requires("experiments.view_sshkey")
+def key_list(request: HttpRequest) -> HttpResponse:
+    keys = SshKey.objects.prefetch_related("hosts")
+    return render(request, "experiments/key_list.html", {"keys": keys, "form": SshKeyForm()})
+
+
+@requires("experiments.add_sshkey")
+@require_POST
+def key_new(request: HttpRequest) -> HttpResponse:
+    form = SshKeyForm(request.POST)
+    if form.is_valid():
+        key = do_register_key(form.save(commit=False), Actor.of(request))
+        messages.success(request, f"SSH key {key.name} registered.")
+        return redirect("key_list")
+    keys = SshKey.objects.prefetch_related("hosts")
+    return render(request, "experiments/key_list.html", {"keys": keys, "form": form}, status=400)
+
+
+@requires("experiments.change_sshkey")
+def key_edit(request: HttpRequest, key_id: int) -> HttpResponse:
+    key = get_object_or_404(SshKey, pk=key_id)
+    form = SshKeyForm(request.POST or None, instance=key)
+    if request.method == "POST" and form.is_valid():
+        do_edit_key(form.save(commit=False), Actor.of(request))
+        messages.success(request, f"SSH key {key.name} saved.")
+        return redirect("key_list")
+    status = 400 if request.method == "POST" else 200
+    events = AuditEvent.objects.about(key).select_related("actor")[:100]
+    return render(request, "experiments/key_edit.html", {"form": form, "key": key, "events": events}, status=status)
+
+
+@requires("experiments.delete_sshkey")
+@require_POST
+def key_delete(request: HttpRequest, key_id: int) -> HttpResponse:
+    key = get_object_or_404(SshKey, pk=key_id)
+    try:
+        do_delete_key(key, Actor.of(request))
+    except ProtectedError:
+        messages.error(request, f"SSH key {key.name} is used by a host; give the host another key first.")
+    else:
+        messages.success(request, f"SSH key {key.name} deleted.")
+    return redirect("key_list")

@@ -34,7 +34,7 @@ SUPERSEDED, CANCELLED = "superseded", "cancelled"  # why the watcher stopped the
 
 async def drive_run(run_id: int) -> str:
     """Run the whole lifecycle of a claimed run; returns its final state."""
-    run = await db(Run.objects.select_related("host", "config", "experiment__profile").get)(pk=run_id)
+    run = await db(Run.objects.select_related("host__ssh_key", "config", "experiment__profile").get)(pk=run_id)
     try:
         return await RunOrchestrator(run).execute()
     finally:

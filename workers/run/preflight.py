@@ -1,7 +1,8 @@
 """Preflight: what would make the launch fail or lie, checked on the host in seconds before any weight loads.
 
-The GPUs must be free (someone else's memory would skew or break the run), the port free, and the target and
-draft models a pair SGLang accepts.
+The config must keep to the launch policy (allowed environment variables and flags; checked again here because a
+stored config may predate a rule), the GPUs must be free (someone else's memory would skew or break the run), the
+port free, and the target and draft models a pair SGLang accepts.
 """
 
 from __future__ import annotations
@@ -9,14 +10,18 @@ from __future__ import annotations
 from experiments.models import Run
 
 from .. import gpus, hosts, sglang
+from . import server
 from .errors import RunFailed
 from .session import RunSession
 
 
 async def check(session: RunSession) -> None:
     await session.advance(Run.State.PREFLIGHT)
-    conn = session.require_conn()
     host, config = session.host, session.config
+    refusals = server.launch_refusals(host, config)
+    if refusals:
+        raise RunFailed(Run.FailureKind.PREFLIGHT, f"Refusing to launch this config: {'; '.join(refusals)}.")
+    conn = session.require_conn()
     await session.resolve_work_dir()
     try:
         busy = await hosts.compute_apps(conn)

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
+from experiments import launch_policy
+from experiments.models import MANAGED_FLAGS
+
 from .. import sglang
 from ..ssh import HostConnection, env_assignments, quote_command
 
@@ -27,8 +30,17 @@ KILL_WAIT = 10.0
 HEALTH_TIMEOUT = aiohttp.ClientTimeout(total=5)
 
 
+def launch_refusals(host: Host, config: ServerConfig) -> list[str]:
+    """What in `config` may not be launched on `host` (the forms refuse it too; this holds for any stored config)."""
+    return launch_policy.launch_refusals(config.launch_spec(), host.extra_env_prefixes or (), MANAGED_FLAGS)
+
+
 def launch_command(host: Host, config: ServerConfig) -> str:
-    """The shell command that starts `config`'s server on `host`: every value one quoted word."""
+    """The shell command that starts `config`'s server on `host`: every value one quoted word. Raises ValueError
+    for a config that breaks the launch policy (preflight reports that as a failure before this is reached)."""
+    refusals = launch_refusals(host, config)
+    if refusals:
+        raise ValueError("; ".join(refusals))
     argv = [
         *shlex.split(host.launcher),
         *sglang.launch_argv(config.launch_spec(), host="127.0.0.1", port=host.server_port),

@@ -15,8 +15,8 @@ import asyncssh
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from experiments import broadcast
-from experiments.actions.runs import do_append_log, do_update_run
+from experiments import broadcast, log_metrics
+from experiments.actions.runs import do_add_run_warning, do_append_log, do_update_run
 from experiments.models import Run
 
 from .. import sglang
@@ -39,7 +39,11 @@ class ServerLog:
         self.milestones: set[str] = set()
         self.failure_signal: sglang.FailureSignal | None = None
         self.server_args_dump: dict[str, Any] = {}
-        self.facts = sglang.LogFacts(run.config.log_metrics or {})
+        metrics = run.config.log_metrics or {}
+        # A metric switched off before a re-attach stays off: its warning is on the run already.
+        warned = {w.get("message") for w in run.warnings or [] if isinstance(w, dict)}
+        off = [name for name in metrics if log_metrics.timeout_warning(name) in warned]
+        self.facts = sglang.LogFacts(metrics, disabled_metrics=off)
 
     async def follow(self, conn: HostConnection) -> None:
         """(Re)start the tail through `conn` at the stored offset: complete lines only."""
@@ -102,6 +106,8 @@ class ServerLog:
             self.failure_signal = facts.failure
         if facts.server_args is not None:
             self.server_args_dump = facts.server_args
+        for kind, message in facts.warnings:
+            await sync_to_async(do_add_run_warning)(run, kind, message)
         changes: dict[str, Any] = {}
         if facts.progress is not None and facts.progress != run.loading_progress:
             changes["loading_progress"] = facts.progress

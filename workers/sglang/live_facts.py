@@ -1,12 +1,14 @@
 """The live facts a run's page shows, read from batches of its log lines: progress, milestones, Decode-batch series,
-the config's custom metrics. Pure, so the server log only stores and broadcasts them."""
+the config's custom metrics (user regexes, run within time budgets by `experiments.log_metrics`). Pure, so the server
+log only stores and broadcasts them."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from experiments.log_metrics import MetricReader
 
 from . import loglines
 from .facts import DecodeStats, FailureSignal, Milestone, ServerArgsDump, ShardProgress
@@ -25,6 +27,7 @@ class FactBatch:
     milestones: set[str] = field(default_factory=set)
     failure: FailureSignal | None = None
     server_args: dict[str, Any] | None = None
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (kind, message) for the run, new in this batch
 
     @property
     def has_series(self) -> bool:
@@ -34,20 +37,14 @@ class FactBatch:
 class LogFacts:
     """Turns numbered log lines into facts; custom metrics come from the config's named-group regexes."""
 
-    def __init__(self, log_metrics: Mapping[str, str]) -> None:
-        self.metric_patterns = {name: re.compile(pattern) for name, pattern in log_metrics.items()}
+    def __init__(self, log_metrics: Mapping[str, str], *, disabled_metrics: Iterable[str] = ()) -> None:
+        self.metrics = MetricReader(log_metrics, disabled=disabled_metrics)
 
     def read(self, first_line: int, lines: Sequence[str]) -> FactBatch:
-        batch = FactBatch()
+        metrics = self.metrics.read(first_line, lines)
+        batch = FactBatch(metrics=metrics.points, warnings=metrics.warnings)
         decode_lines: list[int] = []
         for i, line in enumerate(lines):
-            for name, pattern in self.metric_patterns.items():
-                match = pattern.search(line)
-                if match:
-                    try:
-                        batch.metrics.setdefault(name, []).append([first_line + i, float(match.group(name))])
-                    except (ValueError, IndexError):
-                        pass  # a match without a number in the group is not a measurement
             if DECODE_MARKER in line:
                 # A flood is mostly Decode lines and only the last few are kept: parse those alone, below.
                 decode_lines.append(i)

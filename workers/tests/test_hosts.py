@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.models import ApiToken
+from experiments.models import ApiToken, SshKey
 from simhost import hostsetup
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -17,12 +17,14 @@ def auth(owner) -> dict[str, str]:
 
 
 def test_it_pins_the_key_reads_gpus_and_lists_models(client, auth, sshd, celery_worker_process, tmp_path):
+    # Registered without its public key: the admin's first connection test records it, as it pins the host key.
+    key = SshKey.objects.create(name="probe-key", file_name=sshd.client_key_name)
     payload = {
         "name": "probe-host",
         "address": "127.0.0.1",
         "port": sshd.port,
         "username": sshd.username,
-        "key_name": sshd.client_key_name,
+        "key_name": key.name,
         "work_dir": str(tmp_path / "work"),
         "models_root": str(hostsetup.MODELS_ROOT),
         "shell_setup": hostsetup.shell_setup(tmp_path / "state", 0.5),
@@ -43,6 +45,33 @@ def test_it_pins_the_key_reads_gpus_and_lists_models(client, auth, sshd, celery_
     by_name = {m["name"]: m for m in models.json()}
     assert set(by_name) >= {"kimi-k2.5-sim", "kimi-k2.5-sim-eagle3", "kimi-k2.5-sim-eagle3-ctx131k"}
     assert by_name["kimi-k2.5-sim-eagle3-ctx131k"]["max_position_embeddings"] == 131072
+    key.refresh_from_db()
+    assert key.public_key.split() == (sshd.key_dir / f"{sshd.client_key_name}.pub").read_text().split()[:2]
+
+
+def test_it_refuses_a_key_file_that_is_not_the_registered_key(client, auth, sim_host, celery_worker_process):
+    key = sim_host.ssh_key
+    key.public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+    key.save()
+
+    response = client.post(f"/api/hosts/{sim_host.pk}/test", headers=auth)
+
+    assert response.status_code == 502
+    assert "is not the registered key; refusing to use it" in response.json()["detail"]
+
+
+def test_it_refuses_to_connect_outside_the_allowlist_even_to_a_registered_host(
+    client, auth, sim_host, celery_worker_process, settings
+):
+    # The worker reads the allowlist from its own settings: a host registered before the list was narrowed (or
+    # whose name now resolves elsewhere) is refused at connection time, not only at registration.
+    sim_host.address = "localhost.invalid"
+    sim_host.save(update_fields=["address"])
+
+    response = client.post(f"/api/hosts/{sim_host.pk}/test", headers=auth)
+
+    assert response.status_code == 502
+    assert "Not connecting to" in response.json()["detail"]
 
 
 def test_it_refuses_a_host_whose_key_changed(client, auth, sim_host, celery_worker_process):
@@ -74,3 +103,17 @@ def test_the_hosts_page_tests_a_connection_and_says_what_it_found(client, owner,
     sim_host.save(update_fields=["host_key"])
     refused = client.post(f"/hosts/{sim_host.pk}/test/", follow=True).content.decode()
     assert f"Host {sim_host.name}: " in refused and "does not match the pinned key" in refused
+
+
+def test_it_tells_only_admins_why_a_host_could_not_be_read(client, auth, viewer, sim_host, celery_worker_process):
+    """No port-scan oracle: a member's form asks for a host's models; if that fails, only admins learn why."""
+    sim_host.port = 1  # nothing listens there
+    sim_host.save(update_fields=["port"])
+    _, viewer_token = ApiToken.issue(viewer)
+
+    as_admin = client.get(f"/api/hosts/{sim_host.pk}/models", headers=auth)
+    as_viewer = client.get(f"/api/hosts/{sim_host.pk}/models", headers={"Authorization": f"Bearer {viewer_token}"})
+
+    assert as_admin.status_code == as_viewer.status_code == 502
+    assert "127.0.0.1:1" in as_admin.json()["detail"]
+    assert as_viewer.json()["detail"] == ("The host's models could not be listed; ask an admin to test its connection.")

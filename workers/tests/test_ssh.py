@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workers.ssh import HostAccess, HostConnection, env_assignments, quote_command
+from workers.ssh import HostConnection, env_assignments, quote_command
 
 pytestmark = pytest.mark.integration
 
@@ -22,15 +22,7 @@ DANGEROUS = st.sampled_from(["$(touch /tmp/pwned)", "`id`", "; rm -rf ~", "a'b\"
 @pytest.fixture(scope="module")
 def connection(sshd):
     loop = asyncio.new_event_loop()
-    access = HostAccess(
-        name="sshd",
-        address="127.0.0.1",
-        port=sshd.port,
-        username=sshd.username,
-        key_path=sshd.key_dir / sshd.client_key_name,
-        host_key=sshd.host_key,
-        shell_setup="export SPECDASH_SETUP_RAN=1",
-    )
+    access = sshd.access(shell_setup="export SPECDASH_SETUP_RAN=1")
     conn = loop.run_until_complete(HostConnection.open(access))
     yield loop, conn
     loop.run_until_complete(conn.close())

@@ -1,7 +1,8 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments.models import ApiToken
+from experiments.actions.audit import Actor
+from experiments.actions.tokens import do_issue_token
 
 
 class Command(BaseCommand):
@@ -15,5 +16,5 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user named {username!r}.")
-        _, raw = ApiToken.issue(user, name=name)
+        _, raw = do_issue_token(user, Actor.command(), name=name[:100])
         self.stdout.write(raw)

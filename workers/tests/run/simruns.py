@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from experiments.actions.audit import Actor
 from experiments.actions.experiments import do_create_experiment
 from experiments.models import BenchmarkProfile, Host, Run, ServerConfig
 from simhost.hostsetup import REPO
@@ -35,7 +36,9 @@ def sim_config(host: Host, name: str = "cfg", *, speculative: bool = False, **fi
 def queue_run(host: Host, config: ServerConfig, owner, *, name: str = "lifecycle", **profile_fields) -> Run:
     """The one queued run of a new experiment of `config` alone (a small profile unless overridden)."""
     profile = BenchmarkProfile(name="p", **{**SMALL_PROFILE, **profile_fields})
-    experiment = do_create_experiment(user=owner, name=name, host=host, baseline=config, candidates=[], profile=profile)
+    experiment = do_create_experiment(
+        actor=Actor(owner), name=name, host=host, baseline=config, candidates=[], profile=profile
+    )
     return experiment.run_set.get()
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.actions.audit import Actor
 from experiments.actions.runs import do_cancel_run, do_claim_next_run
 from experiments.models import Host, Run
 from workers.tasks import drive_host
@@ -213,7 +214,7 @@ def test_it_cancels_a_live_run_and_tears_its_server_down(sim_host, owner, phase)
     assert run.state == phase
 
     cancelled_at = time.monotonic()
-    assert do_cancel_run(run)
+    assert do_cancel_run(run, Actor.command())
     driver.join(timeout=60)
 
     run.refresh_from_db()
@@ -241,7 +242,7 @@ def test_it_refuses_to_launch_on_busy_gpus_naming_who_holds_them(sim_host, owner
         twin.save()
         busy = _drive(queue_run(twin, sim_config(twin, name="second"), owner))
     finally:
-        do_cancel_run(first)
+        do_cancel_run(first, Actor.command())
         driver.join(timeout=60)
 
     assert busy.failure_kind == Run.FailureKind.PREFLIGHT

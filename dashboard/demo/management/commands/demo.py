@@ -22,8 +22,11 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 
+from experiments import roles
+from experiments.actions.audit import Actor
 from experiments.actions.experiments import do_create_experiment
 from experiments.actions.runs import do_cancel_run
+from experiments.actions.users import do_set_role
 from experiments.explanations import MODEL_METRICS
 from experiments.forms import ExperimentSubmission
 from experiments.models import Experiment, Host, Run
@@ -212,7 +215,7 @@ class Command(BaseCommand):
             return
         self.stdout.write("Cancelling live runs (the worker tears their servers down) ...")
         for run in live:
-            do_cancel_run(run)
+            do_cancel_run(run, Actor.command())
         deadline = time.monotonic() + timeout
         while live.exists() and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -241,10 +244,11 @@ class Command(BaseCommand):
         self.stdout.write("Stopped.")
 
     def _ensure_demo_user(self) -> None:
-        user, _ = get_user_model().objects.get_or_create(username=DEMO_USER, defaults={"is_staff": True})
-        user.is_staff = user.is_superuser = True
+        """The demo's one user: the team's admin (roles.py), so every page and action can be tried."""
+        user, _ = get_user_model().objects.get_or_create(username=DEMO_USER)
         user.set_password(DEMO_USER)
         user.save()
+        do_set_role(user, roles.ADMIN, Actor.command())
 
     def _register_host(self, ssh_port: int, server_port: int, key_name: str) -> None:
         var = Path(settings.VAR_DIR)
@@ -262,6 +266,7 @@ class Command(BaseCommand):
             python="python",
             server_port=server_port,
             repin=True,  # our own sshd on loopback; its key is pinned afresh at each registration
+            extra_env_prefix=["SIMHOST_"],  # the demo's configs steer the simulator (load time, faults)
         )
 
     def _seed_experiment(self) -> Experiment | None:
@@ -282,9 +287,8 @@ class Command(BaseCommand):
         )
         if not submission.is_valid():
             raise CommandError(f"The demo experiment is invalid: {submission.errors}")
-        return do_create_experiment(
-            user=get_user_model().objects.get(username=DEMO_USER), **submission.experiment_fields()
-        )
+        demo_user = get_user_model().objects.get(username=DEMO_USER)
+        return do_create_experiment(actor=Actor.command(demo_user), **submission.experiment_fields())
 
 
 class DemoProgress:

@@ -1,0 +1,90 @@
+"""System checks of the deployment settings: fail loudly on configuration that would be unsafe or mean nothing."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import stat
+
+from django.conf import settings
+from django.core import checks
+
+# One DNS label (RFC 1123); a name's last label is never all digits, or it would be a mistyped address.
+_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$", re.IGNORECASE)
+
+
+def allowlist_entry_error(entry: str) -> str | None:
+    """Why `entry` is neither an IP network (CIDR or a single address) nor an exact host name, or None."""
+    try:
+        ipaddress.ip_network(entry, strict=False)
+        return None
+    except ValueError:
+        pass
+    if "/" in entry or ":" in entry:
+        return "not an IP network (CIDR such as 10.0.0.0/8 or fd00::/8)"
+    labels = entry.rstrip(".").split(".")
+    if len(entry) > 253 or not all(_LABEL.match(label) for label in labels):
+        return "not a host name (letters, digits and hyphens, dot-separated; no wildcards)"
+    if labels[-1].isdigit():
+        return "not a valid IP address"
+    return None
+
+
+@checks.register(checks.Tags.security)
+def check_host_allowlist(app_configs, **kwargs):
+    found: list[checks.CheckMessage] = [
+        checks.Error(
+            f"SPECDASH_HOST_ALLOWLIST entry {entry!r} is {reason}.",
+            hint="List IP networks in CIDR (127.0.0.0/8, ::1/128) and exact host names, comma-separated.",
+            id="specdash.E101",
+        )
+        for entry in settings.SPECDASH_HOST_ALLOWLIST
+        if (reason := allowlist_entry_error(entry))
+    ]
+    if settings.PRODUCTION and not settings.SPECDASH_HOST_ALLOWLIST:
+        found.append(
+            checks.Warning(
+                "SPECDASH_HOST_ALLOWLIST is empty: workers will connect to no GPU host.",
+                hint="Set it to the networks or names of your GPU hosts.",
+                id="specdash.W101",
+            )
+        )
+    return found
+
+
+@checks.register(checks.Tags.security)
+def check_production(app_configs, **kwargs):
+    if not settings.PRODUCTION:
+        return []
+    found: list[checks.CheckMessage] = []
+    if settings.DEBUG:
+        found.append(
+            checks.Error(
+                "DEBUG is on in production mode (SPECDASH_PRODUCTION=1).",
+                hint="Unset DEBUG: it shows settings and source in error pages.",
+                id="specdash.E102",
+            )
+        )
+    if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+        found.append(
+            checks.Warning(
+                "Production mode runs on SQLite.",
+                hint="Set DATABASE_URL to PostgreSQL: the web server and workers on other machines share it.",
+                id="specdash.W103",
+            )
+        )
+    return found
+
+
+@checks.register(checks.Tags.security)
+def check_secret_key_file(app_configs, **kwargs):
+    path = settings.VAR_DIR / "secret_key"
+    if path.is_file() and path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return [
+            checks.Warning(
+                f"{path} can be read by other users.",
+                hint=f"chmod 600 {path}",
+                id="specdash.W102",
+            )
+        ]
+    return []

@@ -1,0 +1,63 @@
+"""The audit log: who changed what, when, and from where (IP address, API token)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
+    def about(self, obj: models.Model) -> AuditEventQuerySet:
+        return self.filter(target_type=obj._meta.model_name, target_id=obj.pk)
+
+    def about_experiment(self, experiment_id: int, run_ids: list[int]) -> AuditEventQuerySet:
+        """What people did to an experiment and to its runs (submit, re-run, cancel)."""
+        return self.filter(
+            models.Q(target_type="experiment", target_id=experiment_id)
+            | models.Q(target_type="run", target_id__in=run_ids)
+        )
+
+
+class AuditEvent(models.Model):
+    class Action(models.TextChoices):
+        SUBMIT = "experiment.submit"
+        RERUN = "experiment.rerun"
+        CANCEL = "run.cancel"
+        PIN = "baseline.pin"
+        TRIAGE = "flag.triage"
+        CONFIG_CREATE = "config.create"
+        PROFILE_CREATE = "profile.create"
+        HOST_CREATE = "host.create"
+        HOST_EDIT = "host.edit"
+        HOST_TEST = "host.test"
+        HOST_CLEAN = "host.clean"
+        KEY_CREATE = "key.create"
+        KEY_EDIT = "key.edit"
+        KEY_DELETE = "key.delete"
+        ROLES = "user.roles"
+        TOKEN_CREATE = "token.create"
+        TOKEN_REVOKE = "token.revoke"
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_name = models.CharField(max_length=150, blank=True, help_text="Kept when the user is deleted.")
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    token = models.ForeignKey("ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    token_name = models.CharField(max_length=100, blank=True)
+    via = models.CharField(max_length=16, default="web", help_text="web, api or command")
+    action = models.CharField(max_length=32, choices=Action.choices)
+    target_type = models.CharField(max_length=32)
+    target_id = models.PositiveBigIntegerField(null=True)
+    target_label = models.CharField(max_length=255, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        permissions = [("view_audit_log", "Can view the whole audit log")]
+        indexes = [models.Index(fields=["target_type", "target_id"], name="audit_target")]
+
+    def __str__(self) -> str:
+        return f"{self.actor_name or 'system'} {self.action} {self.target_type} {self.target_id}"

@@ -1,0 +1,52 @@
+"""The team: who holds which role (admins change roles here), and the whole audit log (admins)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from .. import roles
+from ..actions.audit import Actor
+from ..actions.users import do_set_role
+from ..models import AuditEvent
+from .access import requires
+
+AUDIT_PAGE = 100
+
+
+@requires("auth.view_user")
+def user_list(request: HttpRequest) -> HttpResponse:
+    users = get_user_model().objects.order_by("username").prefetch_related("groups")
+    rows = [(user, roles.highest(group.name for group in user.groups.all())) for user in users]
+    return render(request, "experiments/user_list.html", {"rows": rows, "roles": roles.ORDER})
+
+
+@requires("auth.change_user")
+@require_POST
+def set_role(request: HttpRequest, user_id: int) -> HttpResponse:
+    user = get_object_or_404(get_user_model(), pk=user_id)
+    role = request.POST.get("role") or None
+    if role is not None and role not in roles.ORDER:
+        messages.error(request, f"Unknown role {role!r}.")
+        return redirect("user_list")
+    if user.pk == request.user.pk and role != roles.ADMIN:
+        raise PermissionDenied("An admin cannot take their own admin role away (ask another admin).")
+    do_set_role(user, role, Actor.of(request))
+    messages.success(request, f"{user.get_username()} is now {role or 'without a role'}.")
+    return redirect("user_list")
+
+
+@requires("experiments.view_audit_log")
+def audit_log(request: HttpRequest) -> HttpResponse:
+    events = AuditEvent.objects.select_related("actor")
+    action = request.GET.get("action", "")
+    if action in AuditEvent.Action.values:
+        events = events.filter(action=action)
+    page = Paginator(events, AUDIT_PAGE).get_page(request.GET.get("page"))
+    context = {"page": page, "action": action, "actions": AuditEvent.Action.choices}
+    return render(request, "experiments/audit_log.html", context)
