@@ -1,5 +1,7 @@
 """specdash settings: every knob is an environment variable with a safe default (see README)."""
 
+import hashlib
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -110,12 +112,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Two deployments (or two checkouts) sharing one Redis must not take each other's tasks or see each other's
+# broadcasts: by default the Celery queue and the channel prefix are named after the database served.
+_DATABASE_IDENTITY = [DATABASES["default"].get(key) for key in ("ENGINE", "NAME", "HOST", "PORT")]
+SPECDASH_INSTANCE = (
+    os.environ.get("SPECDASH_INSTANCE")
+    or hashlib.sha256(json.dumps(_DATABASE_IDENTITY, default=str).encode()).hexdigest()[:10]
+)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
             "hosts": [REDIS_URL],
-            "prefix": os.environ.get("SPECDASH_CHANNEL_PREFIX", "specdash"),
+            "prefix": os.environ.get("SPECDASH_CHANNEL_PREFIX", f"specdash-{SPECDASH_INSTANCE}"),
             # A log flood sends many batches; a slow browser must not make the layer drop them silently
             # (the consumer also refills any gap from the database).
             "capacity": 1000,
@@ -125,7 +134,7 @@ CHANNEL_LAYERS = {
 }
 
 CELERY_BROKER_URL = REDIS_URL
-CELERY_TASK_DEFAULT_QUEUE = os.environ.get("SPECDASH_QUEUE", "specdash")
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("SPECDASH_QUEUE", f"specdash-{SPECDASH_INSTANCE}")
 CELERY_TASK_IGNORE_RESULT = True
 # Only the host probes (connection test, model listing) return results: the web tier holds no SSH keys, so it
 # asks a worker and waits for the answer.
@@ -245,8 +254,14 @@ SPECDASH_TEARDOWN_GRACE = float(os.environ.get("SPECDASH_TEARDOWN_GRACE", "10"))
 SPECDASH_HEARTBEAT_STALE = float(os.environ.get("SPECDASH_HEARTBEAT_STALE", "20"))
 SPECDASH_REATTACH_EVERY = float(os.environ.get("SPECDASH_REATTACH_EVERY", "10"))
 SPECDASH_RECONNECT_WINDOW = float(os.environ.get("SPECDASH_RECONNECT_WINDOW", "60"))
+# Queued runs are woken by a message when they are queued and when the host frees up; a message lost on the way
+# (a Redis restart, a flush) is made good by the beat within SPECDASH_WAKE_EVERY seconds.
+SPECDASH_WAKE_EVERY = float(os.environ.get("SPECDASH_WAKE_EVERY", "30"))
+# The longest a run may own a worker slot (its task is then stopped; the beat hands a live run to another worker).
+SPECDASH_RUN_TIME_LIMIT = int(os.environ.get("SPECDASH_RUN_TIME_LIMIT", str(24 * 3600)))
 CELERY_BEAT_SCHEDULE = {
     "reattach-stale-runs": {"task": "workers.tasks.reattach_stale_runs", "schedule": SPECDASH_REATTACH_EVERY},
+    "wake-idle-hosts": {"task": "workers.tasks.wake_idle_hosts", "schedule": SPECDASH_WAKE_EVERY},
 }
 
 LOGGING = {

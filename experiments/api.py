@@ -152,6 +152,7 @@ def create_experiment(request: HttpRequest, payload: ExperimentIn):
             "id": experiment.pk,
             "url": experiment.get_absolute_url(),
             "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs],
+            "warnings": submission.warnings,
         },
     )
 

@@ -1,16 +1,31 @@
 // New experiment form: add and remove candidate blocks. Each block gets a fresh prefix (cand-N); the server
-// skips numbers of removed blocks, so nothing here has to renumber.
+// skips numbers of removed blocks, so nothing here has to renumber. A new block starts as a copy of the last
+// one (candidates usually differ in one or two values), but with an empty name, which each needs its own.
 (function () {
   const container = document.getElementById("candidates");
   const template = document.getElementById("candidate-template");
   const counter = document.getElementById("candidate-count");
   if (!container || !template || !counter) return;
 
+  function copyValues(from, to) {
+    const prefixOf = (block) => block.dataset.prefix + "-";
+    for (const field of to.querySelectorAll("input[name], select[name], textarea[name]")) {
+      const key = field.name.slice(prefixOf(to).length);
+      const source = from.querySelector(`[name="${prefixOf(from)}${key}"]`);
+      if (source && key !== "name") field.value = source.value;
+    }
+  }
+
   function addCandidate() {
+    const blocks = container.querySelectorAll("fieldset.candidate");
+    const last = blocks.length ? blocks[blocks.length - 1] : null;
     const index = Number(counter.value);
     const html = template.innerHTML.replaceAll("cand-__prefix__", "cand-" + index);
     template.insertAdjacentHTML("beforebegin", html);
     counter.value = String(index + 1);
+    const added = template.previousElementSibling;
+    if (last && added) copyValues(last, added);
+    added?.querySelector('[name$="-name"]')?.focus();
   }
 
   container.addEventListener("click", function (event) {

@@ -14,13 +14,13 @@ import asyncssh
 from django.conf import settings
 from django.db import transaction
 
-from experiments import host_allowlist
+from experiments import host_allowlist, model_checks
 from experiments.models import Host, SshKey
 
 from . import gpus
 from .ssh import HostAccess, HostConnection, SSHError
 
-MAX_MODELS = 200
+MAX_MODELS = model_checks.MAX_LISTED_MODELS
 
 
 class HostReadError(Exception):
@@ -170,6 +170,7 @@ async def _list_models(host: Host, access: HostAccess) -> list[dict[str, Any]]:
                     "architectures": config.get("architectures", []),
                     "max_position_embeddings": config.get("max_position_embeddings"),
                     "vocab_size": config.get("vocab_size"),
+                    "text_config": model_checks.listed_text_config(config),
                 }
             )
         return models

@@ -12,6 +12,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections
 
+from experiments.actions.hosts import do_store_model_inventory
 from experiments.actions.runs import do_abandon_run, do_claim_next_run, do_take_over_run
 from experiments.models import Host, Run
 
@@ -26,7 +27,13 @@ def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-@shared_task(name="workers.tasks.drive_host")
+# Every task has a time limit. A run's task holds its worker slot for the run's whole life, hence the long one;
+# the host probes answer a waiting web request; the periodic sweeps are a few queries.
+PROBE_TIME_LIMIT = 120
+SWEEP_TIME_LIMIT = 60
+
+
+@shared_task(name="workers.tasks.drive_host", time_limit=settings.SPECDASH_RUN_TIME_LIMIT)
 def drive_host(host_id: int) -> str | None:
     """Run the host's next queued run, if the host is free; finishing it enqueues this task again."""
     close_old_connections()
@@ -49,7 +56,7 @@ def _drive(run: Run) -> str | None:
         close_old_connections()
 
 
-@shared_task(name="workers.tasks.reattach_stale_runs")
+@shared_task(name="workers.tasks.reattach_stale_runs", time_limit=SWEEP_TIME_LIMIT)
 def reattach_stale_runs() -> list[int]:
     """Periodic (beat): hand every live run whose worker stopped beating to a worker that will resume it."""
     close_old_connections()
@@ -59,7 +66,7 @@ def reattach_stale_runs() -> list[int]:
     return stale
 
 
-@shared_task(name="workers.tasks.resume_run")
+@shared_task(name="workers.tasks.resume_run", time_limit=settings.SPECDASH_RUN_TIME_LIMIT)
 def resume_run(run_id: int) -> str | None:
     """Re-attach to a live run (the take-over is conditional, so two workers never both resume it)."""
     close_old_connections()
@@ -74,7 +81,18 @@ def _stale_after() -> timedelta:
     return timedelta(seconds=settings.SPECDASH_HEARTBEAT_STALE)
 
 
-@shared_task(name="workers.tasks.test_host", ignore_result=False)
+@shared_task(name="workers.tasks.wake_idle_hosts", time_limit=SWEEP_TIME_LIMIT)
+def wake_idle_hosts() -> list[int]:
+    """Periodic (beat): ask for a drive of every host with queued runs and nothing in progress. The message that
+    normally does so may be lost (a Redis restart); the claim is conditional, so an extra one does no harm."""
+    close_old_connections()
+    waiting = list(Host.objects.waiting_for_a_worker().values_list("pk", flat=True))
+    for host_id in waiting:
+        drive_host.delay(host_id)
+    return waiting
+
+
+@shared_task(name="workers.tasks.test_host", ignore_result=False, time_limit=PROBE_TIME_LIMIT)
 def test_host(host_id: int) -> dict:
     """Connect (pinning the key on first contact), read the GPUs; the API waits for this answer."""
     close_old_connections()
@@ -86,11 +104,13 @@ def test_host(host_id: int) -> dict:
     return {"ok": True, "host_key": result.host_key, "gpus": result.gpus}
 
 
-@shared_task(name="workers.tasks.list_host_models", ignore_result=False)
+@shared_task(name="workers.tasks.list_host_models", ignore_result=False, time_limit=PROBE_TIME_LIMIT)
 def list_host_models(host_id: int) -> dict:
     close_old_connections()
     host = Host.objects.select_related("ssh_key").get(pk=host_id)
     try:
-        return {"ok": True, "models": hosts.list_models(host)}
+        models = hosts.list_models(host)
     except SSHError as exc:
         return {"ok": False, "error": str(exc)}
+    do_store_model_inventory(host, models)
+    return {"ok": True, "models": models}

@@ -20,6 +20,7 @@ PURE = (
     "experiments.explanations",
     "experiments.launch_policy",
     "experiments.log_metrics",
+    "experiments.model_checks",
     "workers.sglang",
     "workers.gpus",
 )

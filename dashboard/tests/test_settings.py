@@ -283,3 +283,24 @@ def test_it_starts_the_worker_with_the_beat_from_its_unit(tmp_path, server_proce
     text = log.read_text()
     assert "ready." in text and "beat: Starting" in text, text[-3000:]
     assert private_queue in text  # it consumes the queue specdash.env names
+
+
+def test_it_gives_two_deployments_on_one_redis_their_own_queue_and_channels(tmp_path):
+    """Two checkouts (two databases) never take each other's tasks or see each other's broadcasts by default."""
+
+    def names(database_url: str, **extra: str) -> tuple[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("SPECDASH_QUEUE", "SPECDASH_CHANNEL_PREFIX")}
+        env = {**env, "SECRET_KEY": "x", "DATABASE_URL": database_url, "SPECDASH_INSTANCE": "", **extra}
+        return (
+            _settings_value("CELERY_TASK_DEFAULT_QUEUE", env),
+            _settings_value("CHANNEL_LAYERS['default']['CONFIG']['prefix']", env),
+        )
+
+    first = names(f"sqlite:///{tmp_path}/one.sqlite3")
+    second = names(f"sqlite:///{tmp_path}/two.sqlite3")
+    again = names(f"sqlite:///{tmp_path}/one.sqlite3")
+    named = names(f"sqlite:///{tmp_path}/two.sqlite3", SPECDASH_INSTANCE="lab")
+
+    assert first == again
+    assert first[0] != second[0] and first[1] != second[1]
+    assert named == ("'specdash-lab'", "'specdash-lab'")

@@ -3,8 +3,11 @@ run at a time, and whether a teardown left it dirty."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import current_app
 from django.db import transaction
+from django.utils import timezone
 
 from .. import worker_calls
 from ..models import AuditEvent, Host, Run, SshKey
@@ -55,6 +58,14 @@ def do_test_host(host: Host, actor: Actor) -> None:
         record_event(actor, AuditEvent.Action.HOST_TEST, host, ok=False, error=str(exc)[:500])
         raise
     record_event(actor, AuditEvent.Action.HOST_TEST, host, ok=True, pinned=not was_pinned, host_key=host.host_key)
+
+
+def do_store_model_inventory(host: Host, models: list[dict[str, Any]]) -> None:
+    """Keep the models a worker just listed on the host, with the root it listed: the submission checks model paths
+    and model pairs against them (a worker-written fact, like the GPU inventory)."""
+    host.model_inventory = {"models_root": host.models_root, "models": models}
+    host.model_inventory_at = timezone.now()
+    host.save(update_fields=["model_inventory", "model_inventory_at"])
 
 
 @transaction.atomic

@@ -30,6 +30,21 @@ MAX_EXPECT_ITEMS = 64
 MAX_EXPECT_TEXT = 1000
 
 
+# What the boxes look like filled in, shown while they are empty.
+EXPECT_EXAMPLE = '{"env_propagated": ["NCCL_PROTO"]}'
+LOG_METRICS_EXAMPLE = '{"verify_ms": "Target verify: (?P<verify_ms>[\\\\d.]+) ms"}'
+
+
+class OptionalJSONField(forms.JSONField):
+    """A JSON object box that starts empty: Django renders an absent value as the text `null`, which a user then has
+    to delete (or submits, and reads back as an error-free but puzzling literal)."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if value is None or value == {}:
+            return ""
+        return super().prepare_value(value)
+
+
 class ServerConfigForm(forms.ModelForm):
     env_text = forms.CharField(
         label="Environment",
@@ -38,8 +53,16 @@ class ServerConfigForm(forms.ModelForm):
         help_text="NAME=VALUE per line",
     )
     extra_args_text = forms.CharField(label="Extra flags", required=False, help_text="e.g. --mem-fraction-static 0.85")
-    expect = forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
-    log_metrics = forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    expect = OptionalJSONField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": EXPECT_EXAMPLE}),
+        help_text="JSON: server_args, log_contains, env_propagated",
+    )
+    log_metrics = OptionalJSONField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": LOG_METRICS_EXAMPLE}),
+        help_text="JSON: metric name -> regex with a group of that name",
+    )
 
     # Environment prefixes the host allows beyond the built-in ones (`Host.extra_env_prefixes`); the submission
     # sets them once it knows the host, before the form is validated.
@@ -190,9 +213,24 @@ class ServerConfigForm(forms.ModelForm):
         return config
 
 
+# What a new profile starts with, in the browser and through the API (`apply_profile_defaults`); the model's column
+# defaults (1 pass, 1 launch) stay as the history of stored rows. One sample per config and concurrency gives no
+# interval, hence no verdict. 3 passes of 1 launch rather than 2 launches of 1 pass: the interval is a Welch t on
+# the samples of each side (analysis/comparison.py), whose width is set by n. Two launches give n = 2, df ~ 1 and
+# t_0.975 = 12.7, an interval that excludes 1 only for a speedup near 2x; three passes give n = 3, df 2..4 and
+# t_0.975 <= 4.3, for one server load per config instead of two (loading, not a pass, is most of a run's time).
+# When launch-to-launch variation matters, "Re-run" adds interleaved launches to the same comparison.
+PROFILE_DEFAULTS: dict[str, Any] = {"passes": 3, "launches": 1, "concurrency": [1, 4]}
+# Samples per side the comparison needs before it can draw an interval (a variance on each side).
+MIN_SAMPLES_FOR_INTERVAL = 2
+
+
 class BenchmarkProfileForm(forms.ModelForm):
     concurrency_text = forms.CharField(
-        label="Concurrency levels", initial="1, 4", help_text="comma-separated", max_length=1000
+        label="Concurrency levels",
+        initial=", ".join(str(c) for c in PROFILE_DEFAULTS["concurrency"]),
+        help_text="comma-separated",
+        max_length=1000,
     )
 
     class Meta:
@@ -223,6 +261,25 @@ class BenchmarkProfileForm(forms.ModelForm):
         "readiness_timeout_s": (10, 24 * 3600),
         "stall_timeout_s": (5, 24 * 3600),
     }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("instance") is None:
+            kwargs["instance"] = BenchmarkProfile(
+                **{k: v for k, v in PROFILE_DEFAULTS.items() if k in BenchmarkProfileForm.Meta.fields}
+            )
+        super().__init__(*args, **kwargs)
+        self.fields["passes"].help_text = "passes × launches ≥ 2 for an interval and a verdict"
+
+    def warnings(self) -> list[str]:
+        """What the (valid) profile lets the comparison say; submitting anyway is the user's choice."""
+        samples = self.cleaned_data["passes"] * self.cleaned_data["launches"]
+        if samples >= MIN_SAMPLES_FOR_INTERVAL:
+            return []
+        return [
+            f"This profile measures each config {samples} time per concurrency: the comparison can give no "
+            f"interval and no verdict (every row inconclusive). Use at least 3 passes, or re-run the experiment "
+            f"to add launches."
+        ]
 
     def clean_concurrency_text(self) -> list[int]:
         return parse_concurrency(self.cleaned_data["concurrency_text"])

@@ -7,9 +7,11 @@ from typing import Any
 
 from django import forms
 from django.db import models
+from django.utils.timesince import timesince
 
+from .. import model_checks
 from ..models import BenchmarkProfile, Host
-from .configs import BenchmarkProfileForm, ServerConfigForm
+from .configs import PROFILE_DEFAULTS, BenchmarkProfileForm, ServerConfigForm
 from .values import no_control_chars
 
 
@@ -48,13 +50,14 @@ def profile_form_data(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def apply_profile_defaults(data: dict[str, Any]) -> dict[str, Any]:
-    """Fill fields the JSON payload may omit with the model's defaults (the HTML form always sends them)."""
+    """Fill fields the JSON payload may omit with the defaults the browser's form starts with (it always sends
+    every field): the model's column defaults, but a profile that gives a verdict (`PROFILE_DEFAULTS`)."""
     defaults = {}
     for name in BenchmarkProfileForm.Meta.fields:
         field = BenchmarkProfile._meta.get_field(name)
         if isinstance(field, models.Field):
             defaults[name] = field.get_default()
-    return {**defaults, **data}
+    return {**defaults, **PROFILE_DEFAULTS, **data}
 
 
 def plain_errors(form: forms.BaseForm, path: str = "") -> dict[str, list[str]]:
@@ -95,6 +98,8 @@ class ExperimentSubmission:
         ]
         self.profile_form = BenchmarkProfileForm(profile, prefix="profile" if prefixed else None)
         self.errors: dict[str, list[str]] = {}
+        # What the user should know but may submit anyway (the API answers them in its 201).
+        self.warnings: list[str] = []
 
     def _named_forms(self) -> list[tuple[str, forms.BaseForm]]:
         named: list[tuple[str, forms.BaseForm]] = [
@@ -121,15 +126,23 @@ class ExperimentSubmission:
         if not self.errors:
             self._check_names()
             self._check_host_fits()
+            self._check_listed_models()
+        self.warnings = self.profile_form.warnings() if not self.errors else []
         return not self.errors
 
+    def _field_error(self, path: str, form: forms.BaseForm, field: str, message: str) -> None:
+        """An error found across forms: under its dotted key for the API, and on the form's field for the page."""
+        self.errors[f"{path}{field}"] = [message]
+        form.add_error(field, message)
+
     def _check_names(self) -> None:
-        names = [self.baseline_form.cleaned_data["name"]] + [f.cleaned_data["name"] for f in self.candidate_forms]
+        config_forms = [("baseline.", self.baseline_form)]
+        config_forms += [(f"candidates.{i}.", form) for i, form in enumerate(self.candidate_forms)]
         seen: set[str] = set()
-        for i, name in enumerate(names):
+        for path, form in config_forms:
+            name = form.cleaned_data["name"]
             if name in seen:
-                key = "baseline.name" if i == 0 else f"candidates.{i - 1}.name"
-                self.errors[key] = [f"Another config of this experiment is already named {name!r}."]
+                self._field_error(path, form, "name", f"Another config of this experiment is already named {name!r}.")
             seen.add(name)
 
     def _check_host_fits(self) -> None:
@@ -139,7 +152,45 @@ class ExperimentSubmission:
         for path, form in self._named_forms():
             tp = form.cleaned_data.get("tp_size") if isinstance(form, ServerConfigForm) else None
             if tp and tp > host.gpu_count:
-                self.errors[f"{path}tp_size"] = [f"Host {host.name} has {host.gpu_count} GPUs, fewer than tp {tp}."]
+                self._field_error(
+                    path, form, "tp_size", f"Host {host.name} has {host.gpu_count} GPUs, fewer than tp {tp}."
+                )
+
+    def _check_listed_models(self) -> None:
+        """What the host's last model listing proves about each config's paths and model pair, as field errors.
+        Says nothing where the listing is missing or silent: the run's preflight reads the files themselves."""
+        host: Host = self.experiment_form.cleaned_data["host"]
+        inventory = host.model_inventory or {}
+        if not inventory.get("models") or inventory.get("models_root") != host.models_root:
+            return
+        listing = inventory["models"]
+        for path, form in self._named_forms():
+            if not isinstance(form, ServerConfigForm):
+                continue
+            data = form.cleaned_data
+            found = {}
+            for field in ("model_path", "speculative_draft_model_path"):
+                if not data.get(field):
+                    continue
+                try:
+                    found[field] = model_checks.listed_model(host.models_root, listing, data[field])
+                except LookupError:
+                    self._field_error(
+                        path,
+                        form,
+                        field,
+                        f"{host.name} has no model with a config.json at {data[field]} (its models as listed "
+                        f"{_ago(host)}; reload this page to list them again).",
+                    )
+            target, draft = found.get("model_path"), found.get("speculative_draft_model_path")
+            if target is None or draft is None:
+                continue
+            context_length = model_checks.context_length_arg(data["extra_args_text"])
+            problem = model_checks.context_length_problem(
+                target, draft, context_length=context_length, env=data["env_text"]
+            ) or model_checks.vocab_problem(target, draft)
+            if problem:
+                self._field_error(path, form, "speculative_draft_model_path", problem)
 
     def experiment_fields(self) -> dict[str, Any]:
         """The arguments of `do_create_experiment` (bar the user): the configs and profile unsaved."""
@@ -152,3 +203,8 @@ class ExperimentSubmission:
             candidates=[form.save_unsaved() for form in self.candidate_forms],
             profile=self.profile_form.save_unsaved(name=f"{data['name']} profile"),
         )
+
+
+def _ago(host: Host) -> str:
+    when = host.model_inventory_at
+    return f"{timesince(when)} ago" if when else "before"

@@ -6,7 +6,7 @@ One module per concern; everything is importable from `experiments.models`.
 from .audit import AuditEvent, AuditEventQuerySet
 from .configs import MANAGED_FLAGS, BenchmarkProfile, BenchmarkProfileQuerySet, ServerConfig, ServerConfigQuerySet
 from .experiments import Candidate, Experiment
-from .hosts import KEY_FILE_NAME, Host, SshKey
+from .hosts import KEY_FILE_NAME, Host, HostQuerySet, SshKey
 from .review import Flag, FlagComment, FlagQuerySet, PinnedBaseline, PinnedBaselineQuerySet
 from .runs import LogChunk, LogChunkQuerySet, Measurement, Run, RunQuerySet
 from .tokens import ApiToken, ApiTokenQuerySet
@@ -26,6 +26,7 @@ __all__ = [
     "FlagComment",
     "FlagQuerySet",
     "Host",
+    "HostQuerySet",
     "LogChunk",
     "LogChunkQuerySet",
     "Measurement",

@@ -53,6 +53,12 @@ class SshKey(models.Model):
         return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
+class HostQuerySet(models.QuerySet["Host"]):
+    def waiting_for_a_worker(self) -> HostQuerySet:
+        """Hosts with queued runs, none in progress, and healthy: a worker should be driving them."""
+        return self.filter(active_run__isnull=True, is_dirty=False, run__state="queued").distinct()
+
+
 class Host(models.Model):
     # What an admin sets on the host form (besides its key and extra env prefixes); the rest workers write.
     ADMIN_FIELDS = (
@@ -77,6 +83,10 @@ class Host(models.Model):
     )
     host_key = models.TextField(blank=True, help_text="Pinned host public key (OpenSSH format).")
     gpu_inventory = models.JSONField(default=list, blank=True)
+    # The host's models as a worker last listed them ({"models_root", "models"}); the submission checks paths and
+    # model pairs against it. Empty until a first listing (the new-experiment page lists on every visit).
+    model_inventory = models.JSONField(default=dict, blank=True)
+    model_inventory_at = models.DateTimeField(null=True, blank=True)
     work_dir = models.CharField(max_length=512, default="specdash-work", help_text="Relative to the login's home.")
     models_root = models.CharField(max_length=512, blank=True, help_text="Directory whose subdirectories are models.")
     shell_setup = models.TextField(blank=True, help_text="Shell lines run before every command, e.g. activate a venv.")
@@ -92,6 +102,8 @@ class Host(models.Model):
         "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
     )
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = HostQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]

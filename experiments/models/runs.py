@@ -54,6 +54,7 @@ class Run(models.Model):
         PREFLIGHT = "preflight"
         CRASHED = "crashed"
         OOM = "oom"
+        HOST_OOM = "host_oom", "Host out of memory"  # the kernel's OOM killer, not GPU memory
         CONTEXT_LENGTH = "context_length"
         ZOMBIE = "zombie"
         READINESS_TIMEOUT = "readiness_timeout"
@@ -228,8 +229,8 @@ class Measurement(models.Model):
     server_accept_length = models.FloatField(
         null=True, blank=True, help_text="avg_spec_accept_length of /get_server_info, reset by /flush_cache before."
     )
-    # The server's own Decode-batch lines logged during the cell: {lines, first_line, last_line, mean_gen_throughput,
-    # mean_accept_len, max_running_req}.
+    # The server's own Decode-batch lines logged during the cell: {lines, idle_lines, first_line, last_line,
+    # mean_gen_throughput, mean_accept_len, max_running_req}; the means leave out the idle lines.
     server_decode = models.JSONField(default=dict, blank=True)
     mean_ttft_ms = models.FloatField(null=True)
     median_ttft_ms = models.FloatField(null=True)

@@ -281,3 +281,79 @@ def test_it_offers_the_hosts_model_listing_to_the_new_experiment_form(owner_clie
     assert f'"{host.name}": "/api/hosts/{host.pk}/models"' in page
     assert page.count('list="host-models"') == 5  # the baseline's path; the candidate's and its template's two
     assert '<datalist id="host-models">' in page
+
+
+def test_it_starts_the_expect_and_log_metrics_boxes_empty(owner_client):
+    make_host()
+
+    content = owner_client.get("/experiments/new/").content.decode()
+
+    for field_id in ("id_baseline-expect", "id_baseline-log_metrics", "id_cand-0-expect", "id_cand-0-log_metrics"):
+        textarea = re.search(r"<textarea[^>]*>(.*?)</textarea>", _field_html(content, field_id), re.S)
+        assert textarea and textarea.group(1).strip() == "", field_id
+    assert "null" not in content
+
+
+def test_it_gives_each_model_path_a_full_row(owner_client):
+    root = "/srv/a-long-models-root/of-a-team-that-names-things-in-full"
+    make_host(models_root=root)
+
+    content = owner_client.get("/experiments/new/").content.decode()
+
+    blocks = re.findall(r'<div class="config-grid model-paths"[^>]*>(.*?)</div>', content, re.S)
+    assert len(blocks) == 3  # the baseline's, the candidate's and its template's
+    assert 'name="baseline-model_path"' in blocks[0]
+    assert f'value="{root}/kimi-k2.5-sim-eagle3"' in blocks[1]
+    assert 'name="cand-0-speculative_draft_model_path"' in blocks[1]
+    assert "model_path" not in re.sub(r'<div class="config-grid model-paths".*?</div>', "", content, flags=re.S)
+
+
+def test_it_warns_after_submitting_a_profile_that_gives_no_verdict(owner_client):
+    host = make_host()
+    post = _browser_post(host, _eagle_fields("cand-0", "eagle3-2step"), candidate_count=1)
+
+    response = owner_client.post("/experiments/new/", post, follow=True)
+
+    assert response.redirect_chain[-1][0] == f"/experiments/{Experiment.objects.get().pk}/"
+    assert "the comparison can give no interval and no verdict" in response.content.decode()
+    post["experiment-name"], post["profile-passes"] = "three passes", "3"
+    assert "no verdict" not in owner_client.post("/experiments/new/", post, follow=True).content.decode()
+
+
+def test_it_shows_a_check_across_configs_next_to_its_field(owner_client):
+    host = make_host()
+    candidates = {**_eagle_fields("cand-0", "baseline"), **_eagle_fields("cand-1", "eagle3-3step", steps=3)}
+    candidates["cand-1-tp_size"] = "16"
+
+    response = owner_client.post("/experiments/new/", _browser_post(host, candidates, candidate_count=2))
+
+    assert response.status_code == 400
+    content = response.content.decode()
+    assert "already named &#x27;baseline&#x27;" in _field_html(content, "id_cand-0-name")
+    assert "fewer than tp 16" in _field_html(content, "id_cand-1-tp_size")
+
+
+def test_it_fills_the_new_experiment_form_from_an_experiment_to_duplicate(owner_client, client, viewer):
+    make_host(name="a-first-host")
+    steps3 = make_eagle_config(steps=3, env={"NCCL_PROTO": "LL"}, extra_args=["--mem-fraction-static", "0.85"])
+    source = make_experiment(candidates=[make_eagle_config(), steps3])
+    source.profile.passes, source.profile.concurrency = 5, [2, 8]
+    source.profile.save()
+    detail = owner_client.get(f"/experiments/{source.pk}/").content.decode()
+    assert f'href="/experiments/new/?from={source.pk}"' in detail
+
+    content = owner_client.get(f"/experiments/new/?from={source.pk}").content.decode()
+
+    assert f'value="{source.name} (copy)"' in content
+    assert f'<option value="{source.host.name}" selected>' in content
+    assert f'name="baseline-model_path" value="{source.baseline.model_path}"' in content
+    assert f'name="cand-1-name" value="{steps3.name}"' in content
+    assert 'name="cand-1-speculative_num_steps" value="3"' in content
+    assert "NCCL_PROTO=LL</textarea>" in _field_html(content, "id_cand-1-env_text")
+    assert 'value="--mem-fraction-static 0.85"' in _field_html(content, "id_cand-1-extra_args_text")
+    assert 'name="candidate_count" id="candidate-count" value="2"' in content
+    assert 'name="profile-passes" value="5"' in content
+    assert 'name="profile-concurrency_text" value="2, 8"' in content
+    assert owner_client.get("/experiments/new/?from=999999").status_code == 404
+    client.force_login(viewer)
+    assert 'id="duplicate"' not in client.get(f"/experiments/{source.pk}/").content.decode()

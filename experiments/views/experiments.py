@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from django.contrib import messages
@@ -14,8 +15,15 @@ from django.views.decorators.http import require_POST
 from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment
 from ..exports import comparison_csv_response, comparison_json_response
-from ..forms import BenchmarkProfileForm, ExperimentForm, ExperimentSubmission, RerunForm, ServerConfigForm
-from ..models import AuditEvent, Experiment, Host
+from ..forms import (
+    BenchmarkProfileForm,
+    ExperimentForm,
+    ExperimentSubmission,
+    RerunForm,
+    ServerConfigForm,
+    format_env,
+)
+from ..models import AuditEvent, Experiment, Host, ServerConfig
 from ..reports import build_report, comparison_rows_json
 from .access import require_manage, requires
 
@@ -40,11 +48,16 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
 @requires("experiments.add_experiment")
 def experiment_new(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
-        return render(request, "experiments/experiment_new.html", _new_experiment_forms())
+        source = None
+        if (source_id := request.GET.get("from", "")).isdigit():
+            source = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=source_id)
+        return render(request, "experiments/experiment_new.html", _new_experiment_forms(source))
     submission = _submission_from_post(request.POST)
     if submission.is_valid():
         experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())
         messages.success(request, f"Experiment “{experiment.name}” submitted.")
+        for warning in submission.warnings:
+            messages.warning(request, warning)
         return redirect(experiment)
     blank = _new_experiment_forms()
     context = {
@@ -68,7 +81,9 @@ def _submission_from_post(post) -> ExperimentSubmission:
     return ExperimentSubmission(post, post, [post] * len(prefixes), post, candidate_prefixes=prefixes)
 
 
-def _new_experiment_forms() -> dict[str, Any]:
+def _new_experiment_forms(source: Experiment | None = None) -> dict[str, Any]:
+    if source is not None:
+        return _duplicate_forms(source)
     host = Host.objects.order_by("is_dirty", "name").first()
     target = f"{host.models_root}/kimi-k2.5-sim" if host and host.models_root else ""
     draft = f"{host.models_root}/kimi-k2.5-sim-eagle3" if host and host.models_root else ""
@@ -89,6 +104,39 @@ def _new_experiment_forms() -> dict[str, Any]:
         "candidate_template": ServerConfigForm(prefix="cand-__prefix__", initial={**candidate, "name": ""}),
         "candidate_next": 1,
         "errors": {},
+    }
+
+
+def _duplicate_forms(source: Experiment) -> dict[str, Any]:
+    """The new-experiment forms filled in from `source` ("Duplicate & edit"): its host, configs and profile."""
+    candidates = source.ordered_candidates()
+    profile = source.profile
+    profile_initial = {f: getattr(profile, f) for f in BenchmarkProfileForm.Meta.fields}
+    profile_initial["concurrency_text"] = ", ".join(str(c) for c in profile.concurrency)
+    return {
+        "host_models_urls": _host_models_urls(),
+        "experiment_form": ExperimentForm(
+            prefix="experiment", initial={"name": f"{source.name} (copy)", "host": source.host.name}
+        ),
+        "baseline_form": ServerConfigForm(prefix="baseline", initial=_config_initial(source.baseline)),
+        "candidate_forms": [
+            ServerConfigForm(prefix=f"cand-{i}", initial=_config_initial(config)) for i, config in enumerate(candidates)
+        ],
+        "profile_form": BenchmarkProfileForm(prefix="profile", initial=profile_initial),
+        "candidate_template": ServerConfigForm(prefix="cand-__prefix__", initial={**DEFAULT_CANDIDATE, "name": ""}),
+        "candidate_next": len(candidates),
+        "errors": {},
+    }
+
+
+def _config_initial(config: ServerConfig) -> dict[str, Any]:
+    return {
+        **config.launch_spec(),
+        "name": config.name,
+        "env_text": format_env(config.env),
+        "extra_args_text": shlex.join(config.extra_args),
+        "expect": config.expect,
+        "log_metrics": config.log_metrics,
     }
 
 

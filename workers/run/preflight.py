@@ -35,7 +35,7 @@ async def check(session: RunSession) -> None:
         draft = await hosts.model_config(conn, host.name, config.speculative_draft_model_path, "draft")
     except hosts.HostReadError as exc:
         raise RunFailed(Run.FailureKind.PREFLIGHT, str(exc)) from exc
-    context_length = sglang.flag_int(config.extra_args, "--context-length")
+    context_length = sglang.context_length_arg(config.extra_args)
     problem = sglang.context_length_problem(
         target, draft, context_length=context_length, env=config.env
     ) or sglang.vocab_problem(target, draft)

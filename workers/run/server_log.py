@@ -43,7 +43,7 @@ class ServerLog:
         # A metric switched off before a re-attach stays off: its warning is on the run already.
         warned = {w.get("message") for w in run.warnings or [] if isinstance(w, dict)}
         off = [name for name in metrics if log_metrics.timeout_warning(name) in warned]
-        self.facts = sglang.LogFacts(metrics, disabled_metrics=off)
+        self.facts = sglang.LogFacts(metrics, disabled_metrics=off, target_progress=run.loading_progress)
 
     async def follow(self, conn: HostConnection) -> None:
         """(Re)start the tail through `conn` at the stored offset: complete lines only."""
@@ -113,7 +113,8 @@ class ServerLog:
             changes["loading_progress"] = facts.progress
         if facts.has_series:
             changes["live_facts"] = sglang.merge_series(run.live_facts, facts)
-            await broadcast.send_run_facts(run.pk, facts.decode, facts.metrics)
+            if facts.decode or facts.metrics:
+                await broadcast.send_run_facts(run.pk, facts.decode, facts.metrics)
         if changes:
             await sync_to_async(do_update_run)(run, notify="loading_progress" in changes, **changes)
 
@@ -168,6 +169,16 @@ class LineAssembler:
         self.offset += len(complete)
         return [_last_state(raw) for raw in complete[:-1].split(b"\n")]
 
+    def finish(self) -> list[str]:
+        """The partial last line as a final line: the writer is gone (a dying process prints no newline), so
+        nothing will complete it. The offset then covers it too, so a later resume cannot store it twice."""
+        if not self._pending:
+            return []
+        raw = bytes(self._pending)
+        self._pending.clear()
+        self.offset += len(raw)
+        return [_last_state(raw)]
+
     @property
     def pending_bytes(self) -> int:
         return len(self._pending)
@@ -182,6 +193,15 @@ def _last_state(raw: bytes) -> str:
 
 
 BatchHandler = Callable[[int, list[str], int], Awaitable[None]]
+
+
+async def _exited_cleanly(process: asyncssh.SSHClientProcess) -> bool:
+    """tail exits 0 once `--pid` has exited and the file is drained; a dropped connection has no exit status."""
+    try:
+        completed = await asyncio.wait_for(process.wait(), timeout=5)
+    except (TimeoutError, asyncssh.Error, OSError):
+        return False
+    return completed.exit_status == 0
 
 
 class LogTail:
@@ -239,6 +259,10 @@ class LogTail:
                     self._buffer_offset = self.assembler.offset
                     if len(self._buffer) >= self.batch_lines:
                         await self.flush()
+            if stop_when_pid_exits and await _exited_cleanly(process):
+                # tail saw the server exit and read the file to its end: a partial last line is final.
+                self._buffer.extend(self.assembler.finish())
+                self._buffer_offset = self.assembler.offset
         finally:
             flusher.cancel()
             process.close()

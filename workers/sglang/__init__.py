@@ -11,41 +11,49 @@ One module per concern; everything is importable from `workers.sglang`.
 from .facts import (
     FAILURE_KINDS,
     MILESTONES,
+    CaptureProgress,
     DecodeStats,
     Failure,
     FailureSignal,
+    GraphCaptured,
     LogFact,
     Milestone,
     PrefillStats,
+    Retraction,
     ServerArgsDump,
+    ServerLimits,
     ShardProgress,
 )
 from .failures import find_failure, find_usage_error
-from .launch import arg_mismatches, flag_int, launch_argv
+from .launch import arg_mismatches, launch_argv
 from .live_facts import FactBatch, LogFacts, decode_summary, merge_series
 from .loglines import parse_line, split_prefix
-from .model_checks import OVERRIDE_ENV, context_length_problem, vocab_problem
+from .model_checks import OVERRIDE_ENV, context_length_arg, context_length_problem, vocab_problem
 
 __all__ = [
     "FAILURE_KINDS",
     "MILESTONES",
     "OVERRIDE_ENV",
+    "CaptureProgress",
     "DecodeStats",
     "FactBatch",
     "Failure",
     "FailureSignal",
+    "GraphCaptured",
     "LogFact",
     "LogFacts",
     "Milestone",
     "PrefillStats",
+    "Retraction",
     "ServerArgsDump",
+    "ServerLimits",
     "ShardProgress",
     "arg_mismatches",
+    "context_length_arg",
     "context_length_problem",
     "decode_summary",
     "find_failure",
     "find_usage_error",
-    "flag_int",
     "launch_argv",
     "merge_series",
     "parse_line",

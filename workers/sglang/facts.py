@@ -14,6 +14,40 @@ class ShardProgress:
 
 
 @dataclass(frozen=True)
+class CaptureProgress:
+    """A CUDA-graph capture bar (`Capturing batches (bs=1 avail_mem=1.72 GB): 100%|...| 4/4`)."""
+
+    percent: int
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class GraphCaptured:
+    """`Capture [draft ][extend ]cuda graph end. Time elapsed: 18.28 s. ...` (all eras); which: "target", "draft"."""
+
+    which: str
+    elapsed_s: float | None
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """`max_total_num_tokens=..., max_running_requests=..., context_len=...`, logged once the pools are sized."""
+
+    max_total_num_tokens: int
+    max_running_requests: int | None
+    context_len: int | None
+
+
+@dataclass(frozen=True)
+class Retraction:
+    """`KV cache pool is full. Retract requests. #retracted_reqs: N, ...`: the KV pool ran out mid-decode."""
+
+    retracted_reqs: int | None
+    message: str
+
+
+@dataclass(frozen=True)
 class DecodeStats:
     running_req: int
     tokens: int
@@ -58,7 +92,8 @@ class ServerArgsDump:
     args: dict[str, Any]
 
 
-FAILURE_KINDS = ("crashed", "oom", "context_length")
+# Least to most specific: the finder keeps the most specific evidence in a window.
+FAILURE_KINDS = ("crashed", "host_oom", "oom", "context_length")
 
 
 @dataclass(frozen=True)
@@ -67,7 +102,18 @@ class FailureSignal:
     message: str
 
 
-LogFact = ShardProgress | DecodeStats | PrefillStats | Milestone | ServerArgsDump | FailureSignal
+LogFact = (
+    ShardProgress
+    | CaptureProgress
+    | GraphCaptured
+    | ServerLimits
+    | Retraction
+    | DecodeStats
+    | PrefillStats
+    | Milestone
+    | ServerArgsDump
+    | FailureSignal
+)
 
 
 @dataclass(frozen=True)

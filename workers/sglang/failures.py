@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .facts import Failure
+from .facts import FAILURE_KINDS, Failure
 from .loglines import RECORD_START, clean_line, failure_signal, split_prefix
 
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
@@ -14,7 +14,18 @@ _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?::|$)")
 # A multi-line exception message (e.g. "Capture cuda graph failed" and its list of remedies) is kept in
 # the excerpt up to this many lines.
 _MAX_MESSAGE_LINES = 12
-_KIND_RANK = {"crashed": 1, "oom": 2, "context_length": 3}
+_KIND_RANK = {kind: rank for rank, kind in enumerate(FAILURE_KINDS, start=1)}
+# Lines after a one-line failure that carry its cause: the exit code of a dead rank, a C++ exception's what(),
+# CUDA's and SGLang's advice. Read after any log prefix (`[12-16 14:27:10] Exit code: -9`, multimodal era).
+_CAUSE_LINE = re.compile(
+    r"\s*(?:\[[^\]]*\] ?)?(?:Exit code: -?\d+|what\(\): |CUDA kernel errors might be|For debugging consider passing"
+    r"|Compile with `TORCH_USE_CUDA_DSA`|Possible solutions:|\d\. |Open an issue on GitHub)"
+)
+# `Fatal Python error: ...` is followed by the interpreter's dump of each thread's stack.
+_THREAD_DUMP_LINE = re.compile(r"(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):|\s+File ")
+_MAX_CAUSE_LINES = 40
+_ANY_PREFIX = re.compile(r"^\[[^\]]*\] ?")
+HOST_OOM_MESSAGE = "Out of host memory (the kernel's OOM killer, not GPU memory)"
 
 
 def _traceback_block(texts: Sequence[str], start: int) -> tuple[int, int | None]:
@@ -57,19 +68,45 @@ def _traceback_block(texts: Sequence[str], start: int) -> tuple[int, int | None]
     return end, exception_line
 
 
+def _cause_lines(texts: Sequence[str], start: int, *, thread_dump: bool) -> int:
+    """The last line that still belongs to the one-line failure at start (its cause), else start."""
+    end = start
+    index = start + 1
+    while index < len(texts) and index - start <= _MAX_CAUSE_LINES:
+        text = texts[index]
+        if _CAUSE_LINE.match(text) or (thread_dump and _THREAD_DUMP_LINE.match(text)):
+            end = index
+        elif not (thread_dump and not text.strip()):
+            break
+        index += 1
+    return end
+
+
+def _bare(text: str) -> str:
+    """A line without a log prefix, also one `split_prefix` does not know (`[12-16 14:27:10] `)."""
+    return _ANY_PREFIX.sub("", split_prefix(text.strip())[2], count=1).strip()
+
+
+def _named(tp_rank: int | None, message: str) -> str:
+    return message if tp_rank is None else f"TP{tp_rank}: {message}"
+
+
 def find_failure(lines: Sequence[str]) -> Failure | None:
     """The evidence of a failed server in a window of recent log lines, or None.
 
     Tracebacks (including `Scheduler hit an exception: Traceback ...`) and lone lines (`Received sigquit`,
-    OOM text, ...) are candidates. The most specific kind wins (context_length, then oom, then crashed);
-    within a kind a traceback with its exception line beats a cut-off one, which beats a lone line;
-    then the earliest, which is nearest the cause.
+    OOM text, a watchdog, `terminate called ...`, `Fatal Python error`, ...) are candidates; a lone line takes
+    the lines after it that carry its cause (an exit code, `what():`, the thread dump). The most specific kind
+    wins (context_length, oom, host_oom, crashed); within a kind a traceback with its exception line beats a
+    cut-off one, which beats a lone line; then the earliest, which is nearest the cause. A rank killed with
+    SIGKILL is the host's OOM killer only when it is the first evidence: after another failure it is SGLang
+    tearing its processes down. The message names the TP rank whose line it is.
     """
     texts = [clean_line(line) for line in lines]
     candidates: list[tuple[tuple[int, int, int], Failure]] = []
     index = 0
     while index < len(texts):
-        _, _, message = split_prefix(texts[index])
+        _, tp_rank, message = split_prefix(texts[index])
         if _TRACEBACK_HEAD in message:
             end, exception_line = _traceback_block(texts, index)
             block = [message, *texts[index + 1 : end + 1]]
@@ -83,15 +120,28 @@ def find_failure(lines: Sequence[str]) -> Failure | None:
             if evidence is None:
                 evidence = texts[exception_line].strip() if exception_line is not None else message.strip()
             strength = 2 if exception_line is not None else 1
-            failure = Failure(kind=kind, message=evidence, first_line=index, last_line=end)
+            failure = Failure(kind, _named(tp_rank, evidence), first_line=index, last_line=end)
             candidates.append(((_KIND_RANK[kind], strength, -index), failure))
             index = end + 1
             continue
         signal = failure_signal(message)
-        if signal is not None:
-            failure = Failure(kind=signal.kind, message=signal.message, first_line=index, last_line=index)
-            candidates.append(((_KIND_RANK[signal.kind], 0, -index), failure))
-        index += 1
+        if signal is None:
+            index += 1
+            continue
+        end = _cause_lines(texts, index, thread_dump=signal.message.startswith("Fatal Python error"))
+        causes = [_bare(text) for text in texts[index + 1 : end + 1] if text.strip()]
+        signals = [signal, *filter(None, map(failure_signal, causes))]
+        kind = max((s.kind for s in signals), key=_KIND_RANK.__getitem__)
+        evidence = " ".join(
+            [_bare(signal.message), *causes[:2]]
+        )  # the first cause lines say it; a dump is the excerpt's
+        if kind == "host_oom" and candidates:
+            kind = "crashed"
+        if kind == "host_oom":
+            evidence = f"{HOST_OOM_MESSAGE}: {evidence}"
+        failure = Failure(kind, _named(tp_rank, evidence), first_line=index, last_line=end)
+        candidates.append(((_KIND_RANK[kind], 0, -index), failure))
+        index = end + 1
     if not candidates:
         return None
     return max(candidates, key=lambda candidate: candidate[0])[1]

@@ -68,16 +68,3 @@ def arg_mismatches(requested: dict[str, Any], effective: dict[str, Any]) -> list
         if have != want:
             problems.append(f"requested {key}={want!r}, the server runs {key}={have!r}")
     return problems
-
-
-def flag_int(args: list[str], flag: str) -> int | None:
-    """The integer value of `flag` in extra launch args (`--flag N` or `--flag=N`); None if absent or not one."""
-    for i, arg in enumerate(args):
-        value = None
-        if arg == flag and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg.split("=", 1)[1]
-        if value is not None and value.isdigit():
-            return int(value)
-    return None

@@ -4,6 +4,7 @@ log only stores and broadcasts them."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,10 +12,22 @@ from typing import Any
 from experiments.log_metrics import MetricReader
 
 from . import loglines
-from .facts import DecodeStats, FailureSignal, Milestone, ServerArgsDump, ShardProgress
+from .facts import (
+    CaptureProgress,
+    DecodeStats,
+    FailureSignal,
+    GraphCaptured,
+    Milestone,
+    PrefillStats,
+    Retraction,
+    ServerArgsDump,
+    ServerLimits,
+    ShardProgress,
+)
 
 KEEP_POINTS = 300  # per series: enough for a live chart, small enough to store on the run row
 DECODE_MARKER = "Decode batch"  # all SGLang eras: "Decode batch." / "Decode batch," / "Decode batch [N],"
+PREFILL_MARKER = "Prefill batch"
 
 
 @dataclass
@@ -27,18 +40,33 @@ class FactBatch:
     milestones: set[str] = field(default_factory=set)
     failure: FailureSignal | None = None
     server_args: dict[str, Any] | None = None
+    draft_progress: int | None = None  # the draft model's own shard bar, after the target's
+    server_facts: dict[str, Any] = field(default_factory=dict)  # limits, capture progress and times, retractions
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (kind, message) for the run, new in this batch
 
     @property
     def has_series(self) -> bool:
-        return bool(self.decode or self.metrics)
+        return bool(self.decode or self.metrics or self.server_facts or self.draft_progress is not None)
 
 
 class LogFacts:
     """Turns numbered log lines into facts; custom metrics come from the config's named-group regexes."""
 
-    def __init__(self, log_metrics: Mapping[str, str], *, disabled_metrics: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        log_metrics: Mapping[str, str],
+        *,
+        disabled_metrics: Iterable[str] = (),
+        target_progress: int | None = None,
+    ) -> None:
         self.metrics = MetricReader(log_metrics, disabled=disabled_metrics)
+        # Loading shows two bars when a draft model has its own shards: the target's, then the draft's. The
+        # target's is done once a rank logs "Load weight end" (or it was at 100 before a re-attach); a bar that
+        # then restarts at 0 or counts other shards is the draft's. Each only grows: TP ranks interleave bars.
+        self.target_loaded = target_progress == 100
+        self.target_total: int | None = None
+        self.target_max = target_progress or 0
+        self.draft_max: int | None = None
 
     def read(self, first_line: int, lines: Sequence[str]) -> FactBatch:
         metrics = self.metrics.read(first_line, lines)
@@ -53,9 +81,19 @@ class LogFacts:
             if fact is None:
                 continue
             if isinstance(fact, ShardProgress):
-                batch.progress = fact.percent
+                self._read_shards(fact, batch)
             elif isinstance(fact, Milestone):
                 batch.milestones.add(fact.name)
+                self.target_loaded |= fact.name == "weights_loaded"
+            elif isinstance(fact, ServerLimits):
+                batch.server_facts["limits"] = dataclasses.asdict(fact)
+            elif isinstance(fact, CaptureProgress):
+                batch.server_facts["capture_progress"] = fact.percent
+            elif isinstance(fact, GraphCaptured):
+                batch.server_facts.setdefault("graphs_captured", []).append([fact.which, fact.elapsed_s])
+            elif isinstance(fact, Retraction):
+                batch.server_facts["retractions"] = batch.server_facts.get("retractions", 0) + 1
+                batch.server_facts["last_retraction"] = fact.message
             elif isinstance(fact, FailureSignal) and batch.failure is None:
                 batch.failure = fact
             elif isinstance(fact, ServerArgsDump):
@@ -67,6 +105,15 @@ class LogFacts:
         for name, points in batch.metrics.items():
             batch.metrics[name] = points[-KEEP_POINTS:]
         return batch
+
+    def _read_shards(self, fact: ShardProgress, batch: FactBatch) -> None:
+        if self.draft_max is None and self.target_loaded and (fact.done == 0 or fact.total != self.target_total):
+            self.draft_max = 0
+        if self.draft_max is not None:
+            self.draft_max = batch.draft_progress = max(self.draft_max, fact.percent)
+            return
+        self.target_total = fact.total
+        self.target_max = batch.progress = max(self.target_max, fact.percent)
 
 
 def _decode_point(n: int, line: str) -> dict[str, Any] | None:
@@ -94,20 +141,55 @@ def merge_series(stored: Mapping[str, Any], batch: FactBatch) -> dict[str, Any]:
     metrics = {name: list(points) for name, points in stored.get("metrics", {}).items()}
     for name, points in batch.metrics.items():
         metrics[name] = [*metrics.get(name, []), *points][-KEEP_POINTS:]
-    return {"decode": decode, "metrics": metrics}
+    merged: dict[str, Any] = {"decode": decode, "metrics": metrics}
+    server = dict(stored.get("server", {}))
+    for key, value in batch.server_facts.items():
+        if key == "graphs_captured":
+            server[key] = [*server.get(key, []), *value]
+        elif key == "retractions":
+            server[key] = server.get(key, 0) + value
+        else:
+            server[key] = value
+    if batch.draft_progress is not None:
+        server["draft_loading_progress"] = batch.draft_progress
+    if server:
+        merged["server"] = server
+    return merged
 
 
 def decode_summary(first_line: int, lines: Sequence[str]) -> dict[str, Any]:
-    """What the server's own Decode-batch lines say about a stretch of its log (a benchmark cell's window)."""
-    points = [p for i, line in enumerate(lines) if DECODE_MARKER in line and (p := _decode_point(first_line + i, line))]
+    """What the server's own Decode-batch lines say about a stretch of its log (a benchmark cell's window).
+
+    A Decode line's gen throughput is the tokens since the previous Decode line over the wall time since it
+    (reference §3.4), so a line whose interval held idle time says little about decoding: the first one after
+    warm-up reads 0.4 tok/s. Such lines are left out of the means ("idle_lines"): a line with no running request,
+    and the first line after a Prefill batch that found nothing running (the server was idle before that prefill).
+    If every line is idle, the means use them all rather than say nothing.
+    """
+    points: list[dict[str, Any]] = []
+    idle: list[bool] = []
+    idle_before_next = False
+    for i, line in enumerate(lines):
+        if PREFILL_MARKER in line:
+            prefill = loglines.parse_line(line)
+            if isinstance(prefill, PrefillStats) and prefill.running_req == 0:
+                idle_before_next = True
+            continue
+        if DECODE_MARKER not in line or (point := _decode_point(first_line + i, line)) is None:
+            continue
+        points.append(point)
+        idle.append(idle_before_next or point["running_req"] == 0)
+        idle_before_next = False
     if not points:
         return {"lines": 0}
-    accept = [p["accept_len"] for p in points if p["accept_len"] is not None]
+    busy = [p for p, was_idle in zip(points, idle, strict=True) if not was_idle] or points
+    accept = [p["accept_len"] for p in busy if p["accept_len"] is not None]
     return {
         "lines": len(points),
+        "idle_lines": sum(idle),
         "first_line": points[0]["n"],
         "last_line": points[-1]["n"],
-        "mean_gen_throughput": round(sum(p["gen_throughput"] for p in points) / len(points), 3),
+        "mean_gen_throughput": round(sum(p["gen_throughput"] for p in busy) / len(busy), 3),
         "mean_accept_len": round(sum(accept) / len(accept), 4) if accept else None,
         "max_running_req": max(p["running_req"] for p in points),
     }

@@ -8,12 +8,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from .facts import (
+    CaptureProgress,
     DecodeStats,
     FailureSignal,
+    GraphCaptured,
     LogFact,
     Milestone,
     PrefillStats,
+    Retraction,
     ServerArgsDump,
+    ServerLimits,
     ShardProgress,
 )
 
@@ -64,6 +68,15 @@ _SHARDS = re.compile(r"shards:\s*(\d{1,3})% Completed \| (\d+)/(\d+)")
 _DECODE = re.compile(r"Decode batch(?: \[\d+\])?[.,] ")
 _PREFILL = re.compile(r"Prefill batch(?: \[\d+\])?[.,] ")
 _GRAPH_CAPTURE_BEGIN = re.compile(r"Capture .*cuda graph begin", re.IGNORECASE)
+_CAPTURING = re.compile(r"^Capturing batches \(.*?\):\s*(\d{1,3})%\|.*?\|\s*(\d+)/(\d+)")
+# Eras A/B `Capture [draft [extend ]]cuda graph end. Time elapsed: 18.28 s.`; era C
+# `Capture {target decode|target verify|draft decode|draft extend} CUDA graph end. elapsed=4.56 s,`.
+_GRAPH_CAPTURE_END = re.compile(
+    r"^Capture (?P<what>(?:\w+ )*?)cuda graph end\.(?: Time elapsed: | .*?elapsed=)(?P<elapsed>[\d.]+) s",
+    re.IGNORECASE,
+)
+_LIMITS = re.compile(r"^max_total_num_tokens=(\d+),")
+_RETRACT = re.compile(r"KV cache pool is full\. Retract requests\.(?:.*?#retracted_reqs: (\d+))?")
 _MILESTONE_MARKERS = (
     ("Load weight begin", "weights_loading"),
     ("Load weight end", "weights_loaded"),
@@ -75,15 +88,27 @@ _MILESTONE_MARKERS = (
 # Only the raised ValueError fails a launch; with SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN the same text
 # is logged as a mere warning.
 _CONTEXT_LENGTH_ERROR = re.compile(r"ValueError: .*context_length \(\d+\) is greater than the derived context_length")
-_OOM = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|Capture (?:\w+ )*cuda graph failed"
+_GPU_OOM = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
     r"|Not enough memory\. Please try to increase --mem-fraction-static",
+    re.IGNORECASE,
+)
+# "Capture cuda graph failed: <cause>" wraps whatever broke during capture (GPU memory, a gloo/NCCL connection,
+# an illegal memory access); only a memory cause is oom, the rest is a crash with SGLang's words.
+_GRAPH_CAPTURE_FAILED = re.compile(r"Capture (?:\w+ )*cuda graph failed", re.IGNORECASE)
+# The kernel's OOM killer sends SIGKILL: the shell reports `Killed` (alone, after a bar, or `line 5: 123 Killed`),
+# SGLang a rank's exit code -9. "If exit code is -9 (SIGKILL), ..." is SGLang's hint, not the code itself.
+_HOST_OOM = re.compile(
+    r"(?:^|[\]|]|: \d+ )Killed(?:\s|$)|exit code:? -9\b|killed by signal 9\b|Out of memory: Killed process",
     re.IGNORECASE,
 )
 _CRASH = re.compile(
     r"hit an exception|Traceback \(most recent call last\)|Received sigquit from a child process"
     r"|SIGQUIT received|scheduler is dead|scheduler died during initialization|crashed with exit code"
     r"|Initialization failed\. warmup error|watchdog timeout(?!.*soft=True)"
+    # torch.distributed's watchdogs (NCCL/c10d), C++ aborts and the interpreter's own fatal errors
+    r"|Watchdog caught collective operation timeout|Process group watchdog thread terminated"
+    r"|watchdog got stuck for \d+ seconds|terminate called after throwing an instance of|^Fatal Python error: "
 )
 
 
@@ -91,9 +116,11 @@ def failure_signal(message: str) -> FailureSignal | None:
     text = message.strip()
     if _CONTEXT_LENGTH_ERROR.search(text):
         return FailureSignal("context_length", text)
-    if _OOM.search(text):
+    if _GPU_OOM.search(text):
         return FailureSignal("oom", text)
-    if _CRASH.search(text):
+    if _HOST_OOM.search(text):
+        return FailureSignal("host_oom", text)
+    if _GRAPH_CAPTURE_FAILED.search(text) or _CRASH.search(text):
         return FailureSignal("crashed", text)
     return None
 
@@ -174,6 +201,9 @@ def parse_line(line: str) -> LogFact | None:
     prefill = _PREFILL.match(message)
     if prefill is not None:
         return _prefill_stats(message[prefill.end() :])
+    capture = _capture_fact(message)
+    if capture is not None:
+        return capture
     if message.startswith("server_args="):
         args = _server_args(message[len("server_args=") :])
         return Milestone("server_args") if args is None else ServerArgsDump(args)
@@ -185,6 +215,26 @@ def parse_line(line: str) -> LogFact | None:
     for marker, name in _MILESTONE_MARKERS:
         if marker in message:
             return Milestone(name)
+    return None
+
+
+def _capture_fact(message: str) -> LogFact | None:
+    """The capture bar, a capture's end, the pool sizes, a retraction: the lines worth reading besides batches."""
+    if match := _CAPTURING.match(message):
+        percent, done, total = (int(group) for group in match.groups())
+        return CaptureProgress(percent, done, total)
+    if match := _GRAPH_CAPTURE_END.match(message):
+        which = "draft" if "draft" in match.group("what").lower() else "target"
+        return GraphCaptured(which, float(match.group("elapsed")))
+    if _LIMITS.match(message):
+        fields = dict(item.partition("=")[::2] for item in message.split(", "))
+        return ServerLimits(
+            max_total_num_tokens=int(fields["max_total_num_tokens"]),
+            max_running_requests=_int(fields, "max_running_requests"),
+            context_len=_int(fields, "context_len"),
+        )
+    if match := _RETRACT.search(message):
+        return Retraction(int(match.group(1)) if match.group(1) else None, message)
     return None
 
 

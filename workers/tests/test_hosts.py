@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.models import ApiToken, SshKey
+from experiments.models import ApiToken, Host, SshKey
 from simhost import hostsetup
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -45,6 +45,11 @@ def test_it_pins_the_key_reads_gpus_and_lists_models(client, auth, sshd, celery_
     by_name = {m["name"]: m for m in models.json()}
     assert set(by_name) >= {"kimi-k2.5-sim", "kimi-k2.5-sim-eagle3", "kimi-k2.5-sim-eagle3-ctx131k"}
     assert by_name["kimi-k2.5-sim-eagle3-ctx131k"]["max_position_embeddings"] == 131072
+    # The listing is kept: the submission checks the next experiment's model pairs against it.
+    stored = Host.objects.get(pk=host["id"])
+    assert stored.model_inventory == {"models_root": str(hostsetup.MODELS_ROOT), "models": models.json()}
+    assert stored.model_inventory_at is not None
+    assert by_name["kimi-k2.5-sim-eagle3-ctx131k"]["text_config"]["max_position_embeddings"] == 131072
     key.refresh_from_db()
     assert key.public_key.split() == (sshd.key_dir / f"{sshd.client_key_name}.pub").read_text().split()[:2]
 

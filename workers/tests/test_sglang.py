@@ -13,17 +13,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from workers.sglang import (
+    CaptureProgress,
     DecodeStats,
     Failure,
     FailureSignal,
+    GraphCaptured,
     Milestone,
     PrefillStats,
     ServerArgsDump,
+    ServerLimits,
     ShardProgress,
     arg_mismatches,
     find_failure,
     find_usage_error,
-    flag_int,
     launch_argv,
     parse_line,
     split_prefix,
@@ -168,7 +170,7 @@ def test_it_returns_unprefixed_lines_unchanged(line: str) -> None:
         ("[2026-02-23 10:00:20] Capture draft extend cuda graph begin. This can take up to several minutes. "
          "avail mem=40.60 GB", Milestone("graph_capture")),
         ("[2026-02-23 10:00:22] Capture draft extend cuda graph end. Time elapsed: 1.80 s. mem usage=0.10 GB. "
-         "avail mem=40.50 GB.", None),
+         "avail mem=40.50 GB.", GraphCaptured("draft", 1.8)),
         ("[2026-02-23 10:00:23] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)",
          Milestone("http_started")),
         ("[2026-02-23 10:00:24] INFO:     127.0.0.1:43210 - \"GET /model_info HTTP/1.1\" 200 OK", None),
@@ -182,7 +184,7 @@ def test_it_returns_unprefixed_lines_unchanged(line: str) -> None:
         ("[2025-08-08 03:34:38] KV Cache is allocated. #tokens: 104273, K size: 5.57 GB, V size: 5.57 GB",
          Milestone("kv_allocated")),
         ("[2025-08-08 03:34:38] Capture cuda graph bs [1, 2, 4, 8]", None),
-        ("Capturing batches (bs=1 avail_mem=1.72 GB): 100%|█████████████████████| 4/4 [00:18<00:00,  4.57s/it]", None),
+        ("Capturing batches (bs=1 avail_mem=1.72 GB): 100%|█████████████████████| 4/4 [00:18<00:00,  4.57s/it]", CaptureProgress(100, 4, 4)),
         ("[2025-08-08 03:34:59] Prefill batch. #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, "
          "#running-req: 0, #queue-req: 0, ", PrefillStats(1, 6, 0, 0, 0)),
         ("[2025-08-08 03:35:19] Decode batch. #running-req: 1, #token: 47, token usage: 0.00, cuda graph: True, "
@@ -214,7 +216,7 @@ def test_it_returns_unprefixed_lines_unchanged(line: str) -> None:
         ("[2026-07-21 08:21:55 TP0] Capture target verify CUDA graph begin. backend=full, num_tokens_per_bs=6, "
          "bs=[1, 2, 3, 4, 5, 6], avail mem=7.77 GB", Milestone("graph_capture")),
         ("[2026-07-21 08:22:00 TP0] Capture target verify CUDA graph end. elapsed=4.56 s, mem usage=0.38 GB, "
-         "avail mem=7.39 GB.", None),
+         "avail mem=7.39 GB.", GraphCaptured("target", 4.56)),
         ("[2026-07-21 08:22:00 TP0] Capture draft decode CUDA graph begin. backend=full, num_tokens_per_bs=1, "
          "bs=[1, 2, 3, 4, 5, 6], avail mem=7.39 GB", Milestone("graph_capture")),
         ("[2026-07-21 08:22:01 TP0] Capture draft extend CUDA graph begin. backend=full, num_tokens_per_bs=6, "
@@ -224,7 +226,7 @@ def test_it_returns_unprefixed_lines_unchanged(line: str) -> None:
         ("[2026-10-10 11:59:36] Load weight end. elapsed=329.53 s, type=BailingMoeV3ForCausalLM, quant=fp8, "
          "fmt=e4m3, avail mem=29.67 GB, mem usage=80.31 GB.", Milestone("weights_loaded")),
         ("[2026-09-09 11:57:27] max_total_num_tokens=2618868, chunked_prefill_size=-1, max_prefill_tokens=16384, "
-         "max_running_requests=48, context_len=16384, available_gpu_mem=13.38 GB", None),
+         "max_running_requests=48, context_len=16384, available_gpu_mem=13.38 GB", ServerLimits(2618868, 48, 16384)),
         ("[2026-08-07 17:36:20 TP0] Prefill batch, #new-seq: 1, #new-token: 128, #cached-token: 0, full token "
          "usage: 0.00, swa token usage: 0.00, #running-req: 0, #queue-req: 0, #pending-token: 0, npu graph: "
          "False, input throughput (token/s): 38.23", PrefillStats(1, 128, 0, 0, 0)),
@@ -243,7 +245,7 @@ def test_it_returns_unprefixed_lines_unchanged(line: str) -> None:
          "11.66 GiB of which 9.81 MiB is free.", FailureSignal("oom", "torch.OutOfMemoryError: CUDA out of memory. "
          "Tried to allocate 26.00 MiB. GPU 0 has a total capacity of 11.66 GiB of which 9.81 MiB is free.")),
         ("Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection cl",
-         FailureSignal("oom", "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/"
+         FailureSignal("crashed", "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/"
          "pair.cc:534] Connection cl")),
         # the override warning is not a failure, only the raised ValueError is
         ("[2026-02-23 10:00:12] Warning: Target model's context_length (262144) is greater than the derived "
@@ -469,7 +471,7 @@ def test_it_prefers_the_traceback_to_the_sigquit_notice() -> None:
     failure = find_failure(lines)
 
     assert failure == Failure(
-        "crashed", "Scheduler hit an exception: Traceback (most recent call last):", first_line=2, last_line=4
+        "crashed", "TP4: Scheduler hit an exception: Traceback (most recent call last):", first_line=2, last_line=4
     )
 
 
@@ -489,7 +491,7 @@ def test_it_reports_the_final_exception_of_a_crash() -> None:
     failure = find_failure(lines)
 
     assert failure == Failure(
-        "crashed", "AttributeError: 'NoneType' object has no attribute 'verify'", first_line=1, last_line=4
+        "crashed", "TP0: AttributeError: 'NoneType' object has no attribute 'verify'", first_line=1, last_line=4
     )
 
 
@@ -521,7 +523,7 @@ def test_it_classifies_a_graph_capture_oom_with_its_whole_excerpt() -> None:
 
     assert failure is not None
     assert failure.kind == "oom"
-    assert failure.message.startswith("torch.OutOfMemoryError: CUDA out of memory.")
+    assert failure.message.startswith("TP0: torch.OutOfMemoryError: CUDA out of memory.")
     assert (failure.first_line, failure.last_line) == (2, 18)
 
 
@@ -582,11 +584,3 @@ def test_it_reports_server_args_that_differ_from_the_request_but_not_sglangs_own
     ]
     assert arg_mismatches({"speculative_algorithm": ""}, {"speculative_algorithm": None}) == []
     assert arg_mismatches({"tp_size": 8}, {}) == []  # not reported: nothing to compare
-
-
-def test_it_reads_an_integer_flag_from_extra_args_in_either_spelling():
-    assert flag_int(["--context-length", "65536"], "--context-length") == 65536
-    assert flag_int(["--trust-remote-code", "--context-length=32768"], "--context-length") == 32768
-    assert flag_int(["--context-length"], "--context-length") is None
-    assert flag_int(["--context-length", "lots"], "--context-length") is None
-    assert flag_int(["--context-length-extra", "5"], "--context-length") is None

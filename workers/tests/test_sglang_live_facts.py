@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from workers.sglang import CaptureProgress, GraphCaptured, Retraction, ServerLimits, parse_line
 from workers.sglang.live_facts import KEEP_POINTS, LogFacts, decode_summary, merge_series
 
 DECODE = (
@@ -42,7 +43,100 @@ def test_it_summarises_the_servers_decode_lines_of_a_window():
     summary = decode_summary(100, lines)
 
     assert summary == {
-        "lines": 2, "first_line": 101, "last_line": 102, "mean_gen_throughput": 195.0, "mean_accept_len": 1.75,
-        "max_running_req": 4,
+        "lines": 2, "idle_lines": 0, "first_line": 101, "last_line": 102, "mean_gen_throughput": 195.0,
+        "mean_accept_len": 1.75, "max_running_req": 4,
     }  # fmt: skip
     assert decode_summary(1, ["nothing here"]) == {"lines": 0}
+
+
+# Real (sglang#11948, reference §3.4): the warm-up prefill found nothing running, so the first Decode line's
+# interval holds the idle time before it.
+WINDOW = """\
+[2025-10-22 10:27:56 TP0] Prefill batch. #new-seq: 1, #new-token: 28, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, 
+[2025-10-22 10:27:57 TP0] Decode batch. #running-req: 1, #token: 108, token usage: 0.00, accept len: 2.17, accept rate: 0.54, cuda graph: True, gen throughput (token/s): 0.39, #queue-req: 0, 
+[2025-10-22 10:27:57 TP0] Decode batch. #running-req: 1, #token: 186, token usage: 0.00, accept len: 1.95, accept rate: 0.49, cuda graph: True, gen throughput (token/s): 178.86, #queue-req: 0, 
+[2025-10-22 10:27:58 TP0] Decode batch. #running-req: 1, #token: 258, token usage: 0.00, accept len: 1.80, accept rate: 0.45, cuda graph: True, gen throughput (token/s): 165.41, #queue-req: 0, 
+""".splitlines()  # noqa: E501, W291
+
+
+def test_it_leaves_the_decode_line_after_an_idle_server_out_of_the_means():
+    summary = decode_summary(1, WINDOW)
+
+    assert summary["lines"] == 3 and summary["idle_lines"] == 1
+    assert summary["mean_gen_throughput"] == round((178.86 + 165.41) / 2, 3)
+    assert summary["mean_accept_len"] == round((1.95 + 1.80) / 2, 4)
+
+
+def test_it_leaves_decode_lines_without_running_requests_out_of_the_means():
+    lines = [DECODE.format(s=1, r=4, a=2.0, g=300.0), DECODE.format(s=2, r=0, a=1.0, g=2.0),
+             DECODE.format(s=3, r=4, a=2.0, g=310.0)]  # fmt: skip
+
+    summary = decode_summary(1, lines)
+
+    assert (summary["idle_lines"], summary["mean_gen_throughput"]) == (1, 305.0)
+
+
+def test_it_keeps_idle_lines_when_there_is_nothing_else():
+    summary = decode_summary(1, WINDOW[:2])
+
+    assert (summary["lines"], summary["idle_lines"], summary["mean_gen_throughput"]) == (1, 1, 0.39)
+
+
+def _bar(done: int, total: int) -> str:
+    return f"Loading safetensors checkpoint shards: {done * 100 // total:3d}% Completed | {done}/{total} [00:01<00:00]"
+
+
+def test_it_reads_the_draft_models_shards_apart_so_progress_never_goes_back():
+    facts = LogFacts({})
+    target = facts.read(1, [_bar(0, 4), _bar(4, 4), "[2026-02-23 10:00:08 TP1] Load weight end. elapsed=2.10 s",
+                            _bar(2, 4)])  # fmt: skip
+    # The draft's bar, in a later batch: it restarts at 0.
+    draft = facts.read(5, ["[2026-02-23 10:00:08 TP0] Load weight end. elapsed=2.10 s", _bar(0, 1), _bar(1, 1)])
+
+    assert (target.progress, target.draft_progress) == (100, None)
+    assert (draft.progress, draft.draft_progress) == (None, 100)
+    assert merge_series({}, draft)["server"]["draft_loading_progress"] == 100
+
+
+def test_it_knows_the_target_was_loaded_before_a_reattach():
+    batch = LogFacts({}, target_progress=100).read(1, [_bar(0, 1)])
+
+    assert (batch.progress, batch.draft_progress) == (None, 0)
+
+
+# Real lines: reference §3.2 (2025-08-08 paste, sglang#10088, era C 2026-07-21) and §3.5 (0.5.9's f-string).
+LINES_WORTH_READING = [
+    ("Capturing batches (bs=1 avail_mem=1.72 GB): 100%|█████████████████████| 4/4 [00:18<00:00,  4.57s/it]",
+     CaptureProgress(100, 4, 4)),
+    ("[2025-08-08 03:34:56] Capture cuda graph end. Time elapsed: 18.28 s. mem usage=0.11 GB. avail mem=1.70 GB.",
+     GraphCaptured("target", 18.28)),
+    ("[2025-09-05 20:50:29 TP6] Capture draft cuda graph end. Time elapsed: 62.67 s. mem usage=0.21 GB. "
+     "avail mem=15.31 GB.",
+     GraphCaptured("draft", 62.67)),
+    ("[2026-07-21 08:22:00 TP0] Capture target verify CUDA graph end. elapsed=4.56 s, mem usage=0.38 GB, "
+     "avail mem=7.39 GB.",
+     GraphCaptured("target", 4.56)),
+    ("[2026-07-21 08:22:02 TP0] Capture draft extend CUDA graph end. elapsed=0.74 s, mem usage=0.14 GB, "
+     "avail mem=6.87 GB.",
+     GraphCaptured("draft", 0.74)),
+    ("[2025-08-08 03:34:57] max_total_num_tokens=104273, chunked_prefill_size=2048, max_prefill_tokens=16384, "
+     "max_running_requests=2048, context_len=40960, available_gpu_mem=1.70 GB", ServerLimits(104273, 2048, 40960)),
+    ("[2026-02-23 10:01:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_tokens_gained: 512, "
+     "#new_token_ratio: 0.7000 -> 0.9000", Retraction(2, "KV cache pool is full. Retract requests. #retracted_reqs: 2, "
+     "#new_tokens_gained: 512, #new_token_ratio: 0.7000 -> 0.9000")),
+]  # fmt: skip
+
+
+def test_it_reads_the_lines_worth_reading():
+    for line, fact in LINES_WORTH_READING:
+        assert parse_line(line) == fact, line
+
+
+def test_it_keeps_the_server_facts_on_the_run():
+    batch = LogFacts({}).read(1, [line for line, _ in LINES_WORTH_READING] + [LINES_WORTH_READING[-1][0]])
+
+    server = merge_series({"server": {"retractions": 1}}, batch)["server"]
+
+    assert server["limits"] == {"max_total_num_tokens": 104273, "max_running_requests": 2048, "context_len": 40960}
+    assert server["capture_progress"] == 100 and server["retractions"] == 3
+    assert server["graphs_captured"] == [["target", 18.28], ["draft", 62.67], ["target", 4.56], ["draft", 0.74]]

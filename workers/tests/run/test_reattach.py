@@ -12,6 +12,7 @@ import time
 import pytest
 
 from experiments.models import LogChunk, Run
+from experiments.tests.factories import make_experiment, make_profile
 from workers.tasks import drive_host
 from workers.tests.run.simruns import lines_on_host, queue_run, sim_config, wait_for_state
 
@@ -130,3 +131,17 @@ def test_it_finishes_the_teardown_of_a_run_whose_worker_died_while_tearing_down(
     assert run.log_lines == 1  # the tail drained what the dead worker had not stored
     sim_host.refresh_from_db()
     assert sim_host.active_run_id is None and not sim_host.is_dirty
+
+
+def test_it_wakes_a_queued_run_whose_wake_up_message_was_lost(sim_host, owner, private_queue, start_worker, tmp_path):
+    # Runs queued while no message reached a worker (here: none was ever sent, as after a Redis restart).
+    config = sim_config(sim_host, "woken")
+    config.save()
+    profile = make_profile(concurrency=[1], num_prompts=2, input_len=32, output_len=16)
+    experiment = make_experiment(host=sim_host, baseline=config, candidates=[], profile=profile)
+    run = experiment.run_set.get()
+
+    start_worker(private_queue, "woken", tmp_path / "w.log", beat_schedule=tmp_path / "beat", SPECDASH_WAKE_EVERY="1")
+    wait_for_state(run, {Run.State.SUCCEEDED, Run.State.FAILED}, timeout=90)
+
+    assert run.state == Run.State.SUCCEEDED, run.failure()

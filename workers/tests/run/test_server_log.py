@@ -21,6 +21,25 @@ def test_it_holds_back_a_partial_last_line():
     assert assembler.pending_bytes == 0
 
 
+def test_it_stores_the_last_partial_line_of_a_dying_process_once():
+    data = b"[2026-02-23 10:00:06] Load weight begin.\nLoading safetensors checkpoint shards:  50% Completed | 2/4"
+    assembler = LineAssembler()
+
+    assert assembler.feed(data) == ["[2026-02-23 10:00:06] Load weight begin."]
+    assert assembler.finish() == ["Loading safetensors checkpoint shards:  50% Completed | 2/4"]
+    assert assembler.offset == len(data) and assembler.pending_bytes == 0
+    # A re-attach resumes at the stored offset: the flushed line is not read again.
+    assert LineAssembler(assembler.offset).feed(data[assembler.offset :]) == []
+    assert assembler.finish() == []
+
+
+def test_it_keeps_the_last_state_of_a_partial_progress_bar():
+    assembler = LineAssembler()
+
+    assert assembler.feed(b"Capturing batches:  10%\rCapturing batches:  20%") == []
+    assert assembler.finish() == ["Capturing batches:  20%"]
+
+
 def test_it_counts_offsets_from_where_it_resumed():
     assembler = LineAssembler(offset=1000)
 
@@ -128,3 +147,18 @@ def test_it_resumes_from_any_stored_offset_without_loss_or_repeat(data):
     assert first.offset <= stop
     assert before + after == expected
     assert resumed.offset == whole.offset
+
+
+@given(st.data())
+def test_it_accounts_for_every_byte_once_the_writer_is_gone(data):
+    log = data.draw(LOGS)
+    cuts = data.draw(_cuts(log))
+    whole = LineAssembler()
+    expected = whole.feed(log) + whole.finish()
+
+    chunked = LineAssembler()
+    lines = _feed_in_chunks(chunked, log, cuts) + chunked.finish()
+
+    assert lines == expected
+    assert chunked.offset == len(log)
+    assert len(lines) == log.count(b"\n") + (0 if log.endswith(b"\n") or not log else 1)

@@ -91,6 +91,15 @@ def _wait_for_port(port: int, process: subprocess.Popen, what: str) -> None:
         raise CommandError(str(exc)) from exc
 
 
+def _start_time(pid: int) -> str | None:
+    """When the process started (clock ticks since boot, /proc/<pid>/stat), or None once it is gone or a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else fields[19]
+
+
 def _ensure_key(path: Path) -> None:
     if path.exists():
         return
@@ -105,6 +114,8 @@ class Command(BaseCommand):
     help = "Run the zero-setup demo (web, worker, simulated GPU host) in the foreground until Ctrl-C."
 
     def handle(self, *args, **options):
+        self.children_file = Path(settings.VAR_DIR) / "demo-children.json"
+        self._stop_leftover_children()
         web_port = int(os.environ.get("SPECDASH_PORT", "8000"))
         ssh_port = int(os.environ.get("SPECDASH_SIMHOST_SSH_PORT", "2222"))
         server_port = int(os.environ.get("SPECDASH_SIMHOST_SERVER_PORT", "30000"))
@@ -120,6 +131,7 @@ class Command(BaseCommand):
         _ensure_key(host_key)
 
         self.children: list[tuple[str, subprocess.Popen]] = []
+        self.recorded: list[dict] = []  # what children_file holds: how to recognise them after a hard kill
         self.log_dir = Path(settings.VAR_DIR) / "log"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         signal.signal(signal.SIGTERM, _interrupt)
@@ -194,10 +206,48 @@ class Command(BaseCommand):
                 progress.report()
                 time.sleep(0.5)
         except KeyboardInterrupt:
-            self.stdout.write("\nStopping ...")
+            self.stdout.write("\nStopping ... (Ctrl-C again to stop at once)")
         finally:
+            self._clean_up()
+
+    def _clean_up(self) -> None:
+        """Cancel live runs (their servers torn down by the worker), then stop every child. A second Ctrl-C or a
+        SIGTERM cuts the first part short, never the second: a child left running would hold its port."""
+        hurry = False
+        try:
             self._cancel_live_runs()
-            self._stop_children()
+        except KeyboardInterrupt:
+            self.stdout.write("Interrupted again: stopping everything now.")
+            hurry = True
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            self._stop_children(grace=2 if hurry else 15)
+            if hurry:
+                self._kill_leftover_servers()  # the worker had no time to tear them down
+            self.children_file.unlink(missing_ok=True)
+            self.stdout.write("Stopped.")
+
+    def _stop_leftover_children(self) -> None:
+        """An earlier demo of this checkout that was killed hard (SIGKILL, a closed terminal) left its children
+        running: stop those, recognised by process group and command line, so their ports are free again."""
+        try:
+            recorded = json.loads(self.children_file.read_text())
+        except (OSError, ValueError):
+            return
+        stopped = []
+        for entry in recorded if isinstance(recorded, list) else []:
+            pgid = entry.get("pgid")
+            # The same pid and start time: that very process (a title it set or a reused pid cannot fool this).
+            if isinstance(pgid, int) and _start_time(pgid) is not None and _start_time(pgid) == entry.get("started"):
+                self.stdout.write(f"Stopping {entry.get('name')} left running by an earlier demo (pid {pgid}).")
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
+                stopped.append(pgid)
+        deadline = time.monotonic() + 10
+        while any(_start_time(pgid) for pgid in stopped) and time.monotonic() < deadline:
+            time.sleep(0.1)  # gone from the process table: their ports are free
+        self.children_file.unlink(missing_ok=True)
 
     def _kill_leftover_servers(self) -> None:
         """Servers of a demo that was killed hard still hold simulated GPUs; the demo's host is this machine."""
@@ -228,20 +278,23 @@ class Command(BaseCommand):
         with self._log_path(name).open("ab") as log:
             child = subprocess.Popen(argv, cwd=REPO, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
         self.children.append((name, child))
+        self.recorded.append({"name": name, "pgid": child.pid, "started": _start_time(child.pid)})
+        self.children_file.write_text(json.dumps(self.recorded))
         return child
 
-    def _stop_children(self) -> None:
+    def _stop_children(self, grace: float = 15) -> None:
         for _, child in reversed(self.children):
             if child.poll() is None:
-                os.killpg(child.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
         for _, child in reversed(self.children):
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
-        self.stdout.write("Stopped.")
 
     def _ensure_demo_user(self) -> None:
         """The demo's one user: the team's admin (roles.py), so every page and action can be tried."""

@@ -1,0 +1,105 @@
+"""What SGLang refuses about a target and draft model pair, read from their config.json files, and what a host's
+listed models say about a config's paths. Pure.
+
+One copy of the rules for both tiers: the submission checks them against the host's stored model listing, so a
+bad pair is refused at submit; the worker's preflight checks them again against the files on the host.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+OVERRIDE_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+CONTEXT_LENGTH_FLAG = "--context-length"
+# The most model directories a listing reads; a listing this long may have left some out.
+MAX_LISTED_MODELS = 200
+
+
+def context_length_problem(
+    target_config: Mapping[str, Any],
+    draft_config: Mapping[str, Any],
+    *,
+    context_length: int | None,
+    env: Mapping[str, str],
+) -> str | None:
+    """SGLang refuses a draft whose max_position_embeddings is below the target's context length."""
+    target_len = context_length or context_length_of(target_config)
+    draft_len = context_length_of(draft_config)
+    if target_len is None or draft_len is None or draft_len >= target_len:
+        return None
+    # SGLang's EnvBool accepts exactly these spellings; anything else still fails at start.
+    if env.get(OVERRIDE_ENV, "").strip().lower() in {"1", "true"}:
+        return None
+    return (
+        f"The draft model's max_position_embeddings ({draft_len}) is below the target context length "
+        f"({target_len}); SGLang would fail at start with a context_length ValueError. Use a matching draft, "
+        f"pass --context-length {draft_len}, or set {OVERRIDE_ENV}=1 in the config's environment."
+    )
+
+
+def vocab_problem(target_config: Mapping[str, Any], draft_config: Mapping[str, Any]) -> str | None:
+    target_vocab = vocab_size_of(target_config)
+    draft_vocab = vocab_size_of(draft_config)
+    if target_vocab is not None and draft_vocab is not None and target_vocab != draft_vocab:
+        return (
+            f"The draft model's vocab_size ({draft_vocab}) differs from the target's ({target_vocab}); "
+            "the draft cannot propose tokens the target understands."
+        )
+    return None
+
+
+def context_length_arg(extra_args: Sequence[str]) -> int | None:
+    """The `--context-length N` (or `=N`) of a config's extra launch args; None if absent or not a number."""
+    for i, arg in enumerate(extra_args):
+        value = None
+        if arg == CONTEXT_LENGTH_FLAG and i + 1 < len(extra_args):
+            value = extra_args[i + 1]
+        elif arg.startswith(CONTEXT_LENGTH_FLAG + "="):
+            value = arg.split("=", 1)[1]
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    # Multimodal configs nest the language model's fields.
+    nested = config.get("text_config")
+    return nested if isinstance(nested, Mapping) else config
+
+
+def context_length_of(config: Mapping[str, Any]) -> int | None:
+    text = _text_config(config)
+    for key in ("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions"):
+        value = text.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def vocab_size_of(config: Mapping[str, Any]) -> int | None:
+    value = _text_config(config).get("vocab_size")
+    return value if isinstance(value, int) else None
+
+
+def listed_text_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What a host's model listing keeps of a config.json, as its `text_config`: the language model's numbers as
+    the checks above read them, so that they read a listed model exactly as they read its config.json."""
+    return {"max_position_embeddings": context_length_of(config), "vocab_size": vocab_size_of(config)}
+
+
+def listed_model(models_root: str, listing: Sequence[Mapping[str, Any]], path: str) -> Mapping[str, Any] | None:
+    """The listing's entry for `path`; raises LookupError when the listing proves that `path` holds no model.
+
+    A listing reads the directories directly under the models root that hold a config.json, so it proves absence
+    only for such a directory, and only when it is complete. None: the listing does not know `path`.
+    """
+    wanted = posixpath.normpath(path)
+    for entry in listing:
+        if posixpath.normpath(str(entry.get("path", ""))) == wanted:
+            return entry
+    if models_root and len(listing) < MAX_LISTED_MODELS:
+        if posixpath.dirname(wanted) == posixpath.normpath(models_root):
+            raise LookupError(path)
+    return None

@@ -1,0 +1,29 @@
+"""The new-experiment form in a real browser: duplicating an experiment, and "Add candidate" copying the last one."""
+
+from __future__ import annotations
+
+import pytest
+
+from .factories import make_eagle_config, make_experiment
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def test_it_duplicates_an_experiment_and_adds_a_candidate_like_the_last(log_in, live_web, browser):
+    source = make_experiment(candidates=[make_eagle_config(steps=3, env={"NCCL_PROTO": "LL"})])
+    page = browser.new_context().new_page()
+    log_in(page)
+
+    page.goto(f"{live_web}/experiments/{source.pk}/")
+    page.click("#duplicate")
+    page.wait_for_url(f"**/experiments/new/?from={source.pk}")
+    assert page.input_value("#id_experiment-name") == f"{source.name} (copy)"
+    assert page.input_value("#id_cand-0-speculative_num_steps") == "3"
+    page.click("#add-candidate")
+
+    assert page.locator("fieldset.candidate").count() == 2
+    assert page.input_value("#id_cand-1-name") == ""  # each candidate needs its own name
+    assert page.input_value("#id_cand-1-speculative_num_steps") == "3"
+    assert page.input_value("#id_cand-1-speculative_draft_model_path").endswith("/kimi-k2.5-sim-eagle3")
+    assert page.input_value("#id_cand-1-env_text") == "NCCL_PROTO=LL"
+    assert page.evaluate("document.activeElement.id") == "id_cand-1-name"
