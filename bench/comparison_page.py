@@ -39,6 +39,9 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from experiments import roles  # noqa: E402
+from experiments.actions.audit import Actor  # noqa: E402
+from experiments.actions.users import do_set_role  # noqa: E402
 from experiments.models import (  # noqa: E402
     BenchmarkProfile,
     Candidate,
@@ -176,6 +179,7 @@ def main() -> None:
                 f" in {time.perf_counter() - started:.1f} s"
             )
             user = get_user_model().objects.create_user(f"bench-{time.time_ns()}")
+            do_set_role(user, roles.VIEWER, Actor.command())  # the page is for anyone who reads
             client = Client(HTTP_HOST="localhost")
             client.force_login(user)
             url = experiment.get_absolute_url()

@@ -41,9 +41,11 @@ from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from dashboard.asgi import application  # noqa: E402
+from experiments import roles  # noqa: E402
 from experiments.actions.audit import Actor  # noqa: E402
 from experiments.actions.experiments import do_create_experiment  # noqa: E402
-from experiments.models import BenchmarkProfile, Host, Run, ServerConfig  # noqa: E402
+from experiments.actions.users import do_set_role  # noqa: E402
+from experiments.models import BenchmarkProfile, Host, Run, ServerConfig, SshKey  # noqa: E402
 from simhost.ports import free_port  # noqa: E402
 from workers.hosts import host_access  # noqa: E402
 from workers.run.server_log import ServerLog  # noqa: E402
@@ -84,10 +86,15 @@ def _make_run(work: Path, port: int, client_key: Path, host_key: str) -> tuple[R
     settings.SPECDASH_SSH_KEY_DIR = client_key.parent
     call_command("migrate", verbosity=0)
     user, _ = get_user_model().objects.get_or_create(username="bench")
+    do_set_role(user, roles.VIEWER, Actor.command())  # the live log is for anyone who reads
+    public_key = " ".join(Path(f"{client_key}.pub").read_text().split()[:2])
+    key, _ = SshKey.objects.update_or_create(
+        name="bench-key", defaults={"file_name": client_key.name, "public_key": public_key}
+    )
     host, _ = Host.objects.update_or_create(
         name="bench-host",
         defaults=dict(address="127.0.0.1", port=port, username=os.environ.get("USER", "root"),
-                      key_name=client_key.name, host_key=host_key, work_dir=str(work), active_run=None),
+                      ssh_key=key, host_key=host_key, work_dir=str(work), active_run=None),
     )  # fmt: skip
     experiment = do_create_experiment(
         actor=Actor(user),
