@@ -62,6 +62,7 @@ FAULTS: list[tuple[str, str]] = [
     ("log_flood", "prints SIMHOST_FLOOD_LINES_PER_S extra log lines per second once ready"),
     ("env_drop", "scheduler processes start without the variables in SIMHOST_ENV_DROP"),
     ("reject_requests", "healthy, but every non-warm-up generation answers HTTP 500 with an error body"),
+    ("warmup_exception", "an ASGI exception traceback during warm-up (a client that went away); the server lives on"),
 ]
 
 SGLANG_ENVS: list[tuple[str, str]] = [

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from simhost import args as sargs
 from simhost import faults as sfaults
-from simhost import knobs, logs, scheduler, speed, versions
+from simhost import knobs, logs, scheduler, speed, tracebacks, versions
 
 FRAME = "<frame at 0x7f6c1a2b3c40, file '/usr/local/lib/python3.12/dist-packages/sglang/srt/{}', line {}, code {}>"
 
@@ -265,6 +265,8 @@ class Launcher:
 
         async def warmup() -> None:
             base = f"http://{'127.0.0.1' if a.host in ('0.0.0.0', '') else a.host}:{a.port}"
+            if "warmup_exception" in self.faults:
+                logs.raw("ERROR:    Exception in ASGI application\n" + tracebacks.asgi_exception_traceback() + "\n")
             if not a.skip_server_warmup:
                 async with ClientSession(timeout=ClientTimeout(total=600)) as http:
                     for _ in range(120):

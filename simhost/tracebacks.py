@@ -178,3 +178,28 @@ def request_crash_traceback(speculative: bool) -> str:
         ("models/deepseek_v2.py", 2790, "forward", "num_tokens = hidden_states.shape[0]"),
     ]
     return _tb(frames, "AttributeError: 'NoneType' object has no attribute 'shape'")
+
+
+def asgi_exception_traceback() -> str:
+    """What uvicorn logs when a request handler raises (here: the client closed the stream); the server serves on."""
+    frames = [
+        (
+            "/usr/local/lib/python3.12/dist-packages/uvicorn/protocols/http/httptools_impl.py",
+            409,
+            "run_asgi",
+            "result = await app(  # type: ignore[func-returns-value]",
+        ),
+        (
+            "/usr/local/lib/python3.12/dist-packages/starlette/responses.py",
+            262,
+            "__call__",
+            "await wrap(partial(self.stream_response, send))",
+        ),
+        (
+            "/usr/local/lib/python3.12/dist-packages/starlette/responses.py",
+            254,
+            "stream_response",
+            'await send({"type": "http.response.body", "body": chunk, "more_body": True})',
+        ),
+    ]
+    return _tb(frames, "starlette.requests.ClientDisconnect")

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
-from experiments.actions.runs import do_advance_run, do_record_failure, do_update_run
+from experiments.actions.runs import do_add_run_warning, do_advance_run, do_record_failure, do_update_run
 from experiments.models import Run
 
 from .. import hosts
@@ -112,6 +112,10 @@ class RunSession:
 
     async def update(self, *, notify: bool = True, **facts: Any) -> None:
         await db(do_update_run)(self.run, notify=notify, **facts)
+
+    async def warn(self, kind: str, message: str) -> None:
+        """Note on the run what went wrong without failing it."""
+        await db(do_add_run_warning)(self.run, kind, message)
 
     async def record_failure(self, failure: RunFailed) -> None:
         await db(do_record_failure)(self.run, failure.kind, failure.message, failure.excerpt, failure.first_line)

@@ -18,6 +18,8 @@ from .server_log import SERVER_EXITED
 from .session import RunSession
 
 READY_POLL_MIN, READY_POLL_MAX = 0.25, 1.0  # back-off while waiting; keeps detection within ~2 s
+# How long a server must outlive a traceback, and then still answer, to have survived it.
+SURVIVAL_GRACE = 5.0
 
 
 async def launch(session: RunSession) -> None:
@@ -58,9 +60,14 @@ async def wait_until_ready(session: RunSession) -> None:
     last_answer = started
     delay = READY_POLL_MIN
     while True:
-        if server_log.failure_signal is not None:
-            await asyncio.sleep(0.5)  # let the rest of the traceback arrive
-            raise await server_log.failure(default_kind=server_log.failure_signal.kind)
+        signal = server_log.failure_signal
+        if signal is not None:
+            if not await _survives(session, signal.kind):
+                raise await server_log.failure(default_kind=signal.kind)
+            await session.warn(
+                "survived_traceback", f"The server logged a traceback while starting and served on: {signal.message}"
+            )
+            server_log.failure_signal = None
         server_log.raise_if_broken()
         if not await session.group_alive():
             raise await server_log.failure(default_kind=Run.FailureKind.CRASHED, exited=True)
@@ -92,3 +99,19 @@ async def wait_until_ready(session: RunSession) -> None:
             )
         await asyncio.sleep(delay)
         delay = min(delay * 1.5, READY_POLL_MAX)
+
+
+async def _survives(session: RunSession, kind: str) -> bool:
+    """Whether the server survived the traceback it just logged: a request handler's exception (uvicorn's
+    "Exception in ASGI application", a client that went away) is logged and the server serves on, while a scheduler
+    that raised takes the whole group down within a second or two. Only a plain traceback can be survived; OOM or a
+    context-length refusal is final whatever the processes do."""
+    if kind != Run.FailureKind.CRASHED:
+        await asyncio.sleep(0.5)  # let the rest of the traceback arrive
+        return False
+    deadline = time.monotonic() + SURVIVAL_GRACE
+    while time.monotonic() < deadline:
+        if not await session.group_alive():
+            return False
+        await asyncio.sleep(0.5)
+    return await session.api.status("/health") is not None

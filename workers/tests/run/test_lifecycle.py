@@ -63,6 +63,17 @@ def test_it_reports_a_crash_on_the_first_request_with_its_traceback(sim_host, ow
     assert held_gpu_memory(sim_host) == ""
 
 
+def test_it_finishes_a_run_whose_server_survived_a_traceback_during_warm_up(sim_host, owner):
+    config = sim_config(sim_host, env={"SIMHOST_FAULTS": "warmup_exception"})
+
+    run = _drive(queue_run(sim_host, config, owner))
+
+    assert run.state == Run.State.SUCCEEDED, run.failure()
+    assert "Exception in ASGI application" in "\n".join(c.text for c in run.logchunk_set.all())
+    assert [w["kind"] for w in run.warnings] == ["survived_traceback"]
+    assert held_gpu_memory(sim_host) == ""
+
+
 def test_it_reports_cuda_oom_during_graph_capture(sim_host, owner):
     config = sim_config(sim_host, env={"SIMHOST_FAULTS": "oom_capture"})
 
