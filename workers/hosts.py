@@ -51,17 +51,23 @@ def host_access(host: Host, *, record_key: bool = False) -> HostAccess:
     )
 
 
+def public_key_of(path: Path) -> str:
+    """The public half of a private key file, as `type base64` (what SshKey.public_key holds, comment dropped).
+    Raises OSError or ValueError (asyncssh.KeyImportError is one) when the file cannot be read as a key."""
+    return " ".join(asyncssh.read_private_key(path).export_public_key().decode().split()[:2])
+
+
 def _verified_key_file(key: SshKey, *, record: bool) -> Path:
     path = Path(settings.SPECDASH_SSH_KEY_DIR) / key.file_name
     try:
-        public = asyncssh.read_private_key(path).export_public_key().decode().split()[:2]
-    except (OSError, asyncssh.KeyImportError, ValueError) as exc:
+        public = public_key_of(path)
+    except (OSError, ValueError) as exc:
         raise SSHError(f"The SSH key {key.name} cannot be read from the workers' key directory: {exc}") from exc
     if key.is_verified:
-        if key.public_key.split()[:2] != public:
+        if key.public_key.split()[:2] != public.split():
             raise SSHError(f"The key file of SSH key {key.name} is not the registered key; refusing to use it.")
     elif record:
-        key.public_key = " ".join(public)
+        key.public_key = public
         key.save(update_fields=["public_key"])
     else:
         raise SSHError(f"The SSH key {key.name} is not verified yet: an admin's connection test records it.")

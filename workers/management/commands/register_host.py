@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import asyncssh
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
@@ -15,7 +14,7 @@ from experiments.actions.audit import Actor
 from experiments.actions.hosts import do_edit_host, do_register_host, do_register_key
 from experiments.forms import HostForm, plain_errors
 from experiments.models import Host, SshKey
-from workers.hosts import test_connection
+from workers.hosts import public_key_of, test_connection
 from workers.ssh import SSHError
 
 
@@ -79,8 +78,8 @@ class Command(BaseCommand):
         if path.name != file_name:
             raise CommandError("--key-name is a file name inside SPECDASH_SSH_KEY_DIR, not a path.")
         try:
-            public = " ".join(asyncssh.read_private_key(path).export_public_key().decode().split()[:2])
-        except (OSError, asyncssh.KeyImportError, ValueError) as exc:
+            public = public_key_of(path)
+        except (OSError, ValueError) as exc:
             raise CommandError(f"Cannot read the key {path}: {exc}") from exc
         key = SshKey.objects.filter(file_name=file_name).first()
         if key is None:
