@@ -259,9 +259,17 @@ SPECDASH_RECONNECT_WINDOW = float(os.environ.get("SPECDASH_RECONNECT_WINDOW", "6
 SPECDASH_WAKE_EVERY = float(os.environ.get("SPECDASH_WAKE_EVERY", "30"))
 # The longest a run may own a worker slot (its task is then stopped; the beat hands a live run to another worker).
 SPECDASH_RUN_TIME_LIMIT = int(os.environ.get("SPECDASH_RUN_TIME_LIMIT", str(24 * 3600)))
+# How often the beat reads every host's GPU memory (the Hosts page), and launches scheduled experiments that are due.
+SPECDASH_GPU_READ_EVERY = float(os.environ.get("SPECDASH_GPU_READ_EVERY", "60"))
+SPECDASH_SCHEDULE_EVERY = float(os.environ.get("SPECDASH_SCHEDULE_EVERY", "60"))
 CELERY_BEAT_SCHEDULE = {
     "reattach-stale-runs": {"task": "workers.tasks.reattach_stale_runs", "schedule": SPECDASH_REATTACH_EVERY},
     "wake-idle-hosts": {"task": "workers.tasks.wake_idle_hosts", "schedule": SPECDASH_WAKE_EVERY},
+    "read-host-gpus": {"task": "workers.tasks.read_host_gpus", "schedule": SPECDASH_GPU_READ_EVERY},
+    "launch-scheduled-experiments": {
+        "task": "workers.tasks.launch_scheduled_experiments",
+        "schedule": SPECDASH_SCHEDULE_EVERY,
+    },
 }
 
 LOGGING = {

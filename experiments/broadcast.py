@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from redis.exceptions import RedisError
 
 if TYPE_CHECKING:
     from .models import Run
+
+log = logging.getLogger(__name__)
 
 
 def run_group(run_id: int) -> str:
@@ -37,24 +41,29 @@ def run_state_event(run: Run) -> dict[str, Any]:
         "phases": run.phases(),
         "benchmark_cell": run.benchmark_cell,
         "cancel_requested": run.cancel_requested,
+        "server_facts": run.server_facts(),  # each model's loading, CUDA graphs, KV pool, retractions
     }
 
 
 async def send_log_lines(run_id: int, first_line: int, lines: list[str]) -> None:
-    layer = get_channel_layer()
-    assert layer is not None
-    await layer.group_send(run_group(run_id), log_lines_event(first_line, lines))
+    await _send(log_lines_event(first_line, lines), run_group(run_id))
 
 
 async def send_run_facts(run_id: int, decode: list[dict[str, Any]], metrics: dict[str, list[list[float]]]) -> None:
-    layer = get_channel_layer()
-    assert layer is not None
-    await layer.group_send(run_group(run_id), run_facts_event(decode, metrics))
+    await _send(run_facts_event(decode, metrics), run_group(run_id))
 
 
 def send_run_state(run: Run) -> None:
+    async_to_sync(_send)(run_state_event(run), run_group(run.pk), experiment_group(run.experiment_id))
+
+
+async def _send(event: dict[str, Any], *groups: str) -> None:
+    """Best-effort: the consumer refills a gap in the log from the database and every state event carries the
+    whole state, so Redis being down (restarting) may delay what the pages show but must never fail the run."""
     layer = get_channel_layer()
     assert layer is not None
-    event = run_state_event(run)
-    async_to_sync(layer.group_send)(run_group(run.pk), event)
-    async_to_sync(layer.group_send)(experiment_group(run.experiment_id), event)
+    try:
+        for group in groups:
+            await layer.group_send(group, event)
+    except (RedisError, OSError) as exc:
+        log.warning("%s to %s not sent: %r", event["type"], ", ".join(groups), exc)

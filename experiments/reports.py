@@ -109,7 +109,8 @@ class ExperimentReport:
 
     @property
     def has_results(self) -> bool:
-        return bool(self.rows)
+        """Something measured to show: a comparison, or a baseline measured alone."""
+        return bool(self.rows) or bool(self.throughput_series)
 
     @property
     def configs(self) -> list[ServerConfig]:
@@ -165,13 +166,14 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         pinned=PinnedBaseline.objects.of_series(experiment.host_id, experiment.profile.series_key).first(),
     )
     report.models = _explanations(experiment, candidates, throughput.get(baseline.name, []), accept)
-    if with_figures and rows:
+    if with_figures and report.has_results:
         colors = charts.config_colors(baseline.name, [c.name for c in candidates])
         report.figures = {
             "throughput": charts.throughput_figure(throughput, baseline=baseline.name, colors=colors),
-            "speedup": charts.speedup_figure(rows, break_even=break_even, colors=colors),
             "latency": charts.latency_figure(report.latency, baseline=baseline.name, colors=colors),
         }
+        if rows:
+            report.figures["speedup"] = charts.speedup_figure(rows, break_even=break_even, colors=colors)
         if accept:
             report.figures["accept_length"] = charts.accept_length_figure(accept, colors=colors)
     return report
@@ -309,6 +311,7 @@ def comparison_rows_json(report: ExperimentReport) -> list[dict[str, Any]]:
             "baseline_n": row.baseline_n,
             "candidate_n": row.candidate_n,
             "runs_needed": row.runs_needed,
+            "launches_needed": analysis.launches_to_settle(row, report.experiment.profile.passes),
         }
         for row in report.rows
     ]

@@ -1,10 +1,11 @@
 from django.urls import path
 
-from .views import experiments, flags, hosts, runs, team, tokens
+from .views import configs, experiments, flags, hosts, runs, team, tokens
 
 urlpatterns = [
     path("", experiments.experiment_list, name="experiment_list"),
     path("experiments/new/", experiments.experiment_new, name="experiment_new"),
+    path("experiments/new/sweep-preview/", experiments.preview_sweep, name="preview_sweep"),
     path("experiments/<int:experiment_id>/", experiments.experiment_detail, name="experiment_detail"),
     path(
         "experiments/<int:experiment_id>/export.csv",
@@ -17,9 +18,15 @@ urlpatterns = [
         name="experiment_export_json",
     ),
     path("experiments/<int:experiment_id>/rerun/", experiments.rerun_experiment, name="rerun_experiment"),
+    path("experiments/<int:experiment_id>/schedule/", experiments.schedule_experiment, name="schedule_experiment"),
     path("runs/<int:run_id>/", runs.run_detail, name="run_detail"),
     path("runs/<int:run_id>/log.txt", runs.run_log_download, name="run_log_download"),
     path("runs/<int:run_id>/cancel/", runs.cancel_run, name="cancel_run"),
+    path("runs/<int:run_id>/remedy/", runs.rerun_with_remedy, name="rerun_with_remedy"),
+    path("configs/", configs.config_list, name="config_list"),
+    path("configs/search.json", configs.config_search, name="config_search"),
+    path("configs/<int:config_id>/", configs.config_detail, name="config_detail"),
+    path("profiles/search.json", configs.profile_search, name="profile_search"),
     path("hosts/", hosts.host_list, name="host_list"),
     path("hosts/new/", hosts.host_new, name="host_new"),
     path("hosts/<int:host_id>/", hosts.host_detail, name="host_detail"),

@@ -56,9 +56,18 @@ class Request:
     verify_ct: int = 0
     accepted_drafts: int = 0
     finished: bool = False
+    aborted: bool = False
     first_token_at: float | None = None
     finished_at: float | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def abort(self) -> None:
+        """The client went away: stop generating for it, as SGLang aborts a disconnected request (so a server told
+        to drain on SIGTERM is not held up by requests nobody will read)."""
+        if not self.finished:
+            self.finished, self.aborted = True, True
+            self.finished_at = time.monotonic()
+            self.changed.set()
 
     def emit(self, count: int, vocab: int) -> None:
         start = len(self.output_ids)
@@ -236,6 +245,9 @@ class Engine:
         budget = int(self.args.max_prefill_tokens)
         while self.waiting and len(self.running) + len(batch) < self.max_running:
             req = self.waiting[0]
+            if req.finished:  # aborted while it waited
+                self.waiting.popleft()
+                continue
             req.cached_tokens = self._cached_prefix(req.input_ids)
             new = len(req.input_ids) - req.cached_tokens
             if batch and new > budget:
@@ -268,7 +280,7 @@ class Engine:
                 self.running.append(req)
 
     def _count_finished(self, req: Request) -> None:
-        if req.finished and req.kind == "generate":
+        if req.finished and not req.aborted and req.kind == "generate":
             self.stats.finished_requests += 1
 
     async def _decode(self) -> None:
@@ -277,6 +289,8 @@ class Engine:
         await self._advance(speed.iteration_ms(self.params, self.cfg, bs), factor)
         step_accepted = 0
         for req in self.running:
+            if req.finished:  # aborted since the last step
+                continue
             left = req.max_new_tokens - len(req.output_ids)
             if self.cfg.algorithm:
                 k = speed.draw_accepted(self.rng, req.p, self.cfg.max_accepted_drafts)

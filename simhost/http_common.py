@@ -86,11 +86,15 @@ async def start_request(state: ServerState, ids: list[int], max_new: int, warmup
     return req
 
 
-async def stream_updates(req: Request):  # type: ignore[no-untyped-def]
-    """Yield once per engine step that touched the request, until it finishes."""
+async def stream_updates(req: Request, request: web.Request):  # type: ignore[no-untyped-def]
+    """Yield once per engine step that touched the request, until it finishes; a request whose client has gone is
+    aborted (the engine stops generating for it)."""
     while True:
         await req.changed.wait()
         req.changed.clear()
+        if request.transport is None or request.transport.is_closing():
+            req.abort()
+            return
         yield
         if req.finished:
             return

@@ -79,7 +79,7 @@ async def openai(request: web.Request) -> web.StreamResponse:
         return u
 
     if not body.get("stream"):
-        async for _ in stream_updates(req):
+        async for _ in stream_updates(req, request):
             pass
         if chat:
             choice: dict[str, Any] = {
@@ -120,7 +120,7 @@ async def openai(request: web.Request) -> web.StreamResponse:
             ]
         )
     sent_steps, sent_chars = 0, 0
-    async for _ in stream_updates(req):
+    async for _ in stream_updates(req, request):
         pieces = []
         for step in req.step_ends[sent_steps:]:  # one delta per engine step, however many steps passed
             piece, sent_chars = req.text[sent_chars : step.text_chars], step.text_chars

@@ -281,12 +281,12 @@ async def generate(request: web.Request) -> web.StreamResponse:
         return {"text": req.text, "output_ids": list(req.output_ids), "meta_info": engine.meta_info(req)}
 
     if not body.get("stream"):
-        async for _ in stream_updates(req):
+        async for _ in stream_updates(req, request):
             pass
         return json_response(result())
     resp = await sse_response(request)
     events = _GenerateEvents(engine, req)
-    async for _ in stream_updates(req):
+    async for _ in stream_updates(req, request):
         chunk = events.pending() + (b"data: [DONE]\n\n" if req.finished else b"")
         if chunk:
             await resp.write(chunk)

@@ -45,6 +45,8 @@
       const wasFinished = finished.has(state.textContent.trim());
       state.textContent = message.state;
       state.className = `state state-${message.state}`;
+      // Out of the queue: its standing is history (the others' are refreshed by the reload when a run ends).
+      if (message.state !== "queued") row.querySelector(".queue-standing")?.remove();
       const progress = row.querySelector('[data-field="progress"]');
       if (message.state === "loading" && message.loading_progress !== null) {
         progress.textContent = `${message.loading_progress}%`;

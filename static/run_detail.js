@@ -542,14 +542,17 @@
     phase.className = `state state-${message.state}`;
     const current = message.phases && message.phases[message.phases.length - 1];
     $("fact-phase-since").textContent = current ? `since ${current.at.slice(11, 19)}` : "";
-    const bar = $("loading-progress");
-    if (message.state === "loading" && message.loading_progress !== null) {
-      bar.hidden = false;
-      bar.querySelector(".bar").style.width = `${message.loading_progress}%`;
-      bar.querySelector("span").textContent = `${message.loading_progress}% of weight shards loaded`;
-    } else {
-      bar.hidden = true;
+    const server = message.server_facts || { shown: {} };
+    const bars = $("loading-progress");
+    bars.hidden = !(message.state === "loading" && message.loading_progress !== null);
+    setBar("target", message.loading_progress);
+    setBar("draft", server.draft_progress);
+    for (const cell of document.querySelectorAll("#server-facts [data-server]")) {
+      cell.textContent = server.shown[cell.dataset.server] || "—";
     }
+    const retraction = $("last-retraction");
+    retraction.textContent = server.last_retraction || "";
+    retraction.hidden = !server.last_retraction;
     const timeline = $("timeline");
     timeline.innerHTML = "";
     for (const entry of message.phases || []) {
@@ -570,7 +573,60 @@
       excerpt.textContent = message.failure.excerpt;
       excerpt.hidden = !message.failure.excerpt;
       setFailureLine(message.failure.first_line);
+      if (!box.hasAttribute("data-remedies-loaded")) loadRemedies(box);
     }
+  }
+
+  // The target's bar, then the draft's (null: not loading one yet).
+  function setBar(which, percent) {
+    const bar = document.querySelector(`#loading-progress [data-bar=${which}]`);
+    bar.hidden = percent === null || percent === undefined;
+    if (bar.hidden) return;
+    bar.querySelector(".bar").style.width = `${percent}%`;
+    bar.querySelector("span").textContent = `${which}: ${percent}% of weight shards loaded`;
+  }
+
+  // A failure that arrives live: its remedies come from the API (the page renders them on a reload).
+  function loadRemedies(box) {
+    box.setAttribute("data-remedies-loaded", "");
+    fetch(box.dataset.api, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then((response) => (response.ok ? response.json() : null))
+      .then((run) => { if (run && run.failure) showRemedies(run.failure.remedies || []); })
+      .catch(() => box.removeAttribute("data-remedies-loaded"));
+  }
+
+  function showRemedies(remedies) {
+    const form = $("remedy-form");
+    $("remedy-list").replaceChildren(...remedies.map((remedy) => {
+      const item = document.createElement("li");
+      item.dataset.remedy = remedy.id;
+      const title = document.createElement("strong");
+      title.textContent = remedy.title;
+      const explanation = document.createElement("p");
+      explanation.textContent = remedy.explanation;
+      item.append(title, explanation);
+      if (remedy.change) {
+        const change = document.createElement("p");
+        change.className = "meta";
+        const code = document.createElement("code");
+        code.textContent = remedy.change.text;
+        change.append("Change: ", code);
+        item.append(change);
+        if (form) {
+          const post = form.content.firstElementChild.cloneNode(true);
+          post.querySelector("input[name=remedy]").value = remedy.id;
+          item.append(post);
+        }
+      }
+      if (remedy.link) {
+        const link = document.createElement("a");
+        link.href = remedy.link;
+        link.textContent = remedy.admin ? "the host" : "copy the experiment";
+        item.append(" ", link);
+      }
+      return item;
+    }));
+    $("remedies").hidden = remedies.length === 0;
   }
 
   window.specdashSocket(logBox.dataset.ws, {

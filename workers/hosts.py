@@ -148,6 +148,28 @@ def test_connection(host: Host) -> ProbeResult:
     return result
 
 
+def read_gpus(host_list: list[Host]) -> dict[int, list[dict[str, Any]] | str]:
+    """Each host's GPUs and memory in use now (a list), or why they could not be read (a message); all at once,
+    so one unreachable host costs the connect timeout once, not once per host."""
+    return asyncio.run(_read_gpus_of(host_list))
+
+
+async def _read_gpus_of(host_list: list[Host]) -> dict[int, list[dict[str, Any]] | str]:
+    async def read(host: Host) -> list[dict[str, Any]] | str:
+        try:
+            conn = await HostConnection.open(host_access(host), timeout=settings.SPECDASH_CONNECT_TIMEOUT)
+        except SSHError as exc:
+            return str(exc)
+        try:
+            result = await conn.run(gpus.GPU_INVENTORY_QUERY)
+            return gpus.parse_gpu_inventory(result.stdout) if result.ok else f"nvidia-smi: {result.stderr_tail()}"
+        finally:
+            await conn.close()
+
+    readings = await asyncio.gather(*(read(host) for host in host_list))
+    return {host.pk: reading for host, reading in zip(host_list, readings, strict=True)}
+
+
 def list_models(host: Host) -> list[dict[str, Any]]:
     """Model directories under the host's models root: those holding a config.json, with what it says."""
     if not host.models_root:

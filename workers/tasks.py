@@ -11,10 +11,12 @@ from datetime import timedelta
 from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections
+from django.utils import timezone
 
-from experiments.actions.hosts import do_store_model_inventory
+from experiments.actions.experiments import do_launch_scheduled_experiment
+from experiments.actions.hosts import do_store_gpu_reading, do_store_model_inventory
 from experiments.actions.runs import do_abandon_run, do_claim_next_run, do_take_over_run
-from experiments.models import Host, Run
+from experiments.models import Experiment, Host, Run
 
 from . import hosts
 from .run.lifecycle import drive_run
@@ -90,6 +92,35 @@ def wake_idle_hosts() -> list[int]:
     for host_id in waiting:
         drive_host.delay(host_id)
     return waiting
+
+
+@shared_task(name="workers.tasks.launch_scheduled_experiments", time_limit=SWEEP_TIME_LIMIT)
+def launch_scheduled_experiments() -> list[int]:
+    """Periodic (beat): queue the next round of every scheduled experiment that is due."""
+    close_old_connections()
+    now = timezone.now()
+    launched = []
+    for experiment in Experiment.objects.scheduled_due(now).select_related("profile"):
+        if do_launch_scheduled_experiment(experiment, now=now):
+            launched.append(experiment.pk)
+    return launched
+
+
+@shared_task(name="workers.tasks.read_host_gpus", time_limit=PROBE_TIME_LIMIT)
+def read_host_gpus() -> list[int]:
+    """Periodic (beat): read every reachable host's GPU memory for the Hosts page. Hosts whose key is not pinned
+    yet are left alone (only an admin's connection test may pin it); one that cannot be read keeps its last
+    reading, whose age the page shows."""
+    close_old_connections()
+    pinned = list(Host.objects.exclude(host_key="").select_related("ssh_key"))
+    read = []
+    for host_id, reading in hosts.read_gpus(pinned).items():
+        if isinstance(reading, str):
+            log.info("host %s: GPUs not read: %s", host_id, reading)
+            continue
+        do_store_gpu_reading(host_id, reading)
+        read.append(host_id)
+    return read
 
 
 @shared_task(name="workers.tasks.test_host", ignore_result=False, time_limit=PROBE_TIME_LIMIT)

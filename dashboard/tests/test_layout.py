@@ -21,6 +21,9 @@ PURE = (
     "experiments.launch_policy",
     "experiments.log_metrics",
     "experiments.model_checks",
+    "experiments.sweeps",
+    "experiments.remedies",
+    "experiments.run_facts",
     "workers.sglang",
     "workers.gpus",
 )

@@ -36,6 +36,9 @@ class Actor:
         return cls(user, None, None, "command")
 
 
+SCHEDULER = Actor(None, None, None, "schedule")  # the beat, launching an experiment's scheduled runs
+
+
 def record_event(actor: Actor, action: str, target: models.Model, **detail: Any) -> AuditEvent:
     user = actor.user if actor.user is not None and actor.user.is_authenticated else None
     return AuditEvent.objects.create(

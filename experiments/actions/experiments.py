@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
 
 from ..analysis.schedule import interleaved_schedule
 from ..models import AuditEvent, BenchmarkProfile, Candidate, Experiment, Host, Run, ServerConfig
-from .audit import Actor, record_event
+from .audit import SCHEDULER, Actor, record_event
 from .hosts import enqueue_drive_host
 
 
@@ -22,6 +23,7 @@ def do_create_experiment(
     baseline: ServerConfig,
     candidates: Sequence[ServerConfig],
     profile: BenchmarkProfile,
+    run_candidates_without_baseline: bool = False,
 ) -> Experiment:
     """Save the (validated, unsaved or saved) configs and profile, the experiment and its queued runs."""
     for config in (baseline, *candidates):
@@ -32,7 +34,12 @@ def do_create_experiment(
         profile.created_by = actor.user
         profile.save()
     experiment = Experiment.objects.create(
-        name=name, host=host, baseline=baseline, profile=profile, created_by=actor.user
+        name=name,
+        host=host,
+        baseline=baseline,
+        profile=profile,
+        created_by=actor.user,
+        run_candidates_without_baseline=run_candidates_without_baseline,
     )
     Candidate.objects.bulk_create(
         Candidate(experiment=experiment, config=config, position=i) for i, config in enumerate(candidates)
@@ -51,6 +58,32 @@ def do_rerun_experiment(experiment: Experiment, *, actor: Actor, launches: int =
     runs = _queue_runs(experiment, configs, launches, first_sequence=next_sequence, first_launch=next_launch)
     record_event(actor, AuditEvent.Action.RERUN, experiment, launches=launches, runs=len(runs))
     return runs
+
+
+@transaction.atomic
+def do_set_schedule(experiment: Experiment, *, actor: Actor, every: str, hour: int) -> None:
+    """Launch the experiment again every night or week at `hour` UTC (`every` "": no more), so that a baseline
+    that moves is caught by the history checks the next morning."""
+    experiment.schedule, experiment.schedule_hour, experiment.next_scheduled_at = every, hour, None
+    experiment.next_scheduled_at = experiment.next_schedule_time(timezone.now())
+    experiment.save(update_fields=["schedule", "schedule_hour", "next_scheduled_at"])
+    record_event(actor, AuditEvent.Action.SCHEDULE, experiment, every=every or "never", hour_utc=hour)
+
+
+@transaction.atomic
+def do_launch_scheduled_experiment(experiment: Experiment, *, now: datetime) -> list[Run]:
+    """The beat's turn of a due experiment: queue one more round of launches, unless the last one is still
+    queued or running (a host that falls behind gets no pile of rounds). The conditional update on the due time
+    makes a second beat (two deployments, a restart) a no-op."""
+    due = experiment.next_scheduled_at
+    following = experiment.next_schedule_time(now)
+    moved = Experiment.objects.filter(pk=experiment.pk, next_scheduled_at=due).exclude(schedule="")
+    if due is None or due > now or moved.update(next_scheduled_at=following) != 1:
+        return []
+    experiment.next_scheduled_at = following
+    if experiment.run_set.exclude(state__in=Run.TERMINAL_STATES).exists():
+        return []
+    return do_rerun_experiment(experiment, actor=SCHEDULER, launches=experiment.profile.launches)
 
 
 def _queue_runs(

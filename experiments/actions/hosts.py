@@ -3,11 +3,13 @@ run at a time, and whether a teardown left it dirty."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import current_app
 from django.db import transaction
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerUnreachable
 
 from .. import worker_calls
 from ..models import AuditEvent, Host, Run, SshKey
@@ -18,10 +20,21 @@ DRIVE_HOST_TASK = "workers.tasks.drive_host"
 # What a host edit records: everything but the worker-written facts (key pin, inventory, lock, health).
 AUDITED_HOST_FIELDS = (*Host.ADMIN_FIELDS, "ssh_key_id", "extra_env_prefixes")
 
+log = logging.getLogger(__name__)
+
 
 def enqueue_drive_host(host_id: int) -> None:
     """Once the transaction commits, ask a worker to run the host's next queued run (if the host is free)."""
-    transaction.on_commit(lambda: current_app.send_task(DRIVE_HOST_TASK, args=[host_id]))
+    transaction.on_commit(lambda: _send_drive_host(host_id))
+
+
+def _send_drive_host(host_id: int) -> None:
+    try:
+        current_app.send_task(DRIVE_HOST_TASK, args=[host_id])
+    except BrokerUnreachable as exc:
+        # Only a wake-up is lost, not the committed change (a finished run, a submission): the beat's
+        # wake_idle_hosts asks again within SPECDASH_WAKE_EVERY once Redis is back.
+        log.warning("host %s: wake-up not sent, the beat will send it: %r", host_id, exc)
 
 
 @transaction.atomic
@@ -66,6 +79,11 @@ def do_store_model_inventory(host: Host, models: list[dict[str, Any]]) -> None:
     host.model_inventory = {"models_root": host.models_root, "models": models}
     host.model_inventory_at = timezone.now()
     host.save(update_fields=["model_inventory", "model_inventory_at"])
+
+
+def do_store_gpu_reading(host_id: int, gpus: list[dict[str, Any]]) -> None:
+    """Keep what nvidia-smi says of a host's GPUs now (the beat's periodic reading, for the Hosts page)."""
+    Host.objects.filter(pk=host_id).update(gpu_inventory=gpus, gpus_read_at=timezone.now())
 
 
 @transaction.atomic

@@ -10,8 +10,11 @@ from django.db.models import F
 from django.utils import timezone
 
 from .. import broadcast
-from ..models import AuditEvent, Host, LogChunk, Measurement, Run
+from ..forms import ServerConfigForm, config_form_data, plain_errors
+from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Measurement, Run, ServerConfig
+from ..remedies import versioned_name
 from .audit import Actor, record_event
+from .experiments import _queue_runs
 from .hosts import do_release_host
 
 
@@ -23,6 +26,7 @@ def do_cancel_run(run: Run, actor: Actor) -> bool:
     ):
         run.refresh_from_db()
         _append_timeline(run, Run.State.CANCELLED)
+        _skip_round_without_baseline(run)
     else:
         updated = Run.objects.filter(pk=run.pk, cancel_requested=False).exclude(state__in=Run.TERMINAL_STATES)
         if updated.update(cancel_requested=True) != 1:
@@ -41,13 +45,7 @@ def _append_timeline(run: Run, state: str) -> None:
 @transaction.atomic
 def do_claim_next_run(host_id: int, worker: str) -> Run | None:
     """Take the host lock for its oldest queued run, or return None if the host is busy, dirty or idle."""
-    run = (
-        Run.objects.queued()
-        .on_host(host_id)
-        .filter(cancel_requested=False)
-        .order_by("experiment__created_at", "experiment_id", "sequence")
-        .first()
-    )
+    run = Run.objects.queued().on_host(host_id).filter(cancel_requested=False).in_claim_order().first()
     if run is None:
         return None
     locked = Host.objects.filter(pk=host_id, active_run__isnull=True, is_dirty=False).update(active_run=run)
@@ -89,6 +87,68 @@ def do_advance_run(run: Run, state: str, **facts: Any) -> None:
     run.timeline = [*run.timeline, {"state": state, "at": run.heartbeat_at.isoformat()}]
     run.save(update_fields=["state", "heartbeat_at", "finished_at", "timeline", *facts])
     transaction.on_commit(lambda: broadcast.send_run_state(run))
+    if state in (Run.State.FAILED, Run.State.CANCELLED):
+        _skip_round_without_baseline(run)
+
+
+def _skip_round_without_baseline(run: Run) -> None:
+    """Cancel the queued candidate runs of a round whose baseline run ended without a measurement: they would
+    occupy the host for a comparison that cannot be made (unless the experiment asks to run them anyway)."""
+    experiment = run.experiment
+    if run.config_id != experiment.baseline_id or experiment.run_candidates_without_baseline:
+        return
+    if run.measurement_set.exists():
+        return  # measured, then failed in teardown: the round still has its baseline
+    what = "failed" if run.state == Run.State.FAILED else "was cancelled"
+    reason = (
+        f"Skipped: the baseline run {run.pk} of launch {run.launch_index + 1} {what}, so there is nothing to "
+        f"compare this run with. Re-run the experiment once the baseline launches, or set "
+        f"“run candidates without a baseline” on the experiment."
+    )
+    round_runs = Run.objects.queued().filter(experiment=experiment, launch_index=run.launch_index)
+    for skipped in round_runs.exclude(config_id=experiment.baseline_id):
+        _cancel_queued_run(skipped, reason)
+
+
+def _cancel_queued_run(run: Run, reason: str) -> None:
+    now = timezone.now()
+    if Run.objects.filter(pk=run.pk, state=Run.State.QUEUED).update(
+        state=Run.State.CANCELLED, cancel_reason=reason, finished_at=now
+    ):
+        run.refresh_from_db()
+        _append_timeline(run, Run.State.CANCELLED)
+        transaction.on_commit(lambda: broadcast.send_run_state(run))
+
+
+@transaction.atomic
+def do_claim_config_check(run: Run) -> list[ServerConfig] | None:
+    """Take the experiment's one check of all its configs before its first launch (None: another run has it),
+    returning the configs other than `run`'s that still have queued runs."""
+    claimed = Experiment.objects.filter(pk=run.experiment_id, configs_checked_at__isnull=True).update(
+        configs_checked_at=timezone.now()
+    )
+    if claimed != 1:
+        return None
+    config_ids = (
+        Run.objects.queued().filter(experiment_id=run.experiment_id).exclude(config_id=run.config_id)
+    ).values_list("config_id", flat=True)
+    return list(ServerConfig.objects.filter(pk__in=config_ids).order_by("pk"))
+
+
+@transaction.atomic
+def do_fail_config_in_preflight(experiment_id: int, config_id: int, problem: str) -> int:
+    """Fail the queued runs of a config that the experiment's first preflight found could not launch."""
+    runs = Run.objects.queued().filter(experiment_id=experiment_id, config_id=config_id)
+    failed = 0
+    for run in runs.select_related("config"):
+        if not Run.objects.filter(pk=run.pk, state=Run.State.QUEUED).update(state=Run.State.PREFLIGHT):
+            continue  # claimed meanwhile: its own preflight will say the same
+        run.refresh_from_db()
+        _append_timeline(run, Run.State.PREFLIGHT)
+        do_record_failure(run, Run.FailureKind.PREFLIGHT, f"Checked before the experiment's first launch: {problem}")
+        do_advance_run(run, Run.State.FAILED)
+        failed += 1
+    return failed
 
 
 @transaction.atomic
@@ -190,3 +250,99 @@ def do_record_measurement(run: Run, pass_index: int, concurrency: int, result: d
         ),
     )
     return measurement
+
+
+# ---- re-running a failed run with a remedy -------------------------------------------------------------------
+
+CONFIG_NAME_MAX = ServerConfig._meta.get_field("name").max_length or 128
+
+
+class RemedyRefused(Exception):
+    """The remedy cannot be applied: the run has none by that id, it is advice, or the changed config is refused."""
+
+    def __init__(self, message: str, errors: dict[str, list[str]] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or {}
+
+
+@transaction.atomic
+def do_rerun_with_remedy(run: Run, remedy_id: str, actor: Actor) -> tuple[ServerConfig, list[Run]]:
+    """Re-run a failed run's config with one of its remedies: a new version of the config with the change, linked to
+    the failure, in the old one's place in the experiment (beside it if the old one has results; the old one's queued
+    launches are cancelled once it is replaced), queued interleaved with what it is compared with (the baseline; for
+    a new baseline, every candidate) as many launches as the profile asks."""
+    # One remedy at a time per experiment: the same one clicked twice makes one version.
+    experiment = Experiment.objects.select_for_update().select_related("host", "profile").get(pk=run.experiment_id)
+    run = Run.objects.select_related("config", "host", "experiment__profile").get(pk=run.pk)
+    remedy = next((r for r in run.remedies() if r.id == remedy_id), None)
+    if remedy is None:
+        raise RemedyRefused(f"Run {run.pk} has no remedy “{remedy_id[:64]}”.")
+    if remedy.change is None:
+        raise RemedyRefused(f"“{remedy.title}” is advice, not a change of the config: nothing to re-run.")
+    old = run.config
+    compared = [experiment.baseline, *experiment.ordered_candidates()]
+    if old not in compared:
+        raise RemedyRefused(f"{old.name} is no longer compared in this experiment (a newer version took its place).")
+    name = versioned_name(old.name, remedy.label, CONFIG_NAME_MAX)
+    # The same rules as a config made by hand: the launch policy (on this host), the form's checks.
+    form = ServerConfigForm(config_form_data({**remedy.change.apply(old.launch_spec()), "name": name}))
+    form.extra_env_prefixes = tuple(experiment.host.extra_env_prefixes or ())
+    if not form.is_valid():
+        raise RemedyRefused(f"The config with “{remedy.title}” is refused.", plain_errors(form))
+    config = form.save_unsaved()
+    same = next((c for c in compared if c.content_hash == config.compute_hash()), None)
+    if same is not None:
+        raise RemedyRefused(f"{same.name} already runs this config in the experiment.")
+    config.name = _free_name(config.name, {c.name for c in compared})
+    config.created_by = actor.user if actor.user is not None and actor.user.is_authenticated else None
+    config.derived_from, config.remedy_for_run = old, run
+    config.save()
+    queued_with = _place_version(experiment, old, config)
+    if old.pk not in {experiment.baseline_id, *experiment.candidate_set.values_list("config_id", flat=True)}:
+        # Replaced: its launches still queued would only repeat the failure the new version answers.
+        for queued in experiment.run_set.queued().filter(config=old):
+            do_cancel_run(queued, actor)
+    last_sequence, last_launch = experiment.run_set.order_by("-sequence").values_list("sequence", "launch_index")[0]
+    runs = _queue_runs(
+        experiment,
+        queued_with,
+        experiment.profile.launches,
+        first_sequence=last_sequence + 1,
+        first_launch=last_launch + 1,
+    )
+    record_event(
+        actor,
+        AuditEvent.Action.REMEDY,
+        run,
+        remedy=remedy.id,
+        change=remedy.change.describe(),
+        config=config.pk,
+        config_name=config.name,
+        runs=[r.pk for r in runs],
+    )
+    return config, runs
+
+
+def _place_version(experiment: Experiment, old: ServerConfig, new: ServerConfig) -> list[ServerConfig]:
+    """Put the new version where the old one is compared; the configs to queue: it and its baseline, or for a new
+    baseline, it and every candidate (a comparison needs both sides measured in the same stretch of time)."""
+    if experiment.baseline_id == old.pk:
+        experiment.baseline = new
+        experiment.save(update_fields=["baseline"])
+        return [new, *experiment.ordered_candidates()]
+    if experiment.run_set.filter(config=old, state=Run.State.SUCCEEDED).exists():
+        # It has results: they stay in the comparison, beside the new version's.
+        last = experiment.candidate_set.order_by("-position").values_list("position", flat=True)[0]
+        Candidate.objects.create(experiment=experiment, config=new, position=last + 1)
+    else:
+        experiment.candidate_set.filter(config=old).update(config=new)
+    return [experiment.baseline, new]
+
+
+def _free_name(name: str, taken: set[str]) -> str:
+    """`name`, or `name (2)`, `(3)`, ...: configs are told apart by name in an experiment's comparison."""
+    candidate, n = name, 2
+    while candidate in taken:
+        suffix = f" ({n})"
+        candidate, n = name[: CONFIG_NAME_MAX - len(suffix)] + suffix, n + 1
+    return candidate

@@ -21,6 +21,7 @@ from .comparison import (
     Sample,
     break_even_concurrency,
     compare,
+    launches_to_settle,
     sample_variance,
 )
 from .history import (
@@ -60,6 +61,7 @@ __all__ = [
     "change_points",
     "check_latest",
     "compare",
+    "launches_to_settle",
     "mean_interval",
     "sample_variance",
     "t_quantile",

@@ -209,6 +209,15 @@ def _runs_needed(base: _LogSummary, cand: _LogSummary, speedup: float, min_effec
     return min(MAX_RUNS_NEEDED, max(low, min(base.n, cand.n) + 1))
 
 
+def launches_to_settle(row: ComparisonRow, passes_per_launch: int) -> int | None:
+    """More launches of every config (each giving `passes_per_launch` samples per side) that would bring the
+    smaller side of an inconclusive row to `runs_needed`; None where no amount would."""
+    if row.runs_needed is None:
+        return None
+    missing = row.runs_needed - min(row.baseline_n, row.candidate_n)
+    return max(1, math.ceil(missing / max(1, passes_per_launch)))
+
+
 def break_even_concurrency(rows: Sequence[ComparisonRow], candidate: str) -> int | None:
     """The lowest concurrency at which `candidate`'s speedup point estimate drops below 1.0.
 

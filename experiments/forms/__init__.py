@@ -5,7 +5,7 @@ One module per concern; everything is importable from `experiments.forms`.
 
 from .configs import BenchmarkProfileForm, ServerConfigForm
 from .hosts import HostForm, SshKeyForm
-from .review import FlagTriageForm, RerunForm
+from .review import FlagTriageForm, RerunForm, ScheduleForm
 from .submission import (
     ExperimentForm,
     ExperimentSubmission,
@@ -36,6 +36,7 @@ __all__ = [
     "FlagTriageForm",
     "HostForm",
     "RerunForm",
+    "ScheduleForm",
     "ServerConfigForm",
     "SshKeyForm",
     "apply_profile_defaults",

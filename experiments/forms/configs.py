@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any
 
@@ -11,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from .. import launch_policy, log_metrics
+from ..explanations import MODEL_METRICS
 from ..models import BenchmarkProfile, ServerConfig
 from .values import (
     CONTROL_CHARS,
@@ -33,6 +35,24 @@ MAX_EXPECT_TEXT = 1000
 # What the boxes look like filled in, shown while they are empty.
 EXPECT_EXAMPLE = '{"env_propagated": ["NCCL_PROTO"]}'
 LOG_METRICS_EXAMPLE = '{"verify_ms": "Target verify: (?P<verify_ms>[\\\\d.]+) ms"}'
+
+
+# What "Profile EAGLE-3" adds to a config: the environment variable that makes the server print its draft and verify
+# times, and the log metrics that read them (the explanatory model's, `explanations.MODEL_METRICS`).
+EAGLE3_PROFILE_ENV = {"EAGLE3_PROFILE": "1"}
+
+
+def split_eagle3_profile(env: dict[str, str], metrics: dict[str, str]) -> tuple[bool, dict[str, str], dict[str, str]]:
+    """Whether a stored config has everything "Profile EAGLE-3" sets, and its env and log metrics without that (what
+    the boxes show beside the ticked checkbox, so nothing is there twice)."""
+    env, metrics = dict(env or {}), dict(metrics or {})
+    profiled = all(env.get(k) == v for k, v in EAGLE3_PROFILE_ENV.items()) and all(
+        metrics.get(k) == v for k, v in MODEL_METRICS.items()
+    )
+    if profiled:
+        env = {k: v for k, v in env.items() if k not in EAGLE3_PROFILE_ENV}
+        metrics = {k: v for k, v in metrics.items() if k not in MODEL_METRICS}
+    return profiled, env, metrics
 
 
 class OptionalJSONField(forms.JSONField):
@@ -63,6 +83,16 @@ class ServerConfigForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": LOG_METRICS_EXAMPLE}),
         help_text="JSON: metric name -> regex with a group of that name",
     )
+    profile_eagle3 = forms.BooleanField(
+        required=False,
+        label="Profile EAGLE-3 (draft/verify timings for the break-even model)",
+        help_text=f"sets {', '.join(f'{k}={v}' for k, v in EAGLE3_PROFILE_ENV.items())} and the log metrics "
+        f"{' and '.join(MODEL_METRICS)}",
+    )
+
+    # The stored config this block was loaded from ("Load a saved config…", "Duplicate & edit"). A stale or forged
+    # id is ignored rather than refused: it only decides the new row's history link, never what is launched.
+    source_config = forms.CharField(required=False, widget=forms.HiddenInput)
 
     # Environment prefixes the host allows beyond the built-in ones (`Host.extra_env_prefixes`); the submission
     # sets them once it knows the host, before the form is validated.
@@ -90,8 +120,11 @@ class ServerConfigForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.instance.pk:
-            self.fields["env_text"].initial = format_env(self.instance.env)
+            profiled, env, metrics = split_eagle3_profile(self.instance.env, self.instance.log_metrics)
+            self.fields["env_text"].initial = format_env(env)
             self.fields["extra_args_text"].initial = shlex.join(self.instance.extra_args)
+            self.fields["log_metrics"].initial = metrics
+            self.fields["profile_eagle3"].initial = profiled
 
     def _clean_text(self, field: str, label: str) -> str:
         value = self.cleaned_data[field].strip()
@@ -99,6 +132,13 @@ class ServerConfigForm(forms.ModelForm):
         if refusal:
             raise ValidationError(f"{refusal}.")
         return value
+
+    def clean_source_config(self) -> ServerConfig | None:
+        value = str(self.cleaned_data.get("source_config") or "").strip()
+        # ASCII digits within the id column's range (str.isdigit also takes "²", and a huge number fails the query).
+        if not re.fullmatch(r"[0-9]{1,18}", value):
+            return None
+        return ServerConfig.objects.filter(pk=int(value)).first()
 
     def clean_name(self) -> str:
         value = self.cleaned_data["name"].strip()
@@ -178,10 +218,12 @@ class ServerConfigForm(forms.ModelForm):
         spec_fields = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
         values = {f: data.get(f) for f in spec_fields}
         if not algorithm:
-            for field in (*spec_fields, "speculative_draft_model_path"):
+            for field in (*spec_fields, "speculative_draft_model_path", "profile_eagle3"):
                 if data.get(field):
                     self.add_error(field, "Only a speculative config (algorithm set) takes this.")
             return data
+        if data.get("profile_eagle3"):
+            self._add_eagle3_profile(data)
         if algorithm in {"EAGLE", "EAGLE3"} and not data.get("speculative_draft_model_path"):
             self.add_error("speculative_draft_model_path", f"{algorithm} needs a draft model path.")
         given = [f for f, v in values.items() if v is not None]
@@ -203,13 +245,39 @@ class ServerConfigForm(forms.ModelForm):
             )
         return data
 
+    def _add_eagle3_profile(self, data: dict[str, Any]) -> None:
+        """Put what "Profile EAGLE-3" sets into the cleaned env and log metrics; refuse a different value typed
+        into the boxes for the same name (which one would hold is anybody's guess)."""
+        env, metrics = data.get("env_text"), data.get("log_metrics")
+        if not isinstance(env, dict) or not isinstance(metrics, dict):
+            return  # their own errors are shown
+        box = "“Profile EAGLE-3”"
+        clashes = [k for k, v in EAGLE3_PROFILE_ENV.items() if env.get(k, v) != v]
+        if clashes:
+            self.add_error("env_text", f"{', '.join(clashes)} is set by {box}: leave it out or untick the box.")
+        clashes = [k for k, v in MODEL_METRICS.items() if metrics.get(k, v) != v]
+        if clashes:
+            self.add_error("log_metrics", f"{', '.join(clashes)} is set by {box}: leave it out or untick the box.")
+        if "env_text" in data and "log_metrics" in data:
+            data["env_text"] = {**env, **EAGLE3_PROFILE_ENV}
+            data["log_metrics"] = {**metrics, **MODEL_METRICS}
+
     def save_unsaved(self) -> ServerConfig:
-        """The validated config as an unsaved instance (the action saves it with everything else)."""
+        """The validated config as an unsaved instance (the action saves it with everything else); or, for a block
+        loaded from a stored config and submitted with the same name and launch, that stored row: stored configs are
+        immutable, so a second row would only split the history. Changed, the new version links to its source."""
         config = self.save(commit=False)
         config.env = self.cleaned_data["env_text"]
         config.extra_args = self.cleaned_data["extra_args_text"]
         config.expect = self.cleaned_data["expect"]
         config.log_metrics = self.cleaned_data["log_metrics"]
+        source = self.cleaned_data.get("source_config")
+        if source is None:
+            return config
+        same = list(ServerConfig.objects.with_hash(config.compute_hash()).filter(name=config.name)[:20])
+        if same:
+            return next((c for c in same if c.pk == source.pk), same[0])
+        config.derived_from = source
         return config
 
 

@@ -1,11 +1,11 @@
-"""Team review: triage of a regression flag, and re-running an experiment to confirm it."""
+"""Team review: triage of a regression flag, re-running an experiment to confirm it, and scheduling it."""
 
 from __future__ import annotations
 
 from django import forms
 from django.contrib.auth import get_user_model
 
-from ..models import Flag
+from ..models import Experiment, Flag
 
 
 class FlagTriageForm(forms.Form):
@@ -18,3 +18,8 @@ class FlagTriageForm(forms.Form):
 
 class RerunForm(forms.Form):
     launches = forms.IntegerField(min_value=1, max_value=20, initial=2, help_text="more launches of every config")
+
+
+class ScheduleForm(forms.Form):
+    every = forms.ChoiceField(choices=Experiment.Schedule.choices, required=False)
+    hour_utc = forms.IntegerField(min_value=0, max_value=23, initial=2, label="at (UTC hour)")

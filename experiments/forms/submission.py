@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.db import models
@@ -14,10 +14,18 @@ from ..models import BenchmarkProfile, Host
 from .configs import PROFILE_DEFAULTS, BenchmarkProfileForm, ServerConfigForm
 from .values import no_control_chars
 
+if TYPE_CHECKING:
+    from .sweeps import SweepForm
+
 
 class ExperimentForm(forms.Form):
     name = forms.CharField(max_length=200)
     host = forms.ModelChoiceField(queryset=Host.objects.all(), to_field_name="name", empty_label=None)
+    run_candidates_without_baseline = forms.BooleanField(
+        required=False,
+        label="Run candidates without a baseline",
+        help_text="Off: when a launch's baseline fails or is cancelled, that launch's candidates are skipped.",
+    )
 
     def clean_name(self) -> str:
         value = self.cleaned_data["name"].strip()
@@ -86,6 +94,7 @@ class ExperimentSubmission:
         profile: dict[str, Any],
         *,
         candidate_prefixes: list[str] | None = None,
+        sweep: SweepForm | None = None,
     ) -> None:
         # The browser posts every form of the page in one flat dict, told apart by prefixes; the API passes
         # one plain dict per form.
@@ -97,6 +106,9 @@ class ExperimentSubmission:
             for i, data in enumerate(candidates)
         ]
         self.profile_form = BenchmarkProfileForm(profile, prefix="profile" if prefixed else None)
+        # A sweep's candidates join the given ones (its errors under "sweep.", its candidates' under
+        # "sweep.candidates.<j>.").
+        self.sweep_form = sweep
         self.errors: dict[str, list[str]] = {}
         # What the user should know but may submit anyway (the API answers them in its 201).
         self.warnings: list[str] = []
@@ -108,7 +120,13 @@ class ExperimentSubmission:
             ("profile.", self.profile_form),
         ]
         named += [(f"candidates.{i}.", form) for i, form in enumerate(self.candidate_forms)]
+        if self.sweep_form is not None:
+            named += self.sweep_form.named_forms()
         return named
+
+    def _all_candidate_forms(self) -> list[ServerConfigForm]:
+        swept = self.sweep_form.candidate_forms if self.sweep_form is not None else []
+        return [*self.candidate_forms, *swept]
 
     def is_valid(self) -> bool:
         self.errors = {}
@@ -116,12 +134,15 @@ class ExperimentSubmission:
         host = self.experiment_form.cleaned_data.get("host") if self.experiment_form.is_valid() else None
         for config_form in (self.baseline_form, *self.candidate_forms):
             config_form.extra_env_prefixes = tuple(host.extra_env_prefixes or ()) if host else ()
+        if self.sweep_form is not None:
+            self.sweep_form.extra_env_prefixes = tuple(host.extra_env_prefixes or ()) if host else ()
+            self.sweep_form.max_candidates = max(self.MAX_CANDIDATES - len(self.candidate_forms), 0)
+            self.errors.update(self.sweep_form.own_errors())
         for path, form in self._named_forms():
             if not form.is_valid():
                 self.errors.update(plain_errors(form, path))
-        if not self.candidate_forms:
-            self.errors["candidates"] = ["Add at least one candidate config."]
-        elif len(self.candidate_forms) > self.MAX_CANDIDATES:
+        # No candidate is allowed: a baseline measured alone (on a schedule, say) feeds its history checks.
+        if len(self._all_candidate_forms()) > self.MAX_CANDIDATES:
             self.errors["candidates"] = [f"At most {self.MAX_CANDIDATES} candidates per experiment."]
         if not self.errors:
             self._check_names()
@@ -138,6 +159,7 @@ class ExperimentSubmission:
     def _check_names(self) -> None:
         config_forms = [("baseline.", self.baseline_form)]
         config_forms += [(f"candidates.{i}.", form) for i, form in enumerate(self.candidate_forms)]
+        config_forms += self.sweep_form.named_forms() if self.sweep_form is not None else []
         seen: set[str] = set()
         for path, form in config_forms:
             name = form.cleaned_data["name"]
@@ -199,8 +221,9 @@ class ExperimentSubmission:
         return dict(
             name=data["name"],
             host=data["host"],
+            run_candidates_without_baseline=data["run_candidates_without_baseline"],
             baseline=self.baseline_form.save_unsaved(),
-            candidates=[form.save_unsaved() for form in self.candidate_forms],
+            candidates=[form.save_unsaved() for form in self._all_candidate_forms()],
             profile=self.profile_form.save_unsaved(name=f"{data['name']} profile"),
         )
 

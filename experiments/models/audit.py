@@ -23,7 +23,9 @@ class AuditEvent(models.Model):
     class Action(models.TextChoices):
         SUBMIT = "experiment.submit"
         RERUN = "experiment.rerun"
+        SCHEDULE = "experiment.schedule"
         CANCEL = "run.cancel"
+        REMEDY = "run.remedy"  # a failed run re-run with a remedy, as a new config version
         PIN = "baseline.pin"
         TRIAGE = "flag.triage"
         CONFIG_CREATE = "config.create"
@@ -45,7 +47,7 @@ class AuditEvent(models.Model):
     ip = models.GenericIPAddressField(null=True, blank=True)
     token = models.ForeignKey("ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     token_name = models.CharField(max_length=100, blank=True)
-    via = models.CharField(max_length=16, default="web", help_text="web, api or command")
+    via = models.CharField(max_length=16, default="web", help_text="web, api, command or schedule")
     action = models.CharField(max_length=32, choices=Action.choices)
     target_type = models.CharField(max_length=32)
     target_id = models.PositiveBigIntegerField(null=True)

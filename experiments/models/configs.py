@@ -63,6 +63,14 @@ class ServerConfig(models.Model):
     content_hash = models.CharField(max_length=64, db_index=True, editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)
+    # A new version made by a remedy (actions.runs.do_rerun_with_remedy): the config it changes and the failed run it
+    # answers, so that the failure and the version link to each other. Not launch fields: the hash ignores them.
+    derived_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="versions", editable=False
+    )
+    remedy_for_run = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="remedy_configs", editable=False
+    )
 
     objects = ServerConfigQuerySet.as_manager()
 
@@ -166,6 +174,17 @@ class BenchmarkProfile(models.Model):
     def compute_series_key(self) -> str:
         canonical = json.dumps({f: getattr(self, f) for f in self.SERIES_FIELDS}, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    @property
+    def summary(self) -> str:
+        """The whole profile on one line, every number beside what it counts (concurrency levels, prompts, tokens in
+        and out, seed, passes and launches): a bare "[1, 4] · 8" reads as 8 requests in flight."""
+        passes = f"{self.passes} pass{'' if self.passes == 1 else 'es'}"
+        launches = f"{self.launches} launch{'' if self.launches == 1 else 'es'}"
+        return (
+            f"concurrency [{', '.join(str(c) for c in self.concurrency)}] · {self.num_prompts} prompts · "
+            f"{self.input_len} in / {self.output_len} out · seed {self.seed} · {passes} × {launches}"
+        )
 
     @property
     def series_label(self) -> str:

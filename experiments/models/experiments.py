@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
@@ -16,7 +18,18 @@ if TYPE_CHECKING:
     from .runs import Run
 
 
+class ExperimentQuerySet(models.QuerySet["Experiment"]):
+    def scheduled_due(self, now: datetime) -> ExperimentQuerySet:
+        """Scheduled experiments whose next launch time has come."""
+        return self.exclude(schedule="").filter(next_scheduled_at__lte=now)
+
+
 class Experiment(models.Model):
+    class Schedule(models.TextChoices):
+        NONE = "", "not scheduled"
+        NIGHTLY = "nightly", "every night"
+        WEEKLY = "weekly", "every week"
+
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
@@ -28,8 +41,20 @@ class Experiment(models.Model):
     baseline = models.ForeignKey(ServerConfig, on_delete=models.PROTECT, related_name="+")
     candidates = models.ManyToManyField(ServerConfig, through="Candidate", related_name="+")
     profile = models.ForeignKey(BenchmarkProfile, on_delete=models.PROTECT)
+    # Off: when a round's baseline run fails or is cancelled, that round's candidate runs are skipped (there is
+    # nothing to compare them with). On: they run anyway (to see whether a candidate launches at all).
+    run_candidates_without_baseline = models.BooleanField(default=False)
+    # Set by the worker that checked every config of the experiment on the host before its first launch.
+    configs_checked_at = models.DateTimeField(null=True, blank=True)
+    schedule = models.CharField(max_length=16, choices=Schedule.choices, blank=True, default="")
+    schedule_hour = models.PositiveSmallIntegerField(
+        default=2, validators=[MaxValueValidator(23)], help_text="Hour of day (UTC) of a scheduled launch."
+    )
+    next_scheduled_at = models.DateTimeField(null=True, blank=True, db_index=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ExperimentQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -61,6 +86,21 @@ class Experiment(models.Model):
         if any(r.state == Run.State.FAILED for r in runs):
             return self.Status.FAILED
         return self.Status.FINISHED
+
+    def next_schedule_time(self, now: datetime) -> datetime | None:
+        """When the schedule launches next after `now`: the first `schedule_hour` (UTC) to come for a new
+        schedule, else one period after the last planned time. Times missed while no beat ran are not caught up
+        one by one: one launch, then back on the timetable."""
+        if not self.schedule:
+            return None
+        period = timedelta(days=7 if self.schedule == self.Schedule.WEEKLY else 1)
+        at = self.next_scheduled_at
+        if at is None:
+            at = now.astimezone(UTC).replace(hour=self.schedule_hour, minute=0, second=0, microsecond=0)
+            period = timedelta(days=1)  # the first launch: the next time that hour comes round
+        while at <= now:
+            at += period
+        return at
 
     @property
     def status(self) -> str:

@@ -82,7 +82,10 @@ class Host(models.Model):
         SshKey, null=True, blank=True, on_delete=models.PROTECT, related_name="hosts", help_text="Blank: the SSH agent."
     )
     host_key = models.TextField(blank=True, help_text="Pinned host public key (OpenSSH format).")
+    # The GPUs as nvidia-smi last listed them, memory in use included; the beat re-reads them every
+    # SPECDASH_GPU_READ_EVERY seconds so the Hosts page shows who holds a host before anyone queues on it.
     gpu_inventory = models.JSONField(default=list, blank=True)
+    gpus_read_at = models.DateTimeField(null=True, blank=True)
     # The host's models as a worker last listed them ({"models_root", "models"}); the submission checks paths and
     # model pairs against it. Empty until a first listing (the new-experiment page lists on every visit).
     model_inventory = models.JSONField(default=dict, blank=True)

@@ -10,6 +10,8 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
+from ..remedies import SERVER_ARG_NAMES, Evidence, Link, Remedy, remedies_for, server_args_in
+from ..run_facts import server_facts
 from .configs import ServerConfig
 from .experiments import Experiment
 from .hosts import Host
@@ -24,6 +26,10 @@ class RunQuerySet(models.QuerySet["Run"]):
 
     def on_host(self, host: Host | int) -> RunQuerySet:
         return self.filter(host=host)
+
+    def in_claim_order(self) -> RunQuerySet:
+        """The order workers take queued runs in: older experiments first, each in its interleaved schedule."""
+        return self.order_by("experiment__created_at", "experiment_id", "sequence")
 
     def cancel_requested(self) -> RunQuerySet:
         return self.filter(cancel_requested=True)
@@ -108,6 +114,8 @@ class Run(models.Model):
     # shows what the live stream showed.
     live_facts = models.JSONField(default=dict, blank=True)
     launch_command = models.TextField(blank=True)
+    # Why a run was cancelled without anyone asking (e.g. skipped: its round's baseline failed), shown beside it.
+    cancel_reason = models.TextField(blank=True)
     # What went wrong without failing the run: [{"kind", "message", "at"}], shown on the run page.
     warnings = models.JSONField(default=list, blank=True)
     benchmark_cell = models.PositiveIntegerField(default=0)
@@ -205,6 +213,52 @@ class Run(models.Model):
             "first_line": self.failure_first_line,
         }
 
+    def server_facts(self) -> dict[str, Any]:
+        """What the server told about itself (loading per model, CUDA graphs, KV pool, retractions), for the page."""
+        return server_facts(self.live_facts, self.loading_progress)
+
+    def failure_evidence(self) -> Evidence:
+        """What is known about this run's failure beyond its config: the failure itself, the server args (from the
+        server, or the log's `server_args=` line when it failed before it answered), the host and the profile."""
+        server_args = {k: v for k, v in self.effective_args.items() if k in SERVER_ARG_NAMES}
+        if not server_args:
+            line = LogChunk.objects.first_line_containing(self.pk, "server_args=", within=SERVER_ARGS_WITHIN)
+            server_args = server_args_in(line) if line else {}
+        profile = self.experiment.profile
+        return Evidence(
+            kind=self.failure_kind,
+            message=self.failure_message,
+            excerpt=self.failure_excerpt,
+            server_args=server_args,
+            server_facts=self.server_facts(),
+            pids=tuple(self.remote_pids or ()),
+            host_name=self.host.name,
+            host_dirty_reason=self.host.dirty_reason if self.host.is_dirty else None,
+            readiness_timeout_s=profile.readiness_timeout_s,
+            stall_timeout_s=profile.stall_timeout_s,
+            request_tokens=profile.input_len + profile.output_len,
+        )
+
+    def remedies(self) -> list[Remedy]:
+        """What a person would try after this run's failure (nothing unless it failed)."""
+        if self.state != self.State.FAILED or not self.failure_kind:
+            return []
+        return remedies_for(self.failure_evidence(), self.config.launch_spec())
+
+    def remedy_rows(self) -> list[dict[str, Any]]:
+        """The remedies as the run page and the API show them: a change in full (what it sets, and the config's env
+        and extra args after it), and where advice is acted on."""
+        links = {
+            Link.HOST: reverse("host_detail", args=[self.host_id]),
+            Link.COPY: f"{reverse('experiment_new')}?from={self.experiment_id}",
+        }
+        spec = self.config.launch_spec()
+        return [remedy.as_json(spec, links) for remedy in self.remedies()]
+
+
+# The server logs its args before it loads anything; a log without them in its first lines has none.
+SERVER_ARGS_WITHIN = 2000
+
 
 def _parse_time(value: str):
     from datetime import datetime
@@ -271,6 +325,12 @@ class LogChunkQuerySet(models.QuerySet["LogChunk"]):
     def contains_text(self, run_id: int, text: str) -> bool:
         """Whether a stored line of the run's log contains `text` (case-sensitive: an expectation is exact)."""
         return self.filter(run_id=run_id, text__contains=text).exists()
+
+    def first_line_containing(self, run_id: int, text: str, *, within: int) -> str | None:
+        """The first stored line of the run's log, among its first `within`, that contains `text` (case-sensitive)."""
+        chunks = self.filter(run_id=run_id, first_line__lte=within, text__contains=text).order_by("first_line")
+        chunk = chunks.values_list("text", flat=True).first()
+        return next((line for line in (chunk or "").split("\n") if text in line), None)
 
     def lines(self, run_id: int, *, after: int, limit: int, containing: str | None = None) -> list[dict[str, Any]]:
         """Numbered lines after line `after` (1-based), at most `limit`; with `containing`, only lines that

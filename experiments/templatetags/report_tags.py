@@ -34,3 +34,24 @@ def figure_script(figure: dict[str, Any], element_id: str) -> SafeString:
     text = json.dumps(figure, separators=(",", ":"))
     text = text.replace("<", "\\u003C").replace(">", "\\u003E").replace("&", "\\u0026")
     return format_html('<script id="{}" type="application/json">{}</script>', element_id, mark_safe(text))
+
+
+@register.filter
+def get_item(mapping: Any, key: Any) -> Any:
+    """`mapping[key]` in a template, None when absent (Django's lookups cannot take a variable key)."""
+    return mapping.get(key) if mapping else None
+
+
+@register.filter
+def duration(seconds: Any) -> str:
+    """Seconds as a person reads an estimate: "45 s", "12 min", "3 h 20 min"."""
+    if seconds is None:
+        return "—"
+    seconds = max(0, round(float(seconds)))
+    if seconds < 90:
+        return f"{seconds} s"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"

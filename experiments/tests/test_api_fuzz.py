@@ -35,8 +35,8 @@ from .factories import make_config, make_eagle_config, make_experiment, make_hos
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-# Per operation and pass: ~16 operations x 2-4 passes, about half a minute on two cores. Raise it for a deeper run.
-EXAMPLES = int(os.environ.get("SPECDASH_FUZZ_EXAMPLES", "30"))
+# Per operation and pass: ~22 operations x 2-4 passes, about half a minute on two cores. Raise it for a deeper run.
+EXAMPLES = int(os.environ.get("SPECDASH_FUZZ_EXAMPLES", "20"))
 # These two ask a worker over Celery and wait up to 60 s for its answer (no worker serves this test): they are
 # fuzzed with every input except an existing host's id, which is swapped for one that exists nowhere.
 ASKS_A_WORKER = re.compile(r"/hosts/\{host_id\}/(test|models)$")
@@ -64,7 +64,7 @@ def seeded() -> dict[str, int]:
         run.save(update_fields=["state"])
         make_measurement(run, concurrency=1, output_throughput=100.0 if run.config_id == baseline.pk else 110.0)
         make_log(run, [["loading", "ready"], ["Decode batch. #running-req: 1"]])
-    return {"host_id": host.pk, "experiment_id": experiment.pk, "run_id": runs[0].pk}
+    return {"host_id": host.pk, "experiment_id": experiment.pk, "run_id": runs[0].pk, "config_id": candidate.pk}
 
 
 @pytest.fixture

@@ -113,3 +113,60 @@ def test_it_runs_an_experiment_end_to_end_and_eagle3_two_steps_beats_baseline_at
     # Teardown left no simulated GPU memory held and released the host.
     sim_host.refresh_from_db()
     assert not sim_host.is_dirty and sim_host.active_run_id is None
+
+
+def test_a_sweep_fails_its_bad_candidates_in_preflight_before_any_benchmark(
+    client, owner, sim_host: Host, celery_worker_process
+):
+    # A 2x2 sweep (steps x --context-length) on a draft that holds 131072 positions: the two candidates that ask
+    # for the target's full 262144 cannot launch. The submission cannot know (the host's models were never listed);
+    # the first run's preflight reads every config's models and fails those two before the baseline's benchmark.
+    _, raw_token = ApiToken.issue(owner)
+    headers = {"Authorization": f"Bearer {raw_token}"}
+    models = sim_host.models_root
+    target = {"model_path": f"{models}/kimi-k2.5-sim", "tp_size": 8}
+    payload = {
+        "name": "steps x context",
+        "host": sim_host.name,
+        "baseline": {"name": "baseline", **target},
+        "sweep": {
+            "base": {
+                **target,
+                "speculative_algorithm": "EAGLE3",
+                "speculative_draft_model_path": f"{models}/kimi-k2.5-sim-eagle3-ctx131k",
+            },
+            "speculative_num_steps": [2, 3],
+            "speculative_eagle_topk": [1],
+            "extra_args": {"--context-length": [8192, 262144]},
+        },
+        # The default passes and launches: they must give a verdict by themselves.
+        "profile": {
+            "concurrency": [1],
+            "num_prompts": 4,
+            "input_len": 32,
+            "output_len": 32,
+            "readiness_timeout_s": 120,
+        },
+    }
+
+    response = client.post("/api/experiments", payload, content_type="application/json", headers=headers)
+
+    assert response.status_code == 201, response.content
+    created = response.json()
+    assert len(created["runs"]) == 5
+    body = _wait_for_experiment(client, headers, created["id"], timeout=300)
+    runs = {r["config"]: r for r in body["runs"]}
+    bad = [r for name, r in runs.items() if "262144" in name]
+    good = [r for name, r in runs.items() if name != "baseline" and "262144" not in name]
+    assert len(bad) == 2 and len(good) == 2, list(runs)
+    assert runs["baseline"]["state"] == "succeeded" and all(r["state"] == "succeeded" for r in good), _explain(body)
+    baseline_benchmark = next(p["at"] for p in runs["baseline"]["phases"] if p["state"] == "benchmarking")
+    for run in bad:
+        assert run["state"] == "failed" and run["failure"]["kind"] == "preflight"
+        assert run["failure"]["message"].startswith("Checked before the experiment's first launch: The draft")
+        assert run["phases"][-1]["at"] < baseline_benchmark  # failed in seconds, not after the baseline's benchmark
+        assert not Measurement.objects.filter(run_id=run["id"]).exists()
+    # Every valid cell has a verdict with an interval.
+    rows = body["comparison"]
+    assert sorted(r["candidate"] for r in rows) == sorted(r["config"] for r in good)
+    assert all(r["ci_low"] is not None and r["verdict"] in ("faster", "slower", "inconclusive") for r in rows)

@@ -125,7 +125,9 @@ INVALID = [
     ),
     pytest.param(set_candidate(model_path="/models/a\nb"), "candidates.0.model_path", "newlines", id="path-newline"),
     pytest.param(lambda p: p.update(host="nowhere"), "host", "valid choice", id="unknown-host"),
-    pytest.param(lambda p: p.update(candidates=[]), "candidates", "at least one candidate", id="no-candidates"),
+    pytest.param(
+        lambda p: p.update(candidates=[p["baseline"]] * 51), "candidates", "At most 50 candidates", id="too-many"
+    ),
 ]
 
 
@@ -152,6 +154,18 @@ def test_it_accepts_the_design_example(host, owner):
     assert candidate.expect["env_propagated"] == ["NCCL_PROTO"]
     assert experiment.profile.concurrency == [1, 4]
     assert Run.objects.filter(experiment=experiment).count() == 2
+
+
+def test_it_accepts_a_baseline_measured_alone(host, owner):
+    payload = experiment_payload(host)
+    payload["candidates"] = []
+    submission = submission_of(payload)
+
+    assert submission.is_valid(), submission.errors
+    experiment = do_create_experiment(actor=Actor(owner), **submission.experiment_fields())
+
+    assert experiment.ordered_candidates() == []
+    assert [run.config for run in experiment.run_set.all()] == [experiment.baseline]
 
 
 @pytest.mark.parametrize("mutate, key, fragment", INVALID)

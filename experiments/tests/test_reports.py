@@ -205,7 +205,7 @@ def test_it_renders_the_comparison_page_with_every_chart_table_and_export(owner_
         assert f'id="{chart}"' in page
     for data in ("throughput-figure", "speedup-figure", "accept-length-figure", "latency-figure"):
         assert f'id="{data}"' in page
-    assert "needs more runs: ~" in page and "per side" in page
+    assert "samples per side, has 3 and 3: about" in page and 'class="inline queue-needed"' in page
     assert f'href="/experiments/{experiment.pk}/export.csv"' in page
     tp_row = page[page.index('data-field="tp_size"') :].split("</tr>")[0]
     assert 'class="cfg-changed"' in tp_row

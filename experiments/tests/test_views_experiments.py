@@ -264,14 +264,17 @@ def test_it_shows_errors_next_to_their_fields_and_saves_nothing(owner_client):
     assert row_counts() == before
 
 
-def test_it_refuses_a_submission_without_candidates(owner_client):
+def test_it_accepts_a_baseline_alone_and_shows_its_throughput(owner_client):
     host = make_host()
 
     response = owner_client.post("/experiments/new/", _browser_post(host, {}, candidate_count=2))
 
-    assert response.status_code == 400
-    assert "Add at least one candidate config." in response.content.decode()
-    assert Experiment.objects.count() == 0
+    assert response.status_code == 302
+    experiment = Experiment.objects.get()
+    assert experiment.ordered_candidates() == [] and experiment.run_set.count() == 1
+    page = owner_client.get(response["Location"])
+    assert page.status_code == 200
+    assert "No candidates: this experiment measures its baseline" in page.content.decode()
 
 
 def test_it_offers_the_hosts_model_listing_to_the_new_experiment_form(owner_client, experiment):

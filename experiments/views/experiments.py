@@ -3,27 +3,30 @@
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any
 
 from django.contrib import messages
+from django.forms import Form
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from ..actions.audit import Actor
-from ..actions.experiments import do_create_experiment, do_rerun_experiment
+from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
+from ..config_history import block_sources, config_initial, latest_experiment_using, profile_initial
 from ..exports import comparison_csv_response, comparison_json_response
 from ..forms import (
     BenchmarkProfileForm,
     ExperimentForm,
     ExperimentSubmission,
     RerunForm,
+    ScheduleForm,
     ServerConfigForm,
-    format_env,
 )
-from ..models import AuditEvent, Experiment, Host, ServerConfig
+from ..forms.sweeps import SweepForm, SweepPreview
+from ..models import AuditEvent, Experiment, Host, Run, ServerConfig
+from ..queueing import queued_runs_of
 from ..reports import build_report, comparison_rows_json
 from .access import require_manage, requires
 
@@ -48,10 +51,7 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
 @requires("experiments.add_experiment")
 def experiment_new(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
-        source = None
-        if (source_id := request.GET.get("from", "")).isdigit():
-            source = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=source_id)
-        return render(request, "experiments/experiment_new.html", _new_experiment_forms(source))
+        return render(request, "experiments/experiment_new.html", _prefilled_forms(request))
     submission = _submission_from_post(request.POST)
     if submission.is_valid():
         experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())
@@ -67,6 +67,8 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
         "profile_form": submission.profile_form,
         "candidate_template": blank["candidate_template"],
         "host_models_urls": blank["host_models_urls"],
+        "sweep_form": blank["sweep_form"],
+        "config_sources": {},
         "candidate_next": request.POST.get("candidate_count", len(submission.candidate_forms)),
         "errors": submission.errors,
     }
@@ -81,9 +83,62 @@ def _submission_from_post(post) -> ExperimentSubmission:
     return ExperimentSubmission(post, post, [post] * len(prefixes), post, candidate_prefixes=prefixes)
 
 
-def _new_experiment_forms(source: Experiment | None = None) -> dict[str, Any]:
-    if source is not None:
-        return _duplicate_forms(source)
+@requires("experiments.add_experiment")
+@require_POST
+def preview_sweep(request: HttpRequest) -> JsonResponse:
+    """The sweep panel's preview, from the page's own form data: the host, the profile, and the candidate block the
+    sweep varies (`sweep-base`, the first one on the page). Nothing is saved."""
+    post = request.POST
+    base = post.get("sweep-base", "")
+    base_prefix = base if re.fullmatch(r"cand-\d+", base) and f"{base}-name" in post else None
+    sweep = SweepForm(post, prefix="sweep", base_data=post if base_prefix else None, base_prefix=base_prefix)
+    preview = SweepPreview(post.get("experiment-host", ""), sweep, BenchmarkProfileForm(post, prefix="profile"))
+    if not preview.is_valid():
+        return JsonResponse({"detail": "invalid sweep", "errors": preview.errors, **sweep.grid_json()}, status=422)
+    return JsonResponse(preview.as_json(with_form_text=True))
+
+
+def _prefilled_forms(request: HttpRequest) -> dict[str, Any]:
+    """The new-experiment forms, blank or filled in by "Duplicate & edit" of an experiment (`?from=`), a run (`?run=`)
+    or a stored config (`?config=`). A number that names nothing is a 404; anything else is ignored."""
+    params = {key: request.GET.get(key, "") for key in ("from", "run", "config")}
+    ids = {key: value for key, value in params.items() if re.fullmatch(r"[0-9]{1,18}", value)}
+    if "from" in ids:
+        return _duplicate_forms(
+            get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=ids["from"])
+        )
+    if "run" in ids:
+        run = get_object_or_404(
+            Run.objects.select_related("config", "experiment__host", "experiment__baseline", "experiment__profile"),
+            pk=ids["run"],
+        )
+        return _config_forms(run.config, run.experiment, name=f"{run.experiment.name} · {run.config.name} (copy)")
+    if "config" in ids:
+        config = get_object_or_404(ServerConfig, pk=ids["config"])
+        return _config_forms(config, latest_experiment_using(config), name=f"{config.name} (copy)")
+    return _new_experiment_forms()
+
+
+def _config_forms(config: ServerConfig, experiment: Experiment | None, *, name: str) -> dict[str, Any]:
+    """The forms for one stored config: the only candidate, beside the host, baseline and profile of `experiment`
+    (the defaults without one); or, the experiment's baseline itself, the baseline measured alone."""
+    forms = _new_experiment_forms()
+    host = experiment.host.name if experiment else forms["experiment_form"].initial.get("host")
+    forms["experiment_form"] = ExperimentForm(prefix="experiment", initial={"name": name, "host": host})
+    candidates = [config]
+    if experiment is not None:
+        forms["baseline_form"] = ServerConfigForm(prefix="baseline", initial=config_initial(experiment.baseline))
+        forms["profile_form"] = BenchmarkProfileForm(prefix="profile", initial=profile_initial(experiment.profile))
+        if experiment.baseline_id == config.pk:
+            candidates = []
+    forms["candidate_forms"] = [ServerConfigForm(prefix="cand-0", initial=config_initial(c)) for c in candidates]
+    forms["candidate_next"] = len(candidates)
+    stored = {"baseline": experiment.baseline} if experiment is not None else {}
+    forms["config_sources"] = block_sources({**stored, **({"cand-0": config} if candidates else {})})
+    return forms
+
+
+def _new_experiment_forms() -> dict[str, Any]:
     host = Host.objects.order_by("is_dirty", "name").first()
     target = f"{host.models_root}/kimi-k2.5-sim" if host and host.models_root else ""
     draft = f"{host.models_root}/kimi-k2.5-sim-eagle3" if host and host.models_root else ""
@@ -102,7 +157,9 @@ def _new_experiment_forms(source: Experiment | None = None) -> dict[str, Any]:
         "candidate_forms": [ServerConfigForm(prefix="cand-0", initial=candidate)],
         "profile_form": BenchmarkProfileForm(prefix="profile"),
         "candidate_template": ServerConfigForm(prefix="cand-__prefix__", initial={**candidate, "name": ""}),
+        "sweep_form": SweepForm(prefix="sweep"),
         "candidate_next": 1,
+        "config_sources": {},
         "errors": {},
     }
 
@@ -110,33 +167,23 @@ def _new_experiment_forms(source: Experiment | None = None) -> dict[str, Any]:
 def _duplicate_forms(source: Experiment) -> dict[str, Any]:
     """The new-experiment forms filled in from `source` ("Duplicate & edit"): its host, configs and profile."""
     candidates = source.ordered_candidates()
-    profile = source.profile
-    profile_initial = {f: getattr(profile, f) for f in BenchmarkProfileForm.Meta.fields}
-    profile_initial["concurrency_text"] = ", ".join(str(c) for c in profile.concurrency)
     return {
         "host_models_urls": _host_models_urls(),
         "experiment_form": ExperimentForm(
             prefix="experiment", initial={"name": f"{source.name} (copy)", "host": source.host.name}
         ),
-        "baseline_form": ServerConfigForm(prefix="baseline", initial=_config_initial(source.baseline)),
+        "baseline_form": ServerConfigForm(prefix="baseline", initial=config_initial(source.baseline)),
         "candidate_forms": [
-            ServerConfigForm(prefix=f"cand-{i}", initial=_config_initial(config)) for i, config in enumerate(candidates)
+            ServerConfigForm(prefix=f"cand-{i}", initial=config_initial(config)) for i, config in enumerate(candidates)
         ],
-        "profile_form": BenchmarkProfileForm(prefix="profile", initial=profile_initial),
+        "profile_form": BenchmarkProfileForm(prefix="profile", initial=profile_initial(source.profile)),
         "candidate_template": ServerConfigForm(prefix="cand-__prefix__", initial={**DEFAULT_CANDIDATE, "name": ""}),
+        "sweep_form": SweepForm(prefix="sweep"),
         "candidate_next": len(candidates),
+        "config_sources": block_sources(
+            {"baseline": source.baseline, **{f"cand-{i}": config for i, config in enumerate(candidates)}}
+        ),
         "errors": {},
-    }
-
-
-def _config_initial(config: ServerConfig) -> dict[str, Any]:
-    return {
-        **config.launch_spec(),
-        "name": config.name,
-        "env_text": format_env(config.env),
-        "extra_args_text": shlex.join(config.extra_args),
-        "expect": config.expect,
-        "log_metrics": config.log_metrics,
     }
 
 
@@ -157,6 +204,10 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             "report": report,
             "comparison": comparison_rows_json(report),
             "configs": [report.baseline, *report.candidates],
+            "queue": queued_runs_of(report),
+            "schedule_form": ScheduleForm(
+                initial={"every": experiment.schedule, "hour_utc": experiment.schedule_hour}, auto_id="schedule-%s"
+            ),
             "can_manage": experiment.can_be_managed_by(request.user),
             "events": AuditEvent.objects.about_experiment(experiment.pk, [r.pk for r in report.runs]).select_related(
                 "actor"
@@ -183,8 +234,32 @@ def rerun_experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
     require_manage(request, experiment)
     form = RerunForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "; ".join(str(e) for errors in form.errors.values() for e in errors))
+        messages.error(request, _errors_text(form))
     else:
         runs = do_rerun_experiment(experiment, actor=Actor.of(request), launches=form.cleaned_data["launches"])
         messages.success(request, f"Queued {len(runs)} more runs, interleaved, to confirm the result.")
     return redirect(experiment)
+
+
+@requires("experiments.change_experiment")
+@require_POST
+def schedule_experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = get_object_or_404(Experiment, pk=experiment_id)
+    require_manage(request, experiment)
+    form = ScheduleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _errors_text(form))
+        return redirect(experiment)
+    data = form.cleaned_data
+    do_set_schedule(experiment, actor=Actor.of(request), every=data["every"], hour=data["hour_utc"])
+    if experiment.schedule:
+        when = experiment.next_scheduled_at.strftime("%Y-%m-%d %H:%M UTC") if experiment.next_scheduled_at else ""
+        messages.success(request, f"Scheduled {experiment.get_schedule_display()}; the next launch is at {when}.")
+    else:
+        messages.info(request, "No longer scheduled.")
+    return redirect(experiment)
+
+
+def _errors_text(form: Form) -> str:
+    """A small form's errors as one message line (its page has no form to show them beside)."""
+    return "; ".join(str(error) for errors in form.errors.values() for error in errors)

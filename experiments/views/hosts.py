@@ -22,13 +22,16 @@ from ..actions.hosts import (
 )
 from ..forms import HostForm, SshKeyForm
 from ..models import AuditEvent, Host, SshKey
+from ..queueing import host_queues
 from .access import requires
 
 
 @requires("experiments.view_host")
 def host_list(request: HttpRequest) -> HttpResponse:
-    hosts = Host.objects.select_related("active_run", "ssh_key")
-    return render(request, "experiments/host_list.html", {"hosts": hosts})
+    hosts = list(Host.objects.select_related("active_run__config", "ssh_key"))
+    queues = host_queues(hosts)
+    rows = [(host, queues[host.pk]) for host in hosts]
+    return render(request, "experiments/host_list.html", {"rows": rows, "hosts": hosts})
 
 
 @requires("experiments.view_host")

@@ -8,20 +8,30 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from ..actions.audit import Actor
-from ..actions.runs import do_cancel_run
+from ..actions.runs import RemedyRefused, do_cancel_run, do_rerun_with_remedy
 from ..models import AuditEvent, LogChunk, Run
+from ..queueing import queued_run
 from .access import require_manage, requires, safe_next
 
 
 @requires("experiments.view_run")
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("experiment", "config", "host"), pk=run_id)
+    run = get_object_or_404(
+        Run.objects.select_related("experiment__profile", "config__derived_from", "config__remedy_for_run", "host"),
+        pk=run_id,
+    )
     measurements = list(run.measurement_set.all())
     context = {
         "run": run,
         "measurements": measurements,
         "can_manage": run.experiment.can_be_managed_by(request.user),
+        "can_clean_host": request.user.has_perm("experiments.mark_host_clean"),
         "events": AuditEvent.objects.about(run).select_related("actor")[:100],
+        "facts": run.server_facts(),
+        "remedies": run.remedy_rows(),
+        # The runs of the versions made from this run's failure, each linking back to it.
+        "remedy_runs": Run.objects.filter(config__remedy_for_run=run).select_related("config").order_by("sequence"),
+        "standing": queued_run(run),
     }
     return render(request, "experiments/run_detail.html", context)
 
@@ -49,3 +59,20 @@ def cancel_run(request: HttpRequest, run_id: int) -> HttpResponse:
     else:
         messages.warning(request, f"Run {run.pk} has already finished or is being cancelled.")
     return redirect(safe_next(request, run.get_absolute_url()))
+
+
+@requires("experiments.change_experiment")
+@require_POST
+def rerun_with_remedy(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("experiment", "config"), pk=run_id)
+    require_manage(request, run.experiment)
+    try:
+        config, runs = do_rerun_with_remedy(run, request.POST.get("remedy", ""), Actor.of(request))
+    except RemedyRefused as exc:
+        messages.error(request, " ".join([str(exc), *(m for ms in exc.errors.values() for m in ms)]))
+        return redirect(run)
+    messages.success(
+        request,
+        f"Queued {len(runs)} runs: {config.name}, a new version of {run.config.name}, and what it is compared with.",
+    )
+    return redirect(run.experiment)

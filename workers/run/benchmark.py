@@ -74,7 +74,7 @@ async def _server_figures(session: RunSession, window_start: int) -> dict[str, A
 
 async def _run_client(session: RunSession, concurrency: int) -> dict[str, Any]:
     result = await session.require_conn().run(
-        command(session.host, session.profile, concurrency, session.work_dir),
+        command(session.host, session.profile, concurrency, session.work_dir, client_pid_file(session)),
         timeout=timeout(session.profile, concurrency),
     )
     data = parse_result(result.stdout)
@@ -88,11 +88,28 @@ async def _run_client(session: RunSession, concurrency: int) -> dict[str, Any]:
     return data
 
 
+def client_pid_file(session: RunSession) -> str:
+    return f"{session.work_dir}/runs/run-{session.run.pk}.benchclient.pid"
+
+
+async def stop_client(session: RunSession) -> None:
+    """Stop a benchmark client still running on the host (the run was cancelled or failed mid-cell). Closing the
+    SSH channel does not stop it, and while it keeps requests in flight the server's graceful shutdown waits for
+    them until teardown has to SIGKILL it. The pid is killed only if it is still a benchmark client."""
+    pid_file = shlex.quote(client_pid_file(session))
+    await session.require_conn().run(
+        f"pid=$(cat -- {pid_file} 2>/dev/null) || exit 0; rm -f -- {pid_file}; "
+        'case "$pid" in ""|*[!0-9]*) exit 0;; esac; '
+        'grep -qs benchclient "/proc/$pid/cmdline" && kill -TERM "$pid" 2>/dev/null; exit 0'
+    )
+
+
 # ---- the client's command line and output (pure) ---------------------------------------------------------
 
 
-def command(host: Host, profile: BenchmarkProfile, concurrency: int, work_dir: str) -> str:
-    """The shell command that benchmarks the host's server at `concurrency` with `profile`."""
+def command(host: Host, profile: BenchmarkProfile, concurrency: int, work_dir: str, pid_file: str = "") -> str:
+    """The shell command that benchmarks the host's server at `concurrency` with `profile`; with `pid_file`, the
+    client's pid is written there first (`exec` keeps the shell's pid) so that teardown can stop it."""
     argv = [
         *shlex.split(host.python),
         "-m",
@@ -114,7 +131,8 @@ def command(host: Host, profile: BenchmarkProfile, concurrency: int, work_dir: s
         "--request-timeout",
         str(profile.request_timeout_s),
     ]
-    return f"cd -- {shlex.quote(work_dir + '/' + REMOTE_DIR)} && {quote_command(argv)}"
+    record_pid = f"echo $$ > {shlex.quote(pid_file)} && exec " if pid_file else ""
+    return f"cd -- {shlex.quote(work_dir + '/' + REMOTE_DIR)} && {record_pid}{quote_command(argv)}"
 
 
 def timeout(profile: BenchmarkProfile, concurrency: int) -> float:

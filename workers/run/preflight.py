@@ -3,25 +3,33 @@
 The config must keep to the launch policy (allowed environment variables and flags; checked again here because a
 stored config may predate a rule), the GPUs must be free (someone else's memory would skew or break the run), the
 port free, and the target and draft models a pair SGLang accepts.
+
+The first run of an experiment to get here also checks every other config of the experiment, so that a bad
+candidate fails in seconds instead of after the baseline's whole benchmark.
 """
 
 from __future__ import annotations
 
-from experiments.models import Run
+from typing import Any
+
+from experiments.actions.runs import do_claim_config_check, do_fail_config_in_preflight
+from experiments.models import Host, Run, ServerConfig
 
 from .. import gpus, hosts, sglang
+from ..ssh import HostConnection
 from . import server
 from .errors import RunFailed
-from .session import RunSession
+from .session import RunSession, db
 
 
 async def check(session: RunSession) -> None:
     await session.advance(Run.State.PREFLIGHT)
     host, config = session.host, session.config
-    refusals = server.launch_refusals(host, config)
-    if refusals:
-        raise RunFailed(Run.FailureKind.PREFLIGHT, f"Refusing to launch this config: {'; '.join(refusals)}.")
+    problem = _refusal(host, config)  # before the host is touched at all
+    if problem:
+        raise RunFailed(Run.FailureKind.PREFLIGHT, problem)
     conn = session.require_conn()
+    models = ModelReader(conn, host)
     await session.resolve_work_dir()
     try:
         busy = await hosts.compute_apps(conn)
@@ -29,15 +37,52 @@ async def check(session: RunSession) -> None:
             raise RunFailed(Run.FailureKind.PREFLIGHT, gpus.describe_busy_gpus(busy))
         if await hosts.port_in_use(conn, host.server_port):
             raise RunFailed(Run.FailureKind.PREFLIGHT, f"Port {host.server_port} on {host.name} is already in use.")
-        target = await hosts.model_config(conn, host.name, config.model_path, "target")
-        if not config.speculative_draft_model_path:
-            return
-        draft = await hosts.model_config(conn, host.name, config.speculative_draft_model_path, "draft")
     except hosts.HostReadError as exc:
         raise RunFailed(Run.FailureKind.PREFLIGHT, str(exc)) from exc
-    context_length = sglang.context_length_arg(config.extra_args)
-    problem = sglang.context_length_problem(
-        target, draft, context_length=context_length, env=config.env
-    ) or sglang.vocab_problem(target, draft)
+    problem = await model_problem(models, config)
     if problem:
         raise RunFailed(Run.FailureKind.PREFLIGHT, problem)
+    await _check_the_other_configs(session, models)
+
+
+async def _check_the_other_configs(session: RunSession, models: ModelReader) -> None:
+    """Once per experiment: fail the queued runs of every other config that could not launch."""
+    others: list[ServerConfig] | None = await db(do_claim_config_check)(session.run)
+    for other in others or ():
+        problem = _refusal(session.host, other) or await model_problem(models, other)
+        if problem:
+            await db(do_fail_config_in_preflight)(session.run.experiment_id, other.pk, problem)
+
+
+def _refusal(host: Host, config: ServerConfig) -> str | None:
+    refusals = server.launch_refusals(host, config)
+    return f"Refusing to launch this config: {'; '.join(refusals)}." if refusals else None
+
+
+class ModelReader:
+    """The config.json of the host's model directories, each read once per preflight."""
+
+    def __init__(self, conn: HostConnection, host: Host) -> None:
+        self.conn, self.host = conn, host
+        self._read: dict[tuple[str, str], dict[str, Any]] = {}
+
+    async def config_of(self, path: str, role: str) -> dict[str, Any]:
+        if (path, role) not in self._read:
+            self._read[path, role] = await hosts.model_config(self.conn, self.host.name, path, role)
+        return self._read[path, role]
+
+
+async def model_problem(models: ModelReader, config: ServerConfig) -> str | None:
+    """Why SGLang would refuse `config`'s target and draft pair (missing config.json, short draft context,
+    vocab mismatch), or None."""
+    try:
+        target = await models.config_of(config.model_path, "target")
+        if not config.speculative_draft_model_path:
+            return None
+        draft = await models.config_of(config.speculative_draft_model_path, "draft")
+    except hosts.HostReadError as exc:
+        return str(exc)
+    context_length = sglang.context_length_arg(config.extra_args)
+    return sglang.context_length_problem(
+        target, draft, context_length=context_length, env=config.env
+    ) or sglang.vocab_problem(target, draft)

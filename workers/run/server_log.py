@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncssh
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from experiments import broadcast, log_metrics
@@ -21,6 +20,7 @@ from experiments.models import Run
 
 from .. import sglang
 from ..ssh import HostConnection, quote_command
+from .database import db
 from .errors import RunFailed
 
 RECENT_LINES = 400  # kept in memory to cut the excerpt that proves a failure
@@ -97,7 +97,7 @@ class ServerLog:
     async def _on_batch(self, first_line: int, lines: list[str], offset: int) -> None:
         """Store, then broadcast, then learn: storage first so a browser can always refill from it."""
         run = self.run
-        await sync_to_async(do_append_log)(run, first_line, lines, offset)
+        await db(do_append_log)(run, first_line, lines, offset)
         await broadcast.send_log_lines(run.pk, first_line, lines)
         self.recent.extend(enumerate(lines, start=first_line))
         facts = self.facts.read(first_line, lines)
@@ -107,7 +107,7 @@ class ServerLog:
         if facts.server_args is not None:
             self.server_args_dump = facts.server_args
         for kind, message in facts.warnings:
-            await sync_to_async(do_add_run_warning)(run, kind, message)
+            await db(do_add_run_warning)(run, kind, message)
         changes: dict[str, Any] = {}
         if facts.progress is not None and facts.progress != run.loading_progress:
             changes["loading_progress"] = facts.progress
@@ -116,7 +116,9 @@ class ServerLog:
             if facts.decode or facts.metrics:
                 await broadcast.send_run_facts(run.pk, facts.decode, facts.metrics)
         if changes:
-            await sync_to_async(do_update_run)(run, notify="loading_progress" in changes, **changes)
+            # The page shows the server's facts (draft loading, CUDA graphs, KV pool) from the state event.
+            notify = "loading_progress" in changes or bool(facts.server_facts) or facts.draft_progress is not None
+            await db(do_update_run)(run, notify=notify, **changes)
 
     async def failure(self, *, default_kind: str, exited: bool = False) -> RunFailed:
         """The failure the log proves (kind, SGLang's message, the excerpt around it), else `default_kind` with

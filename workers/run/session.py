@@ -7,26 +7,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
-
-from asgiref.sync import sync_to_async
+from typing import Any
 
 from experiments.actions.runs import do_add_run_warning, do_advance_run, do_record_failure, do_update_run
 from experiments.models import Run
 
 from .. import hosts
 from ..ssh import HostConnection
+from .database import db
 from .errors import RunFailed
 from .server import ServerApi, ServerGroup
 from .server_log import ServerLog
-
-T = TypeVar("T")
-
-
-def db(func: Callable[..., T]) -> Callable[..., Any]:
-    """`func` (an ORM call) run from the event loop, in the one thread that owns this worker's DB connection."""
-    return sync_to_async(func, thread_sensitive=True)
 
 
 class RunSession:

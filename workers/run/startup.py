@@ -77,6 +77,10 @@ async def wait_until_ready(session: RunSession) -> None:
         if status == 503 or "http_started" in server_log.milestones:
             await session.advance_to(Run.State.WARMING)
         if status == 200:
+            # What the tail has read but not yet stored may hold a traceback of the warm-up: judge it first.
+            await server_log.flush()
+            if server_log.failure_signal is not None:
+                continue
             await session.advance_to(Run.State.WARMING)
             if not await api.served_models():
                 raise RunFailed(Run.FailureKind.MISCONFIGURED, "/v1/models lists no model although /health is 200.")

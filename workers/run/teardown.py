@@ -11,6 +11,7 @@ from experiments.models import Run
 
 from .. import hosts
 from ..ssh import SSHError
+from . import benchmark
 from .errors import RunFailed
 from .session import RunSession, db
 
@@ -20,6 +21,8 @@ async def tear_down(session: RunSession) -> bool:
     await session.advance(Run.State.TEARDOWN)
     clean = True
     try:
+        if session.conn is not None and session.work_dir and _reached_benchmarking(session.run):
+            await benchmark.stop_client(session)
         if session.conn is not None and session.run.remote_pgid:
             clean = await _stop_server_group(session)
     except SSHError as exc:
@@ -33,6 +36,10 @@ async def tear_down(session: RunSession) -> bool:
         await session.release_local_resources()
         await db(do_release_host)(session.run)
     return clean
+
+
+def _reached_benchmarking(run: Run) -> bool:
+    return any(entry["state"] == Run.State.BENCHMARKING for entry in run.timeline)
 
 
 async def resume_interrupted(session: RunSession) -> None:

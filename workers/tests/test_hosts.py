@@ -6,6 +6,7 @@ import pytest
 
 from experiments.models import ApiToken, Host, SshKey
 from simhost import hostsetup
+from workers.tasks import read_host_gpus
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -122,3 +123,20 @@ def test_it_tells_only_admins_why_a_host_could_not_be_read(client, auth, viewer,
     assert as_admin.status_code == as_viewer.status_code == 502
     assert "127.0.0.1:1" in as_admin.json()["detail"]
     assert as_viewer.json()["detail"] == ("The host's models could not be listed; ask an admin to test its connection.")
+
+
+def test_the_beat_reads_every_pinned_hosts_gpu_memory(sim_host, settings):
+    unpinned = Host.objects.create(name="never-tested", address="127.0.0.1", port=sim_host.port, username="x")
+    unreachable = Host.objects.create(
+        name="gone", address="127.0.0.1", port=1, username="x", host_key=sim_host.host_key, gpu_inventory=[{"index": 0}]
+    )
+
+    assert read_host_gpus() == [sim_host.pk]
+
+    sim_host.refresh_from_db()
+    assert sim_host.gpus_read_at is not None and len(sim_host.gpu_inventory) == 8
+    assert {"memory_used_mib", "memory_total_mib"} <= set(sim_host.gpu_inventory[0])
+    unpinned.refresh_from_db()
+    unreachable.refresh_from_db()
+    assert unpinned.gpus_read_at is None  # only an admin's connection test may trust a first key
+    assert unreachable.gpus_read_at is None and unreachable.gpu_inventory == [{"index": 0}]  # the last reading kept

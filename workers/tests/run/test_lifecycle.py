@@ -230,7 +230,9 @@ def test_it_cancels_a_live_run_and_tears_its_server_down(sim_host, owner, phase)
 
     run.refresh_from_db()
     assert run.state == Run.State.CANCELLED
-    assert time.monotonic() - cancelled_at < 15
+    # Under the SIGTERM grace (10 s): the benchmark client is stopped and the server, as SGLang does, aborts the
+    # requests whose client went away instead of draining them until SIGKILL.
+    assert time.monotonic() - cancelled_at < 10, run.phases()
     assert [p["state"] for p in run.phases()][-2:] == ["teardown", "cancelled"]
     assert held_gpu_memory(sim_host) == ""
 

@@ -1,0 +1,81 @@
+"""Stored server configs and benchmark profiles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+from ninja import Body, Status
+
+from .. import config_history
+from ..config_history import config_json
+from ..forms import (
+    BenchmarkProfileForm,
+    ServerConfigForm,
+    apply_profile_defaults,
+    config_form_data,
+    plain_errors,
+    profile_form_data,
+)
+from ..models import BenchmarkProfile, ServerConfig
+from .base import api, api_user, require
+
+PROFILE_NAME_MAX = BenchmarkProfile._meta.get_field("name").max_length or 128
+
+
+@api.get("/configs")
+def list_configs(request: HttpRequest, limit: int = 200, q: str = ""):
+    """Newest first; `q` searches names, model paths and hash prefixes (as the Configs page does)."""
+    require(request, "experiments.view_serverconfig")
+    return [config_json(c) for c in config_history.search_configs(q[:200])[: min(max(limit, 1), 1000)]]
+
+
+@api.get("/configs/{config_id}")
+def get_config(request: HttpRequest, config_id: int):
+    """One config with the config it was derived from, its other versions (and what differs) and its runs."""
+    require(request, "experiments.view_serverconfig")
+    return config_history.config_history_json(get_object_or_404(ServerConfig, pk=config_id))
+
+
+@api.post("/configs", response={201: dict, 422: dict})
+def create_config(request: HttpRequest, payload: Body[dict[str, Any]]):
+    require(request, "experiments.add_serverconfig")
+    form = ServerConfigForm(config_form_data(payload))
+    if not form.is_valid():
+        return Status(422, {"detail": "invalid config", "errors": plain_errors(form)})
+    config = form.save_unsaved()
+    if config.pk is None:  # else the very same stored config (same name and content): reused, not re-owned
+        config.created_by = api_user(request)
+        config.save()
+    return Status(201, config_json(config))
+
+
+def _profile_json(p: BenchmarkProfile) -> dict[str, Any]:
+    fields = {f: getattr(p, f) for f in (*BenchmarkProfileForm.Meta.fields, "concurrency", "dataset")}
+    return {"id": p.pk, "name": p.name, "series_key": p.series_key, **fields}
+
+
+@api.get("/profiles")
+def list_profiles(request: HttpRequest, limit: int = 200, q: str = ""):
+    require(request, "experiments.view_benchmarkprofile")
+    return [_profile_json(p) for p in config_history.search_profiles(q[:200])[: min(max(limit, 1), 1000)]]
+
+
+@api.post("/profiles", response={201: dict, 422: dict})
+def create_profile(request: HttpRequest, payload: Body[dict[str, Any]]):
+    require(request, "experiments.add_benchmarkprofile")
+    name = str(payload.get("name") or "").strip()
+    form = BenchmarkProfileForm(profile_form_data(apply_profile_defaults(payload)))
+    name_problem = "This field is required." if not name else None
+    if len(name) > PROFILE_NAME_MAX:
+        name_problem = f"Ensure this value has at most {PROFILE_NAME_MAX} characters."
+    if not form.is_valid() or name_problem:
+        errors = plain_errors(form) if form.errors else {}
+        if name_problem:
+            errors["name"] = [name_problem]
+        return Status(422, {"detail": "invalid profile", "errors": errors})
+    profile = form.save_unsaved(name=name)
+    profile.created_by = api_user(request)
+    profile.save()
+    return Status(201, _profile_json(profile))

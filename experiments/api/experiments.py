@@ -1,0 +1,153 @@
+"""Experiments: submit (inline configs, ids or a sweep), read with comparison and flags, re-run, schedule, export."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from ninja import Body, Schema, Status
+
+from ..actions.audit import Actor
+from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
+from ..exports import comparison_csv_response
+from ..forms import (
+    ExperimentSubmission,
+    RerunForm,
+    ScheduleForm,
+)
+from ..models import Experiment, Flag
+from ..queueing import queued_runs_of
+from ..reports import build_report, comparison_rows_json
+from .base import api, config_data, host_name, profile_data, require, require_manage
+from .runs import run_json
+from .sweeps import sweep_form
+
+
+class ExperimentIn(Schema):
+    name: str
+    host: str | int
+    baseline: dict[str, Any] | int
+    candidates: list[dict[str, Any] | int] = []  # none: the baseline measured alone
+    profile: dict[str, Any] | int
+    run_candidates_without_baseline: bool = False
+    # Value lists whose grid of candidates joins `candidates` (see "Sweeps" below).
+    sweep: dict[str, Any] | None = None
+
+
+@api.post("/experiments", response={201: dict, 422: dict})
+def create_experiment(request: HttpRequest, payload: ExperimentIn):
+    require(request, "experiments.add_experiment")
+    submission = ExperimentSubmission(
+        {
+            "name": payload.name,
+            "host": host_name(payload.host),
+            "run_candidates_without_baseline": payload.run_candidates_without_baseline,
+        },
+        config_data(payload.baseline, "baseline"),
+        [config_data(c, f"candidates.{i}") for i, c in enumerate(payload.candidates)],
+        profile_data(payload.profile),
+        sweep=sweep_form(payload.sweep) if payload.sweep is not None else None,
+    )
+    if not submission.is_valid():
+        return Status(422, {"detail": "invalid experiment", "errors": submission.errors})
+    experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())
+    runs = experiment.run_set.select_related("config").order_by("sequence")
+    return Status(
+        201,
+        {
+            "id": experiment.pk,
+            "url": experiment.get_absolute_url(),
+            "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs],
+            "warnings": submission.warnings,
+        },
+    )
+
+
+@api.get("/experiments/{experiment_id}")
+def get_experiment(request: HttpRequest, experiment_id: int):
+    require(request, "experiments.view_experiment")
+    experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
+    report = build_report(experiment, with_figures=False)
+    queue = queued_runs_of(report)
+    return {
+        "id": experiment.pk,
+        "name": experiment.name,
+        "url": experiment.get_absolute_url(),
+        "host": experiment.host.name,
+        "status": report.status,
+        "baseline": report.baseline.name,
+        "candidates": [c.name for c in report.candidates],
+        "runs": [run_json(r, with_measurements=False, queue=queue.get(r.pk)) for r in report.runs],
+        "run_candidates_without_baseline": experiment.run_candidates_without_baseline,
+        "schedule": _schedule_json(experiment),
+        "comparison": comparison_rows_json(report),
+        "break_even": report.break_even,
+        "flags": [
+            _flag_json(flag) for flag in Flag.objects.filter(run__experiment=experiment).select_related("config")
+        ],
+    }
+
+
+def _schedule_json(experiment: Experiment) -> dict[str, Any] | None:
+    if not experiment.schedule:
+        return None
+    return {
+        "every": experiment.schedule,
+        "hour_utc": experiment.schedule_hour,
+        "next_at": experiment.next_scheduled_at.isoformat() if experiment.next_scheduled_at else None,
+    }
+
+
+def _flag_json(flag: Flag) -> dict[str, Any]:
+    return {
+        "id": flag.pk,
+        "config": flag.config.name,
+        "concurrency": flag.concurrency,
+        "direction": flag.direction,
+        "change": round(flag.change, 4),
+        "baseline_mean": round(flag.baseline_mean, 3),
+        "new_mean": round(flag.new_mean, 3),
+        "kind": flag.kind,
+        "triage": flag.triage,
+        "message": flag.message,
+        "url": flag.get_absolute_url(),
+    }
+
+
+class RerunIn(Schema):
+    launches: int = 1
+
+
+@api.post("/experiments/{experiment_id}/schedule", response={200: dict, 422: dict})
+def schedule_experiment(request: HttpRequest, experiment_id: int, payload: Body[dict[str, Any]]):
+    """`{"every": "nightly" | "weekly" | "", "hour_utc": 0-23}`: launch the experiment again on that schedule."""
+    require(request, "experiments.change_experiment")
+    experiment = get_object_or_404(Experiment, pk=experiment_id)
+    require_manage(request, experiment)
+    form = ScheduleForm({"every": payload.get("every") or "", "hour_utc": payload.get("hour_utc", 2)})
+    if not form.is_valid():
+        return Status(422, {"detail": "invalid schedule", "errors": form.errors})
+    data = form.cleaned_data
+    do_set_schedule(experiment, actor=Actor.of(request), every=data["every"], hour=data["hour_utc"])
+    return {"id": experiment.pk, "schedule": _schedule_json(experiment)}
+
+
+@api.post("/experiments/{experiment_id}/rerun", response={201: dict, 422: dict})
+def rerun_experiment(request: HttpRequest, experiment_id: int, payload: RerunIn):
+    require(request, "experiments.change_experiment")
+    experiment = get_object_or_404(Experiment, pk=experiment_id)
+    require_manage(request, experiment)
+    form = RerunForm({"launches": payload.launches})
+    if not form.is_valid():
+        return Status(422, {"detail": "invalid re-run", "errors": form.errors})
+    runs = do_rerun_experiment(experiment, actor=Actor.of(request), launches=form.cleaned_data["launches"])
+    return Status(
+        201, {"id": experiment.pk, "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs]}
+    )
+
+
+@api.get("/experiments/{experiment_id}/export.csv", url_name="experiment_export_csv_api")
+def export_experiment_csv(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    require(request, "experiments.view_experiment")
+    return comparison_csv_response(get_object_or_404(Experiment, pk=experiment_id))

@@ -1,0 +1,132 @@
+"""Runs: state and measurements, the stored log, cancel, and re-running a failed run with a remedy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+from ninja import Schema, Status
+
+from ..actions.audit import Actor
+from ..actions.runs import RemedyRefused, do_cancel_run, do_rerun_with_remedy
+from ..config_history import config_json
+from ..forms import (
+    CONTROL_CHARS,
+)
+from ..models import LogChunk, Run
+from ..queueing import QueuedRun, queued_run
+from .base import api, require, require_manage
+
+LOG_PAGE_MAX = 10_000
+LOG_QUERY_MAX = 500
+
+
+def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": run.pk,
+        "experiment": run.experiment_id,
+        "config": run.config.name,
+        "config_id": run.config_id,
+        "config_hash": run.config.content_hash,
+        "launch_index": run.launch_index,
+        "state": run.state,
+        "phases": run.phases(),
+        "failure": run.failure(),
+        "cancel_requested": run.cancel_requested,
+        "loading_progress": run.loading_progress,
+        "log_lines": run.log_lines,
+        "effective_args": run.effective_args,
+        "cancel_reason": run.cancel_reason,
+        # Queued runs only: place on the host, what it waits for, estimated start and duration (seconds).
+        "queue": queue.as_json() if queue else None,
+        "url": run.get_absolute_url(),
+    }
+    if with_measurements:
+        data["measurements"] = [
+            {
+                "pass": m.pass_index,
+                "concurrency": m.concurrency,
+                "completed": m.completed,
+                "failed": m.failed,
+                "duration_s": m.duration_s,
+                "output_throughput": m.output_throughput,
+                "total_throughput": m.total_throughput,
+                "request_throughput": m.request_throughput,
+                "accept_length": m.accept_length,
+                **{name: getattr(m, name) for name in m.LATENCY_FIELDS},
+            }
+            for m in run.measurement_set.all()
+        ]
+    return data
+
+
+@api.get("/runs/{run_id}")
+def get_run(request: HttpRequest, run_id: int):
+    require(request, "experiments.view_run")
+    runs = Run.objects.select_related("config", "host", "experiment__profile").prefetch_related("measurement_set")
+    run = get_object_or_404(runs, pk=run_id)
+    data = run_json(run, queue=queued_run(run))
+    if data["failure"] is not None:
+        data["failure"]["remedies"] = run.remedy_rows()  # see the remedies section at the end
+    return data
+
+
+@api.get("/runs/{run_id}/log", response={200: dict, 422: dict})
+def get_run_log(request: HttpRequest, run_id: int, after: int = 0, limit: int = 1000, q: str = ""):
+    """Lines after line `after`; with `q`, only the lines containing it (case-insensitive), same paging."""
+    require(request, "experiments.view_run")
+    errors = {}
+    if after < 0:
+        errors["after"] = ["Must be 0 or more."]
+    if limit < 1:
+        errors["limit"] = ["Must be 1 or more."]
+    if len(q) > LOG_QUERY_MAX or CONTROL_CHARS.search(q):
+        errors["q"] = [f"At most {LOG_QUERY_MAX} characters, without control characters."]
+    if errors:
+        return Status(422, {"detail": "invalid log query", "errors": errors})
+    limit = min(limit, LOG_PAGE_MAX)
+    run = get_object_or_404(Run, pk=run_id)
+    lines = LogChunk.objects.lines(run.pk, after=after, limit=limit, containing=q or None)
+    last = lines[-1]["n"] if lines else after
+    return {"lines": lines, "next": last, "total": run.log_lines, "finished": run.is_finished}
+
+
+@api.post("/runs/{run_id}/cancel")
+def cancel_run(request: HttpRequest, run_id: int):
+    require(request, "experiments.change_experiment")
+    run = get_object_or_404(Run.objects.select_related("experiment"), pk=run_id)
+    require_manage(request, run.experiment)
+    accepted = do_cancel_run(run, Actor.of(request))
+    run.refresh_from_db()
+    return {"id": run.pk, "state": run.state, "cancel_requested": run.cancel_requested, "accepted": accepted}
+
+
+class RemedyIn(Schema):
+    remedy: str
+
+
+@api.post("/runs/{run_id}/remedy", response={201: dict, 422: dict})
+def rerun_with_remedy(request: HttpRequest, run_id: int, payload: RemedyIn):
+    """Re-run the failed run's config with one of its remedies: a new config version linked to the failure, queued in
+    the experiment with what it is compared with. 201 {config, runs}; 422 when the remedy cannot be applied."""
+    require(request, "experiments.change_experiment")
+    run = get_object_or_404(Run.objects.select_related("experiment", "config"), pk=run_id)
+    require_manage(request, run.experiment)
+    try:
+        config, runs = do_rerun_with_remedy(run, payload.remedy, Actor.of(request))
+    except RemedyRefused as exc:
+        # Refused by the config form: its fields' errors; else the remedy itself is the field at fault.
+        return Status(422, {"detail": str(exc), "errors": exc.errors or {"remedy": [str(exc)]}})
+    return Status(
+        201,
+        {
+            "config": {
+                **config_json(config),
+                "remedy_for_run": config.remedy_for_run_id,
+            },
+            "runs": [
+                {"id": r.pk, "config": r.config.name, "state": r.state, "url": r.get_absolute_url()} for r in runs
+            ],
+        },
+    )

@@ -1,0 +1,323 @@
+"""Stored configs and profiles found again: the search behind the config pages and the new-experiment page's "Load a
+saved config…" pickers, a config's history (its other versions and the runs that used it), and what a stored config
+or profile puts into the new-experiment form's boxes.
+
+Configs are content-hashed and never edited once used: "editing" one makes a new row, linked to the one it came
+from by `derived_from`. The history follows those links both ways and adds the configs of the same name.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import reduce
+from operator import or_
+from typing import Any
+
+from django.db.models import Avg, Count, Q, QuerySet
+from django.urls import reverse
+
+from .forms.configs import BenchmarkProfileForm, ServerConfigForm, split_eagle3_profile
+from .forms.values import format_env
+from .models import BenchmarkProfile, Experiment, Measurement, Run, ServerConfig, ServerConfigQuerySet
+from .reports import CONFIG_FIELDS
+
+# A search box's text is a name, a path or a hash prefix: anything longer is a paste gone wrong.
+MAX_QUERY = 200
+# The pickers list this many matches; typing more narrows them down.
+SEARCH_LIMIT = 20
+# Below this, a hex word ("b", "cafe") would match a hash by chance more often than a name on purpose.
+MIN_HASH_PREFIX = 6
+_HEX = re.compile(r"[0-9a-f]+")
+# "eagle3-2step v3": the name a new version gets, counting on from the highest taken.
+_VERSION = re.compile(r"(?P<base>.*\S) v(?P<n>\d{1,6})")
+NAME_MAX = ServerConfig._meta.get_field("name").max_length or 128
+# How far the history follows `derived_from` links (a chain of remedies is a handful; this bounds the queries).
+MAX_LINK_DEPTH = 20
+MAX_VERSIONS = 200
+RUNS_SHOWN = 100
+_LABELS = dict(CONFIG_FIELDS)
+
+
+def search_configs(query: str) -> ServerConfigQuerySet:
+    """The configs whose name or model path holds `query`, or whose hash starts with it; newest first."""
+    configs = ServerConfig.objects.order_by("-created_at", "-id")
+    text = query.strip()[:MAX_QUERY]
+    if not text:
+        return configs
+    match = Q(name__icontains=text) | Q(model_path__icontains=text) | Q(speculative_draft_model_path__icontains=text)
+    if len(text) >= MIN_HASH_PREFIX and _HEX.fullmatch(text.lower()):
+        match |= Q(content_hash__startswith=text.lower())
+    return configs.filter(match)
+
+
+def search_profiles(query: str) -> QuerySet[BenchmarkProfile]:
+    profiles = BenchmarkProfile.objects.order_by("-created_at", "-id")
+    text = query.strip()[:MAX_QUERY]
+    return profiles.filter(name__icontains=text) if text else profiles
+
+
+def config_initial(config: ServerConfig) -> dict[str, Any]:
+    """A stored config as the initial values of a config block, remembering where they came from (`source_config`:
+    submitted unchanged, the stored row is reused; changed, the new one links to it)."""
+    # What "Profile EAGLE-3" sets shows as its ticked box, not a second time in the env and log metrics boxes.
+    profiled, env, metrics = split_eagle3_profile(config.env, config.log_metrics)
+    return {
+        **config.launch_spec(),
+        "name": config.name,
+        "env_text": format_env(env),
+        "extra_args_text": shlex.join(config.extra_args),
+        "profile_eagle3": profiled,
+        "expect": config.expect,
+        "log_metrics": metrics,
+        "source_config": config.pk,
+    }
+
+
+def config_box_values(config: ServerConfig) -> dict[str, Any]:
+    """`config_initial` as the page's boxes show it: JSON boxes as text (empty when empty), no None."""
+    fields = ServerConfigForm.base_fields
+    values = {}
+    for name, value in config_initial(config).items():
+        if name in ("expect", "log_metrics"):
+            value = fields[name].prepare_value(value)
+        values[name] = "" if value is None else value
+    return values
+
+
+def profile_initial(profile: BenchmarkProfile) -> dict[str, Any]:
+    values = {f: getattr(profile, f) for f in BenchmarkProfileForm.Meta.fields}
+    values["concurrency_text"] = ", ".join(str(c) for c in profile.concurrency)
+    return values
+
+
+def next_version_name(name: str, taken: set[str]) -> str:
+    """The name of a new version of `name`: `<base> v<N>`, N one past the highest version of that base in `taken`
+    (the base's own name counts as version 1)."""
+    match = _VERSION.fullmatch(name)
+    base = match["base"] if match else name
+    numbers = {1}
+    for other in taken:
+        found = _VERSION.fullmatch(other)
+        if found and found["base"] == base:
+            numbers.add(int(found["n"]))
+    suffix = f" v{max(numbers) + 1}"
+    return base[: NAME_MAX - len(suffix)] + suffix
+
+
+def _version_bases(names: set[str]) -> set[str]:
+    return {(m["base"] if (m := _VERSION.fullmatch(name)) else name) for name in names}
+
+
+def version_names(names: set[str]) -> dict[str, str]:
+    """For each name, the name its next version gets (`next_version_name` against every stored name): one query."""
+    bases = _version_bases(names)
+    taken: set[str] = set()
+    if bases:
+        similar = reduce(or_, (Q(name__startswith=base) for base in bases))
+        taken = set(ServerConfig.objects.filter(similar).values_list("name", flat=True))
+    return {name: next_version_name(name, taken | {name}) for name in names}
+
+
+def block_sources(blocks: dict[str, ServerConfig]) -> dict[str, dict[str, Any]]:
+    """Per block prefix of the new-experiment page, the stored config it starts from (as the pickers' answers
+    describe one), so the page can rename a changed block to a new version as it does for a picked config."""
+    versions = version_names({c.name for c in blocks.values()})
+    return {
+        prefix: {"id": c.pk, "name": c.name, "short_hash": c.short_hash, "version_name": versions[c.name]}
+        for prefix, c in blocks.items()
+    }
+
+
+def config_search_json(configs: list[ServerConfig]) -> list[dict[str, Any]]:
+    """What a picker needs per config: who it is (name, hash, what it launches) to choose it, and `form`, its values
+    as the boxes take them, with `version_name` for the block's name once the user changes something."""
+    versions = version_names({c.name for c in configs})
+    return [
+        {
+            **config_json(config),
+            "created_by": config.created_by.get_username() if config.created_by else None,
+            "version_name": versions[config.name],
+            "form": config_box_values(config),
+        }
+        for config in configs
+    ]
+
+
+def config_json(config: ServerConfig) -> dict[str, Any]:
+    """A config as the JSON API shows one (`/api/configs`), plus where it came from and where its page is."""
+    return {
+        "id": config.pk,
+        "name": config.name,
+        "content_hash": config.content_hash,
+        "short_hash": config.short_hash,
+        **config.launch_spec(),
+        "derived_from": config.derived_from_id,
+        "created_at": config.created_at.isoformat(),
+        "url": reverse("config_detail", args=[config.pk]),
+    }
+
+
+def profile_search_json(profiles: list[BenchmarkProfile]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": p.pk,
+            "name": p.name,
+            "summary": p.summary,
+            "created_at": p.created_at.isoformat(),
+            "created_by": p.created_by.get_username() if p.created_by else None,
+            "form": profile_initial(p),
+        }
+        for p in profiles
+    ]
+
+
+def latest_experiment_using(config: ServerConfig) -> Experiment | None:
+    """The newest experiment that has `config` as its baseline or one of its candidates."""
+    using = Q(baseline=config) | Q(candidate__config=config)
+    return (
+        Experiment.objects.filter(using)
+        .select_related("host", "baseline", "profile")
+        .order_by("-created_at", "-id")
+        .distinct()
+        .first()
+    )
+
+
+# ---- a config's history ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfigVersion:
+    config: ServerConfig
+    relation: str  # how it relates to the config whose page this is
+    differs: list[str]  # the launch fields (their labels) whose values differ from that config's
+
+
+@dataclass(frozen=True)
+class ConfigRun:
+    run: Run
+    is_baseline: bool
+    # Mean output tok/s per concurrency over the run's passes, lowest concurrency first.
+    throughput: list[tuple[int, float]] = field(default_factory=list)
+
+
+def config_versions(config: ServerConfig) -> list[ConfigVersion]:
+    """Every other version of `config`, oldest first: those linked to it by `derived_from` (up to the first of the
+    chain, and everything made from any of them), the configs of the same name, and the same launch under another
+    name."""
+    parents = _ancestors(config)
+    root = parents[-1] if parents else config
+    tree = _descendants(root)
+    found: dict[int, ServerConfig] = {c.pk: c for c in [*parents, *tree.values()]}
+    related = _annotated().filter(Q(name=config.name) | Q(content_hash=config.content_hash) | Q(pk__in=found))
+    rows = []
+    ancestor_ids = {c.pk for c in parents}
+    for other in related.exclude(pk=config.pk):
+        if other.pk in ancestor_ids:
+            relation = "earlier version" if other.pk != config.derived_from_id else "made from"
+        elif _descends_from(other.pk, config.pk, tree):
+            relation = "made from this"
+        elif other.pk in found:
+            relation = f"another version of {root.name}"
+        elif other.name == config.name:
+            relation = "same name"
+        else:
+            relation = "same launch, another name"
+        rows.append(ConfigVersion(other, relation, _differing_fields(config, other)))
+    return rows
+
+
+def _annotated() -> ServerConfigQuerySet:
+    return (
+        ServerConfig.objects.select_related("created_by", "derived_from")
+        .annotate(run_count=Count("run"))
+        .order_by("created_at", "id")
+    )
+
+
+def _ancestors(config: ServerConfig) -> list[ServerConfig]:
+    """`config`'s derived_from chain, nearest first (one query per link, bounded)."""
+    chain: list[ServerConfig] = []
+    seen = {config.pk}
+    parent_id = config.derived_from_id
+    while parent_id is not None and parent_id not in seen and len(chain) < MAX_LINK_DEPTH:
+        parent = ServerConfig.objects.filter(pk=parent_id).first()
+        if parent is None:
+            break
+        chain.append(parent)
+        seen.add(parent.pk)
+        parent_id = parent.derived_from_id
+    return chain
+
+
+def _descendants(root: ServerConfig) -> dict[int, ServerConfig]:
+    """Everything made from `root`, at any depth: one query per generation, bounded."""
+    found: dict[int, ServerConfig] = {}
+    frontier = [root.pk]
+    for _ in range(MAX_LINK_DEPTH):
+        children = list(ServerConfig.objects.filter(derived_from__in=frontier).exclude(pk__in=[root.pk, *found]))
+        if not children or len(found) >= MAX_VERSIONS:
+            break
+        found.update((c.pk, c) for c in children)
+        frontier = [c.pk for c in children]
+    return found
+
+
+def _descends_from(pk: int, ancestor: int, tree: dict[int, ServerConfig]) -> bool:
+    seen = set()
+    node: int | None = pk
+    while node in tree and node not in seen:
+        seen.add(node)
+        node = tree[node].derived_from_id
+        if node == ancestor:
+            return True
+    return False
+
+
+def _differing_fields(config: ServerConfig, other: ServerConfig) -> list[str]:
+    mine, theirs = config.launch_spec(), other.launch_spec()
+    return [_LABELS.get(name, name) for name in ServerConfig.LAUNCH_FIELDS if mine[name] != theirs[name]]
+
+
+def config_runs(config: ServerConfig, limit: int = RUNS_SHOWN) -> list[ConfigRun]:
+    """The newest runs of `config`, each with its experiment and its mean output throughput per concurrency."""
+    runs = list(
+        Run.objects.filter(config=config).select_related("experiment", "host").order_by("-created_at", "-id")[:limit]
+    )
+    cells = (
+        Measurement.objects.filter(run__in=[r.pk for r in runs])
+        .values("run_id", "concurrency")
+        .annotate(tok_s=Avg("output_throughput"))
+        .order_by("run_id", "concurrency")
+    )
+    throughput: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for cell in cells:
+        throughput[cell["run_id"]].append((cell["concurrency"], cell["tok_s"]))
+    return [ConfigRun(r, r.experiment.baseline_id == config.pk, throughput[r.pk]) for r in runs]
+
+
+def config_history_json(config: ServerConfig) -> dict[str, Any]:
+    """A config with its versions and runs, for the JSON API (`GET /api/configs/{id}`)."""
+    return {
+        **config_json(config),
+        "created_by": config.created_by.get_username() if config.created_by else None,
+        "versions": [
+            {**config_json(v.config), "relation": v.relation, "differs": v.differs} for v in config_versions(config)
+        ],
+        "runs": [
+            {
+                "id": r.run.pk,
+                "experiment": r.run.experiment_id,
+                "experiment_name": r.run.experiment.name,
+                "host": r.run.host.name,
+                "role": "baseline" if r.is_baseline else "candidate",
+                "state": r.run.state,
+                "output_tok_s": {str(c): round(t, 3) for c, t in r.throughput},
+                "url": r.run.get_absolute_url(),
+            }
+            for r in config_runs(config)
+        ],
+    }

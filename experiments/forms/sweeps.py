@@ -1,0 +1,273 @@
+"""The sweep builder: the value lists a user types (or the API sends), the candidate they vary, and the candidates
+they give, each checked like any other candidate. The page's preview, the API's preview and the API's `sweep` of an
+experiment all go through `SweepForm`; the grid and its rules are `experiments.sweeps`'.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from .. import launch_policy, sweeps
+from ..models import MANAGED_FLAGS, Host
+from ..queueing import launch_durations
+from .configs import BenchmarkProfileForm, ServerConfigForm, split_eagle3_profile
+from .submission import ExperimentSubmission, config_form_data, plain_errors
+from .values import format_env, no_control_chars
+
+# The page's sweep inputs belong to a form of their own (`form="sweep-form"`), outside the experiment's: submitting
+# the experiment never carries, and so never silently drops, a sweep that was not turned into candidates.
+_PAGE_FORM = {"form": "sweep-form"}
+
+
+class NumberListField(forms.Field):
+    """Whole numbers typed comma-separated, or a JSON list; bounded like the config field they vary."""
+
+    def __init__(self, *, varies: str, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", forms.TextInput(attrs=_PAGE_FORM))
+        super().__init__(**kwargs)
+        self.varies = varies
+
+    def to_python(self, value: Any) -> tuple[int, ...]:
+        try:
+            return sweeps.parse_numbers(value, self.varies)
+        except sweeps.SweepError as exc:
+            raise ValidationError(exc.message) from None
+
+
+class VariedField(forms.Field):
+    """Flags or environment variables with the values each takes in turn: lines as typed, or a JSON object."""
+
+    def __init__(self, *, kind: str, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", forms.Textarea(attrs={**_PAGE_FORM, "rows": 2}))
+        super().__init__(**kwargs)
+        self.kind = kind
+
+    def to_python(self, value: Any) -> sweeps.Varied:
+        try:
+            return sweeps.parse_varied(value, "", self.kind)
+        except sweeps.SweepError as exc:
+            raise ValidationError(exc.message) from None
+
+
+class SweepForm(forms.Form):
+    """The value lists of a sweep and the candidate it varies (`base_data`: the data of a config form, with its
+    `base_prefix` on the page). Valid, it holds the grid and one config form per candidate (`candidate_forms`)."""
+
+    speculative_num_steps = NumberListField(
+        varies=sweeps.STEPS, label="Steps", help_text="comma-separated, e.g. 1, 2, 3"
+    )
+    speculative_eagle_topk = NumberListField(varies=sweeps.TOPK, label="Topk", help_text="e.g. 1, 2, 4")
+    speculative_num_draft_tokens = NumberListField(
+        varies=sweeps.DRAFT,
+        label="Draft tokens",
+        required=False,
+        help_text="for topk above 1; topk 1 always runs steps + 1",
+    )
+    extra_args = VariedField(
+        kind="flag", label="Varied flags", required=False, help_text="one per line: --mem-fraction-static 0.8, 0.85"
+    )
+    env = VariedField(
+        kind="env", label="Varied environment", required=False, help_text="one per line: NCCL_PROTO=LL, Simple"
+    )
+    name_prefix = forms.CharField(
+        label="Name prefix",
+        required=False,
+        max_length=sweeps.MAX_PREFIX_LENGTH,
+        widget=forms.TextInput(attrs=_PAGE_FORM),
+        help_text="candidates are named s<steps>-k<topk>-d<draft tokens>",
+    )
+
+    def __init__(
+        self,
+        data: Any = None,
+        *,
+        base_data: Any = None,
+        base_prefix: str | None = None,
+        prefix: str | None = None,
+    ) -> None:
+        super().__init__(data, prefix=prefix)
+        self.base_form = (
+            None if base_data is None else ServerConfigForm(_base_form_data(base_data, base_prefix), prefix=base_prefix)
+        )
+        # Set by whoever knows the host and the other candidates, before validation (like ServerConfigForm's).
+        self.extra_env_prefixes: tuple[str, ...] = ()
+        self.max_candidates = ExperimentSubmission.MAX_CANDIDATES
+        self.grid: sweeps.Grid | None = None
+        self.candidate_forms: list[ServerConfigForm] = []
+
+    def clean_name_prefix(self) -> str:
+        value = self.cleaned_data["name_prefix"].strip()
+        no_control_chars(value, "The name prefix")
+        return value
+
+    def clean_extra_args(self) -> sweeps.Varied:
+        varied = self.cleaned_data["extra_args"]
+        for flag, values in varied:
+            for value in values:
+                problems = launch_policy.extra_args_refusals([flag, value], MANAGED_FLAGS)
+                if problems:
+                    raise ValidationError([f"{problem}." for problem in problems])
+        return varied
+
+    def clean_env(self) -> sweeps.Varied:
+        varied = self.cleaned_data["env"]
+        for name, values in varied:
+            for value in values:
+                problems = launch_policy.env_refusals({name: value}, self.extra_env_prefixes)
+                if problems:
+                    raise ValidationError([f"{problem}." for problem in problems])
+        return varied
+
+    def clean(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        if self.base_form is None:
+            raise ValidationError(
+                "Give the candidate the sweep varies (the API's `base`, a config or a config id; on the page, the "
+                "first candidate block)."
+            )
+        self.base_form.extra_env_prefixes = self.extra_env_prefixes
+        if not self.base_form.is_valid():
+            raise ValidationError("Fix the candidate the sweep varies first (its errors are listed).")
+        if self.errors:
+            return data
+        sweep = sweeps.Sweep(
+            steps=data["speculative_num_steps"],
+            topk=data["speculative_eagle_topk"],
+            draft_tokens=data["speculative_num_draft_tokens"],
+            flags=data["extra_args"],
+            env=data["env"],
+            name_prefix=data["name_prefix"],
+        )
+        try:
+            self.grid = sweeps.build_grid(self._base_config(), sweep)
+        except sweeps.SweepError as exc:
+            self.add_error(exc.field if exc.field in self.fields else None, exc.message)
+            return data
+        refusal = self.grid.refusal(self.max_candidates)
+        if refusal:
+            raise ValidationError(refusal)
+        self.candidate_forms = [ServerConfigForm(config_form_data(c)) for c in self.grid.candidates]
+        for form in self.candidate_forms:
+            form.extra_env_prefixes = self.extra_env_prefixes
+        return data
+
+    def _base_config(self) -> dict[str, Any]:
+        """The validated base as a config in the API's shape (what the grid copies into each candidate)."""
+        assert self.base_form is not None
+        clean = self.base_form.cleaned_data
+        config = {f: clean[f] for f in ServerConfigForm.Meta.fields if f not in sweeps.SPEC_FIELDS and f != "name"}
+        config.update(
+            env=clean["env_text"],
+            extra_args=clean["extra_args_text"],
+            expect=clean["expect"],
+            log_metrics=clean["log_metrics"],
+        )
+        return config
+
+    def own_errors(self, path: str = "sweep.") -> dict[str, list[str]]:
+        """The errors of the lists and of the base (under `<path>base.`); the candidates' are `named_forms`'."""
+        errors = {} if self.is_valid() else plain_errors(self, path)
+        if self.base_form is not None and self.base_form.errors:
+            errors.update(plain_errors(self.base_form, f"{path}base."))
+        return errors
+
+    def named_forms(self, path: str = "sweep.") -> list[tuple[str, ServerConfigForm]]:
+        return [(f"{path}candidates.{j}.", form) for j, form in enumerate(self.candidate_forms)]
+
+    def grid_json(self) -> dict[str, Any]:
+        grid = self.grid
+        return {
+            "candidates": grid.candidates if grid else [],
+            "skipped": [s.as_json() for s in grid.skipped] if grid else [],
+            "notes": grid.notes if grid else [],
+        }
+
+
+def _base_form_data(data: Any, prefix: str | None) -> Any:
+    """The base's form data without its own steps, topk and draft tokens (the sweep sets them) and with a
+    placeholder name (each candidate is named after its values)."""
+    copied = data.copy()
+    for field in sweeps.SPEC_FIELDS:
+        copied[f"{prefix}-{field}" if prefix else field] = ""
+    copied[f"{prefix}-name" if prefix else "name"] = "sweep base"
+    return copied
+
+
+class _HostForm(forms.Form):
+    host = forms.ModelChoiceField(queryset=Host.objects.all(), to_field_name="name", empty_label=None)
+
+
+class SweepPreview:
+    """What a sweep would submit, before it is: the host, the sweep and the profile validated together, and (valid)
+    the grid with the launches it costs and how long they should take. The page and the API answer the same."""
+
+    def __init__(self, host: Any, sweep: SweepForm, profile: BenchmarkProfileForm) -> None:
+        self.host_form = _HostForm({"host": host})
+        self.sweep_form = sweep
+        self.profile_form = profile
+        self.errors: dict[str, list[str]] = {}
+
+    def is_valid(self) -> bool:
+        errors: dict[str, list[str]] = {}
+        host = self.host_form.cleaned_data["host"] if self.host_form.is_valid() else None
+        if host is None:
+            errors.update(plain_errors(self.host_form))
+        self.sweep_form.extra_env_prefixes = tuple(host.extra_env_prefixes or ()) if host else ()
+        if not self.profile_form.is_valid():
+            errors.update(plain_errors(self.profile_form, "profile."))
+        errors.update(self.sweep_form.own_errors())
+        for path, form in self.sweep_form.named_forms():
+            if not form.is_valid():
+                errors.update(plain_errors(form, path))
+        self.errors = errors
+        return not errors
+
+    def as_json(self, *, with_form_text: bool = False) -> dict[str, Any]:
+        """The grid and its estimate; `with_form_text` adds each candidate's boxes as the page's form shows them."""
+        assert not self.errors, "as_json() after a successful is_valid() only"
+        host: Host = self.host_form.cleaned_data["host"]
+        profile = self.profile_form.save_unsaved(name="sweep preview")
+        history = launch_durations([host.pk])[host.pk].estimate(profile.compute_series_key())
+        if history is not None:
+            seconds = history.seconds
+            which = "with this profile" if history.basis == "profile" else "with other profiles, a rough guide"
+            basis = f"the median of the last {history.runs} succeeded runs on {host.name} ({which})"
+        else:
+            seconds = sweeps.default_launch_seconds(
+                {f: getattr(profile, f) for f in ("output_len", "num_prompts", "concurrency", "passes")}
+                | {"warmup_requests": profile.warmup_requests}
+            )
+            basis = (
+                f"no succeeded run on {host.name} yet: {sweeps.DEFAULT_LOAD_SECONDS / 60:.0f} min to start a server "
+                f"and {sweeps.DEFAULT_TOKEN_SECONDS * 1000:.0f} ms per output token"
+            )
+        grid = self.sweep_form.grid_json()
+        estimate = sweeps.estimate(len(grid["candidates"]), profile.launches, seconds)
+        if with_form_text:
+            grid["candidates"] = [{**c, "form": _form_text(c)} for c in grid["candidates"]]
+        return {
+            **grid,
+            "configs": estimate.configs,
+            "launches_per_config": profile.launches,
+            "launches": estimate.launches,
+            "seconds_per_launch": round(estimate.seconds_per_launch),
+            "estimated_seconds": round(estimate.seconds),
+            "estimate_basis": basis,
+            "profile": profile.summary,
+        }
+
+
+def _form_text(candidate: dict[str, Any]) -> dict[str, Any]:
+    """A candidate's values as the page's config boxes hold them (the EAGLE-3 profile as its checkbox)."""
+    profiled, env, _ = split_eagle3_profile(candidate["env"], candidate["log_metrics"])
+    return {
+        "name": candidate["name"],
+        **{field: candidate[field] for field in sweeps.SPEC_FIELDS},
+        "extra_args_text": shlex.join(candidate["extra_args"]),
+        "env_text": format_env(env),
+        "profile_eagle3": profiled,
+    }

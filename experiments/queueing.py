@@ -1,0 +1,180 @@
+"""Where queued runs stand: each one's place in its host's line, what it waits for, and when it should start.
+
+The estimates come from past durations (claim to end) of succeeded runs: of the same config (content hash) and
+request shape (profile series) on the host where there are some, else of the same request shape, else of any run
+on the host, else none. A median, so one run that hung in loading does not move every estimate. The sweep
+preview estimates its launches from the same durations.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.utils import timezone
+
+from .models import Host, Run
+
+# Recent runs only: a host's speed and its models change, and the median of the last few hundred is stable
+# enough (and bounded for the page).
+HISTORY_RUNS = 400
+
+
+@dataclass
+class QueuedRun:
+    run: Run
+    position: int  # 1: the next run to start on its host
+    waiting_for: str
+    starts_in_s: float | None  # None: nothing to estimate from
+    expected_duration_s: float | None
+
+    def as_json(self) -> dict:
+        return {
+            "position": self.position,
+            "waiting_for": self.waiting_for,
+            "starts_in_s": _rounded(self.starts_in_s),
+            "expected_duration_s": _rounded(self.expected_duration_s),
+        }
+
+
+@dataclass
+class HostQueue:
+    host: Host
+    runs: list[QueuedRun] = field(default_factory=list)
+    active_remaining_s: float | None = None
+
+    @property
+    def empties_in_s(self) -> float | None:
+        """When the last queued run should be done, or None when any part cannot be estimated."""
+        if not self.runs:
+            return None
+        last = self.runs[-1]
+        if last.starts_in_s is None or last.expected_duration_s is None:
+            return None
+        return last.starts_in_s + last.expected_duration_s
+
+
+@dataclass(frozen=True)
+class LaunchEstimate:
+    seconds: float  # median wall time of one launch, from its claim to its end
+    runs: int  # how many succeeded runs it is the median of
+    basis: str  # "config": same config and request shape; "profile": same request shape; "host": any run there
+
+
+class LaunchDurations:
+    """How long launches take on one host, from its recent succeeded runs: the median of the closest kind."""
+
+    def __init__(self, rows: Iterable[dict[str, Any]]) -> None:
+        self.by_config: dict[tuple[str, str], list[float]] = defaultdict(list)
+        self.by_profile: dict[str, list[float]] = defaultdict(list)
+        self.on_host: list[float] = []
+        for row in rows:
+            seconds = (row["finished_at"] - row["started_at"]).total_seconds()
+            series = row["experiment__profile__series_key"]
+            self.by_config[row["config__content_hash"], series].append(seconds)
+            self.by_profile[series].append(seconds)
+            self.on_host.append(seconds)
+
+    def estimate(self, series_key: str, config_hash: str | None = None) -> LaunchEstimate | None:
+        for values, basis in (
+            (self.by_config.get((config_hash or "", series_key)), "config"),
+            (self.by_profile.get(series_key), "profile"),
+            (self.on_host, "host"),
+        ):
+            if values:
+                return LaunchEstimate(statistics.median(values), len(values), basis)
+        return None
+
+    def of(self, run: Run) -> float | None:
+        found = self.estimate(run.experiment.profile.series_key, run.config.content_hash)
+        return found.seconds if found else None
+
+
+def launch_durations(host_ids: Iterable[int]) -> dict[int, LaunchDurations]:
+    """Each host's recent launch durations (one query)."""
+    host_ids = list(host_ids)
+    history = (
+        Run.objects.filter(host_id__in=host_ids, state=Run.State.SUCCEEDED, started_at__isnull=False)
+        .exclude(finished_at=None)
+        .order_by("-finished_at")
+        .values("host_id", "started_at", "finished_at", "config__content_hash", "experiment__profile__series_key")
+    )
+    rows_by_host: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in history[: HISTORY_RUNS * max(len(host_ids), 1)]:
+        if len(rows_by_host[row["host_id"]]) < HISTORY_RUNS:
+            rows_by_host[row["host_id"]].append(dict(row))
+    return {pk: LaunchDurations(rows_by_host[pk]) for pk in host_ids}
+
+
+def host_queues(host_list: Iterable[Host]) -> dict[int, HostQueue]:
+    """Every given host's queue in claim order, with estimates (three queries, whatever the number of runs)."""
+    hosts: dict[int, Host] = {host.pk: host for host in host_list}
+    queued = (
+        Run.objects.queued()
+        .filter(host_id__in=hosts, cancel_requested=False)
+        .select_related("config", "experiment__profile")
+        .defer("live_facts", "effective_args")
+        .in_claim_order()
+    )
+    active = {
+        run.host_id: run
+        for run in Run.objects.filter(pk__in=[h.active_run_id for h in hosts.values() if h.active_run_id])
+        .select_related("config", "experiment__profile")
+        .defer("live_facts", "timeline", "effective_args")
+    }
+    queues = {pk: HostQueue(host) for pk, host in hosts.items()}
+    durations = launch_durations(hosts)
+    now = timezone.now()
+    for pk, queue in queues.items():
+        running = active.get(pk)
+        if running is not None:
+            expected = durations[pk].of(running)
+            if expected is not None and running.started_at:
+                queue.active_remaining_s = max(0.0, expected - (now - running.started_at).total_seconds())
+    clock: dict[int, float | None] = {
+        pk: (q.active_remaining_s if hosts[pk].active_run_id else 0.0) for pk, q in queues.items()
+    }
+    for run in queued:
+        queue = queues[run.host_id]
+        expected = durations[run.host_id].of(run)
+        starts_in = clock[run.host_id]
+        position = len(queue.runs) + 1
+        queue.runs.append(
+            QueuedRun(run, position, _waiting_for(queue.host, active.get(run.host_id), position), starts_in, expected)
+        )
+        clock[run.host_id] = None if starts_in is None or expected is None else starts_in + expected
+    return queues
+
+
+def queued_run(run: Run) -> QueuedRun | None:
+    """Where one queued run stands on its host (None once it left the queue)."""
+    if run.state != Run.State.QUEUED or run.cancel_requested:
+        return None
+    host = Host.objects.get(pk=run.host_id)
+    return next((q for q in host_queues([host])[host.pk].runs if q.run.pk == run.pk), None)
+
+
+def queued_runs_of(report) -> dict[int, QueuedRun]:
+    """The queue standing of an experiment report's queued runs, by run id (no query when none is queued)."""
+    if not any(run.state == Run.State.QUEUED for run in report.runs):
+        return {}
+    queue = host_queues([report.experiment.host])[report.experiment.host_id]
+    return {q.run.pk: q for q in queue.runs}
+
+
+def _waiting_for(host: Host, active: Run | None, position: int) -> str:
+    if host.is_dirty:
+        return f"{host.name} to be cleaned by an admin (it is marked dirty: {host.dirty_reason or 'no reason given'})"
+    ahead = f"{position - 1} queued run{'s' if position > 2 else ''} ahead, " if position > 1 else ""
+    if active is not None:
+        return f"{ahead}after run {active.pk} ({active.config.name}, {active.state}) on {host.name}"
+    if position > 1:
+        return f"{ahead}{host.name} is free"
+    return f"a worker to start it on {host.name}"
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 1)

@@ -1,0 +1,383 @@
+"""A sweep: the grid of candidate configs over lists of speculative parameters (and of extra flags or environment
+variables), with SGLang's rules applied and every combination left out said why, and the launches it costs.
+
+Pure (no Django): the sweep form (`forms/sweeps.py`) parses what users type with `parse_numbers` and
+`parse_varied`, builds the grid with `build_grid` and prices it with `estimate`; the caller hands in the seconds a
+launch takes (from the host's history, or `default_launch_seconds`).
+
+The rules are those SGLang applies to the EAGLE family (EAGLE, EAGLE3, NEXTN, STANDALONE), from
+`../shared/reference/sglang-interface.md` §1.3 and SGLang's source:
+- topk 1: `ServerArgs` sets draft tokens to steps + 1 whatever was asked (and warns), so with topk 1 a draft-token
+  value other than steps + 1 is replaced, and the combinations it collapses are listed;
+- topk > 1: the verify step takes draft tokens - 1 of the k + (steps - 1)·k² nodes of the draft tree
+  (`organize_draft_results` in `speculative/eagle_utils.py`, a `torch.topk` that fails on more);
+- topk > 1 with SGLANG_ENABLE_SPEC_V2 on: 0.5.7-0.5.10 refuse to start, 0.5.12 falls back to spec v1;
+- topk > 1 with the trtllm_mha attention backend, or with a page size above 1 on another backend than
+  flashinfer: SGLang refuses to start.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .launch_policy import CONTROL_CHARS, ENV_NAME, NUMBER_BOUNDS
+
+STEPS, TOPK, DRAFT = "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"
+SPEC_FIELDS = (STEPS, TOPK, DRAFT)
+# The algorithms whose parameter rules are the ones above (SGLang rewrites NEXTN to EAGLE).
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+
+# Bounds of what one sweep may ask for. An experiment takes at most 50 candidates; a sweep spanning more than
+# MAX_COMBINATIONS before the rules is a typing slip, not a plan (and its list of skipped ones would be unreadable).
+MAX_VALUES = 16  # per list
+MAX_VARIED = 4  # extra flags and environment variables varied, together
+MAX_VALUE_LENGTH = 200
+MAX_PREFIX_LENGTH = 40
+MAX_COMBINATIONS = 1024
+
+# SGLang's EnvBool reads these as true (any case).
+_TRUE = {"1", "true", "yes", "on"}
+_ATTENTION_BACKEND_FLAGS = ("--attention-backend", "--decode-attention-backend", "--prefill-attention-backend")
+_FLAG_NAME = re.compile(r"\A--[A-Za-z0-9][A-Za-z0-9-]*\Z")
+
+# What a launch costs when the host has no history: connect, preflight, weights, CUDA graphs, verify and teardown
+# of a large model on 8 GPUs take minutes (simulated hosts take seconds, and have history after one run); then
+# every benchmark request decodes its output tokens, a wave of `concurrency` requests at a time, at a pessimistic
+# 20 ms per token (a decode step is ~12 ms at batch 1 and grows with the batch). Prefill is left out: at the
+# input lengths of a speculative benchmark it is a small share of a request.
+DEFAULT_LOAD_SECONDS = 600.0
+DEFAULT_TOKEN_SECONDS = 0.02
+
+
+class SweepError(ValueError):
+    """Input a sweep cannot be built from; `field` names the list it is about ("" for the sweep as a whole)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+Varied = tuple[tuple[str, tuple[str, ...]], ...]  # ((flag or env name, its values), ...)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    steps: tuple[int, ...]
+    topk: tuple[int, ...]
+    draft_tokens: tuple[int, ...] = ()  # empty: topk 1 only, where SGLang decides them
+    flags: Varied = ()
+    env: Varied = ()
+    name_prefix: str = ""
+
+    @property
+    def combinations(self) -> int:
+        sizes = [len(self.steps), len(self.topk), max(len(self.draft_tokens), 1)]
+        sizes += [len(values) for _, values in (*self.flags, *self.env)]
+        return math.prod(sizes)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """One combination the grid does not launch as given: its values (`label` names them like a candidate) and
+    why; `replaced_by` names the candidate that measures what SGLang would run instead, if any."""
+
+    label: str
+    values: dict[str, Any]
+    reason: str
+    replaced_by: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"label": self.label, "values": self.values, "reason": self.reason, "replaced_by": self.replaced_by}
+
+
+@dataclass(frozen=True)
+class Grid:
+    candidates: list[dict[str, Any]]  # complete configs in the API's shape (SGLang field names), named
+    skipped: list[Skipped]
+    notes: list[str]
+
+    def refusal(self, max_candidates: int) -> str | None:
+        """Why this grid cannot become an experiment's candidates, or None."""
+        if not self.candidates:
+            return (
+                f"No valid candidate: all {len(self.skipped)} combinations are skipped (the reasons are listed). "
+                "Change the value lists."
+            )
+        if len(self.candidates) > max_candidates:
+            return (
+                f"The sweep gives {len(self.candidates)} candidates, more than the {max_candidates} the experiment "
+                "can take: shorten a value list."
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    configs: int  # the baseline and every candidate
+    launches: int
+    seconds_per_launch: float
+    seconds: float
+
+
+# ---- parsing what users type ------------------------------------------------------------------------------------
+
+
+def parse_numbers(value: Any, field: str) -> tuple[int, ...]:
+    """A list of whole numbers within the field's bounds: "1, 2 3" as typed, or a JSON list. Sorted, without
+    repeats; empty when nothing is given."""
+    low, high = NUMBER_BOUNDS[field]
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        items: list[Any] = [part for part in re.split(r"[,\s]+", value.strip()) if part]
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise SweepError(field, "Give a list of whole numbers, e.g. 1, 2, 3.")
+    numbers = set()
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, (int, str)):
+            raise SweepError(field, f"{str(item)[:20]!r} is not a whole number.")
+        try:
+            number = int(item)
+        except ValueError:
+            raise SweepError(field, f"{str(item)[:20]!r} is not a whole number.") from None
+        if not low <= number <= high:
+            raise SweepError(field, f"{number} is outside {low}..{high}.")
+        numbers.add(number)
+    if len(numbers) > MAX_VALUES:
+        raise SweepError(field, f"At most {MAX_VALUES} values.")
+    return tuple(sorted(numbers))
+
+
+def parse_varied(value: Any, field: str, kind: str) -> Varied:
+    """Flags (`kind` "flag") or environment variables (`kind` "env") and the values each takes in turn.
+
+    As typed, one per line: `--mem-fraction-static 0.8, 0.85` or `NCCL_PROTO=LL, Simple`; from JSON, an object
+    of name -> list of values. Values keep their order, without repeats.
+    """
+    if value is None or value == "" or value == {}:
+        return ()
+    if isinstance(value, str):
+        pairs = [_split_line(line, field, kind) for line in value.splitlines() if line.strip()]
+    elif isinstance(value, dict):
+        pairs = [(name, values) for name, values in value.items()]
+    else:
+        raise SweepError(field, f"Give an object of {_what(kind)} -> list of values.")
+    if len(pairs) > MAX_VARIED:
+        raise SweepError(field, f"At most {MAX_VARIED} varied {_what(kind)}s.")
+    varied: list[tuple[str, tuple[str, ...]]] = []
+    for name, values in pairs:
+        if not isinstance(name, str) or not (_FLAG_NAME if kind == "flag" else ENV_NAME).match(name):
+            example = "--mem-fraction-static" if kind == "flag" else "NCCL_PROTO"
+            raise SweepError(field, f"{str(name)[:40]!r} is not a valid {_what(kind)} name (like {example}).")
+        if any(name == other for other, _ in varied):
+            raise SweepError(field, f"{name} is given twice.")
+        varied.append((name, _values(values, name, field, kind)))
+    return tuple(varied)
+
+
+def _what(kind: str) -> str:
+    return "flag" if kind == "flag" else "environment variable"
+
+
+def _split_line(line: str, field: str, kind: str) -> tuple[str, Any]:
+    text = line.strip()
+    match = re.match(r"(--[^\s=]+)(?:\s*=\s*|\s+)(.*)\Z" if kind == "flag" else r"([^\s=]+)\s*=\s*(.*)\Z", text)
+    if match is None:
+        example = "--mem-fraction-static 0.8, 0.85" if kind == "flag" else "NCCL_PROTO=LL, Simple"
+        raise SweepError(field, f"Expected a line like {example}, got {text[:60]!r}.")
+    return match[1], [part.strip() for part in match[2].split(",")]
+
+
+def _values(values: Any, name: str, field: str, kind: str) -> tuple[str, ...]:
+    if not isinstance(values, list) or not values:
+        raise SweepError(field, f"{name}: give a list of values.")
+    out: list[str] = []
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise SweepError(field, f"{name}: {str(value)[:20]!r} is not a value (a string or a number).")
+        text = str(value).strip()
+        if not text or len(text) > MAX_VALUE_LENGTH or CONTROL_CHARS.search(text):
+            raise SweepError(
+                field, f"{name}: values are non-empty, at most {MAX_VALUE_LENGTH} characters, one line each."
+            )
+        if kind == "flag" and text.startswith("--"):
+            # SGLang's argparse would read it as the next flag, leaving this one without its value.
+            raise SweepError(field, f"{name}: {text[:40]!r} is a flag, not a value.")
+        if text not in out:
+            out.append(text)
+    if len(out) > MAX_VALUES:
+        raise SweepError(field, f"{name}: at most {MAX_VALUES} values.")
+    return tuple(out)
+
+
+# ---- the grid ----------------------------------------------------------------------------------------------------
+
+
+def build_grid(base: Mapping[str, Any], sweep: Sweep) -> Grid:
+    """Every combination of the sweep's values applied to `base` (a config in the API's shape): the candidates
+    SGLang would run as asked, and the combinations skipped, each with its reason. Candidates are named after their
+    values (`s3-k1-d4`, then each varied flag and environment variable)."""
+    algorithm = base.get("speculative_algorithm") or ""
+    if algorithm not in EAGLE_FAMILY:
+        raise SweepError(
+            "base",
+            f"The candidate a sweep varies needs a speculative algorithm of the EAGLE family "
+            f"({', '.join(EAGLE_FAMILY)}), whose rules the sweep applies; it has {algorithm or 'none'}.",
+        )
+    if not sweep.steps or not sweep.topk:
+        raise SweepError(STEPS if not sweep.steps else TOPK, "Give at least one value.")
+    if sweep.combinations > MAX_COMBINATIONS:
+        raise SweepError(
+            "", f"The lists span {sweep.combinations} combinations; at most {MAX_COMBINATIONS}: shorten them."
+        )
+    candidates: dict[str, dict[str, Any]] = {}
+    skipped: list[Skipped] = []
+    drafts: Sequence[int | None] = sweep.draft_tokens or (None,)
+    flag_choices = itertools.product(*(values for _, values in sweep.flags))
+    env_choices = itertools.product(*(values for _, values in sweep.env))
+    for steps, topk, draft, flag_values, env_values in itertools.product(
+        sweep.steps, sweep.topk, drafts, list(flag_choices), list(env_choices)
+    ):
+        flags = dict(zip((name for name, _ in sweep.flags), flag_values, strict=True))
+        env = dict(zip((name for name, _ in sweep.env), env_values, strict=True))
+        # With topk 1 SGLang runs steps + 1 draft tokens whatever is asked (reference §1.3 step 5).
+        runs = steps + 1 if topk == 1 else draft
+        candidate = _candidate(base, sweep.name_prefix, steps, topk, runs, flags, env)
+        label = _name("", steps, topk, draft, flags, env)
+        values = {STEPS: steps, TOPK: topk, DRAFT: draft, "extra_args": flags, "env": env}
+        reason = _refusal(steps, topk, runs, candidate)
+        if reason is not None:
+            skipped.append(Skipped(label, values, reason))
+            continue
+        if draft is not None and runs != draft:
+            reason = f"topk 1: SGLang runs steps + 1 = {runs} draft tokens whatever is asked"
+            skipped.append(Skipped(label, values, reason, replaced_by=candidate["name"]))
+        candidates.setdefault(candidate["name"], candidate)
+    notes = []
+    if 1 in sweep.topk:
+        notes.append(
+            "With topk 1 SGLang runs steps + 1 draft tokens whatever is asked: the draft-token list applies to topk "
+            "above 1, and the topk-1 combinations it would change are listed as replaced and run once."
+        )
+    return Grid(list(candidates.values()), skipped, notes)
+
+
+def _refusal(steps: int, topk: int, draft: int | None, candidate: Mapping[str, Any]) -> str | None:
+    """Why SGLang would not run this combination as asked (None: it would)."""
+    if topk == 1:
+        return None  # draft tokens are SGLang's own choice, steps + 1: the replacement is reported by the caller
+    if draft is None:
+        return f"topk {topk} needs draft tokens: add values to the draft-token list"
+    nodes = topk + (steps - 1) * topk * topk
+    if draft - 1 > nodes:
+        return (
+            f"{draft} draft tokens are more than the draft tree holds: at steps {steps} and topk {topk} it has "
+            f"{nodes} nodes and SGLang verifies draft tokens - 1 of them, so at most {nodes + 1}"
+        )
+    env = candidate.get("env") or {}
+    if str(env.get("SGLANG_ENABLE_SPEC_V2", "")).strip().lower() in _TRUE:
+        return (
+            f"topk {topk} with SGLANG_ENABLE_SPEC_V2 on: SGLang 0.5.7-0.5.10 refuse to start (spec v2 supports "
+            "topk 1 only) and 0.5.12 falls back to spec v1, so it would not measure what it says"
+        )
+    args = list(candidate.get("extra_args") or [])
+    backends = {_flag_value(args, flag) for flag in _ATTENTION_BACKEND_FLAGS} - {None}
+    if "trtllm_mha" in backends:
+        return f"topk {topk} with the trtllm_mha attention backend: SGLang supports topk 1 only there"
+    page_size = _flag_value(args, "--page-size")
+    if page_size is not None and page_size.isdigit() and int(page_size) > 1:
+        if _flag_value(args, "--attention-backend") != "flashinfer":
+            return (
+                f"topk {topk} with page size {page_size}: SGLang refuses topk above 1 with pages above 1 except on "
+                "the flashinfer attention backend (--attention-backend flashinfer)"
+            )
+    return None
+
+
+def _candidate(
+    base: Mapping[str, Any],
+    prefix: str,
+    steps: int,
+    topk: int,
+    draft: int | None,
+    flags: Mapping[str, str],
+    env: Mapping[str, str],
+) -> dict[str, Any]:
+    args = list(base.get("extra_args") or [])
+    for flag, value in flags.items():
+        args = [*_without_flag(args, flag), flag, value]
+    return {
+        **base,
+        "name": _name(prefix, steps, topk, draft, flags, env),
+        STEPS: steps,
+        TOPK: topk,
+        DRAFT: draft,
+        "extra_args": args,
+        "env": {**(base.get("env") or {}), **env},
+    }
+
+
+def _name(
+    prefix: str, steps: int, topk: int, draft: int | None, flags: Mapping[str, str], env: Mapping[str, str]
+) -> str:
+    core = f"s{steps}-k{topk}" if draft is None else f"s{steps}-k{topk}-d{draft}"
+    parts = [f"{prefix}-{core}" if prefix else core]
+    parts += [f"{flag.lstrip('-')}={value}" for flag, value in flags.items()]
+    parts += [f"{name}={value}" for name, value in env.items()]
+    return " ".join(parts)
+
+
+def _without_flag(args: list[str], flag: str) -> list[str]:
+    """`args` without `flag` and its value: a varied flag replaces the base's own setting."""
+    out: list[str] = []
+    skip_value = False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+            if not arg.startswith("--"):
+                continue
+        if arg == flag:
+            skip_value = True
+            continue
+        if arg.startswith(flag + "="):
+            continue
+        out.append(arg)
+    return out
+
+
+def _flag_value(args: list[str], flag: str) -> str | None:
+    """The value the last `flag` in `args` sets (`--flag value` or `--flag=value`), or None."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            found = args[i + 1]
+        elif arg.startswith(flag + "="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+# ---- what it costs -----------------------------------------------------------------------------------------------
+
+
+def default_launch_seconds(profile: Mapping[str, Any]) -> float:
+    """A launch's duration from the profile alone (see DEFAULT_LOAD_SECONDS): for hosts without history."""
+    output_len, prompts = int(profile["output_len"]), int(profile["num_prompts"])
+    waves = sum(math.ceil(prompts / level) for level in profile["concurrency"]) * int(profile["passes"])
+    waves += int(profile.get("warmup_requests") or 0)
+    return DEFAULT_LOAD_SECONDS + waves * output_len * DEFAULT_TOKEN_SECONDS
+
+
+def estimate(candidates: int, launches_per_config: int, seconds_per_launch: float) -> Estimate:
+    """Launches and duration of an experiment of `candidates` candidates (the baseline runs beside them in every
+    round of launches), one launch after another on the host."""
+    configs = candidates + 1
+    launches = configs * launches_per_config
+    return Estimate(configs, launches, seconds_per_launch, launches * seconds_per_launch)

@@ -1,0 +1,353 @@
+"""Operations: the services a worker depends on go away and come back while an experiment runs. A Redis restart
+loses the queued wake-ups (the beat makes them good) and a PostgreSQL restart breaks the worker's connection (it
+reconnects); a second deployment on the same Redis never takes this one's tasks or sees its broadcasts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import runpy
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import psycopg
+import pytest
+import redis
+from asgiref.sync import async_to_sync
+from channels_redis.core import RedisChannelLayer  # type: ignore[import-untyped]
+from django.conf import settings
+from django.core import serializers
+from django.db import OperationalError, connection, connections
+
+from dashboard.celery import app
+from experiments import broadcast
+from experiments.actions.audit import Actor
+from experiments.actions.experiments import do_create_experiment
+from experiments.models import BenchmarkProfile, Host, Run
+from simhost.ports import free_port, wait_for_port
+from workers.run.database import db
+from workers.tests.run.simruns import SMALL_PROFILE, lines_on_host, sim_config, wait_for_state
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+REPO = Path(__file__).resolve().parents[3]
+FINISHED: set[str] = {Run.State.SUCCEEDED, Run.State.FAILED, Run.State.CANCELLED}
+
+
+def _queue_launches(host: Host, owner, launches: int, **profile_fields) -> list[Run]:
+    """The queued runs of a new experiment of one config launched `launches` times, in the order they run."""
+    profile = BenchmarkProfile(name="p", **{**SMALL_PROFILE, "launches": launches, **profile_fields})
+    experiment = do_create_experiment(
+        actor=Actor(owner), name="operations", host=host, baseline=sim_config(host), candidates=[], profile=profile
+    )
+    return list(experiment.run_set.order_by("sequence"))
+
+
+def _wait_for_log(path: Path, text: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} not in {path} after {timeout} s")
+
+
+def _task_outcomes(log_path: Path, task: str, count: int, timeout: float = 15) -> list[str]:
+    """How the worker's first `count` calls of `task` ended ("succeeded", "raised"), once they have."""
+    outcome = re.compile(rf"workers\.tasks\.{task}\[[\w-]+\] (succeeded|raised)")
+    deadline = time.monotonic() + timeout
+    while True:
+        ended = outcome.findall(log_path.read_text())
+        if len(ended) >= count or time.monotonic() > deadline:
+            return ended[:count]
+        time.sleep(0.2)
+
+
+# ---- a Redis restart -------------------------------------------------------------------------------------------
+
+
+class PrivateRedis:
+    """A redis-server of the test's own that it may kill: no persistence, so a restart comes back empty."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(self.root)]  # fmt: skip
+        self.process = subprocess.Popen(argv, stdout=open(self.root / "redis.log", "ab"), stderr=subprocess.STDOUT)
+        wait_for_port(self.port, process=self.process, what="redis-server")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    server = PrivateRedis(tmp_path)
+    server.start()
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        server.kill()
+
+
+def test_it_finishes_an_experiment_across_a_redis_restart(
+    sim_host, owner, private_queue, start_worker, private_redis, tmp_path
+):
+    log_path = tmp_path / "worker.log"
+    redis_env = {"REDIS_URL": private_redis.url, "SPECDASH_WAKE_EVERY": "1"}
+    start_worker(private_queue, "ops", log_path, beat_schedule=tmp_path / "beat", **redis_env)
+    # The submission's own wake-up goes to this test's broker, which the worker does not read: the beat starts the
+    # first run as well.
+    first, second = _queue_launches(sim_host, owner, 2)
+
+    wait_for_state(first, {Run.State.BENCHMARKING}, timeout=60)
+    private_redis.kill()
+    first.refresh_from_db()
+    assert not first.is_finished
+    # Redis stays down until the first run is over, so the wake-up its end sends for the second run is lost.
+    wait_for_state(first, FINISHED, timeout=60)
+    private_redis.start()
+    back_at = time.monotonic()
+    wait_for_state(second, set(Run.State.values) - {Run.State.QUEUED}, timeout=60)
+    woken_after = time.monotonic() - back_at
+    wait_for_state(second, FINISHED, timeout=60)
+
+    assert first.state == Run.State.SUCCEEDED, first.failure()
+    assert second.state == Run.State.SUCCEEDED, second.failure()
+    assert woken_after < 30  # the worker's reconnection to Redis, then the beat's next wake-up (every second here)
+    # The second run's wake-up was lost (Redis was down when the first run ended); the beat woke the host after.
+    log = log_path.read_text()
+    lost = log.index(f"host {sim_host.pk}: wake-up not sent")
+    assert re.search(rf"wake_idle_hosts\[[\w-]+\] succeeded in [\d.]+s: \[{sim_host.pk}\]", log[lost:])
+
+
+# ---- a second deployment on the same Redis -----------------------------------------------------------------
+
+
+def _worker_argv(name: str) -> list[str]:
+    """A worker started as the deployment units start it: on whatever queue its settings name (no -Q)."""
+    return [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "--loglevel", "INFO", "--concurrency", "1",
+            "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{name}@%h"]  # fmt: skip
+
+
+def _deployment_names(database_url: str) -> tuple[str, str]:
+    """The Celery queue and channel prefix of a process started with `database_url` (the settings derive both)."""
+    with mock.patch.dict(os.environ, {"DATABASE_URL": database_url}):
+        values = runpy.run_path(str(REPO / "dashboard" / "settings.py"))
+    return values["CELERY_TASK_DEFAULT_QUEUE"], values["CHANNEL_LAYERS"]["default"]["CONFIG"]["prefix"]
+
+
+def _test_database_url() -> str:
+    db = connection.settings_dict
+    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+class Listener:
+    """A browser's view of one channel prefix: a channel in the experiment's group, read after the fact."""
+
+    def __init__(self, prefix: str, group: str) -> None:
+        self.layer = RedisChannelLayer(hosts=[settings.REDIS_URL], prefix=prefix)
+        self.group = group
+        self.channel = async_to_sync(self.layer.new_channel)()
+        async_to_sync(self.layer.group_add)(group, self.channel)
+
+    def events(self) -> list[dict[str, Any]]:
+        """What reached the channel (and has not expired); the channel leaves the group."""
+
+        async def drain() -> list[dict[str, Any]]:
+            received = []
+            while True:
+                try:
+                    received.append(await asyncio.wait_for(self.layer.receive(self.channel), timeout=1))
+                except TimeoutError:
+                    await self.layer.group_discard(self.group, self.channel)
+                    return received
+
+        return async_to_sync(drain)()
+
+
+def test_it_keeps_a_second_deployment_on_the_same_redis_apart(sim_host, owner, server_process, sshd, tmp_path):
+    ours_url = _test_database_url()
+    others_url = f"sqlite:///{tmp_path / 'other.sqlite3'}"
+    ours, others = _deployment_names(ours_url), _deployment_names(others_url)
+    # The other deployment's worker is up and idle first: had it our queue, it would take our wake-ups (and fail
+    # them: its database has no such host).
+    other_log, our_log = tmp_path / "other.log", tmp_path / "ours.log"
+    server_process(_worker_argv("other"), other_log, DATABASE_URL=others_url)
+    _wait_for_log(other_log, "ready.")
+
+    previous_queue = app.conf.task_default_queue
+    app.conf.task_default_queue = ours[0]  # this process is our deployment's web tier
+    try:
+        (run,) = _queue_launches(sim_host, owner, 1)
+        group = broadcast.experiment_group(run.experiment_id)
+        our_page, their_page = Listener(ours[1], group), Listener(others[1], group)
+        # Ours has no beat: a wake-up the other worker took would strand the run until the wait below runs out.
+        our_worker = server_process(
+            _worker_argv("ours"), our_log, DATABASE_URL=ours_url, SPECDASH_SSH_KEY_DIR=str(sshd.key_dir)
+        )
+        wait_for_state(run, FINISHED, timeout=60)
+        # The submission's wake-up, then the one our worker sent itself as the run ended (the host's next turn).
+        woken = _task_outcomes(our_log, "drive_host", count=2)
+    finally:
+        app.conf.task_default_queue = previous_queue
+        redis.Redis.from_url(settings.REDIS_URL).delete(ours[0], others[0])
+
+    assert run.state == Run.State.SUCCEEDED, run.failure()
+    # Driven by a pool process of our worker (Run.worker is "host:pid"; the worker leads its process group).
+    assert os.getpgid(int(run.worker.rsplit(":", 1)[1])) == our_worker.pid
+    assert woken == ["succeeded", "succeeded"]
+    assert "drive_host[" not in other_log.read_text()
+    assert (run.pk, Run.State.SUCCEEDED) in {(e["run"], e["state"]) for e in our_page.events()}
+    assert their_page.events() == []
+
+
+# ---- a PostgreSQL restart --------------------------------------------------------------------------------------
+
+
+class PrivatePostgres:
+    """A PostgreSQL cluster of the test's own (trust auth, loopback, a free port) that it may stop and start."""
+
+    def __init__(self) -> None:
+        versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"), key=lambda p: int(p.parts[-3]))
+        if not versions:
+            pytest.fail("PostgreSQL's server binaries are not installed (apt-get install postgresql).")
+        self.bin = versions[-1].parent
+        # Not under tmp_path: the server refuses to run as root, and its user must reach the data directory.
+        self.root = Path(tempfile.mkdtemp(prefix="specdash-pg-"))
+        self.port = free_port()
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, *argv: str) -> None:
+        as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run([*as_postgres, str(self.bin / argv[0]), *argv[1:]], cwd=self.root, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+
+    def create(self) -> None:
+        if os.geteuid() == 0:
+            shutil.chown(self.root, "postgres")
+        self._run("initdb", "-D", str(self.root / "data"), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
+        self.start()
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run("pg_ctl", "-D", str(self.root / "data"), "-l", str(self.root / "server.log"), "-w", "-o", options,
+                  "start")  # fmt: skip
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run("pg_ctl", "-D", str(self.root / "data"), "-w", "-m", mode, "stop")
+
+    def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.url, connect_timeout=5) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def destroy(self) -> None:
+        if (self.root / "data" / "postmaster.pid").exists():
+            self.stop("immediate")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture
+def private_postgres():
+    cluster = PrivatePostgres()
+    try:
+        cluster.create()
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+# Run by `manage.py shell` against the private cluster: the test's key and host rows (copied), a user, and the
+# experiment, submitted as the web tier submits it (its wake-up goes to the worker's queue).
+SUBMIT = """
+import os
+from django.contrib.auth import get_user_model
+from django.core import serializers
+from workers.run.database import db
+from workers.tests.run.simruns import queue_run, sim_config
+for row in serializers.deserialize("json", os.environ["OPS_ROWS"]):
+    row.save()
+host = row.object
+owner = get_user_model().objects.create_user("owner")
+run = queue_run(host, sim_config(host, env={"SIMHOST_LOAD_SECONDS": "2"}), owner, name="postgres-restart")
+print(run.pk)
+"""
+
+
+def _manage(*argv: str, env: dict[str, str]) -> str:
+    done = subprocess.run([sys.executable, "manage.py", *argv], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_it_finishes_a_run_across_a_postgresql_restart(
+    sim_host, private_postgres, private_queue, start_worker, tmp_path
+):
+    env = {
+        **os.environ,
+        "DATABASE_URL": private_postgres.url,
+        "SECRET_KEY": "test-only",
+        "SPECDASH_QUEUE": private_queue,
+    }
+    _manage("migrate", "-v0", env=env)
+    env["OPS_ROWS"] = serializers.serialize("json", [sim_host.ssh_key, sim_host])
+    run_id = int(_manage("shell", "-c", SUBMIT, env=env).split()[-1])
+    log_path = tmp_path / "worker.log"
+    start_worker(private_queue, "pg", log_path, DATABASE_URL=private_postgres.url)
+
+    def state() -> str:
+        return private_postgres.query("SELECT state FROM experiments_run WHERE id = %s", run_id)[0][0]
+
+    deadline = time.monotonic() + 60
+    while state() != Run.State.LOADING and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert state() == Run.State.LOADING
+    private_postgres.stop()
+    time.sleep(2)  # the worker beats every second and stores log lines as the server loads: it meets the outage
+    private_postgres.start()
+    deadline = time.monotonic() + 60
+    while state() not in FINISHED and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+    ((final, failure, log_lines, log_path_on_host),) = private_postgres.query(
+        "SELECT state, failure_message, log_lines, log_path FROM experiments_run WHERE id = %s", run_id
+    )
+    assert final == Run.State.SUCCEEDED, failure
+    assert "database unreachable" in log_path.read_text()  # the run met the outage
+    chunks = private_postgres.query(
+        "SELECT first_line, line_count FROM experiments_logchunk WHERE run_id = %s ORDER BY first_line", run_id
+    )
+    assert [first for first, _ in chunks] == [1 + sum(n for _, n in chunks[:i]) for i in range(len(chunks))]
+    assert log_lines == sum(n for _, n in chunks) == len(lines_on_host(Run(log_path=log_path_on_host)))
+
+
+def test_it_raises_the_error_of_a_working_connection_at_once():
+    # Only a connection that is gone is waited for; a query the database refused is the caller's error.
+    def timed_out_query() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SET statement_timeout = 50")
+            cursor.execute("SELECT pg_sleep(5)")
+
+    async def main() -> None:
+        try:
+            await db(timed_out_query)()
+        finally:
+            await db(connections.close_all)()
+
+    started = time.monotonic()
+    with pytest.raises(OperationalError, match="statement timeout"):
+        asyncio.run(main())
+    assert time.monotonic() - started < 3
