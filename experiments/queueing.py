@@ -166,14 +166,14 @@ def queued_runs_of(report) -> dict[int, QueuedRun]:
 
 
 def _waiting_for(host: Host, active: Run | None, position: int) -> str:
+    """What the run waits for, to be read after "waits for"."""
     if host.is_dirty:
-        return f"{host.name} to be cleaned by an admin (it is marked dirty: {host.dirty_reason or 'no reason given'})"
-    ahead = f"{position - 1} queued run{'s' if position > 2 else ''} ahead, " if position > 1 else ""
+        return f"an admin to clean {host.name} (it is marked dirty: {host.dirty_reason or 'no reason given'})"
+    ahead = f"{position - 1} queued run{'s' if position > 2 else ''} ahead of it" if position > 1 else ""
     if active is not None:
-        return f"{ahead}after run {active.pk} ({active.config.name}, {active.state}) on {host.name}"
-    if position > 1:
-        return f"{ahead}{host.name} is free"
-    return f"a worker to start it on {host.name}"
+        running = f"run {active.pk} ({active.config.name}, {active.state}) to finish"
+        return f"{running} and {ahead}" if ahead else running
+    return ahead or f"a worker to start it on {host.name}"
 
 
 def _rounded(seconds: float | None) -> float | None:

@@ -43,7 +43,7 @@ def test_it_lines_up_queued_runs_in_claim_order_with_their_estimates():
     assert first.expected_duration_s == 12 * 60 and first.starts_in_s == 0
     assert second.expected_duration_s == 20 * 60 and second.starts_in_s == 12 * 60
     assert first.waiting_for == f"a worker to start it on {host.name}"
-    assert second.waiting_for == f"1 queued run ahead, {host.name} is free"
+    assert second.waiting_for == "1 queued run ahead of it"
     assert queue.empties_in_s == 32 * 60
     standing = queued_run(experiment.run_set.get(config=candidate))
     assert standing is not None and standing.position == 2
@@ -66,13 +66,16 @@ def test_it_counts_the_active_run_and_says_what_blocks_the_host():
 
     (standing,) = host_queues([host])[host.pk].runs
 
-    assert standing.waiting_for == f"after run {active.pk} ({config.name}, benchmarking) on {host.name}"
+    assert standing.waiting_for == f"run {active.pk} ({config.name}, benchmarking) to finish"
     assert standing.starts_in_s is not None and 5.9 * 60 < standing.starts_in_s <= 6 * 60
 
     Host.objects.filter(pk=host.pk).update(is_dirty=True, dirty_reason="GPU 3 still holds 40 GiB")
     host.refresh_from_db()
     (standing,) = host_queues([host])[host.pk].runs
-    assert "to be cleaned by an admin" in standing.waiting_for and "GPU 3 still holds 40 GiB" in standing.waiting_for
+    assert (
+        standing.waiting_for.startswith(f"an admin to clean {host.name}")
+        and "GPU 3 still holds 40 GiB" in standing.waiting_for
+    )
 
 
 def test_it_estimates_nothing_without_a_past_run():
@@ -89,7 +92,7 @@ def test_the_api_and_pages_show_a_queued_runs_standing(owner_client):
     run = experiment.run_set.order_by("sequence")[1]
 
     data = owner_client.get(f"/api/runs/{run.pk}").json()
-    assert data["queue"]["position"] == 2 and "1 queued run ahead" in data["queue"]["waiting_for"]
+    assert data["queue"]["position"] == 2 and data["queue"]["waiting_for"] == "1 queued run ahead of it"
     listed = owner_client.get(f"/api/experiments/{experiment.pk}").json()["runs"]
     assert [r["queue"]["position"] for r in listed] == [1, 2]
 
@@ -125,7 +128,7 @@ def test_the_run_page_says_where_a_queued_run_stands_and_why_one_was_skipped(own
     _, candidate = experiment.run_set.order_by("sequence")
 
     page = owner_client.get(candidate.get_absolute_url()).content.decode()
-    assert f"Queued: #2 on {experiment.host.name}, waits for 1 queued run ahead" in page
+    assert f"Queued: #2 on {experiment.host.name}, waits for 1 queued run ahead of it" in page
 
     Run.objects.filter(pk=candidate.pk).update(state=Run.State.CANCELLED, cancel_reason="Skipped: the baseline failed.")
     page = owner_client.get(candidate.get_absolute_url()).content.decode()
