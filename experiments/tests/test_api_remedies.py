@@ -66,6 +66,10 @@ def test_it_reruns_a_failed_run_with_a_remedy(client, owner, failed):
     assert [(r["config"], r["state"]) for r in body["runs"]] == [
         (failed.experiment.baseline.name, "queued"), (config.name, "queued")
     ]  # fmt: skip
+    # The experiment page says which runs a remedy made, linking the failure they answer.
+    client.force_login(owner)
+    page = client.get(failed.experiment.get_absolute_url()).content.decode()
+    assert f'remedy for <a href="/runs/{failed.pk}/">run {failed.pk}</a>' in page
 
 
 def test_it_answers_422_for_a_remedy_that_cannot_be_applied(client, owner, failed):
