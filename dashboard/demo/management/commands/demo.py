@@ -206,7 +206,10 @@ class Command(BaseCommand):
                 progress.report()
                 time.sleep(0.5)
         except KeyboardInterrupt:
-            self.stdout.write("\nStopping ... (Ctrl-C again to stop at once)")
+            # A second signal right now (a SIGTERM sent to the whole group, say) must not escape as a traceback
+            # once the clean-up below has run; the clean-up handles its own.
+            with contextlib.suppress(KeyboardInterrupt):
+                self.stdout.write("\nStopping ... (Ctrl-C again to stop at once)")
         finally:
             self._clean_up()
 
