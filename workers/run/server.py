@@ -80,7 +80,15 @@ class ServerGroup:
     pgid: int
 
     async def alive(self) -> bool:
-        result = await self.conn.run(f"kill -0 -- -{self.pgid} 2>/dev/null && echo alive || echo gone")
+        """Whether a process of the group still runs. A zombie does not count: it is dead and holds no memory, and
+        on a host whose init reaps late (a container without one) it would otherwise hold up every teardown."""
+        result = await self.conn.run(
+            f"for pid in $(pgrep -g {int(self.pgid)}); do "
+            # The state is the field after the command name, which ends at the last ")" (it may hold spaces).
+            'state=$(sed "s/.*) //" "/proc/$pid/stat" 2>/dev/null | cut -d" " -f1); '
+            '[ -n "$state" ] && [ "$state" != Z ] && { echo alive; exit 0; }; '
+            "done; echo gone"
+        )
         return result.stdout.strip().endswith("alive")
 
     async def pids(self) -> list[int]:
