@@ -20,6 +20,7 @@ from django.db.models import Avg, Count, Q, QuerySet
 from django.urls import reverse
 
 from .forms.configs import BenchmarkProfileForm, ServerConfigForm, split_eagle3_profile
+from .forms.submission import profile_form_data
 from .forms.values import format_env
 from .models import BenchmarkProfile, Experiment, Measurement, Run, ServerConfig, ServerConfigQuerySet
 from .reports import CONFIG_FIELDS
@@ -88,9 +89,7 @@ def config_box_values(config: ServerConfig) -> dict[str, Any]:
 
 
 def profile_initial(profile: BenchmarkProfile) -> dict[str, Any]:
-    values = {f: getattr(profile, f) for f in BenchmarkProfileForm.Meta.fields}
-    values["concurrency_text"] = ", ".join(str(c) for c in profile.concurrency)
-    return values
+    return profile_form_data({f: getattr(profile, f) for f in (*BenchmarkProfileForm.Meta.fields, "concurrency")})
 
 
 def next_version_name(name: str, taken: set[str]) -> str:

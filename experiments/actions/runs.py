@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from typing import Any
 
@@ -21,11 +22,7 @@ from .hosts import do_release_host
 @transaction.atomic
 def do_cancel_run(run: Run, actor: Actor) -> bool:
     """Ask for a run to stop. A queued run is cancelled at once; a live one by its orchestrator (with teardown)."""
-    if Run.objects.filter(pk=run.pk, state=Run.State.QUEUED).update(
-        state=Run.State.CANCELLED, cancel_requested=True, finished_at=timezone.now()
-    ):
-        run.refresh_from_db()
-        _append_timeline(run, Run.State.CANCELLED)
+    if _cancel_queued_run(run, cancel_requested=True):
         _skip_round_without_baseline(run)
     else:
         updated = Run.objects.filter(pk=run.pk, cancel_requested=False).exclude(state__in=Run.TERMINAL_STATES)
@@ -107,17 +104,19 @@ def _skip_round_without_baseline(run: Run) -> None:
     )
     round_runs = Run.objects.queued().filter(experiment=experiment, launch_index=run.launch_index)
     for skipped in round_runs.exclude(config_id=experiment.baseline_id):
-        _cancel_queued_run(skipped, reason)
+        if _cancel_queued_run(skipped, cancel_reason=reason):
+            transaction.on_commit(functools.partial(broadcast.send_run_state, skipped))
 
 
-def _cancel_queued_run(run: Run, reason: str) -> None:
-    now = timezone.now()
-    if Run.objects.filter(pk=run.pk, state=Run.State.QUEUED).update(
-        state=Run.State.CANCELLED, cancel_reason=reason, finished_at=now
-    ):
+def _cancel_queued_run(run: Run, **fields: Any) -> bool:
+    """Cancel `run` if it is still queued (a conditional UPDATE: a worker's claim that came first wins)."""
+    cancelled = Run.objects.filter(pk=run.pk, state=Run.State.QUEUED).update(
+        state=Run.State.CANCELLED, finished_at=timezone.now(), **fields
+    )
+    if cancelled:
         run.refresh_from_db()
         _append_timeline(run, Run.State.CANCELLED)
-        transaction.on_commit(lambda: broadcast.send_run_state(run))
+    return bool(cancelled)
 
 
 @transaction.atomic

@@ -50,9 +50,7 @@ def config_data(value: dict[str, Any] | int, path: str) -> dict[str, Any]:
         config = ServerConfig.objects.filter(pk=value).first()
         if config is None:
             raise HttpError(422, f"{path}: no config with id {value}")
-        data = {f: getattr(config, f) for f in ServerConfig.LAUNCH_FIELDS}
-        data["name"] = config.name
-        return config_form_data(data)
+        return config_form_data({**config.launch_spec(), "name": config.name})
     return config_form_data(value)
 
 
