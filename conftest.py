@@ -94,6 +94,8 @@ def sshd(tmp_path_factory) -> SSHServer:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_dir / "id_test")], check=True)
     (root / "authorized_keys").write_text((key_dir / "id_test.pub").read_text())
     port = free_port()
+    home = root / "home"
+    home.mkdir()
     config = root / "sshd_config"
     config.write_text(
         "\n".join(
@@ -113,6 +115,9 @@ def sshd(tmp_path_factory) -> SSHServer:
                 "MaxStartups 64",
                 "Subsystem sftp internal-sftp",
                 "LogLevel ERROR",
+                # Bash sources ~/.bashrc for every command sshd runs; this machine's root .bashrc runs `pyenv init`
+                # (~120 ms a command, a third of a simulated run). A GPU host's service account has no such rc.
+                f"SetEnv HOME={home}",
                 "",
             ]
         )
@@ -194,6 +199,9 @@ def _shared_database_env(**extra: str) -> dict[str, str]:
         **os.environ,
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         "SECRET_KEY": settings.SECRET_KEY,
+        # The instance this test process broadcasts and queues under (by default it derives from the database
+        # name, which the test database's differs from).
+        "SPECDASH_INSTANCE": settings.SPECDASH_INSTANCE,
         **extra,
     }
 

@@ -1,11 +1,20 @@
 """How often the history checks cry wolf, and how fast they see a real step, on simulated throughput series.
 
-    python bench/regression_sim.py [--trials N] [--seed S]
+    python bench/regression_sim.py [--trials N] [--seed S]          # confirmed flags over whole lives, then the
+                                                                    # old per-check flags for comparison
+    python bench/regression_sim.py --tune [--trials N]              # the grid the confirmation defaults came from
 
-Every series is a level times (1 + Gaussian noise of 2%), the spread of repeated benchmark passes. Checks are
-`analysis.assess_series` with its defaults (or --z-threshold / --alpha), as the web layer calls it; "as results
-arrive" means it is called on every prefix of the series, once per new value.
-Stdlib only; about ten seconds at the default 1000 trials.
+Every series is a level times (1 + Gaussian noise of 2%), the spread of repeated benchmark passes.
+
+Whole lives (what the web layer does now): each result is fed to `analysis.Watch`, the same two stages as
+`actions.confirmations`: a suspicion queues a confirming run, whose value (drawn at the series' true level at that
+moment) is fed at once, until the sequential test decides or the cap of confirming launches is reached; only a
+confirmed change is a flag. "Results" are the ordinary results; confirming launches are counted apart, per 100
+results, as the cost. A step counts as detected after k results when a confirmed flag in the right direction
+whose index is within 3 of the step was raised by then (confirmations queued by those k results included).
+
+Per check (the flags before confirmation existed): `analysis.assess_series` with its defaults (or --z-threshold /
+--alpha), called on every prefix of the series. Stdlib only; about a minute at the default 1000 trials.
 """
 
 import argparse
@@ -26,12 +35,136 @@ MAX_AFTER = 10  # new values after a step that detection is followed for
 TOLERANCE = 3  # a detecting flag's index may be this far from the step
 
 
+LIFE = 60  # results in a series' life
+
+
+def _watch_life(
+    rng: random.Random, levels: list[float], options: dict[str, float]
+) -> tuple[analysis.Watch, list[int], int]:
+    """Feed one life: `levels[i]` is the true level at the i-th ordinary result (confirming runs at that moment
+    measure the same level). Returns the watch, the number of ordinary results seen before each flag, and the
+    confirming launches spent."""
+    watch = analysis.Watch(**options)  # type: ignore[arg-type]
+    flagged_after: list[int] = []
+    launches = 0
+    for i, level in enumerate(levels):
+        outcome = watch.feed(level * (1 + rng.gauss(0, NOISE)))
+        while outcome != analysis.CONFIRMED and watch.needs_confirmation:
+            launches += 1
+            outcome = watch.feed(level * (1 + rng.gauss(0, NOISE)), confirming=True)
+        if outcome == analysis.CONFIRMED:
+            flagged_after.append(i + 1)
+    return watch, flagged_after, launches
+
+
+def _life_figures(rng: random.Random, trials: int, options: dict[str, float]) -> dict[str, float]:
+    """False flags over stable lives, cost, and detection of a -5% step (20 values before) within 5 results."""
+    ever = launches = 0
+    for _ in range(trials):
+        _, flagged_after, spent = _watch_life(rng, [100.0] * LIFE, options)
+        ever += bool(flagged_after)
+        launches += spent
+    detected = {name: 0 for name in ("-5%", "+5%")}
+    for name, level in (("-5%", 95.0), ("+5%", 105.0)):
+        for _ in range(trials):
+            detected[name] += _detected_within(rng, 20, level, 5, options) is not None
+    return {
+        "life": ever / trials,
+        "launches": 100 * launches / (trials * LIFE),
+        "-5%": detected["-5%"] / trials,
+        "+5%": detected["+5%"] / trials,
+    }
+
+
+def _detected_within(
+    rng: random.Random, before: int, level: float, after: int, options: dict[str, float], start: float = 100.0
+) -> int | None:
+    """After how many results at `level` (following `before` at `start`) a confirmed flag marks the step."""
+    watch, _, _ = _watch_life(rng, [start] * before, options)
+    assert watch.values is not None and watch.flags is not None
+    step, direction = len(watch.values), analysis.REGRESSION if level < start else analysis.IMPROVEMENT
+    known = len(watch.flags)
+    for k in range(1, after + 1):
+        outcome = watch.feed(level * (1 + rng.gauss(0, NOISE)))
+        while outcome != analysis.CONFIRMED and watch.needs_confirmation:
+            outcome = watch.feed(level * (1 + rng.gauss(0, NOISE)), confirming=True)
+        if any(
+            suspicion.direction == direction and index >= step - TOLERANCE for index, suspicion in watch.flags[known:]
+        ):
+            return k
+    return None
+
+
+def lives(rng: random.Random, trials: int) -> None:
+    print("Whole lives, confirmed before flagging (analysis.Watch with its defaults)")
+    ever = launches = suspicions = flags = 0
+    for _ in range(trials):
+        watch = analysis.Watch()
+        flagged = False
+        for _ in range(LIFE):
+            outcome = watch.feed(100.0 * (1 + rng.gauss(0, NOISE)))
+            suspicions += outcome == analysis.SUSPECTED
+            while outcome != analysis.CONFIRMED and watch.needs_confirmation:
+                launches += 1
+                outcome = watch.feed(100.0 * (1 + rng.gauss(0, NOISE)), confirming=True)
+            flagged |= outcome == analysis.CONFIRMED
+            flags += outcome == analysis.CONFIRMED
+        ever += flagged
+    results = trials * LIFE
+    print(f"  {'stable series, 60 results each':<52}")
+    print(f"  {'  series flagged at least once (target <= 5%)':<52} {ever / trials:>8.2%}")
+    print(f"  {'  false flags per 100 results':<52} {100 * flags / results:>8.3f}")
+    print(f"  {'  suspicions per 100 results':<52} {100 * suspicions / results:>8.2f}")
+    print(f"  {'  confirming launches per 100 results':<52} {100 * launches / results:>8.2f}")
+
+    print(f"\n  Detection: share of series with a confirmed flag after k results at the new level, k = 1..{MAX_AFTER}")
+    scenarios = [
+        ("-5% step, 10 values before", 10, 100.0, 95.0),
+        ("-5% step, 20 values before", 20, 100.0, 95.0),
+        ("-5% step, 40 values before", 40, 100.0, 95.0),
+        ("+5% step, 20 values before", 20, 100.0, 105.0),
+        ("88.8 -> 82.2 (-7.4%), 20 values before", 20, 88.8, 82.2),
+    ]
+    for name, before, start, level in scenarios:
+        after = [_detected_within(rng, before, level, MAX_AFTER, {}, start=start) for _ in range(trials)]
+        by_k = [sum(a is not None and a <= k for a in after) / trials for k in range(1, MAX_AFTER + 1)]
+        print(f"  {name:<40} " + " ".join(f"{d:>4.0%}" for d in by_k))
+
+    delays = []
+    for _ in range(trials):
+        levels = [88.8] * 20 + [88.8 + (82.2 - 88.8) * (i + 1) / 20 for i in range(20)] + [82.2] * 10
+        _, flagged_after, _ = _watch_life(rng, levels, {})
+        first = next((n for n in flagged_after if n > 20), None)
+        if first is not None:
+            delays.append(first - 20)
+    median = statistics.median(delays) if delays else float("nan")
+    print("\n  Slow drift 88.8 -> 82.2 over 20 runs after 20 stable ones, confirmed")
+    print(f"    flagged by the end of the slide {sum(d <= 20 for d in delays) / trials:.0%},", end=" ")
+    print(f"by the end (10 runs after) {len(delays) / trials:.0%}; median {median:.0f} runs into the slide\n")
+
+
+def tune(rng: random.Random, trials: int) -> None:
+    """The grid the defaults were picked from: the most sensitive suspicion threshold and the cheapest settings
+    that meet both targets (<= 5% of stable lives flagged, >= 95% of -5% steps flagged within 5 results)."""
+    print(f"{'suspect z':>9} {'false_confirm':>13} {'max conf.':>9} {'lives flagged':>13} {'launches/100':>12}"
+          f" {'-5% in 5':>9} {'+5% in 5':>9}")  # fmt: skip
+    for z in (2.5, 2.6, 2.7, 2.8, 3.0):
+        for false_confirm in (0.015, 0.025, 0.04):
+            for max_confirmations in (3, 5):
+                options = {"suspect_z": z, "false_confirm": false_confirm, "max_confirmations": max_confirmations}
+                got = _life_figures(rng, trials, options)
+                ok = "  meets both" if got["life"] <= 0.05 and got["-5%"] >= 0.95 else ""
+                print(f"{z:>9} {false_confirm:>13} {max_confirmations:>9} {got['life']:>13.1%}"
+                      f" {got['launches']:>12.2f} {got['-5%']:>9.1%} {got['+5%']:>9.1%}{ok}", flush=True)  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=1000, help="series per scenario (default 1000)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--z-threshold", type=float, help="check_latest's z threshold (default: the library's)")
     parser.add_argument("--alpha", type=float, help="change_points' significance level (default: the library's)")
+    parser.add_argument("--tune", action="store_true", help="print the grid of confirmation settings and stop")
     args = parser.parse_args()
     options = {name: value for name, value in (("z_threshold", args.z_threshold), ("alpha", args.alpha)) if value}
 
@@ -41,14 +174,17 @@ def main() -> None:
     rng = random.Random(args.seed)
     trials = args.trials
     started = time.monotonic()
+    if args.tune:
+        tune(rng, trials)
+        print(f"\n{time.monotonic() - started:.0f} s")
+        return
+    print(f"{trials} trials per row, seed {args.seed}, noise {NOISE:.0%} Gaussian.\n")
+    lives(rng, trials)
 
     def noisy(level: float, count: int) -> list[float]:
         return [level * (1 + rng.gauss(0, NOISE)) for _ in range(count)]
 
-    print(
-        f"{trials} trials per row, seed {args.seed}, noise {NOISE:.0%} Gaussian;"
-        f" assess_series options {options or 'defaults'}.\n"
-    )
+    print(f"Per check, without confirmation (the flags before): assess_series options {options or 'defaults'}\n")
     print("False alarms, noise-only series")
     print(f"  {'series':<44} {'flagged':>8}")
     total = 0

@@ -191,8 +191,11 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
-if PRODUCTION:
-    # `manage.py collectstatic` first: hashed names that browsers may cache for good, compressed once.
+# Collected static files: `manage.py collectstatic` first, then hashed names that browsers cache for good
+# (`immutable`) and gzip copies made once (plotly.js: 4.8 MB -> 1.5 MB). Production and `make demo` serve them so;
+# tests and a bare `runserver` read the sources through the finders, so an edit shows without collecting.
+STATIC_COLLECTED = _env_bool("SPECDASH_STATIC_COLLECTED", PRODUCTION)
+if STATIC_COLLECTED:
     STORAGES["staticfiles"] = {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}
     WHITENOISE_USE_FINDERS = False
 
@@ -248,6 +251,8 @@ SPECDASH_CONNECT_TIMEOUT = float(os.environ.get("SPECDASH_CONNECT_TIMEOUT", "15"
 SPECDASH_LOG_BATCH_LINES = int(os.environ.get("SPECDASH_LOG_BATCH_LINES", "10000"))
 SPECDASH_LOG_BATCH_SECONDS = float(os.environ.get("SPECDASH_LOG_BATCH_SECONDS", "0.1"))
 SPECDASH_TEARDOWN_GRACE = float(os.environ.get("SPECDASH_TEARDOWN_GRACE", "10"))
+# How often a run samples its GPUs' clocks, temperature, power and clock event reasons (nvidia-smi -lms); 0: never.
+SPECDASH_TELEMETRY_MS = int(os.environ.get("SPECDASH_TELEMETRY_MS", "1000"))
 # A worker that dies mid-run stops beating; after SPECDASH_HEARTBEAT_STALE seconds another worker re-attaches
 # (checked every SPECDASH_REATTACH_EVERY seconds by the beat). A dropped SSH connection is retried for
 # SPECDASH_RECONNECT_WINDOW seconds before the run fails.
@@ -262,6 +267,27 @@ SPECDASH_RUN_TIME_LIMIT = int(os.environ.get("SPECDASH_RUN_TIME_LIMIT", str(24 *
 # How often the beat reads every host's GPU memory (the Hosts page), and launches scheduled experiments that are due.
 SPECDASH_GPU_READ_EVERY = float(os.environ.get("SPECDASH_GPU_READ_EVERY", "60"))
 SPECDASH_SCHEDULE_EVERY = float(os.environ.get("SPECDASH_SCHEDULE_EVERY", "60"))
+
+# Notifications. Links in messages start with SPECDASH_BASE_URL (the address people open specdash at). E-mail goes
+# through Django's mail backend: SMTP when EMAIL_HOST is set, else the console (the worker's log). A failed e-mail
+# or webhook is retried SPECDASH_NOTIFY_RETRIES times, SPECDASH_NOTIFY_RETRY_DELAY seconds apart, doubling. Webhook
+# URLs are set by admins only; SPECDASH_WEBHOOK_HOSTS, when set, lists the only hosts they may point at.
+SPECDASH_BASE_URL = os.environ.get("SPECDASH_BASE_URL", "http://127.0.0.1:8000")
+DEFAULT_FROM_EMAIL = os.environ.get("SPECDASH_FROM_EMAIL", "specdash@localhost")
+if os.environ.get("EMAIL_HOST"):
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_HOST = os.environ["EMAIL_HOST"]
+    EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "587"))
+    EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+    EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+    EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", True)
+    EMAIL_TIMEOUT = 20
+else:
+    EMAIL_BACKEND = os.environ.get("SPECDASH_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+SPECDASH_NOTIFY_RETRIES = int(os.environ.get("SPECDASH_NOTIFY_RETRIES", "5"))
+SPECDASH_NOTIFY_RETRY_DELAY = float(os.environ.get("SPECDASH_NOTIFY_RETRY_DELAY", "30"))
+SPECDASH_WEBHOOK_HOSTS = tuple(_env_list("SPECDASH_WEBHOOK_HOSTS", ""))
+
 CELERY_BEAT_SCHEDULE = {
     "reattach-stale-runs": {"task": "workers.tasks.reattach_stale_runs", "schedule": SPECDASH_REATTACH_EVERY},
     "wake-idle-hosts": {"task": "workers.tasks.wake_idle_hosts", "schedule": SPECDASH_WAKE_EVERY},

@@ -23,6 +23,11 @@ def experiment_group(experiment_id: int) -> str:
     return f"experiment-{experiment_id}"
 
 
+def user_group(user_id: int) -> str:
+    """A user's open pages (browser notifications)."""
+    return f"user-{user_id}"
+
+
 def log_lines_event(first_line: int, lines: list[str]) -> dict[str, Any]:
     return {"type": "log.lines", "first": first_line, "lines": lines}
 
@@ -55,6 +60,10 @@ async def send_run_facts(run_id: int, decode: list[dict[str, Any]], metrics: dic
 
 def send_run_state(run: Run) -> None:
     async_to_sync(_send)(run_state_event(run), run_group(run.pk), experiment_group(run.experiment_id))
+
+
+def send_notification(user_id: int, notification: dict[str, str]) -> None:
+    async_to_sync(_send)({"type": "notification.show", "notification": notification}, user_group(user_id))
 
 
 async def _send(event: dict[str, Any], *groups: str) -> None:

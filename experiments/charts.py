@@ -268,61 +268,7 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
-REGRESSION_COLOR, IMPROVEMENT_COLOR = "#c4320a", "#12805c"
-
-
-def history_figure(
-    series: Mapping[int, Sequence[tuple[str, float]]],
-    flags: Sequence[tuple[int, int, str, str]],
-    *,
-    title: str,
-) -> dict[str, Any]:
-    """A history series: `series` maps concurrency -> [(run label, tok/s)], oldest first; `flags` are
-    (concurrency, point index, direction, text). One line per concurrency; a flag is marked where the new level
-    starts (down triangle for a regression, up for an improvement)."""
-    traces: list[dict[str, Any]] = [
-        {
-            "type": "scatter",
-            "mode": "lines+markers",
-            "name": f"c={level}",
-            "x": list(range(1, len(points) + 1)),
-            "y": [value for _, value in points],
-            "text": [_escape(label) for label, _ in points],
-            "hovertemplate": "%{text}<br>%{y:.1f} tok/s<extra>c=" + str(level) + "</extra>",
-        }
-        for level, points in sorted(series.items())
-    ]
-    for direction, color, symbol in (
-        ("regression", REGRESSION_COLOR, "triangle-down"),
-        ("improvement", IMPROVEMENT_COLOR, "triangle-up"),
-    ):
-        marks = [
-            (level, index, text)
-            for level, index, d, text in flags
-            if d == direction and 0 <= index < len(series.get(level, ()))
-        ]
-        if marks:
-            traces.append(
-                {
-                    "type": "scatter",
-                    "mode": "markers",
-                    "name": direction,
-                    "x": [index + 1 for _, index, _ in marks],
-                    "y": [series[level][index][1] for level, index, _ in marks],
-                    "text": [_escape(text) for _, _, text in marks],
-                    "marker": {"color": color, "size": 14, "symbol": symbol, "line": {"width": 1, "color": "#101828"}},
-                    "hovertemplate": "%{text}<extra></extra>",
-                }
-            )
-    return {
-        "data": traces,
-        "layout": _layout(
-            _escape(title),
-            xaxis=_axis("Run (oldest first)"),
-            yaxis=_axis("Output throughput (tok/s)", rangemode="tozero"),
-            legend={"orientation": "h"},
-        ),
-    }
+REGRESSION_COLOR, IMPROVEMENT_COLOR, SUSPECTED_COLOR = "#c4320a", "#12805c", "#667085"
 
 
 def _escape(name: str) -> str:

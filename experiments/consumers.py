@@ -96,6 +96,26 @@ class ExperimentConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({**event, "type": "state"})
 
 
+class NotificationConsumer(AsyncJsonWebsocketConsumer):
+    """A user's browser notifications, to each page they have open (the page shows them if they allowed it)."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if not await _may_view(user, "experiments.add_subscription"):
+            await self.close(code=4403)
+            return
+        self.group = broadcast.user_group(user.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def notification_show(self, event: dict[str, Any]) -> None:
+        await self.send_json({**event["notification"], "type": "notification"})
+
+
 @database_sync_to_async
 def _run_snapshot(run_id: int) -> dict[str, Any]:
     run = Run.objects.get(pk=run_id)

@@ -122,6 +122,23 @@ DENIED_ENV_NAMES: dict[str, str] = {
 # *_FLAGS: compiler and linker flags of JIT builds (-fplugin=, -B, -Wl,...) run code; *_PACKAGE: SGLang imports the
 # named Python package (SGLANG_EXTERNAL_MODEL_PACKAGE).
 
+# Values of such names (HF_TOKEN, ...) are shown as SECRET_MASK on pages and in the API: every member reads them.
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|ACCESS_KEY|PRIVATE", re.IGNORECASE)
+SECRET_MASK = "(hidden)"
+
+
+def masked(env: Mapping[str, Any]) -> dict[str, str]:
+    """`env` to show: values of secret-looking names replaced by SECRET_MASK."""
+    return {str(name): SECRET_MASK if SECRET_NAME.search(str(name)) else str(value) for name, value in env.items()}
+
+
+def is_launch_variable(name: str, extra_prefixes: Iterable[str] = ()) -> bool:
+    """Whether `name` is a variable a launch may set on a host with `extra_prefixes` (what the effective environment
+    of a server shows: the rest of a process's environment is the login's, not the experiment's)."""
+    extra = tuple(p for p in extra_prefixes if isinstance(p, str) and ENV_NAME.match(p))
+    return name in ALLOWED_ENV_NAMES or name.startswith((*ALLOWED_ENV_PREFIXES, *extra))
+
+
 MAX_ENV_VARS = 64
 MAX_ENV_NAME_LENGTH = 128
 MAX_ENV_VALUE_LENGTH = 4096  # a long NCCL_IB_HCA list is ~200 characters; a token is ~100

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.cache import cache
 from django.db import connection
-from django.db.models import JSONField
+from django.db.models import Count, JSONField, Max, Q
 from django.db.models.expressions import RawSQL
 
 from . import analysis, charts
@@ -56,6 +57,8 @@ CONFIG_FIELDS = (
     ("log_metrics", "log metrics"),
     ("content_hash", "hash"),
 )
+# A finished experiment's report is kept this long (it is rebuilt as soon as its runs change anyway).
+REPORT_CACHE_SECONDS = 24 * 3600
 _AUTO_WHEN_SPECULATIVE = {"speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"}
 
 
@@ -83,6 +86,8 @@ class ExperimentReport:
     baseline: ServerConfig
     candidates: list[ServerConfig]
     rows: list[analysis.ComparisonRow]
+    # Per measured candidate: the concurrency where it stops paying (None: it pays at every level). For one that
+    # never pays this is its lowest level, kept for the API; `never_pays` names those, and pages say so instead.
     break_even: dict[str, int | None]
     # Per config: (concurrency, mean output tok/s, 95% CI low, high) over its passes and launches.
     throughput_series: dict[str, list[Point]]
@@ -94,6 +99,7 @@ class ExperimentReport:
     models: dict[str, ExplanatoryModel] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)
     pinned: PinnedBaseline | None = None
+    never_pays: list[str] = field(default_factory=list)
 
     @property
     def measurements(self) -> list[dict[str, Any]]:
@@ -146,9 +152,12 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
     rows = analysis.compare(samples, baseline=baseline.name, candidates=[c.name for c in candidates])
     measured = {row.candidate for row in rows}
     break_even = {c.name: analysis.break_even_concurrency(rows, c.name) for c in candidates if c.name in measured}
-    throughput = _series(((m["run__config__name"], m["concurrency"], m["output_throughput"]) for m in usable), names)
+    never_pays = [c.name for c in candidates if analysis.never_pays(rows, c.name)]
+    throughput = points_series(
+        ((m["run__config__name"], m["concurrency"], m["output_throughput"]) for m in usable), names
+    )
     speculative = [c.name for c in candidates if c.is_speculative]
-    accept = _series(
+    accept = points_series(
         ((m["run__config__name"], m["concurrency"], m["accept_length"]) for m in usable), speculative, positive=True
     )
     report = ExperimentReport(
@@ -160,10 +169,11 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         break_even=break_even,
         throughput_series=throughput,
         accept_length_series=accept,
-        latency=_latency_table(usable, names),
+        latency=latency_table(usable, names),
         measurement_values=values,
-        config_diff=_config_diff([baseline, *candidates]),
+        config_diff=config_diff_rows([baseline, *candidates]),
         pinned=PinnedBaseline.objects.of_series(experiment.host_id, experiment.profile.series_key).first(),
+        never_pays=never_pays,
     )
     report.models = _explanations(experiment, candidates, throughput.get(baseline.name, []), accept)
     if with_figures and report.has_results:
@@ -173,9 +183,39 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
             "latency": charts.latency_figure(report.latency, baseline=baseline.name, colors=colors),
         }
         if rows:
-            report.figures["speedup"] = charts.speedup_figure(rows, break_even=break_even, colors=colors)
+            # A candidate that never pays has no break-even point to mark (its lowest level is not one).
+            marked = {name: level for name, level in break_even.items() if name not in never_pays}
+            report.figures["speedup"] = charts.speedup_figure(rows, break_even=marked, colors=colors)
         if accept:
             report.figures["accept_length"] = charts.accept_length_figure(accept, colors=colors)
+    return report
+
+
+def cached_report(experiment: Experiment) -> ExperimentReport:
+    """`build_report`, kept in the cache once every run of the experiment has ended: its results then change only
+    when a re-run adds runs (or one is measured again), which the key sees. One small query decides; the pinned
+    baseline and the experiment row itself (notes, schedule) are always read fresh."""
+    facts = Run.objects.filter(experiment=experiment).aggregate(
+        runs=Count("id", distinct=True),
+        ended=Count("id", distinct=True, filter=Q(state__in=Run.TERMINAL_STATES)),
+        succeeded=Count("id", distinct=True, filter=Q(state=Run.State.SUCCEEDED)),
+        last_run=Max("id"),
+        last_end=Max("finished_at"),
+        measured=Count("measurement"),
+    )
+    if not facts["runs"] or facts["ended"] < facts["runs"]:
+        return build_report(experiment)
+    # created_at as well as the id: a test database may hand an id out again after a rollback.
+    last_end = facts["last_end"].timestamp() if facts["last_end"] else 0
+    stamp = "-".join(str(facts[k]) for k in ("runs", "succeeded", "last_run", "measured")) + f"-{last_end}"
+    key = f"specdash:report:{experiment.pk}:{experiment.created_at.timestamp()}:{stamp}"
+    report = cache.get(key)
+    if report is None:
+        report = build_report(experiment)
+        cache.set(key, report, REPORT_CACHE_SECONDS)
+        return report
+    report.experiment = experiment
+    report.pinned = PinnedBaseline.objects.of_series(experiment.host_id, experiment.profile.series_key).first()
     return report
 
 
@@ -217,7 +257,7 @@ def _model_facts(experiment: Experiment, configs: Sequence[ServerConfig]) -> dic
     return out
 
 
-def _series(
+def points_series(
     cells: Iterable[tuple[str, int, float | None]], config_names: Sequence[str], *, positive: bool = False
 ) -> dict[str, list[Point]]:
     """Per config (in `config_names` order, others after) the mean and 95% interval at each concurrency.
@@ -243,7 +283,7 @@ def _series(
     return series
 
 
-def _latency_table(usable: list[dict[str, Any]], config_names: Sequence[str]) -> list[dict[str, Any]]:
+def latency_table(usable: list[dict[str, Any]], config_names: Sequence[str]) -> list[dict[str, Any]]:
     """Per config and concurrency: the mean over passes of each latency statistic (mean and p99 per metric)."""
     cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for m in usable:
@@ -269,7 +309,7 @@ def _measurement_row(m: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _config_diff(configs: Sequence[ServerConfig]) -> list[ConfigDiffRow]:
+def config_diff_rows(configs: Sequence[ServerConfig]) -> list[ConfigDiffRow]:
     """A row per compared field; a cell is `changed` when its text differs from the baseline's (the first)."""
     rows = []
     for name, label in CONFIG_FIELDS:
@@ -312,6 +352,7 @@ def comparison_rows_json(report: ExperimentReport) -> list[dict[str, Any]]:
             "candidate_n": row.candidate_n,
             "runs_needed": row.runs_needed,
             "launches_needed": analysis.launches_to_settle(row, report.experiment.profile.passes),
+            "needs": analysis.settling_note(row, report.experiment.profile.passes),
         }
         for row in report.rows
     ]
@@ -325,6 +366,7 @@ def report_json(report: ExperimentReport) -> dict[str, Any]:
         "candidates": [c.name for c in report.candidates],
         "comparison": comparison_rows_json(report),
         "break_even": report.break_even,
+        "never_pays": report.never_pays,
         "throughput": _points_json(report.throughput_series),
         "accept_length": _points_json(report.accept_length_series),
         "latency": report.latency,

@@ -28,6 +28,7 @@ _VIEWER = (
     "experiments.view_pinnedbaseline",
     "experiments.view_auditevent",
     "experiments.add_apitoken",
+    "experiments.add_subscription",  # their own notifications
 )
 _MEMBER = (
     "experiments.add_experiment",
@@ -52,6 +53,7 @@ _ADMIN = (
     "experiments.change_sshkey",
     "experiments.delete_sshkey",
     "experiments.view_audit_log",
+    "experiments.manage_team_subscriptions",
     "auth.view_user",
     "auth.add_user",
     "auth.change_user",
@@ -66,14 +68,29 @@ PERMISSIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+def sync_roles_in_migration(apps, schema_editor) -> None:
+    """A migration's step that makes the groups hold their permissions, as far as the models exist by then."""
+    from django.contrib.auth.management import create_permissions
+
+    # Permissions are normally created after all migrations ran; the groups need them now.
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    sync_role_groups(apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"))
+
+
 def sync_role_groups(group_model, permission_model) -> None:
-    """Make the four groups hold exactly their permissions (a migration calls this with its historical models)."""
+    """Make the four groups hold exactly their permissions (a migration calls this with its historical models).
+    A permission of a model that a later migration creates does not exist yet: that migration syncs again."""
     for role, names in PERMISSIONS.items():
         group, _ = group_model.objects.get_or_create(name=role)
         wanted = []
         for name in names:
             app_label, codename = name.split(".")
-            wanted.append(permission_model.objects.get(content_type__app_label=app_label, codename=codename))
+            found = permission_model.objects.filter(content_type__app_label=app_label, codename=codename).first()
+            if found is not None:
+                wanted.append(found)
         group.permissions.set(wanted)
 
 

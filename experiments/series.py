@@ -1,7 +1,7 @@
 """History series: the output throughput of one (host, config hash, profile, concurrency), run after run.
 
 Each point is one succeeded run: the mean of its passes at that concurrency. Reads only; flags are written by
-`actions.do_check_history`, the statistics are in `analysis.history`.
+`actions.confirmations.do_check_history`, the statistics are in `analysis.confirmation`.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from datetime import datetime
+
+from django.db.models import Avg
 
 from .models import Measurement, Run
 
@@ -31,14 +33,7 @@ class SeriesPoint:
 
 def series_points(key: SeriesKey, *, upto: Run | None = None) -> list[SeriesPoint]:
     """The series oldest first (one query), up to and including `upto` when given."""
-    rows = Measurement.objects.filter(
-        run__host_id=key.host_id,
-        run__config__content_hash=key.config_hash,
-        run__experiment__profile__series_key=key.profile_key,
-        run__state=Run.State.SUCCEEDED,
-        concurrency=key.concurrency,
-        output_throughput__gt=0,
-    )
+    rows = _measurements(key.host_id, key.config_hash, key.profile_key).filter(concurrency=key.concurrency)
     if upto is not None and upto.finished_at is not None:
         rows = rows.filter(run__finished_at__lte=upto.finished_at)
     by_run: dict[int, list[float]] = {}
@@ -54,6 +49,33 @@ def series_points(key: SeriesKey, *, upto: Run | None = None) -> list[SeriesPoin
         )
         for run_id, v in by_run.items()
     ]
+
+
+def series_by_level(host_id: int, config_hash: str, profile_key: str) -> dict[int, list[SeriesPoint]]:
+    """Every concurrency of one history, each oldest first, averaged per run by the database (one query: the
+    history page of a long-measured config reads one row per run and level, not one per pass)."""
+    rows = (
+        _measurements(host_id, config_hash, profile_key)
+        .values("concurrency", "run_id", "run__experiment_id", "run__finished_at")
+        .annotate(value=Avg("output_throughput"))
+        .order_by("concurrency", "run__finished_at", "run_id")
+    )
+    levels: dict[int, list[SeriesPoint]] = {}
+    for row in rows:
+        point = SeriesPoint(row["run_id"], row["run__experiment_id"], row["run__finished_at"], row["value"])
+        levels.setdefault(row["concurrency"], []).append(point)
+    return levels
+
+
+def _measurements(host_id: int, config_hash: str, profile_key: str):
+    """The measured cells of one history, every concurrency: succeeded runs only, failed cells left out."""
+    return Measurement.objects.filter(
+        run__host_id=host_id,
+        run__config__content_hash=config_hash,
+        run__experiment__profile__series_key=profile_key,
+        run__state=Run.State.SUCCEEDED,
+        output_throughput__gt=0,
+    )
 
 
 def keys_of_run(run: Run) -> list[SeriesKey]:

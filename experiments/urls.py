@@ -1,9 +1,10 @@
 from django.urls import path
 
-from .views import configs, experiments, flags, hosts, runs, team, tokens
+from .views import compare, configs, environments, experiments, flags, hosts, notifications, runs, team, tokens
 
 urlpatterns = [
     path("", experiments.experiment_list, name="experiment_list"),
+    path("experiments/", experiments.experiment_list, name="experiment_table"),
     path("experiments/new/", experiments.experiment_new, name="experiment_new"),
     path("experiments/new/sweep-preview/", experiments.preview_sweep, name="preview_sweep"),
     path("experiments/<int:experiment_id>/", experiments.experiment_detail, name="experiment_detail"),
@@ -18,9 +19,14 @@ urlpatterns = [
         name="experiment_export_json",
     ),
     path("experiments/<int:experiment_id>/rerun/", experiments.rerun_experiment, name="rerun_experiment"),
+    path("experiments/<int:experiment_id>/notes/", experiments.edit_experiment_notes, name="edit_experiment_notes"),
     path("experiments/<int:experiment_id>/schedule/", experiments.schedule_experiment, name="schedule_experiment"),
+    path("compare/", compare.compare, name="compare"),
     path("runs/<int:run_id>/", runs.run_detail, name="run_detail"),
+    path("runs/<int:run_id>/diff/", environments.run_diff, name="run_diff"),
+    path("experiments/<int:experiment_id>/diff/", environments.experiment_diff, name="experiment_diff"),
     path("runs/<int:run_id>/log.txt", runs.run_log_download, name="run_log_download"),
+    path("runs/<int:run_id>/notes/", runs.edit_run_notes, name="edit_run_notes"),
     path("runs/<int:run_id>/cancel/", runs.cancel_run, name="cancel_run"),
     path("runs/<int:run_id>/remedy/", runs.rerun_with_remedy, name="rerun_with_remedy"),
     path("configs/", configs.config_list, name="config_list"),
@@ -46,6 +52,11 @@ urlpatterns = [
         name="series_detail",
     ),
     path(
+        "history/<int:host_id>/<str:config_hash>/<str:profile_key>/figure.json",
+        flags.series_figure,
+        name="series_figure",
+    ),
+    path(
         "history/<int:host_id>/<str:config_hash>/<str:profile_key>/pin/",
         flags.pin_baseline,
         name="pin_baseline",
@@ -56,4 +67,6 @@ urlpatterns = [
     path("team/", team.user_list, name="user_list"),
     path("team/<int:user_id>/role/", team.set_role, name="set_role"),
     path("audit/", team.audit_log, name="audit_log"),
+    path("notifications/", notifications.notification_settings, name="notification_settings"),
+    path("notifications/<int:subscription_id>/delete/", notifications.unsubscribe, name="unsubscribe_notification"),
 ]

@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from simhost import lines, logs, speed, versions
+from simhost import gpu, lines, logs, speed, telemetry, versions
 
 WORDS = (
     "the of and a to in is that it for on with as was at by this be from are or an which have not one had "
@@ -130,6 +130,8 @@ class Engine:
         self.drift = knobs["drift"]
         self.throttle_after = knobs.get("throttle_after", -1.0)  # < 0: never
         self.throttle_factor = knobs.get("throttle_factor", 1.0)
+        # What nvidia-smi reports for this server's GPUs follows its steps: busy, and throttled when it is.
+        self.activity = telemetry.ActivityNote(gpu.visible_gpus()[: max(1, int(getattr(args, "tp_size", 1) or 1))])
         self.profile = bool(knobs.get("profile", 0.0)) and bool(self.cfg.algorithm)
         self.profile_every = max(1, int(knobs.get("profile_every", 1)))
         self.verify_steps = 0
@@ -205,12 +207,17 @@ class Engine:
         and this step's noise (a fresh draw each call)."""
         uptime = time.monotonic() - self.started
         factor = self.slowdown * (1 + self.drift * uptime / 3600) * max(0.5, self.rng.gauss(1.0, self.noise))
-        if 0 <= self.throttle_after <= uptime:
+        if self.is_throttled:
             factor *= self.throttle_factor
         return factor
 
+    @property
+    def is_throttled(self) -> bool:
+        return 0 <= self.throttle_after <= time.monotonic() - self.started
+
     async def _advance(self, ms: float, factor: float | None = None) -> None:
         """Sleep one step of `ms` model milliseconds (times step_factor(), unless given), divided by SIMHOST_SPEED."""
+        self.activity.note(self.is_throttled, self.throttle_factor)
         if self.speed <= 0:
             self._steps_unyielded += 1
             if self._steps_unyielded >= self.fast_burst_steps:

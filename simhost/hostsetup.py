@@ -14,7 +14,8 @@ def shell_setup(state_dir: Path, load_seconds: float | str) -> str:
     return "\n".join(
         [
             f"export PATH={path}:$PATH",
-            f"export PYTHONPATH={shlex.quote(str(REPO))}",
+            # simhost/site: the version files and metadata a real SGLang install has (what a fingerprint reads).
+            f"export PYTHONPATH={shlex.quote(str(REPO))}:{shlex.quote(str(REPO / 'simhost' / 'site'))}",
             f"export SIMHOST_STATE_DIR={shlex.quote(str(state_dir))}",
             f"export SIMHOST_LOAD_SECONDS={shlex.quote(str(load_seconds))}",
         ]

@@ -25,7 +25,12 @@ KNOBS: list[tuple[str, str, str]] = [
     ("SIMHOST_LAUNCH_NOISE", "0.005", "relative std-dev of a per-launch speed factor"),
     ("SIMHOST_SLOWDOWN", "1.0", "multiplies every step duration (inject a regression, e.g. 1.1)"),
     ("SIMHOST_DRIFT", "0", "relative slowdown per hour of server uptime (slow drift of the machine)"),
-    ("SIMHOST_THROTTLE_AFTER_S", "", "thermal throttling: after this many seconds of serving, steps slow down"),
+    (
+        "SIMHOST_THROTTLE_AFTER_S",
+        "",
+        "thermal throttling: after this many seconds of serving, steps slow down and nvidia-smi reports lower "
+        "clocks with the thermal clock event reasons",
+    ),
     ("SIMHOST_THROTTLE_FACTOR", "1.5", "thermal throttling: step duration multiplier once throttled"),
     ("SIMHOST_SEED", "", "seed of noise and acceptance draws (default: --random-seed, else random)"),
     ("SIMHOST_ACCEPT_P", "0.62", "per-token draft acceptance probability (EAGLE/EAGLE3/STANDALONE)"),

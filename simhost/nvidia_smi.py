@@ -11,28 +11,42 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from simhost import gpu, knobs
+from simhost import gpu, knobs, telemetry
 
-DRIVER = "570.133.20"
-CUDA = "12.8"
+DRIVER = "580.159.04"
+CUDA = "13.0"
+VBIOS = "96.00.A5.00.1A"
 
-# field -> (header, unit, value(index, used, total))
-GpuField = tuple[str, str, Callable[[int, int, int], Any]]
+# field -> (header, unit, value(index, used, total, state)); state: simhost.telemetry.gpu_states()[index]
+GpuField = tuple[str, str, Callable[[int, int, int, dict[str, Any]], Any]]
 GPU_FIELDS: dict[str, GpuField] = {
-    "index": ("index", "", lambda i, u, t: i),
-    "name": ("name", "", lambda i, u, t: knobs.get("SIMHOST_GPU_NAME")),
-    "uuid": ("uuid", "", lambda i, u, t: gpu.gpu_uuid(i)),
-    "pci.bus_id": ("pci.bus_id", "", lambda i, u, t: gpu.bus_id(i)),
-    "driver_version": ("driver_version", "", lambda i, u, t: DRIVER),
-    "count": ("count", "", lambda i, u, t: gpu.gpu_count()),
-    "memory.total": ("memory.total", "MiB", lambda i, u, t: t),
-    "memory.used": ("memory.used", "MiB", lambda i, u, t: u),
-    "memory.free": ("memory.free", "MiB", lambda i, u, t: max(0, t - u)),
-    "utilization.gpu": ("utilization.gpu", "%", lambda i, u, t: 0),
-    "utilization.memory": ("utilization.memory", "%", lambda i, u, t: 0),
-    "temperature.gpu": ("temperature.gpu", "", lambda i, u, t: 31 + (4 if u else 0)),
-    "power.draw": ("power.draw", "W", lambda i, u, t: 118.5 if u else 76.2),
+    "index": ("index", "", lambda i, u, t, s: i),
+    "name": ("name", "", lambda i, u, t, s: knobs.get("SIMHOST_GPU_NAME")),
+    "uuid": ("uuid", "", lambda i, u, t, s: gpu.gpu_uuid(i)),
+    "pci.bus_id": ("pci.bus_id", "", lambda i, u, t, s: gpu.bus_id(i)),
+    "driver_version": ("driver_version", "", lambda i, u, t, s: DRIVER),
+    "vbios_version": ("vbios_version", "", lambda i, u, t, s: VBIOS),
+    "count": ("count", "", lambda i, u, t, s: gpu.gpu_count()),
+    "memory.total": ("memory.total", "MiB", lambda i, u, t, s: t),
+    "memory.used": ("memory.used", "MiB", lambda i, u, t, s: u),
+    "memory.free": ("memory.free", "MiB", lambda i, u, t, s: max(0, t - u)),
+    "utilization.gpu": ("utilization.gpu", "%", lambda i, u, t, s: s["util"]),
+    "utilization.memory": ("utilization.memory", "%", lambda i, u, t, s: s["mem_util"]),
+    "temperature.gpu": ("temperature.gpu", "", lambda i, u, t, s: s["temperature"]),
+    "power.draw": ("power.draw", "W", lambda i, u, t, s: f"{s['power']:.2f}"),
+    "power.limit": ("power.limit", "W", lambda i, u, t, s: f"{s['power_limit']:.2f}"),
+    "clocks.sm": ("clocks.current.sm", "MHz", lambda i, u, t, s: s["sm_mhz"]),
+    "clocks.mem": ("clocks.current.memory", "MHz", lambda i, u, t, s: s["mem_mhz"]),
+    "clocks.max.sm": ("clocks.max.sm", "MHz", lambda i, u, t, s: s["max_sm_mhz"]),
+    # Renamed by the driver: asked by either name, the header says clocks_event_reasons (reference document).
+    "clocks_event_reasons.active": ("clocks_event_reasons.active", "", lambda i, u, t, s: f"0x{s['reasons']:016x}"),
+    "pstate": ("pstate", "", lambda i, u, t, s: s["pstate"]),
+    "persistence_mode": ("persistence_mode", "", lambda i, u, t, s: "Enabled"),
+    "compute_mode": ("compute_mode", "", lambda i, u, t, s: "Default"),
 }
+GPU_FIELDS["clocks.current.sm"] = GPU_FIELDS["clocks.sm"]
+GPU_FIELDS["clocks.current.memory"] = GPU_FIELDS["clocks.memory"] = GPU_FIELDS["clocks.mem"]
+GPU_FIELDS["clocks_throttle_reasons.active"] = GPU_FIELDS["clocks_event_reasons.active"]
 GPU_FIELDS["gpu_name"] = GPU_FIELDS["name"]
 GPU_FIELDS["gpu_uuid"] = GPU_FIELDS["uuid"]
 GPU_FIELDS["gpu_bus_id"] = GPU_FIELDS["pci.bus_id"]
@@ -127,6 +141,12 @@ def main(argv: list[str]) -> int:
     for arg in it:
         if arg in ("-i", "--id", "-f", "--filename"):
             opts[arg.lstrip("-")[:1]] = next(it, "")
+        elif arg in ("-l", "--loop", "-lms", "--loop-ms"):
+            opts["loop_ms"] = next(it, "")
+            if not opts["loop_ms"].isdigit():
+                sys.stderr.write("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n")
+                return 2
+            opts["loop_ms"] = str(int(opts["loop_ms"]) * (1 if "ms" in arg else 1000))
         elif arg.startswith("--") and "=" in arg:
             key, value = arg[2:].split("=", 1)
             opts["i" if key == "id" else key] = value
@@ -166,19 +186,35 @@ def main(argv: list[str]) -> int:
                 sys.stdout.write(f'Field "{n}" is not a valid field to query.\n\n')
                 return 2
         headers = [table[n][:2] for n in names]
-        rows: list[list[Any]] = []
-        if kind == "query-gpu":
-            used = gpu.used_mib()
-            total = knobs.gpu_memory_mib()
-            rows = [[table[n][2](i, used.get(i, 0), total) for n in names] for i in indices]
-        else:
-            apps = [(g, entry, m) for entry in gpu.entries() for g, m in _memory(entry) if g in indices]
-            apps.sort(key=lambda a: (a[0], a[1]["pid"]))
-            rows = [[table[n][2](entry, g, m) for n in names] for g, entry, m in apps]
-        sys.stdout.write(_csv(headers, rows, fmt))
-        return 0
+        loop_ms = int(opts.get("loop_ms") or 0)
+        while True:
+            try:
+                sys.stdout.write(_query(kind, table, names, headers, indices, fmt))
+                sys.stdout.flush()
+            except BrokenPipeError:
+                return 0  # the reader went away (a closed SSH channel): what ends a real loop too
+            if not loop_ms:
+                return 0
+            fmt.add("noheader")  # the header comes once
+            time.sleep(loop_ms / 1000)
     sys.stdout.write(_table(indices))
     return 0
+
+
+def _query(
+    kind: str, table: dict[str, Any], names: list[str], headers: list[Any], indices: list[int], fmt: set[str]
+) -> str:
+    rows: list[list[Any]] = []
+    if kind == "query-gpu":
+        used = gpu.used_mib()
+        total = knobs.gpu_memory_mib()
+        states = telemetry.gpu_states(used)
+        rows = [[table[n][2](i, used.get(i, 0), total, states[i]) for n in names] for i in indices]
+    else:
+        apps = [(g, entry, m) for entry in gpu.entries() for g, m in _memory(entry) if g in indices]
+        apps.sort(key=lambda a: (a[0], a[1]["pid"]))
+        rows = [[table[n][2](entry, g, m) for n in names] for g, entry, m in apps]
+    return _csv(headers, rows, fmt)
 
 
 if __name__ == "__main__":

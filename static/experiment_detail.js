@@ -1,13 +1,31 @@
-// Experiment page: draw the Plotly figures built server-side; offer each table as CSV; follow run states live.
+// Experiment page: offer each table as CSV; follow run states live.
 // When a run finishes, reload so the server renders the new results (a reload is always correct).
 (function () {
-  // Every chart holder names the json_script element that carries its figure.
-  for (const holder of document.querySelectorAll("[data-figure]")) {
-    const data = document.getElementById(holder.dataset.figure);
-    if (data && window.Plotly) {
-      const figure = JSON.parse(data.textContent);
-      Plotly.newPlot(holder, figure.data, figure.layout, { responsive: true, displaylogo: false });
+  // The charts are drawn by charts.js (in the page's theme, as they scroll into view).
+
+  // Tables whose rows come as JSON (data-rows) are filled when first needed: opened, or exported.
+  const LATENCY_COLUMNS = ["config", "concurrency", "n", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
+    "mean_itl_ms", "p99_itl_ms", "mean_e2e_latency_ms", "p99_e2e_latency_ms"];
+  function fillRows(table) {
+    if (!table.dataset.rows || table.dataset.filled) return;
+    table.dataset.filled = "1";
+    const source = document.getElementById(table.dataset.rows);
+    const body = table.tBodies[0];
+    for (const row of source ? JSON.parse(source.textContent) : []) {
+      const tr = body.insertRow();
+      for (const column of LATENCY_COLUMNS) {
+        // As Python's str() prints a number, so the text matches the JSON export and the earlier page.
+        const value = row[column];
+        tr.insertCell().textContent = value === null || value === undefined ? "—"
+          : (typeof value === "number" && Number.isInteger(value) && !["config", "concurrency", "n"].includes(column))
+            ? value.toFixed(1) : String(value);
+      }
     }
+  }
+  for (const details of document.querySelectorAll("details")) {
+    details.addEventListener("toggle", () => {
+      if (details.open) details.querySelectorAll("table[data-rows]").forEach(fillRows);
+    });
   }
 
   // Every table of the page can be taken away as CSV, as the page shows it (export.json has them all as data).
@@ -19,6 +37,7 @@
     link.dataset.exports = exported.id;
     link.addEventListener("click", (event) => {
       event.preventDefault();
+      fillRows(exported);
       // A leading = + or @ would make a spreadsheet run the cell (config names are user input).
       const quote = (text) => `"${text.trim().replace(/\s+/g, " ").replace(/^([=+@])/, "'$1").replace(/"/g, '""')}"`;
       const lines = [...exported.rows].map((row) => [...row.cells].map((cell) => quote(cell.textContent)).join(","));

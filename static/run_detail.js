@@ -38,6 +38,7 @@
   const newLines = $("new-lines");
   const firstErrorButton = $("jump-error");
   const nextErrorButton = $("next-error");
+  const prevErrorButton = $("prev-error");
   const failureButton = $("jump-failure");
   logBox.style.setProperty("--log-row", `${ROW}px`);
 
@@ -244,6 +245,13 @@
     jumpToLine(base + (next === undefined ? errorStarts[0] : next));
   });
 
+  prevErrorButton.addEventListener("click", () => {
+    if (!errorStarts.length) return;
+    const here = targetLine ? targetLine - base : indexAt(Math.floor(viewTop / ROW));
+    const previous = lowerBound(errorStarts, here) - 1;
+    jumpToLine(base + errorStarts[previous >= 0 ? previous : errorStarts.length - 1]);
+  });
+
   // Permalinks: #L<n> in the address jumps to line n (once it has arrived) and marks it.
   function jumpToHashLine() {
     const found = /^#L(\d+)$/.exec(window.location.hash);
@@ -390,7 +398,7 @@
     newLines.textContent = fresh;
     newLines.parentElement.hidden = fresh === 0;
     jumpBottom.classList.toggle("has-new", fresh > 0);
-    firstErrorButton.disabled = nextErrorButton.disabled = errorStarts.length === 0;
+    firstErrorButton.disabled = nextErrorButton.disabled = prevErrorButton.disabled = errorStarts.length === 0;
     firstErrorButton.querySelector("span").textContent = errorStarts.length ? ` (${errorStarts.length})` : "";
   }
 
@@ -578,6 +586,11 @@
   }
 
   // The target's bar, then the draft's (null: not loading one yet).
+  // The bars' first widths come as data (CSP: no style attributes in the page); set through the CSSOM.
+  for (const bar of document.querySelectorAll("#loading-progress .bar[data-percent]")) {
+    bar.style.width = `${bar.dataset.percent}%`;
+  }
+
   function setBar(which, percent) {
     const bar = document.querySelector(`#loading-progress [data-bar=${which}]`);
     bar.hidden = percent === null || percent === undefined;
@@ -644,4 +657,15 @@
   });
   jumpToHashLine();
   renderSoon();
+})();
+
+// The GPU telemetry figure, built server-side (experiments/telemetry_chart.py), drawn once Plotly is loaded.
+(function () {
+  for (const holder of document.querySelectorAll("[data-figure]")) {
+    const data = document.getElementById(holder.dataset.figure);
+    if (data && window.Plotly) {
+      const figure = JSON.parse(data.textContent);
+      Plotly.newPlot(holder, figure.data, figure.layout, { responsive: true, displaylogo: false });
+    }
+  }
 })();

@@ -106,7 +106,8 @@ async def work_dir(conn: HostConnection, host: Host) -> str:
     result = await conn.run(f"cd ~ && mkdir -p -- {quoted}/runs && cd -- {quoted} && pwd")
     if not result.ok:
         raise HostReadError(f"Cannot create the work directory: {result.stderr.strip()}")
-    return result.stdout.strip().splitlines()[-1]
+    # Lines end at "\n" only: str.splitlines() and strip() would also cut at U+0085 or U+2028 in a directory name.
+    return result.stdout.rstrip("\n").split("\n")[-1]
 
 
 async def port_in_use(conn: HostConnection, port: int) -> bool:

@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from experiments.actions.experiments import do_launch_scheduled_experiment
 from experiments.actions.hosts import do_store_gpu_reading, do_store_model_inventory
+from experiments.actions.notifications import do_deliver
 from experiments.actions.runs import do_abandon_run, do_claim_next_run, do_take_over_run
-from experiments.models import Experiment, Host, Run
+from experiments.models import Delivery, Experiment, Host, Run
 
 from . import hosts
 from .run.lifecycle import drive_run
@@ -145,3 +146,24 @@ def list_host_models(host_id: int) -> dict:
         return {"ok": False, "error": str(exc)}
     do_store_model_inventory(host, models)
     return {"ok": True, "models": models}
+
+
+@shared_task(
+    name="workers.tasks.deliver_notification",
+    bind=True,
+    max_retries=settings.SPECDASH_NOTIFY_RETRIES,
+    time_limit=PROBE_TIME_LIMIT,
+    acks_late=False,  # a redelivered message must not send a second e-mail; the retries below are the retry
+)
+def deliver_notification(self, delivery_id: int) -> str | None:
+    """Send one e-mail or webhook; a failure is retried later, with a doubling delay."""
+    close_old_connections()
+    delivery = Delivery.objects.filter(pk=delivery_id, state=Delivery.State.PENDING).first()
+    if delivery is None:
+        return None
+    last_attempt = self.request.retries >= self.max_retries
+    if do_deliver(delivery, last_attempt=last_attempt):
+        return delivery.state
+    if last_attempt:
+        return delivery.state
+    raise self.retry(countdown=settings.SPECDASH_NOTIFY_RETRY_DELAY * 2**self.request.retries)

@@ -17,15 +17,20 @@ PRODUCT = ("experiments", "workers", "dashboard")
 PURE = (
     "experiments.analysis",
     "experiments.charts",
+    "experiments.history_charts",
+    "experiments.telemetry_chart",
     "experiments.explanations",
     "experiments.launch_policy",
     "experiments.log_metrics",
     "experiments.model_checks",
+    "experiments.notes",
     "experiments.sweeps",
     "experiments.remedies",
     "experiments.run_facts",
+    "experiments.notification_texts",
     "workers.sglang",
     "workers.gpus",
+    "workers.hostreads",
 )
 FRAMEWORKS = ("django", "channels", "celery", "ninja", "asgiref", "daphne", "channels_redis")
 MAX_LINES = 400

@@ -37,6 +37,7 @@ class Actor:
 
 
 SCHEDULER = Actor(None, None, None, "schedule")  # the beat, launching an experiment's scheduled runs
+ANALYSIS = Actor(None, None, None, "analysis")  # the history check: confirming runs, suspicions, flags
 
 
 def record_event(actor: Actor, action: str, target: models.Model, **detail: Any) -> AuditEvent:

@@ -50,13 +50,14 @@ def do_create_experiment(
 
 
 @transaction.atomic
-def do_rerun_experiment(experiment: Experiment, *, actor: Actor, launches: int = 1) -> list[Run]:
+def do_rerun_experiment(experiment: Experiment, *, actor: Actor, launches: int = 1, reason: str = "") -> list[Run]:
     """Queue `launches` more interleaved launches of every config (A B C A B C ...), to confirm a result."""
     configs = [experiment.baseline, *experiment.ordered_candidates()]
     last = experiment.run_set.order_by("-sequence").values_list("sequence", "launch_index").first()
     next_sequence, next_launch = (last[0] + 1, last[1] + 1) if last else (0, 0)
     runs = _queue_runs(experiment, configs, launches, first_sequence=next_sequence, first_launch=next_launch)
-    record_event(actor, AuditEvent.Action.RERUN, experiment, launches=launches, runs=len(runs))
+    detail = {"reason": reason} if reason else {}
+    record_event(actor, AuditEvent.Action.RERUN, experiment, launches=launches, runs=len(runs), **detail)
     return runs
 
 

@@ -11,14 +11,15 @@ from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnreachable
 
-from .. import worker_calls
+from .. import launch_policy, worker_calls
 from ..models import AuditEvent, Host, Run, SshKey
 from .audit import Actor, record_event
+from .notifications import notify_host_dirty
 
 # Tasks are enqueued by name: the domain never imports the workers package.
 DRIVE_HOST_TASK = "workers.tasks.drive_host"
 # What a host edit records: everything but the worker-written facts (key pin, inventory, lock, health).
-AUDITED_HOST_FIELDS = (*Host.ADMIN_FIELDS, "ssh_key_id", "extra_env_prefixes")
+AUDITED_HOST_FIELDS = (*Host.ADMIN_FIELDS, "ssh_key_id", "extra_env_prefixes", "default_env")
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +38,18 @@ def _send_drive_host(host_id: int) -> None:
         log.warning("host %s: wake-up not sent, the beat will send it: %r", host_id, exc)
 
 
+def _audited(host: Host, field: str) -> Any:
+    """A field's value as the audit keeps it: the default environment with its secrets masked (the host's history
+    is shown to every member)."""
+    value = getattr(host, field)
+    return launch_policy.masked(value or {}) if field == "default_env" else value
+
+
 @transaction.atomic
 def do_register_host(host: Host, actor: Actor) -> Host:
     """Save a new (validated) host."""
     host.save()
-    record_event(actor, AuditEvent.Action.HOST_CREATE, host, **{f: getattr(host, f) for f in AUDITED_HOST_FIELDS})
+    record_event(actor, AuditEvent.Action.HOST_CREATE, host, **{f: _audited(host, f) for f in AUDITED_HOST_FIELDS})
     return host
 
 
@@ -51,7 +59,9 @@ def do_edit_host(host: Host, actor: Actor) -> Host:
     drops the pinned host key: the next connection test pins the new host's."""
     before = Host.objects.select_for_update().get(pk=host.pk)
     changes = {
-        f: [getattr(before, f), getattr(host, f)] for f in AUDITED_HOST_FIELDS if getattr(before, f) != getattr(host, f)
+        f: [_audited(before, f), _audited(host, f)]
+        for f in AUDITED_HOST_FIELDS
+        if getattr(before, f) != getattr(host, f)
     }
     if {"address", "port"} & changes.keys():
         host.host_key = ""
@@ -122,7 +132,11 @@ def do_release_host(run: Run) -> None:
 
 @transaction.atomic
 def do_mark_host_dirty(host: Host, reason: str) -> None:
-    Host.objects.filter(pk=host.pk).update(is_dirty=True, dirty_reason=reason)
+    became_dirty = Host.objects.filter(pk=host.pk, is_dirty=False).update(is_dirty=True, dirty_reason=reason)
+    if not became_dirty:
+        Host.objects.filter(pk=host.pk).update(dirty_reason=reason)
+        return
+    notify_host_dirty(host, reason)
 
 
 @transaction.atomic

@@ -1,57 +1,126 @@
-"""Review of results over time: history checks that raise flags, their triage, pinned baselines."""
+"""Review of results over time: raising a confirmed change as a flag, its triage, pinned baselines."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from django.db import transaction
 from django.utils import timezone
 
-from .. import analysis, series
-from ..models import AuditEvent, BenchmarkProfile, Flag, FlagComment, Host, PinnedBaseline, Run, ServerConfig
+from ..analysis import REGRESSION
+from ..models import (
+    AuditEvent,
+    BenchmarkProfile,
+    Flag,
+    FlagComment,
+    FlagSeries,
+    Host,
+    PinnedBaseline,
+    Run,
+    ServerConfig,
+    SuspectSeries,
+    Suspicion,
+)
 from .audit import Actor, record_event
+from .notifications import notify_flag_raised
 
-# Two flags in the same direction this close (in runs) are one finding, reported again by the other test.
-SAME_FINDING_WITHIN = 3
+CONFIRMED_KIND = "confirmed"
 
 
 @transaction.atomic
-def do_check_history(run: Run) -> list[Flag]:
-    """Check every series this succeeded run added a point to; store new regressions or improvements as flags."""
-    created: list[Flag] = []
-    profile = run.experiment.profile
-    for key in series.keys_of_run(run):
-        points = series.series_points(key, upto=run)
-        if len(points) < 2:
-            continue
-        found = analysis.assess_series([p.value for p in points])
-        if not found:
-            continue
-        positions = {p.run_id: i for i, p in enumerate(points)}
-        existing = Flag.objects.filter(
-            host_id=key.host_id, config_hash=key.config_hash, profile_key=key.profile_key, concurrency=key.concurrency
-        ).values_list("direction", "run_id")
-        known = [(direction, positions[run_id]) for direction, run_id in existing if run_id in positions]
-        for finding in found:
-            if any(d == finding.direction and abs(i - finding.index) <= SAME_FINDING_WITHIN for d, i in known):
-                continue
-            flag = Flag.objects.create(
-                host_id=key.host_id,
-                config=run.config,
-                config_hash=key.config_hash,
-                profile_key=key.profile_key,
-                profile_label=profile.series_label,
-                concurrency=key.concurrency,
-                run_id=points[finding.index].run_id,
-                kind=finding.kind,
-                direction=finding.direction,
-                baseline_mean=finding.baseline_mean,
-                new_mean=finding.new_value_or_mean,
-                change=finding.change,
-                score=finding.score,
-                message=finding.message,
-            )
-            known.append((finding.direction, finding.index))
-            created.append(flag)
-    return created
+def do_raise_flag(
+    *, suspicion: Suspicion, rows: Sequence[SuspectSeries], new_means: dict[int, float], confirmed_by: Run, actor: Actor
+) -> Flag:
+    """Raise the flag of a confirmed change, or grow the one it belongs to: one flag per change.
+
+    The series a suspicion confirmed go into one flag (every concurrency of the config); a flag already open on
+    the same host, in the same direction, whose interval of change overlaps this one's, takes them in too (the
+    configs of one host that moved at the same point: a driver or SGLang update). This is the only place a flag
+    is born or grows; its subscribers are told when it is born (a flag that grows is the same change).
+    """
+    intervals = [(row.last_before_run.finished_at, row.change_run.finished_at) for row in rows]
+    after = max((a for a, _ in intervals if a is not None), default=None)
+    by = min((b for _, b in intervals if b is not None), default=None)
+    direction = rows[0].direction
+    flag = suspicion.flag or _open_flag_overlapping(suspicion.host_id, direction, after, by)
+    grew = flag is not None
+    if flag is None:
+        lead = max(rows, key=lambda row: abs(row.change))
+        flag = Flag.objects.create(
+            host_id=suspicion.host_id,
+            config=suspicion.config,
+            config_hash=suspicion.config_hash,
+            profile_key=suspicion.profile_key,
+            profile_label=suspicion.profile_label,
+            concurrency=lead.concurrency,
+            run=lead.change_run,
+            kind=CONFIRMED_KIND,
+            direction=direction,
+            baseline_mean=lead.baseline_mean,
+            new_mean=new_means.get(lead.pk, lead.suspected_mean),
+            change=new_means.get(lead.pk, lead.suspected_mean) / lead.baseline_mean - 1,
+            score=lead.score,
+            message="",
+            changed_after=after,
+            changed_by=by,
+            confirmed_by=confirmed_by,
+        )
+    else:
+        # The change happened where every series' interval agrees: the intersection narrows it.
+        if after is not None and (flag.changed_after is None or after > flag.changed_after):
+            flag.changed_after = after
+        if by is not None and (flag.changed_by is None or by < flag.changed_by):
+            flag.changed_by = by
+    FlagSeries.objects.bulk_create(
+        FlagSeries(
+            flag=flag,
+            config=suspicion.config,
+            config_hash=suspicion.config_hash,
+            concurrency=row.concurrency,
+            change_run=row.change_run,
+            last_before_run=row.last_before_run,
+            confirmed_by=confirmed_by,
+            suspicion=row,
+            baseline_mean=row.baseline_mean,
+            new_mean=new_means.get(row.pk, row.suspected_mean),
+            change=new_means.get(row.pk, row.suspected_mean) / row.baseline_mean - 1,
+            score=row.score,
+        )
+        for row in rows
+    )
+    flag.message = _flag_message(flag)
+    flag.updated_at = timezone.now()
+    flag.save(update_fields=["message", "changed_after", "changed_by", "updated_at"])
+    suspicion.flag = flag
+    suspicion.save(update_fields=["flag"])
+    record_event(
+        actor,
+        AuditEvent.Action.FLAG,
+        flag,
+        grew=grew,
+        suspicion=suspicion.pk,
+        confirmed_by=confirmed_by.pk,
+        series=[f"{suspicion.config.name} c={row.concurrency} {row.change:+.1%}" for row in rows],
+    )
+    if not grew:
+        notify_flag_raised(flag)
+    return flag
+
+
+def _open_flag_overlapping(host_id: int, direction: str, after, by) -> Flag | None:
+    flags = Flag.objects.filter(host_id=host_id, direction=direction, triage__in=Flag.OPEN_STATES)
+    if after is not None:
+        flags = flags.filter(changed_by__gt=after)
+    if by is not None:
+        flags = flags.filter(changed_after__lt=by)
+    return flags.exclude(changed_after=None).exclude(changed_by=None).order_by("-created_at").first()
+
+
+def _flag_message(flag: Flag) -> str:
+    held = list(flag.series.select_related("config"))
+    verb = "fell" if flag.direction == REGRESSION else "rose"
+    parts = [f"{s.config.name} c={s.concurrency}: {s.baseline_mean:.1f} -> {s.new_mean:.1f} tok/s" for s in held]
+    return f"Throughput {verb} in {len(held)} series, confirmed by a re-run: " + "; ".join(parts) + "."
 
 
 @transaction.atomic
@@ -70,6 +139,17 @@ def do_triage_flag(flag: Flag, *, actor: Actor, triage: str, assignee, comment: 
     if text:
         FlagComment.objects.create(flag=flag, author=actor.user, text=text)
         record_event(actor, AuditEvent.Action.TRIAGE, flag, triage=flag.triage, changes=changes)
+
+
+@transaction.atomic
+def do_triage_flags(flags, *, actor: Actor, triage: str, assign_to_me: bool, comment: str) -> int:
+    """Triage several flags alike (the review queue's bulk action); each keeps its own thread and audit entry."""
+    count = 0
+    for flag in flags:
+        assignee = actor.user if assign_to_me else flag.assignee
+        do_triage_flag(flag, actor=actor, triage=triage, assignee=assignee, comment=comment)
+        count += 1
+    return count
 
 
 @transaction.atomic

@@ -15,8 +15,10 @@ from ..forms import ServerConfigForm, config_form_data, plain_errors
 from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Measurement, Run, ServerConfig
 from ..remedies import versioned_name
 from .audit import Actor, record_event
+from .confirmations import queue_confirmation_again
 from .experiments import _queue_runs
 from .hosts import do_release_host
+from .notifications import notify_if_experiment_ended
 
 
 @transaction.atomic
@@ -24,6 +26,7 @@ def do_cancel_run(run: Run, actor: Actor) -> bool:
     """Ask for a run to stop. A queued run is cancelled at once; a live one by its orchestrator (with teardown)."""
     if _cancel_queued_run(run, cancel_requested=True):
         _skip_round_without_baseline(run)
+        notify_if_experiment_ended(run.experiment_id)
     else:
         updated = Run.objects.filter(pk=run.pk, cancel_requested=False).exclude(state__in=Run.TERMINAL_STATES)
         if updated.update(cancel_requested=True) != 1:
@@ -86,6 +89,10 @@ def do_advance_run(run: Run, state: str, **facts: Any) -> None:
     transaction.on_commit(lambda: broadcast.send_run_state(run))
     if state in (Run.State.FAILED, Run.State.CANCELLED):
         _skip_round_without_baseline(run)
+    if state == Run.State.FAILED:
+        queue_confirmation_again(run)
+    if state in Run.TERMINAL_STATES:
+        notify_if_experiment_ended(run.experiment_id)
 
 
 def _skip_round_without_baseline(run: Run) -> None:
@@ -174,12 +181,16 @@ def do_record_failure(run: Run, kind: str, message: str, excerpt: str = "", firs
 
 
 @transaction.atomic
-def do_add_run_warning(run: Run, kind: str, message: str) -> None:
-    """Note on the run something that went wrong without failing it (once per kind and message)."""
+def do_add_run_warning(run: Run, kind: str, message: str, *, line: int | None = None, text: str = "") -> None:
+    """Note on the run something that went wrong without failing it (once per kind and message); `line` and `text`:
+    the server log line it came from."""
     run.refresh_from_db(fields=["warnings"])
     if any(w.get("kind") == kind and w.get("message") == message for w in run.warnings):
         return
-    run.warnings = [*run.warnings, {"kind": kind, "message": message[:2000], "at": timezone.now().isoformat()}]
+    warning: dict[str, Any] = {"kind": kind, "message": message[:2000], "at": timezone.now().isoformat()}
+    if line is not None:
+        warning.update(line=line, text=text[:1000])
+    run.warnings = [*run.warnings, warning]
     run.save(update_fields=["warnings"])
     transaction.on_commit(lambda: broadcast.send_run_state(run))
 

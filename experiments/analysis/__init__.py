@@ -3,6 +3,7 @@
 - `comparison`: speedup of candidates over the baseline with a 95% interval, verdicts, runs needed, break-even
   concurrency.
 - `history`: regressions over a series of results (lookback test, change points).
+- `confirmation`: suspect a change, then confirm it with new values (a sequential test) before it is a flag.
 - `breakeven`: the accept length a speculative config needs to match the baseline.
 - `intervals`: the mean of a cell with its 95% interval, and `Point`, the value the pages plot.
 - `schedule`: the interleaved order of an experiment's launches.
@@ -22,7 +23,22 @@ from .comparison import (
     break_even_concurrency,
     compare,
     launches_to_settle,
+    never_pays,
     sample_variance,
+    settling_note,
+)
+from .confirmation import (
+    CONFIRMED,
+    DISMISSED,
+    MAX_CONFIRMATIONS,
+    RECENT,
+    SUSPECTED,
+    UNDECIDED,
+    SuspectedChange,
+    Watch,
+    suspect,
+    suspect_since,
+    verdict,
 )
 from .history import (
     CHANGE_POINT,
@@ -41,20 +57,28 @@ from .tdist import t_quantile
 __all__ = [
     "CHANGE_POINT",
     "CONFIDENCE",
+    "CONFIRMED",
+    "DISMISSED",
     "FASTER",
     "IMPROVEMENT",
     "INCONCLUSIVE",
     "LOOKBACK",
+    "MAX_CONFIRMATIONS",
     "MAX_RUNS_NEEDED",
     "POWER",
+    "RECENT",
     "REGRESSION",
     "SLOWER",
+    "SUSPECTED",
+    "UNDECIDED",
     "BreakEven",
     "ComparisonRow",
     "HistoryPoint",
     "Point",
     "RegressionFlag",
     "Sample",
+    "SuspectedChange",
+    "Watch",
     "assess_series",
     "break_even_accept_length",
     "break_even_concurrency",
@@ -63,6 +87,11 @@ __all__ = [
     "compare",
     "launches_to_settle",
     "mean_interval",
+    "never_pays",
     "sample_variance",
+    "settling_note",
+    "suspect",
+    "suspect_since",
     "t_quantile",
+    "verdict",
 ]

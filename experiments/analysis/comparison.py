@@ -222,9 +222,37 @@ def break_even_concurrency(rows: Sequence[ComparisonRow], candidate: str) -> int
     """The lowest concurrency at which `candidate`'s speedup point estimate drops below 1.0.
 
     That is the first level, going up, where speculation stops paying; it is the lowest measured level when
-    the candidate never pays. None when the speedup is >= 1.0 at every measured level (or there are no rows).
+    the candidate never pays (`never_pays` tells that case apart). None when the speedup is >= 1.0 at every
+    measured level (or there are no rows).
     """
     for row in sorted((r for r in rows if r.candidate == candidate), key=lambda r: r.concurrency):
         if row.speedup < 1.0:
             return row.concurrency
     return None
+
+
+def never_pays(rows: Sequence[ComparisonRow], candidate: str) -> bool:
+    """True when `candidate` was measured and its speedup point estimate is below 1.0 at every measured level.
+
+    Such a candidate has no break-even concurrency: it stops paying nowhere because it never paid, so pages say
+    "never pays at the measured concurrencies" rather than marking its lowest level as a break-even point.
+    """
+    own = [r for r in rows if r.candidate == candidate]
+    return bool(own) and all(r.speedup < 1.0 for r in own)
+
+
+def settling_note(row: ComparisonRow, passes_per_launch: int, min_effect: float = 0.02) -> str:
+    """What an inconclusive row needs, in words ("" for a settled row): the samples per side and the launches
+    that would likely settle it, or why no number of runs would."""
+    if row.verdict != INCONCLUSIVE:
+        return ""
+    have = f"has {row.baseline_n} and {row.candidate_n}"
+    if row.runs_needed is None:
+        if min(row.baseline_n, row.candidate_n) < 2 and not (1 - min_effect < row.speedup < 1 + min_effect):
+            return f"needs at least 2 samples per side to measure the spread, {have}"
+        return f"within {min_effect:.0%} of the baseline: more runs would not make it faster or slower"
+    launches = launches_to_settle(row, passes_per_launch) or 0
+    more = f"about {launches} more launch{'es' if launches != 1 else ''}"
+    if row.runs_needed >= MAX_RUNS_NEEDED:
+        return f"needs {MAX_RUNS_NEEDED} or more samples per side, {have}: {more}"
+    return f"needs ~{row.runs_needed} samples per side, {have}: {more}"

@@ -1,7 +1,9 @@
 """Regressions over history: is the newest result out of line, and where did a series change level?
 
 A series is the output throughput (tok/s) of one (host, config hash, profile, concurrency), oldest first. The web
-layer calls `assess_series` on every new result; it combines two tests.
+layer no longer flags on these tests directly: `check_latest` is the suspicion stage of `confirmation`, whose
+confirming runs decide what becomes a flag (a per-check rate cannot keep a series' whole life quiet).
+`assess_series` combines the two tests below for a series as it stands.
 
 `check_latest`, the lookback test (Conbench's idea): the newest values against the `lookback` values before
 them. Conbench scores the newest value alone, z = (x - mean) / sd. A single value cannot show a 5% step under 2%

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Prefetch, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Body, Schema, Status
 
+from .. import environments
 from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
 from ..exports import comparison_csv_response
@@ -16,7 +18,7 @@ from ..forms import (
     RerunForm,
     ScheduleForm,
 )
-from ..models import Experiment, Flag
+from ..models import Experiment, Flag, FlagSeries, Suspicion
 from ..queueing import queued_runs_of
 from ..reports import build_report, comparison_rows_json
 from .base import api, config_data, host_name, profile_data, require, require_manage
@@ -83,10 +85,37 @@ def get_experiment(request: HttpRequest, experiment_id: int):
         "schedule": _schedule_json(experiment),
         "comparison": comparison_rows_json(report),
         "break_even": report.break_even,
-        "flags": [
-            _flag_json(flag) for flag in Flag.objects.filter(run__experiment=experiment).select_related("config")
+        "never_pays": report.never_pays,
+        "flags": [_flag_json(flag) for flag in _flags_of(experiment)],
+        "suspicions": [_suspicion_json(s) for s in _suspicions_of(experiment)],
+        # Throttled runs, runs at other clocks, runs on a changed machine (the runs' own warnings are in `runs`).
+        "reproducibility": _notes_json(environments.experiment_notes(experiment, report.runs)),
+    }
+
+
+def _notes_json(notes: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "telemetry_warnings": notes["telemetry"],
+        "machine_differences": [
+            {"run": row["run"].pk, "against": row["against"].pk, "text": row["text"]} for row in notes["machine"]
         ],
     }
+
+
+def _flags_of(experiment: Experiment):
+    """The flags whose change shows in this experiment's runs, also those led by another experiment's series."""
+    here = Q(run__experiment=experiment) | Q(series__change_run__experiment=experiment)
+    return (
+        Flag.objects.filter(here)
+        .distinct()
+        # The run and what its environment diff reads (its config's hash, its profile's series).
+        .select_related("config", "run__config", "run__experiment__profile")
+        .prefetch_related(Prefetch("series", FlagSeries.objects.select_related("config")))
+    )
+
+
+def _suspicions_of(experiment: Experiment):
+    return Suspicion.objects.filter(experiment=experiment).prefetch_related("series", "confirming_runs")
 
 
 def _schedule_json(experiment: Experiment) -> dict[str, Any] | None:
@@ -112,6 +141,40 @@ def _flag_json(flag: Flag) -> dict[str, Any]:
         "triage": flag.triage,
         "message": flag.message,
         "url": flag.get_absolute_url(),
+        "changed_after": flag.changed_after.isoformat() if flag.changed_after else None,
+        "changed_by": flag.changed_by.isoformat() if flag.changed_by else None,
+        "confirmed_by_run": flag.confirmed_by_id,
+        "series": [
+            {
+                "config": s.config.name,
+                "config_hash": s.config_hash,
+                "concurrency": s.concurrency,
+                "baseline_mean": round(s.baseline_mean, 3),
+                "new_mean": round(s.new_mean, 3),
+                "change": round(s.change, 4),
+                "last_run_before": s.last_before_run_id,
+                "first_run_after": s.change_run_id,
+                "confirmed_by_run": s.confirmed_by_id,
+            }
+            for s in flag.series.all()
+        ],
+        # What changed in the environment between the last run before the change and the first after it.
+        "environment_change": environments.diff_before_change(flag.run),
+    }
+
+
+def _suspicion_json(suspicion: Suspicion) -> dict[str, Any]:
+    return {
+        "id": suspicion.pk,
+        "state": suspicion.state,
+        "run": suspicion.run_id,
+        "config_hash": suspicion.config_hash,
+        "confirming_runs": [r.pk for r in suspicion.confirming_runs.all() if r.config_id == suspicion.config_id],
+        "flag": suspicion.flag_id,
+        "series": [
+            {"concurrency": row.concurrency, "change": round(row.change, 4), "state": row.state}
+            for row in suspicion.series.all()
+        ],
     }
 
 

@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Body, Status
 from ninja.errors import HttpError
 
-from .. import worker_calls
+from .. import launch_policy, worker_calls
 from ..actions.audit import Actor
 from ..actions.hosts import do_mark_host_clean, do_register_host, do_test_host
 from ..forms import (
@@ -29,6 +29,7 @@ def _host_json(h: Host) -> dict[str, Any]:
         "username": h.username,
         "key_name": h.key_name,
         "extra_env_prefixes": h.extra_env_prefixes,
+        "default_env": launch_policy.masked(h.default_env or {}),
         "work_dir": h.work_dir,
         "models_root": h.models_root,
         "launcher": h.launcher,

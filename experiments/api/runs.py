@@ -38,6 +38,9 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
         "log_lines": run.log_lines,
         "effective_args": run.effective_args,
         "cancel_reason": run.cancel_reason,
+        # What went wrong without failing the run, the server's own warnings with the log line they came from:
+        # [{kind, message, at, line?, text?}].
+        "warnings": run.warnings,
         # Queued runs only: place on the host, what it waits for, estimated start and duration (seconds).
         "queue": queue.as_json() if queue else None,
         "url": run.get_absolute_url(),

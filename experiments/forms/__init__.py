@@ -5,7 +5,8 @@ One module per concern; everything is importable from `experiments.forms`.
 
 from .configs import BenchmarkProfileForm, ServerConfigForm
 from .hosts import HostForm, SshKeyForm
-from .review import FlagTriageForm, RerunForm, ScheduleForm
+from .notes import ExperimentNotesForm, RunNotesForm
+from .review import FlagBulkTriageForm, FlagTriageForm, RerunForm, ScheduleForm
 from .submission import (
     ExperimentForm,
     ExperimentSubmission,
@@ -32,10 +33,13 @@ __all__ = [
     "MAX_CONCURRENCY",
     "BenchmarkProfileForm",
     "ExperimentForm",
+    "ExperimentNotesForm",
     "ExperimentSubmission",
+    "FlagBulkTriageForm",
     "FlagTriageForm",
     "HostForm",
     "RerunForm",
+    "RunNotesForm",
     "ScheduleForm",
     "ServerConfigForm",
     "SshKeyForm",

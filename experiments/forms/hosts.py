@@ -10,13 +10,17 @@ from django.core.exceptions import ValidationError
 
 from .. import host_allowlist, launch_policy
 from ..models import Host, SshKey
-from .values import no_control_chars
+from .values import check_env, format_env, no_control_chars, parse_env
 
 # Host names and IP literals only: a value that starts with "-" would be read as an option by ssh tooling.
 ADDRESS = re.compile(r"\A[A-Za-z0-9.:\[\]%_-]{1,253}\Z")
 USERNAME = re.compile(r"\A[a-z_][a-z0-9_.-]{0,31}\Z", re.IGNORECASE)
 ENV_PREFIX = re.compile(r"\A[A-Z][A-Z0-9]*_\Z")
 MAX_ENV_PREFIXES = 20
+MAX_SHELL_SETUP = 8000
+# Tab and newline are how shell lines are written; any other control character makes what an admin reads on the
+# page differ from what the host's shell runs.
+SHELL_SETUP_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 class HostForm(forms.ModelForm):
@@ -34,6 +38,14 @@ class HostForm(forms.ModelForm):
         help_text="Comma-separated, e.g. MYLAB_ (beyond the built-in allowlist).",
     )
 
+    default_env = forms.CharField(
+        required=False,
+        label="Default environment",
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="NAME=value lines every server on this host gets (e.g. NCCL_IB_HCA=mlx5); a config's own value "
+        "wins. Held to the same allowlist as a config's environment.",
+    )
+
     class Meta:
         model = Host
         fields = list(Host.ADMIN_FIELDS)
@@ -43,6 +55,7 @@ class HostForm(forms.ModelForm):
         if self.instance.pk and not self.is_bound:
             self.initial["key_name"] = self.instance.key_name
             self.initial["extra_env_prefixes"] = ", ".join(self.instance.extra_env_prefixes)
+            self.initial["default_env"] = format_env(self.instance.default_env or {})
 
     def clean_address(self) -> str:
         address = self.cleaned_data["address"].strip()
@@ -73,9 +86,27 @@ class HostForm(forms.ModelForm):
                 raise ValidationError(f"{problem}.")
         return prefixes
 
+    def clean_shell_setup(self) -> str:
+        text = str(self.cleaned_data.get("shell_setup") or "").replace("\r\n", "\n")
+        if len(text) > MAX_SHELL_SETUP:
+            raise ValidationError(f"At most {MAX_SHELL_SETUP} characters.")
+        if SHELL_SETUP_CONTROL.search(text):
+            raise ValidationError("Shell lines must not contain control characters other than tabs and newlines.")
+        return text
+
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
+        # After the prefixes: the host's own extra prefixes apply to its default environment as to its configs'.
+        raw_env = self.data.get(self.add_prefix("default_env"), "")
+        try:
+            prefixes = data.get("extra_env_prefixes") or []
+            if isinstance(raw_env, dict):
+                data["default_env"] = check_env(raw_env, prefixes)
+            else:
+                data["default_env"] = parse_env(str(raw_env or ""), prefixes)
+        except ValidationError as exc:
+            self.add_error("default_env", exc)
         for field in ("work_dir", "models_root", "launcher", "python"):
             value = data.get(field)
             if isinstance(value, str):
@@ -95,6 +126,7 @@ class HostForm(forms.ModelForm):
         host = super().save(commit=False)
         host.ssh_key = self.cleaned_data.get("key_name")
         host.extra_env_prefixes = self.cleaned_data.get("extra_env_prefixes") or []
+        host.default_env = self.cleaned_data.get("default_env") or {}
         return host
 
 

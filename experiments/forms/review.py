@@ -16,6 +16,23 @@ class FlagTriageForm(forms.Form):
     comment = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=10_000)
 
 
+class FlagBulkTriageForm(forms.Form):
+    """The review queue's triage of several flags at once (or one, from its row)."""
+
+    MAX_FLAGS = 500  # the queue shows at most this many
+
+    flags = forms.ModelMultipleChoiceField(queryset=Flag.objects.all(), error_messages={"required": "Tick a flag."})
+    triage = forms.ChoiceField(choices=Flag.Triage.choices)
+    assign_to_me = forms.BooleanField(required=False, label="assign to me")
+    comment = forms.CharField(required=False, max_length=10_000)
+
+    def clean_flags(self):
+        flags = self.cleaned_data["flags"]
+        if len(flags) > self.MAX_FLAGS:
+            raise forms.ValidationError(f"At most {self.MAX_FLAGS} flags at a time.")
+        return flags
+
+
 class RerunForm(forms.Form):
     launches = forms.IntegerField(min_value=1, max_value=20, initial=2, help_text="more launches of every config")
 

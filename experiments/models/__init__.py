@@ -5,10 +5,13 @@ One module per concern; everything is importable from `experiments.models`.
 
 from .audit import AuditEvent, AuditEventQuerySet
 from .configs import MANAGED_FLAGS, BenchmarkProfile, BenchmarkProfileQuerySet, ServerConfig, ServerConfigQuerySet
+from .environments import GpuSample, GpuSampleQuerySet, RunEnvironment
 from .experiments import Candidate, Experiment
 from .hosts import KEY_FILE_NAME, Host, HostQuerySet, SshKey
-from .review import Flag, FlagComment, FlagQuerySet, PinnedBaseline, PinnedBaselineQuerySet
+from .notifications import Delivery, DeliveryQuerySet, Event, Subscription, SubscriptionQuerySet
+from .review import Flag, FlagComment, FlagQuerySet, FlagSeries, PinnedBaseline, PinnedBaselineQuerySet
 from .runs import LogChunk, LogChunkQuerySet, Measurement, Run, RunQuerySet
+from .suspicions import SuspectSeries, Suspicion, SuspicionQuerySet
 from .tokens import ApiToken, ApiTokenQuerySet
 
 __all__ = [
@@ -21,10 +24,16 @@ __all__ = [
     "BenchmarkProfile",
     "BenchmarkProfileQuerySet",
     "Candidate",
+    "Delivery",
+    "DeliveryQuerySet",
+    "Event",
     "Experiment",
     "Flag",
     "FlagComment",
     "FlagQuerySet",
+    "FlagSeries",
+    "GpuSample",
+    "GpuSampleQuerySet",
     "Host",
     "HostQuerySet",
     "LogChunk",
@@ -33,8 +42,14 @@ __all__ = [
     "PinnedBaseline",
     "PinnedBaselineQuerySet",
     "Run",
+    "RunEnvironment",
     "RunQuerySet",
     "ServerConfig",
     "ServerConfigQuerySet",
     "SshKey",
+    "Subscription",
+    "SubscriptionQuerySet",
+    "SuspectSeries",
+    "Suspicion",
+    "SuspicionQuerySet",
 ]

@@ -24,10 +24,15 @@ class AuditEvent(models.Model):
         SUBMIT = "experiment.submit"
         RERUN = "experiment.rerun"
         SCHEDULE = "experiment.schedule"
+        NOTES = "experiment.notes"  # notes or tags edited
+        RUN_NOTES = "run.notes"
         CANCEL = "run.cancel"
         REMEDY = "run.remedy"  # a failed run re-run with a remedy, as a new config version
         PIN = "baseline.pin"
         TRIAGE = "flag.triage"
+        SUSPECT = "history.suspect"  # a suspected change queued a confirming run
+        DECIDE = "history.decide"  # a suspicion confirmed or dismissed
+        FLAG = "flag.raise"
         CONFIG_CREATE = "config.create"
         PROFILE_CREATE = "profile.create"
         HOST_CREATE = "host.create"
@@ -40,6 +45,8 @@ class AuditEvent(models.Model):
         ROLES = "user.roles"
         TOKEN_CREATE = "token.create"
         TOKEN_REVOKE = "token.revoke"
+        SUBSCRIBE = "notifications.subscribe"
+        UNSUBSCRIBE = "notifications.unsubscribe"
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -47,7 +54,7 @@ class AuditEvent(models.Model):
     ip = models.GenericIPAddressField(null=True, blank=True)
     token = models.ForeignKey("ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     token_name = models.CharField(max_length=100, blank=True)
-    via = models.CharField(max_length=16, default="web", help_text="web, api, command or schedule")
+    via = models.CharField(max_length=16, default="web", help_text="web, api, command, schedule or analysis")
     action = models.CharField(max_length=32, choices=Action.choices)
     target_type = models.CharField(max_length=32)
     target_id = models.PositiveBigIntegerField(null=True)

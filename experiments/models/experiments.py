@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,13 @@ from .hosts import Host
 
 if TYPE_CHECKING:
     from .runs import Run
+
+
+# Tags: short lowercase words a team filters the experiments table by. Allowlisted characters only, so a tag is
+# safe in a URL, a CSS-free chip and a query string as it is; bounded in number and length.
+TAG_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,31}")
+MAX_TAGS = 8
+NOTES_MAX_LENGTH = 20_000
 
 
 class ExperimentQuerySet(models.QuerySet["Experiment"]):
@@ -53,6 +61,12 @@ class Experiment(models.Model):
     next_scheduled_at = models.DateTimeField(null=True, blank=True, db_index=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)
+    # When its subscribers were told it ended; a re-run's runs come later, so its end is told again.
+    end_notified_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Space-separated, each matching TAG_PATTERN (the notes form checks); a plain column filters on any database.
+    tags = models.CharField(max_length=300, blank=True, default="")
+    # Markdown, rendered through an allowlist sanitiser (`experiments/notes.py`): other users read it.
+    notes = models.TextField(blank=True, default="")
 
     objects = ExperimentQuerySet.as_manager()
 
@@ -71,6 +85,10 @@ class Experiment(models.Model):
         if user.has_perm("experiments.manage_any_experiment"):
             return True
         return self.created_by_id == user.pk and user.has_perm("experiments.change_experiment")
+
+    @property
+    def tag_list(self) -> list[str]:
+        return self.tags.split()
 
     def ordered_candidates(self) -> list[ServerConfig]:
         return [c.config for c in self.candidate_set.select_related("config").order_by("position")]

@@ -98,6 +98,9 @@ class Host(models.Model):
     server_port = models.PositiveIntegerField(default=30000)
     # Environment variable prefixes a config may set on this host beyond the built-in allowlist (admins only).
     extra_env_prefixes = models.JSONField(default=list, blank=True)
+    # Variables every server on this host gets (the NCCL settings teams keep in their shell profile), held to the
+    # same launch policy as a config's env; a config's own value of a name wins (admins only).
+    default_env = models.JSONField(default=dict, blank=True)
     is_dirty = models.BooleanField(default=False)
     dirty_reason = models.TextField(blank=True)
     # The host lock: set with a conditional UPDATE by the worker that claims a run, cleared after teardown.
@@ -127,3 +130,7 @@ class Host(models.Model):
     @property
     def gpu_count(self) -> int:
         return len(self.gpu_inventory)
+
+    def effective_env(self, config_env: dict[str, str]) -> dict[str, str]:
+        """The environment a server of a config with `config_env` gets here: the host's defaults, then the config's."""
+        return {**(self.default_env or {}), **(config_env or {})}

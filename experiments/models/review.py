@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -14,8 +15,9 @@ from .runs import Run
 
 class FlagQuerySet(models.QuerySet["Flag"]):
     def of_series(self, host: Host | int, config_hash: str, profile_key: str) -> FlagQuerySet:
-        """The flags raised on one history series, every concurrency."""
-        return self.filter(host=host, config_hash=config_hash, profile_key=profile_key)
+        """The flags holding one history series (any concurrency), also those led by another config of the host."""
+        holding = Q(config_hash=config_hash) | Q(series__config_hash=config_hash)
+        return self.filter(holding, host=host, profile_key=profile_key).distinct()
 
 
 class Flag(models.Model):
@@ -36,13 +38,20 @@ class Flag(models.Model):
     profile_label = models.CharField(max_length=200)
     concurrency = models.PositiveIntegerField()
     run = models.ForeignKey(Run, on_delete=models.CASCADE, help_text="The first run at the new level.")
-    kind = models.CharField(max_length=16)  # "lookback" | "change_point"
+    kind = models.CharField(max_length=16)  # "confirmed" (older flags: "lookback" | "change_point")
     direction = models.CharField(max_length=16)  # "regression" | "improvement"
     baseline_mean = models.FloatField()
     new_mean = models.FloatField()
     change = models.FloatField(help_text="Relative: -0.074 is 7.4% slower.")
     score = models.FloatField()
     message = models.TextField()
+    # The interval of the change: the last result at the old level and the first at the new one, over every
+    # series inside (on one host, the intersection: where a host-wide change must have happened).
+    changed_after = models.DateTimeField(null=True, blank=True)
+    changed_by = models.DateTimeField(null=True, blank=True)
+    confirmed_by = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="The confirming run."
+    )
     triage = models.CharField(max_length=16, choices=Triage.choices, default=Triage.UNTRIAGED, db_index=True)
     assignee = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -64,6 +73,29 @@ class Flag(models.Model):
     @property
     def is_open(self) -> bool:
         return self.triage in self.OPEN_STATES
+
+
+class FlagSeries(models.Model):
+    """One series a flag holds: a concurrency of a config that moved at the flag's point, with its evidence."""
+
+    flag = models.ForeignKey(Flag, on_delete=models.CASCADE, related_name="series")
+    config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
+    config_hash = models.CharField(max_length=64)
+    concurrency = models.PositiveIntegerField()
+    change_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", help_text="First at the new level.")
+    last_before_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    confirmed_by = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    suspicion = models.ForeignKey("SuspectSeries", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    baseline_mean = models.FloatField()
+    new_mean = models.FloatField(help_text="Mean of the suspected values and those that confirmed them.")
+    change = models.FloatField()
+    score = models.FloatField()
+
+    class Meta:
+        ordering = ["flag_id", "config_hash", "concurrency"]
+
+    def __str__(self) -> str:
+        return f"{self.config.name} c={self.concurrency} in flag {self.flag_id}"
 
 
 class FlagComment(models.Model):

@@ -119,9 +119,15 @@ class Run(models.Model):
     # What went wrong without failing the run: [{"kind", "message", "at"}], shown on the run page.
     warnings = models.JSONField(default=list, blank=True)
     benchmark_cell = models.PositiveIntegerField(default=0)
+    # Queued by the history check to confirm a suspected change (its whole interleaved round, neighbours included).
+    confirms = models.ForeignKey(
+        "Suspicion", null=True, blank=True, on_delete=models.SET_NULL, related_name="confirming_runs"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Markdown, rendered through the same sanitiser as an experiment's notes.
+    notes = models.TextField(blank=True, default="")
 
     objects = RunQuerySet.as_manager()
 

@@ -11,6 +11,8 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from ..notes import render_markdown
+
 register = template.Library()
 
 
@@ -55,3 +57,34 @@ def duration(seconds: Any) -> str:
         return f"{minutes} min"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
+@register.filter
+def markdown(text: str) -> SafeString:
+    """A note's Markdown as HTML, through the allowlist sanitiser of `experiments/notes.py`."""
+    return mark_safe(render_markdown(text or ""))
+
+
+@register.filter
+def sort_url(query: Any, column: str) -> str:
+    """The experiments table's header link for `column` (a `listing.ListingQuery`)."""
+    return str(query.sort_url(column))
+
+
+@register.filter
+def tag_url(query: Any, tag: str) -> str:
+    return str(query.url(tag=tag, page=1))
+
+
+@register.filter
+def page_url(query: Any, number: int) -> str:
+    return str(query.url(page=number))
+
+
+@register.filter
+def get_index(sequence: Any, index: int) -> Any:
+    """`sequence[index]` in a template, None when out of range."""
+    try:
+        return sequence[index]
+    except (IndexError, TypeError):
+        return None

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
-from datetime import timedelta
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
 
-from experiments.actions.review import do_check_history
+from experiments.actions.confirmations import do_check_history
 from experiments.forms import ExperimentSubmission, apply_profile_defaults, config_form_data, profile_form_data
 from experiments.models import (
     BenchmarkProfile,
@@ -139,20 +139,38 @@ def make_log(run: Run, chunks: list[list[str]]) -> list[str]:
     return [line for chunk in LogChunk.objects.filter(run=run).order_by("first_line") for line in chunk.lines()]
 
 
-def make_history(values: list[float], *, host: Host | None = None, config: ServerConfig | None = None) -> list[Run]:
-    """One finished experiment per value, the same baseline config, host and profile, checked as it lands."""
+def make_history(
+    values: list[float],
+    *,
+    host: Host | None = None,
+    config: ServerConfig | None = None,
+    concurrencies: Sequence[int] = (1,),
+    start: datetime | None = None,
+) -> list[Run]:
+    """One finished experiment per value, the same baseline config, host and profile, checked as it lands; at
+    concurrency c the run measures value * c (the same step at every level)."""
     host = host or make_host()
     config = config or make_config(name="baseline")
-    start = timezone.now() - timedelta(days=len(values))
+    start = start or timezone.now() - timedelta(days=len(values))
     runs = []
     for i, value in enumerate(values):
         experiment = make_experiment(host=host, baseline=config, candidates=[], profile=make_profile(), with_runs=False)
-        run = make_run(experiment=experiment, state=Run.State.SUCCEEDED, finished_at=start + timedelta(hours=i))
-        for pass_index in range(3):
-            make_measurement(run, concurrency=1, output_throughput=value, pass_index=pass_index)
-        do_check_history(run)
+        run = make_run(experiment=experiment)
+        finish_run(run, {c: value * c for c in concurrencies}, at=start + timedelta(hours=i))
         runs.append(run)
     return runs
+
+
+def finish_run(run: Run, values: dict[int, float], *, at: datetime | None = None) -> Run:
+    """Mark a queued run succeeded with three passes of `values` (concurrency -> tok/s), and check its history
+    as the worker does."""
+    run.state, run.finished_at = Run.State.SUCCEEDED, at or timezone.now()
+    run.save(update_fields=["state", "finished_at"])
+    for concurrency, value in values.items():
+        for pass_index in range(3):
+            make_measurement(run, concurrency=concurrency, output_throughput=value, pass_index=pass_index)
+    do_check_history(run)
+    return run
 
 
 def experiment_payload(host: Host) -> dict[str, Any]:

@@ -420,3 +420,19 @@ def test_it_reports_the_flags_of_an_experiment_in_the_api(client, owner):
 
     assert [(f["direction"], f["concurrency"], f["triage"]) for f in body["flags"]] == [("regression", 1, "untriaged")]
     assert body["flags"][0]["change"] == pytest.approx(-0.074, abs=0.005)
+    # The evidence: every series inside, the interval of the change and the run that confirmed it.
+    flag = body["flags"][0]
+    assert flag["confirmed_by_run"] == runs[10].pk
+    before, after = runs[8].finished_at, runs[9].finished_at
+    assert before is not None and after is not None
+    assert (flag["changed_after"], flag["changed_by"]) == (before.isoformat(), after.isoformat())
+    assert [(s["concurrency"], s["last_run_before"], s["first_run_after"]) for s in flag["series"]] == [
+        (1, runs[8].pk, runs[9].pk)
+    ]
+    # What changed in the environment at that point (these runs have no fingerprint: nothing to compare).
+    assert (flag["environment_change"]["before"], flag["environment_change"]["after"]) == (runs[8].pk, runs[9].pk)
+    assert isinstance(flag["environment_change"]["summary"], str)
+    # The suspicion that led to it, with the confirming run it queued in this experiment.
+    [suspicion] = body["suspicions"]
+    assert suspicion["state"] == "confirmed" and suspicion["run"] == runs[9].pk and suspicion["flag"] == flag["id"]
+    assert len(suspicion["confirming_runs"]) == 1 and suspicion["series"][0]["state"] == "confirmed"

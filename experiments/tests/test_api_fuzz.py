@@ -64,7 +64,15 @@ def seeded() -> dict[str, int]:
         run.save(update_fields=["state"])
         make_measurement(run, concurrency=1, output_throughput=100.0 if run.config_id == baseline.pk else 110.0)
         make_log(run, [["loading", "ready"], ["Decode batch. #running-req: 1"]])
-    return {"host_id": host.pk, "experiment_id": experiment.pk, "run_id": runs[0].pk, "config_id": candidate.pk}
+    # other_id: the second of a diff (of two runs, or of two experiments: this one with itself).
+    other_id = runs[-1].pk
+    return {
+        "host_id": host.pk,
+        "experiment_id": experiment.pk,
+        "run_id": runs[0].pk,
+        "config_id": candidate.pk,
+        "other_id": other_id,
+    }
 
 
 @pytest.fixture

@@ -48,7 +48,10 @@ def test_it_submits_an_experiment_in_the_browser_and_shows_live_runs_and_the_com
 
     # The experiment page follows the states live and, once finished, draws both Plotly charts.
     # The throughput chart appears with the baseline's results; the speedup chart once a candidate has some too.
-    page.wait_for_selector("#speedup-chart .main-svg", timeout=180_000)
+    page.wait_for_selector("#speedup-chart", timeout=180_000)
+    page.locator("#speedup-chart").scroll_into_view_if_needed()  # charts are drawn as they come into view
+    page.wait_for_selector("#speedup-chart .main-svg", timeout=10_000)
+    page.locator("#throughput-chart").scroll_into_view_if_needed()
     page.wait_for_selector("#throughput-chart .main-svg", timeout=10_000)
     assert page.locator("#comparison tbody tr").count() == 2
     assert "succeeded" in page.locator("#runs").inner_text()

@@ -48,6 +48,8 @@ def test_it_draws_every_chart_of_the_comparison_and_shows_the_verdict(browser_us
     page.goto(f"{live_web}{experiment.get_absolute_url()}")
 
     for chart in CHARTS:
+        # Charts below the fold are drawn as they scroll into view.
+        page.locator(f"#{chart}").scroll_into_view_if_needed()
         page.wait_for_selector(f"#{chart} .main-svg", timeout=15_000)
     # The band, the break-even marker and the three latency panels made it into the drawing.
     assert page.locator("#throughput-chart path.js-fill").count() >= 2

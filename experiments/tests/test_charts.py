@@ -147,17 +147,36 @@ def test_it_draws_an_empty_speedup_figure() -> None:
     assert figure["layout"]["shapes"][0]["y0"] == 1.0
 
 
-def test_it_draws_a_history_with_its_flags_marked():
-    from experiments.charts import history_figure
+def _entries(values: list[float]) -> list:
+    from experiments.history_charts import HistoryEntry
+
+    return [
+        HistoryEntry(f"2026-11-{day:02d}T02:00:00+00:00", f"run {day}", value, f"/runs/{day}/")
+        for day, value in enumerate(values, start=1)
+    ]
+
+
+def test_it_draws_a_history_on_a_time_axis_one_small_multiple_per_concurrency():
+    from experiments.history_charts import history_figure
 
     figure = history_figure(
-        {1: [("run 1", 88.8), ("run 2", 88.9), ("run 3", 82.2)], 4: [("run 1", 300.0)]},
+        {1: _entries([88.8, 88.9, 82.2]), 4: _entries([300.0])},
         [(1, 2, "regression", "-7.4%: moved"), (4, 5, "improvement", "out of range is ignored")],
         title="baseline on gpu-1",
+        pinned=("2026-11-02T09:00:00+00:00", "pinned as the baseline by <b>ann</b>"),
     )
 
-    names = [trace["name"] for trace in figure["data"]]
-    assert names == ["c=1", "c=4", "regression"]  # a mark outside its series is dropped, not drawn anywhere
-    regression = next(t for t in figure["data"] if t["name"] == "regression")
-    assert (regression["x"], regression["y"]) == ([3], [82.2])
+    c1, regression, c4 = figure["data"]
+    assert (c1["name"], regression["name"], c4["name"]) == ("c=1", "regression", "c=4")
+    assert c1["x"][0] == "2026-11-01T02:00:00+00:00" and figure["layout"]["xaxis"]["type"] == "date"
+    assert (c1["yaxis"], c4["yaxis"]) == ("y", "y2")  # each level its own chart, one shared time axis
+    assert figure["layout"]["yaxis"]["domain"][0] > figure["layout"]["yaxis2"]["domain"][1]
+    assert c1["customdata"] == ["/runs/1/", "/runs/2/", "/runs/3/"]  # a click opens the run
+    assert (regression["x"], regression["y"], regression["customdata"]) == (
+        ["2026-11-03T02:00:00+00:00"],
+        [82.2],
+        ["/runs/3/"],
+    )  # a mark outside its series is dropped, not drawn anywhere
+    assert figure["layout"]["shapes"][0]["x0"] == "2026-11-02T09:00:00+00:00"
+    assert figure["layout"]["annotations"][0]["text"] == "pinned as the baseline by &lt;b&gt;ann&lt;/b&gt;"
     json.dumps(figure, allow_nan=False)

@@ -16,13 +16,8 @@ from playwright.sync_api import expect
 
 from dashboard.asgi import application
 from experiments.analysis import INCONCLUSIVE, ComparisonRow
-from experiments.charts import (
-    accept_length_figure,
-    history_figure,
-    latency_figure,
-    speedup_figure,
-    throughput_figure,
-)
+from experiments.charts import accept_length_figure, latency_figure, speedup_figure, throughput_figure
+from experiments.history_charts import HistoryEntry, history_figure
 from experiments.models import ApiToken, Run
 
 from .factories import (
@@ -48,7 +43,17 @@ def _all_figures(name: str) -> list[dict]:
         speedup_figure([row], break_even={name: 1}),
         accept_length_figure({name: [(1, 2.0, 1.9, 2.1)]}),
         latency_figure([latency], baseline=name),
-        history_figure({1: [(name, 88.0), ("run 2", 82.0)]}, [(1, 1, "regression", name)], title=f"{name} on {name}"),
+        history_figure(
+            {
+                1: [
+                    HistoryEntry("2026-11-01", name, 88.0, "/runs/1/"),
+                    HistoryEntry("2026-11-02", "r", 82.0, "/runs/2/"),
+                ]
+            },
+            [(1, 1, "regression", name)],
+            title=f"{name} on {name}",
+            pinned=("2026-11-01", name),
+        ),
     ]
 
 
@@ -79,7 +84,9 @@ def test_it_escapes_user_names_in_every_text_of_every_figure(name):
 def test_it_keeps_plain_names_readable_in_figures():
     figure = throughput_figure({"eagle3-2step": [(1, 90.0, 88.0, 92.0)]}, baseline="base")
     assert [trace["name"] for trace in figure["data"]] == ["eagle3-2step 95% CI", "eagle3-2step"]
-    history = history_figure({1: [("run 1", 88.0)]}, [], title="baseline on gpu-1 & co")
+    history = history_figure(
+        {1: [HistoryEntry("2026-11-01", "run 1", 88.0, "/runs/1/")]}, [], title="baseline on gpu-1 & co"
+    )
     assert history["layout"]["title"]["text"] == "baseline on gpu-1 &amp; co"
 
 

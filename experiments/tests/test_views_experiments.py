@@ -70,7 +70,7 @@ def test_it_says_on_the_experiment_page_whether_its_baseline_is_the_pinned_one(o
     assert "Not the pinned baseline" in owner_client.get(f"/experiments/{experiment.pk}/").content.decode()
 
     do_pin_baseline(host=experiment.host, profile=experiment.profile, config=experiment.baseline, actor=Actor(owner))
-    assert "is the pinned baseline" in owner_client.get(f"/experiments/{experiment.pk}/").content.decode()
+    assert "is the one the team pinned" in owner_client.get(f"/experiments/{experiment.pk}/").content.decode()
 
 
 def test_it_reruns_an_experiment_with_more_interleaved_launches(owner_client, client, owner):

@@ -18,7 +18,7 @@ from ..config_history import (
     search_profiles,
 )
 from ..models import ServerConfig
-from ..reports import _config_diff
+from ..reports import config_diff_rows
 from .access import requires
 
 CONFIGS_PAGE = 50
@@ -38,7 +38,7 @@ def config_detail(request: HttpRequest, config_id: int) -> HttpResponse:
     context = {
         "config": config,
         # The launch fields as the experiment page's Configs table writes them (its hash is shown whole above).
-        "fields": [row for row in _config_diff([config]) if row.field != "content_hash"],
+        "fields": [row for row in config_diff_rows([config]) if row.field != "content_hash"],
         "versions": config_versions(config),
         "runs": config_runs(config),
         "run_count": config.run_set.count(),

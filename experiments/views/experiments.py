@@ -12,22 +12,26 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from .. import environments
 from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
+from ..actions.notes import do_set_experiment_notes
 from ..config_history import block_sources, config_initial, latest_experiment_using, profile_initial
 from ..exports import comparison_csv_response, comparison_json_response
 from ..forms import (
     BenchmarkProfileForm,
     ExperimentForm,
+    ExperimentNotesForm,
     ExperimentSubmission,
     RerunForm,
     ScheduleForm,
     ServerConfigForm,
 )
 from ..forms.sweeps import SweepForm, SweepPreview
+from ..listing import STATUSES, ListingQuery, experiments_table
 from ..models import AuditEvent, Experiment, Host, Run, ServerConfig
 from ..queueing import queued_runs_of
-from ..reports import build_report, comparison_rows_json
+from ..reports import cached_report, comparison_rows_json
 from .access import require_manage, requires
 
 AUDIT_EVENTS_SHOWN = 100
@@ -43,9 +47,36 @@ DEFAULT_CANDIDATE = {
 
 @requires("experiments.view_experiment")
 def experiment_list(request: HttpRequest) -> HttpResponse:
-    experiments = list(Experiment.objects.select_related("host", "created_by", "baseline").prefetch_related("run_set"))
-    rows = [(e, e.status_of(list(e.run_set.all()))) for e in experiments]
-    return render(request, "experiments/experiment_list.html", {"rows": rows})
+    query = ListingQuery.from_params(request.GET)
+    context = {
+        "listing": experiments_table(query),
+        "query": query,
+        "statuses": STATUSES,
+        "hosts": Host.objects.order_by("name").values_list("name", flat=True),
+        "columns": [
+            ("name", "Name"),
+            ("owner", "Owner"),
+            ("host", "Host"),
+            ("speedup", "Best speedup"),
+            ("status", "Status"),
+            ("duration", "Duration"),
+            ("submitted", "Submitted"),
+        ],
+    }
+    return render(request, "experiments/experiment_list.html", context)
+
+
+@requires("experiments.change_experiment")
+@require_POST
+def edit_experiment_notes(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = get_object_or_404(Experiment, pk=experiment_id)
+    require_manage(request, experiment)
+    form = ExperimentNotesForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _errors_text(form))
+    elif do_set_experiment_notes(experiment, actor=Actor.of(request), **form.cleaned_data):
+        messages.success(request, "Notes saved.")
+    return redirect(f"{experiment.get_absolute_url()}#notes")
 
 
 @requires("experiments.add_experiment")
@@ -195,7 +226,7 @@ def _host_models_urls() -> dict[str, str]:
 @requires("experiments.view_experiment")
 def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
-    report = build_report(experiment)
+    report = cached_report(experiment)
     return render(
         request,
         "experiments/experiment_detail.html",
@@ -205,10 +236,14 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             "comparison": comparison_rows_json(report),
             "configs": [report.baseline, *report.candidates],
             "queue": queued_runs_of(report),
+            "notes": environments.experiment_notes(experiment, report.runs),
             "schedule_form": ScheduleForm(
                 initial={"every": experiment.schedule, "hour_utc": experiment.schedule_hour}, auto_id="schedule-%s"
             ),
             "can_manage": experiment.can_be_managed_by(request.user),
+            "notes_form": ExperimentNotesForm(
+                initial={"notes": experiment.notes, "tags": experiment.tags}, auto_id="notes-%s"
+            ),
             "events": AuditEvent.objects.about_experiment(experiment.pk, [r.pk for r in report.runs]).select_related(
                 "actor"
             )[:AUDIT_EVENTS_SHOWN],

@@ -4,27 +4,61 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from .. import series
+from .. import environments, series
 from ..actions.audit import Actor
-from ..actions.review import do_pin_baseline, do_triage_flag
-from ..charts import history_figure
+from ..actions.review import do_pin_baseline, do_triage_flag, do_triage_flags
 from ..exports import flags_csv_response
-from ..forms import FlagTriageForm, RerunForm
-from ..models import BenchmarkProfile, Flag, Host, PinnedBaseline, Run, ServerConfig
+from ..forms import FlagBulkTriageForm, FlagTriageForm, RerunForm
+from ..history_charts import HistoryEntry, history_figure
+from ..models import (
+    BenchmarkProfile,
+    Flag,
+    FlagSeries,
+    Host,
+    PinnedBaseline,
+    ServerConfig,
+    SuspectSeries,
+    Suspicion,
+)
 from .access import requires
 
 
 @requires("experiments.view_flag")
 def flag_list(request: HttpRequest) -> HttpResponse:
+    """The review queue; members triage from it, a row at a time or the ticked flags at once."""
     state = request.GET.get("state", "open")
     states = ["open", *Flag.Triage.values, "all"]
-    context = {"flags": _flags_in_state(state)[:500], "state": state, "states": states}
-    return render(request, "experiments/flag_list.html", context)
+    form = FlagBulkTriageForm()
+    if request.method == "POST":
+        if not request.user.has_perm("experiments.change_flag"):
+            raise PermissionDenied("Triage takes a member's role.")
+        form = FlagBulkTriageForm(_triage_data(request))
+        if form.is_valid():
+            count = do_triage_flags(form.cleaned_data["flags"], actor=Actor.of(request), **_bulk_fields(form))
+            messages.success(request, f"{count} flag{'s' if count != 1 else ''} marked {form.cleaned_data['triage']}.")
+            return redirect(f"{reverse('flag_list')}?state={state if state in states else 'open'}")
+    flags = _flags_in_state(state)[: FlagBulkTriageForm.MAX_FLAGS]
+    context = {"flags": flags, "state": state, "states": states, "form": form, "triage_choices": Flag.Triage.choices}
+    return render(request, "experiments/flag_list.html", context, status=400 if form.errors else 200)
+
+
+def _triage_data(request: HttpRequest):
+    """A row's own Save button triages that flag with the row's choice; the bulk button, the ticked ones."""
+    row = request.POST.get("row", "")
+    if row.isdigit():
+        return {"flags": [row], "triage": request.POST.get(f"triage-{row}", ""), "comment": ""}
+    return request.POST
+
+
+def _bulk_fields(form: FlagBulkTriageForm) -> dict:
+    data = form.cleaned_data
+    return {"triage": data["triage"], "assign_to_me": data["assign_to_me"], "comment": data["comment"]}
 
 
 @requires("experiments.view_flag")
@@ -34,7 +68,9 @@ def flag_export_csv(request: HttpRequest) -> HttpResponse:
 
 
 def _flags_in_state(state: str):
-    flags = Flag.objects.select_related("host", "config", "assignee", "run__experiment")
+    flags = Flag.objects.select_related("host", "config", "assignee", "run__experiment").annotate(
+        series_count=Count("series")
+    )
     if state == "open":
         return flags.filter(triage__in=Flag.OPEN_STATES)
     if state in Flag.Triage.values:
@@ -55,14 +91,17 @@ def flag_detail(request: HttpRequest, flag_id: int) -> HttpResponse:
             return redirect(flag)
     else:
         form = FlagTriageForm(initial={"triage": flag.triage, "assignee": flag.assignee})
-    figure = _series_figure(flag.host, flag.config_hash, flag.profile_key, f"{flag.config.name} on {flag.host.name}")
+    held = flag.series.select_related("config", "change_run", "last_before_run", "confirmed_by")
     context = {
         "flag": flag,
+        "held": held,
+        "suspicions": flag.suspicions.select_related("run").prefetch_related("series", "confirming_runs__config"),
         "form": form,
         "comments": flag.flagcomment_set.select_related("author"),
-        "figure": figure,
         "rerun_form": RerunForm(),
         "can_rerun": flag.run.experiment.can_be_managed_by(request.user),
+        # What changed on the machine between the last run before the change and the flag's first run after it.
+        "environment_diff": environments.diff_before_change(flag.run),
     }
     return render(request, "experiments/flag_detail.html", context)
 
@@ -82,33 +121,65 @@ def series_detail(request: HttpRequest, host_id: int, config_hash: str, profile_
         "pinned": pinned,
         "is_pinned": pinned is not None and pinned.config.content_hash == config_hash,
         "flags": Flag.objects.of_series(host, config_hash, profile_key),
-        "figure": _series_figure(host, config_hash, profile_key, f"{config.name} on {host.name}"),
+        "suspicions": Suspicion.objects.of_series(host, config_hash, profile_key)
+        .select_related("run", "flag")
+        .prefetch_related("series", "confirming_runs__config")[:50],
     }
     return render(request, "experiments/series_detail.html", context)
 
 
+@requires("experiments.view_flag")
+def series_figure(request: HttpRequest, host_id: int, config_hash: str, profile_key: str) -> HttpResponse:
+    """The history figure as JSON, fetched by the page once it is shown: a long history (10,000 runs is a 2 MB
+    figure) then never holds up the page's first paint."""
+    host = get_object_or_404(Host, pk=host_id)
+    config = ServerConfig.objects.with_hash(config_hash).first()
+    if config is None:
+        raise Http404("No config has this content hash.")
+    figure = _series_figure(host, config_hash, profile_key, f"{config.name} on {host.name}")
+    return JsonResponse(figure, json_dumps_params={"allow_nan": False})
+
+
+RUN_ID_SLOT = 987654321  # stands in for a run id while the address of every point is made from one reverse()
+
+
 def _series_figure(host: Host, config_hash: str, profile_key: str, title: str) -> dict:
-    """Every concurrency of the series, run after run, with its flags marked (two queries, then one per level)."""
-    flags = Flag.objects.of_series(host, config_hash, profile_key)
-    levels = sorted(
-        set(
-            Run.objects.filter(
-                host=host, config__content_hash=config_hash, experiment__profile__series_key=profile_key
-            ).values_list("measurement__concurrency", flat=True)
-        )
-        - {None}
-    )
-    points: dict[int, list[tuple[str, float]]] = {}
+    """Every concurrency of the series on a time axis, each point linked to its run, with its flags, suspicions
+    and pinned baseline marked (four queries)."""
+    held = FlagSeries.objects.filter(
+        flag__host=host, flag__profile_key=profile_key, config_hash=config_hash
+    ).select_related("flag")
+    suspected = SuspectSeries.objects.filter(
+        suspicion__host=host, suspicion__profile_key=profile_key, suspicion__config_hash=config_hash
+    ).select_related("suspicion")
+    run_url = reverse("run_detail", args=[RUN_ID_SLOT]).replace(str(RUN_ID_SLOT), "{}")
+    points: dict[int, list[HistoryEntry]] = {}
     marks: list[tuple[int, int, str, str]] = []
-    for level in levels:
-        key = series.SeriesKey(host.pk, config_hash, profile_key, level)
-        level_points = series.series_points(key)
-        points[level] = [(f"run {p.run_id} (experiment {p.experiment_id})", p.value) for p in level_points]
+    for level, level_points in series.series_by_level(host.pk, config_hash, profile_key).items():
+        points[level] = [
+            HistoryEntry(
+                p.finished_at.isoformat() if p.finished_at else "",
+                f"run {p.run_id} (experiment {p.experiment_id})",
+                p.value,
+                run_url.format(p.run_id),
+            )
+            for p in level_points
+        ]
         index_of = {p.run_id: i for i, p in enumerate(level_points)}
-        for flag in flags:
-            if flag.concurrency == level and flag.run_id in index_of:
-                marks.append((level, index_of[flag.run_id], flag.direction, f"{flag.change:+.1%}: {flag.message}"))
-    return history_figure(points, marks, title=title)
+        for s in held:
+            if s.concurrency == level and s.change_run_id in index_of:
+                text = f"{s.change:+.1%}: {s.flag.message}"
+                marks.append((level, index_of[s.change_run_id], s.flag.direction, text))
+        for row in suspected:
+            if row.concurrency == level and row.change_run_id in index_of:
+                text = f"suspected {row.change:+.1%} ({row.get_state_display()})"
+                marks.append((level, index_of[row.change_run_id], "suspected", text))
+    pinned = PinnedBaseline.objects.of_series(host, profile_key).select_related("config", "pinned_by").first()
+    pinned_mark = None
+    if pinned is not None and pinned.config.content_hash == config_hash:
+        by = f" by {pinned.pinned_by.get_username()}" if pinned.pinned_by else ""
+        pinned_mark = (pinned.pinned_at.isoformat(), f"pinned as the baseline{by}")
+    return history_figure(points, marks, title=title, pinned=pinned_mark)
 
 
 @requires("experiments.add_pinnedbaseline")

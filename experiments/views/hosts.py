@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from .. import worker_calls
+from .. import launch_policy, worker_calls
 from ..actions.audit import Actor
 from ..actions.hosts import (
     do_delete_key,
@@ -38,7 +38,8 @@ def host_list(request: HttpRequest) -> HttpResponse:
 def host_detail(request: HttpRequest, host_id: int) -> HttpResponse:
     host = get_object_or_404(Host.objects.select_related("ssh_key", "active_run"), pk=host_id)
     events = AuditEvent.objects.about(host).select_related("actor")[:100]
-    return render(request, "experiments/host_detail.html", {"host": host, "events": events})
+    default_env = launch_policy.masked(host.default_env or {})
+    return render(request, "experiments/host_detail.html", {"host": host, "events": events, "default_env": default_env})
 
 
 @requires("experiments.add_host")

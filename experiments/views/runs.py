@@ -7,10 +7,15 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from .. import environments
 from ..actions.audit import Actor
+from ..actions.notes import do_set_run_notes
 from ..actions.runs import RemedyRefused, do_cancel_run, do_rerun_with_remedy
-from ..models import AuditEvent, LogChunk, Run
+from ..analysis.telemetry import describe as describe_throttling
+from ..forms import RunNotesForm
+from ..models import AuditEvent, LogChunk, Run, RunEnvironment
 from ..queueing import queued_run
+from ..telemetry_chart import telemetry_figure
 from .access import require_manage, requires, safe_next
 
 
@@ -21,7 +26,13 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         pk=run_id,
     )
     measurements = list(run.measurement_set.all())
+    samples, cells, telemetry_summary = environments.run_telemetry(run)
     context = {
+        "environment": RunEnvironment.objects.filter(run=run).first(),
+        "diff_before": environments.diff_before_change(run) if run.is_finished else None,
+        "telemetry_figure": telemetry_figure(samples, cells) if samples else None,
+        "telemetry": telemetry_summary,
+        "throttle_warning": describe_throttling(f"Run {run.pk}", telemetry_summary),
         "run": run,
         "measurements": measurements,
         "can_manage": run.experiment.can_be_managed_by(request.user),
@@ -32,6 +43,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         # The runs of the versions made from this run's failure, each linking back to it.
         "remedy_runs": Run.objects.filter(config__remedy_for_run=run).select_related("config").order_by("sequence"),
         "standing": queued_run(run),
+        "notes_form": RunNotesForm(initial={"notes": run.notes}, auto_id="notes-%s"),
     }
     return render(request, "experiments/run_detail.html", context)
 
@@ -76,3 +88,16 @@ def rerun_with_remedy(request: HttpRequest, run_id: int) -> HttpResponse:
         f"Queued {len(runs)} runs: {config.name}, a new version of {run.config.name}, and what it is compared with.",
     )
     return redirect(run.experiment)
+
+
+@requires("experiments.change_experiment")
+@require_POST
+def edit_run_notes(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("experiment"), pk=run_id)
+    require_manage(request, run.experiment)
+    form = RunNotesForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "; ".join(str(e) for errors in form.errors.values() for e in errors))
+    elif do_set_run_notes(run, actor=Actor.of(request), notes=form.cleaned_data["notes"]):
+        messages.success(request, "Notes saved.")
+    return redirect(f"{run.get_absolute_url()}#notes")

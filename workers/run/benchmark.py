@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import hashlib
 import json
 import shlex
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +26,42 @@ from .errors import RunFailed
 from .session import RunSession, db
 
 BENCHCLIENT_DIR = Path(__file__).resolve().parent.parent / "benchclient"
-# Copied to the host's work directory at launch; run from there as `python -m benchclient`.
+# Copied under the host's work directory, into a directory named after its content; run from there as
+# `python -m benchclient`.
 REMOTE_DIR = ".specdash"
 TIMEOUT_MARGIN_S = 60
 # The longest stretch of log read back for one cell's Decode-batch summary.
 MAX_WINDOW_LINES = 500_000
 
 
+@functools.cache
+def client_version() -> str:
+    """A digest of the client's files: the name of the directory it is installed in on every host."""
+    digest = hashlib.sha256()
+    for path in sorted(BENCHCLIENT_DIR.rglob("*.py")):
+        digest.update(str(path.relative_to(BENCHCLIENT_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def client_dir(work_dir: str) -> str:
+    return f"{work_dir}/{REMOTE_DIR}/client-{client_version()}"
+
+
 async def install_client(conn: HostConnection, work_dir: str) -> None:
-    await conn.put_tree(BENCHCLIENT_DIR, f"{work_dir}/{REMOTE_DIR}")
+    """Install this client version on the host once. It is uploaded beside its place and moved in whole, so runs of
+    hosts that share one machine and work directory never write the same files, and no run sees half a client."""
+    target = client_dir(work_dir)
+    present = await conn.run(
+        f"mkdir -p -- {shlex.quote(f'{work_dir}/{REMOTE_DIR}')} && test -d {shlex.quote(target)}", timeout=30
+    )
+    if present.ok:
+        return
+    staging = f"{work_dir}/{REMOTE_DIR}/upload-{uuid.uuid4().hex}"
+    await conn.put_tree(BENCHCLIENT_DIR, staging)
+    # Another run may have won the race: its copy is the same version, and this one goes.
+    await conn.run(
+        f"mv -T -- {shlex.quote(staging)} {shlex.quote(target)} 2>/dev/null || rm -rf -- {shlex.quote(staging)}"
+    )
 
 
 async def run_cells(session: RunSession) -> None:
@@ -132,7 +162,7 @@ def command(host: Host, profile: BenchmarkProfile, concurrency: int, work_dir: s
         str(profile.request_timeout_s),
     ]
     record_pid = f"echo $$ > {shlex.quote(pid_file)} && exec " if pid_file else ""
-    return f"cd -- {shlex.quote(work_dir + '/' + REMOTE_DIR)} && {record_pid}{quote_command(argv)}"
+    return f"cd -- {shlex.quote(client_dir(work_dir))} && {record_pid}{quote_command(argv)}"
 
 
 def timeout(profile: BenchmarkProfile, concurrency: int) -> float:

@@ -16,7 +16,7 @@ import traceback
 from django.conf import settings
 from django.db import connections
 
-from experiments.actions.review import do_check_history
+from experiments.actions.confirmations import do_check_history
 from experiments.actions.runs import do_heartbeat
 from experiments.models import Run
 

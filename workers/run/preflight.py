@@ -17,7 +17,7 @@ from experiments.models import Host, Run, ServerConfig
 
 from .. import gpus, hosts, sglang
 from ..ssh import HostConnection
-from . import server
+from . import environment, server
 from .errors import RunFailed
 from .session import RunSession, db
 
@@ -43,6 +43,7 @@ async def check(session: RunSession) -> None:
     if problem:
         raise RunFailed(Run.FailureKind.PREFLIGHT, problem)
     await _check_the_other_configs(session, models)
+    await environment.read_fingerprint(session)
 
 
 async def _check_the_other_configs(session: RunSession, models: ModelReader) -> None:
@@ -84,5 +85,5 @@ async def model_problem(models: ModelReader, config: ServerConfig) -> str | None
         return str(exc)
     context_length = sglang.context_length_arg(config.extra_args)
     return sglang.context_length_problem(
-        target, draft, context_length=context_length, env=config.env
+        target, draft, context_length=context_length, env=models.host.effective_env(config.env)
     ) or sglang.vocab_problem(target, draft)

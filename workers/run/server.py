@@ -20,6 +20,7 @@ from experiments import launch_policy
 from experiments.models import MANAGED_FLAGS
 
 from .. import sglang
+from ..hostreads import environ
 from ..ssh import HostConnection, env_assignments, quote_command
 
 if TYPE_CHECKING:
@@ -31,8 +32,10 @@ HEALTH_TIMEOUT = aiohttp.ClientTimeout(total=5)
 
 
 def launch_refusals(host: Host, config: ServerConfig) -> list[str]:
-    """What in `config` may not be launched on `host` (the forms refuse it too; this holds for any stored config)."""
-    return launch_policy.launch_refusals(config.launch_spec(), host.extra_env_prefixes or (), MANAGED_FLAGS)
+    """What in `config` may not be launched on `host` (the forms refuse it too; this holds for any stored config).
+    The host's default environment is held to the same rules: it reaches the same shell."""
+    spec = {**config.launch_spec(), "env": host.effective_env(config.env)}
+    return launch_policy.launch_refusals(spec, host.extra_env_prefixes or (), MANAGED_FLAGS)
 
 
 def launch_command(host: Host, config: ServerConfig) -> str:
@@ -46,7 +49,7 @@ def launch_command(host: Host, config: ServerConfig) -> str:
         *sglang.launch_argv(config.launch_spec(), host="127.0.0.1", port=host.server_port),
     ]
     # PYTHONUNBUFFERED: uvicorn's access lines go to stdout, block-buffered when redirected to a file.
-    env = {"PYTHONUNBUFFERED": "1", **config.env}
+    env = {"PYTHONUNBUFFERED": "1", **host.effective_env(config.env)}
     return quote_command(["env", *env_assignments(env), *argv])
 
 
@@ -70,6 +73,10 @@ class ServerProcess:
     pid: int
     title: str  # `ps -o args=`, cut at 200 characters
     env_names: frozenset[str]  # empty: unreadable (setproctitle zeroes the block the kernel shows)
+
+    @classmethod
+    def of(cls, process: environ.ProcessEnv) -> ServerProcess:
+        return cls(process.pid, process.title, frozenset(process.env or ()))
 
 
 @dataclass(frozen=True)
@@ -95,19 +102,14 @@ class ServerGroup:
         result = await self.conn.run(f"pgrep -g {self.pgid} || true")
         return [int(p) for p in result.stdout.split() if p.isdigit()]
 
+    async def environs(self) -> list[environ.ProcessEnv]:
+        """Each live process of the group with its title and environment, in one command however many there are."""
+        result = await self.conn.run(environ.group_command(self.pgid))
+        return environ.parse_group(result.stdout)
+
     async def processes(self) -> list[ServerProcess]:
         """Each live process of the group with its title and the names in its environment."""
-        found = []
-        for pid in await self.pids():
-            result = await self.conn.run(
-                f"ps -o args= -p {pid} | head -c 200; echo; tr '\\0' '\\n' < /proc/{pid}/environ 2>/dev/null"
-            )
-            lines = result.stdout.splitlines()
-            if not lines or not lines[0].strip():
-                continue  # exited meanwhile
-            names = frozenset(line.split("=", 1)[0] for line in lines[1:] if "=" in line)
-            found.append(ServerProcess(pid, lines[0].strip(), names))
-        return found
+        return [ServerProcess.of(p) for p in await self.environs()]
 
     async def wait_gone(self, seconds: float) -> bool:
         deadline = time.monotonic() + seconds
@@ -172,8 +174,9 @@ class ServerApi:
             return None
 
     async def server_info(self) -> dict[str, Any] | None:
-        """`/get_server_info`, or `/server_info` where the old name is gone (SGLang renamed it in 0.5.6)."""
-        return await self.get_json("/get_server_info") or await self.get_json("/server_info")
+        """`/server_info`, or `/get_server_info` on a server older than the rename (SGLang 0.5.6). The new name
+        first: the old one logs a deprecation warning, which the run would then report as the server's."""
+        return await self.get_json("/server_info") or await self.get_json("/get_server_info")
 
     async def served_models(self) -> list[Any]:
         """The models `/v1/models` lists: empty when it lists none or does not answer."""

@@ -19,7 +19,7 @@ from experiments.actions.runs import do_add_run_warning, do_append_log, do_updat
 from experiments.models import Run
 
 from .. import sglang
-from ..ssh import HostConnection, quote_command
+from ..ssh import HostConnection, SSHError, quote_command
 from .database import db
 from .errors import RunFailed
 
@@ -37,13 +37,20 @@ class ServerLog:
         self.task: asyncio.Task | None = None
         self.recent: deque[tuple[int, str]] = deque(maxlen=RECENT_LINES)
         self.milestones: set[str] = set()
+        self._new_milestone = asyncio.Event()
         self.failure_signal: sglang.FailureSignal | None = None
         self.server_args_dump: dict[str, Any] = {}
         metrics = run.config.log_metrics or {}
         # A metric switched off before a re-attach stays off: its warning is on the run already.
         warned = {w.get("message") for w in run.warnings or [] if isinstance(w, dict)}
         off = [name for name in metrics if log_metrics.timeout_warning(name) in warned]
-        self.facts = sglang.LogFacts(metrics, disabled_metrics=off, target_progress=run.loading_progress)
+        levels = run.experiment.profile.concurrency or []
+        self.facts = sglang.LogFacts(
+            metrics,
+            disabled_metrics=off,
+            target_progress=run.loading_progress,
+            max_concurrency=max(levels) if levels else None,
+        )
 
     async def follow(self, conn: HostConnection) -> None:
         """(Re)start the tail through `conn` at the stored offset: complete lines only."""
@@ -77,13 +84,37 @@ class ServerLog:
 
     async def finish(self, timeout: float = 5) -> None:
         """Let the tail drain the file (the server is gone), or stop it if it does not within `timeout`."""
-        if not await self.drained(timeout):
+        if not await self.read_to_end(timeout):
             await self.stop_now()
+
+    async def read_to_end(self, timeout: float) -> bool:
+        """The server is gone, so its log is complete: read it to its end, then end the tail. `tail --pid` ends by
+        itself too, but only once the leader has been reaped, which an init that reaps late (a container's) delays
+        by seconds. True once the tail has ended."""
+        task, tail = self.task, self.tail
+        if task is None or tail is None:
+            return True
+        deadline = time.monotonic() + timeout
+        size = await tail.file_size()
+        while size is not None and not task.done() and time.monotonic() < deadline:
+            if tail.bytes_read >= size:
+                tail.end()
+                break
+            await asyncio.sleep(END_POLL)
+        return await self.drained(max(deadline - time.monotonic(), END_GRACE))
 
     async def flush(self) -> None:
         """Store what the tail has read but not stored yet."""
         if self.tail is not None:
             await self.tail.flush()
+
+    async def next_milestone(self, timeout: float) -> bool:
+        """Wait up to `timeout` for the log to pass a milestone (HTTP started, ready, ...); True if it did."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._new_milestone.wait(), timeout)
+        seen = self._new_milestone.is_set()
+        self._new_milestone.clear()
+        return seen
 
     def last_growth(self, default: float) -> float:
         return self.tail.last_growth if self.tail else default
@@ -102,12 +133,16 @@ class ServerLog:
         self.recent.extend(enumerate(lines, start=first_line))
         facts = self.facts.read(first_line, lines)
         self.milestones |= facts.milestones
+        if facts.milestones:
+            self._new_milestone.set()
         if facts.failure is not None and self.failure_signal is None:
             self.failure_signal = facts.failure
         if facts.server_args is not None:
             self.server_args_dump = facts.server_args
         for kind, message in facts.warnings:
             await db(do_add_run_warning)(run, kind, message)
+        for warning, n, text in facts.server_warnings:
+            await db(do_add_run_warning)(run, warning.kind, warning.message, line=n, text=text)
         changes: dict[str, Any] = {}
         if facts.progress is not None and facts.progress != run.loading_progress:
             changes["loading_progress"] = facts.progress
@@ -124,7 +159,7 @@ class ServerLog:
         """The failure the log proves (kind, SGLang's message, the excerpt around it), else `default_kind` with
         the last lines. `exited`: the server is gone, so the rest of the file is read first."""
         if exited:
-            await self.drained(3)
+            await self.read_to_end(3)
         await self.flush()
         numbered = list(self.recent)
         texts = [text for _, text in numbered]
@@ -146,6 +181,10 @@ class ServerLog:
 # ---- the byte-offset tail ---------------------------------------------------------------------------------
 
 READ_SIZE = 1 << 16
+# How often `tail --pid` checks that the server lives (GNU tail's default is 1 s): teardown waits for the tail to
+# drain the file once the server is gone, so this bounds that wait.
+PID_CHECK_SECONDS = 0.2
+END_POLL, END_GRACE = 0.02, 0.5  # reading a dead server's log to its end
 
 
 class LineAssembler:
@@ -236,12 +275,13 @@ class LogTail:
         self._process: asyncssh.SSHClientProcess | None = None
         self._buffer: list[str] = []
         self._buffer_offset = offset
+        self._ended = False  # `end()` was called: the file was read to its end
         # Batches are stored strictly in order: the periodic flush and a full-buffer flush must not overlap.
         self._flush_lock = asyncio.Lock()
 
     async def follow(self, stop_when_pid_exits: int | None = None) -> None:
         """Follow until cancelled, or until `stop_when_pid_exits` has exited and the file is drained."""
-        argv = ["tail", "-c", f"+{self.assembler.offset + 1}", "-F"]
+        argv = ["tail", "-c", f"+{self.assembler.offset + 1}", "-F", "-s", str(PID_CHECK_SECONDS)]
         if stop_when_pid_exits:
             argv.append(f"--pid={stop_when_pid_exits}")
         argv.append(self.path)
@@ -251,7 +291,12 @@ class LogTail:
         flusher = asyncio.create_task(self._flush_periodically())
         try:
             while True:
-                data = await reader.read(READ_SIZE)
+                try:
+                    data = await reader.read(READ_SIZE)
+                except (asyncssh.Error, OSError):
+                    if self._ended:
+                        break
+                    raise
                 if not data:
                     break
                 self.last_growth = time.monotonic()
@@ -261,14 +306,33 @@ class LogTail:
                     self._buffer_offset = self.assembler.offset
                     if len(self._buffer) >= self.batch_lines:
                         await self.flush()
-            if stop_when_pid_exits and await _exited_cleanly(process):
-                # tail saw the server exit and read the file to its end: a partial last line is final.
+            if self._ended or (stop_when_pid_exits and await _exited_cleanly(process)):
+                # The server is gone and the file was read to its end: a partial last line is final.
                 self._buffer.extend(self.assembler.finish())
                 self._buffer_offset = self.assembler.offset
         finally:
             flusher.cancel()
             process.close()
             await self.flush()
+
+    @property
+    def bytes_read(self) -> int:
+        return self.assembler.offset + self.assembler.pending_bytes
+
+    async def file_size(self) -> int | None:
+        """The log file's size now, or None when it cannot be read."""
+        try:
+            result = await self.conn.run(quote_command(["stat", "-c", "%s", "--", self.path]), timeout=10)
+        except SSHError:
+            return None
+        text = result.stdout.strip()
+        return int(text) if result.exit_status == 0 and text.isdigit() else None
+
+    def end(self) -> None:
+        """Stop following: the writer is gone and every byte of the file has been read."""
+        self._ended = True
+        if self._process is not None:
+            self._process.close()
 
     async def _flush_periodically(self) -> None:
         while True:

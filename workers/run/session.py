@@ -18,6 +18,7 @@ from .database import db
 from .errors import RunFailed
 from .server import ServerApi, ServerGroup
 from .server_log import ServerLog
+from .telemetry import GpuSampler
 
 
 class RunSession:
@@ -29,6 +30,7 @@ class RunSession:
         self.conn: HostConnection | None = None
         self.server_log = ServerLog(run)
         self.api = ServerApi()
+        self.telemetry = GpuSampler(run)
         self.work_dir = ""
         # Every pid of the server's group ever seen: teardown proves that none of them still holds GPU memory.
         self.pids_seen: set[int] = set(run.remote_pids or [])
@@ -77,6 +79,7 @@ class RunSession:
     async def drop_connection(self) -> None:
         """Forget a broken connection (and the tail that read through it); the next phase reconnects."""
         await self.server_log.stop_now()
+        await self.telemetry.stop()
         if self.conn is not None:
             with contextlib.suppress(Exception):
                 await self.conn.close()
@@ -84,6 +87,7 @@ class RunSession:
 
     async def release_local_resources(self) -> None:
         await self.server_log.stop_now()
+        await self.telemetry.stop()
         await self.api.close()
         if self.conn is not None:
             await self.conn.close()

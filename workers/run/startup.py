@@ -38,6 +38,7 @@ async def launch(session: RunSession) -> None:
     await session.update(remote_pid=pid, remote_pgid=pgid, remote_pids=sorted(session.pids_seen))
     await session.open_api()
     await session.server_log.follow(conn)
+    await session.telemetry.start(conn)
 
 
 async def reattach(session: RunSession) -> None:
@@ -45,6 +46,7 @@ async def reattach(session: RunSession) -> None:
     await session.resolve_work_dir()
     await session.open_api()
     await session.server_log.follow(session.require_conn())
+    await session.telemetry.start(session.require_conn())
     if not await session.group_alive():
         failure = await session.server_log.failure(default_kind=Run.FailureKind.CRASHED, exited=True)
         if failure.message == SERVER_EXITED:
@@ -101,8 +103,11 @@ async def wait_until_ready(session: RunSession) -> None:
                 f"The server was not ready after {profile.readiness_timeout_s} s.",
                 *server_log.excerpt_of_last(8),
             )
-        await asyncio.sleep(delay)
-        delay = min(delay * 1.5, READY_POLL_MAX)
+        # The log says when to look again (HTTP started, ready) sooner than the back-off would.
+        if await server_log.next_milestone(delay):
+            delay = READY_POLL_MIN
+        else:
+            delay = min(delay * 1.5, READY_POLL_MAX)
 
 
 async def _survives(session: RunSession, kind: str) -> bool:

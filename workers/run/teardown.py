@@ -19,6 +19,7 @@ from .session import RunSession, db
 async def tear_down(session: RunSession) -> bool:
     """Stop the server group and prove the GPUs are free; False if memory of ours stays held."""
     await session.advance(Run.State.TEARDOWN)
+    await session.telemetry.stop()  # the shutdown is not part of what the run measured
     clean = True
     try:
         if session.conn is not None and session.work_dir and _reached_benchmarking(session.run):

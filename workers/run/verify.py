@@ -15,6 +15,7 @@ import aiohttp
 from experiments.models import LogChunk, Run
 
 from ..sglang import arg_mismatches
+from . import environment
 from .errors import RunFailed
 from .server import ServerProcess
 from .session import RunSession, db
@@ -39,15 +40,15 @@ async def verify(session: RunSession) -> None:
             problems.append(f"expected the log to contain {text!r}; it does not")
     if problems:
         raise RunFailed(Run.FailureKind.MISCONFIGURED, "; ".join(problems))
-    await _check_env_propagated(session, list(expect.get("env_propagated", [])))
+    processes = [ServerProcess.of(p) for p in await environment.read_process_env(session)]
+    await _check_env_propagated(session, list(expect.get("env_propagated", [])), processes)
     await _smoke_test(session)
 
 
-async def _check_env_propagated(session: RunSession, wanted: list[str]) -> None:
+async def _check_env_propagated(session: RunSession, wanted: list[str], processes: list[ServerProcess]) -> None:
     if not wanted:
         return
-    group = session.group()
-    missing, unreadable = env_problems(wanted, await group.processes() if group else [])
+    missing, unreadable = env_problems(wanted, processes)
     if missing:
         raise RunFailed(
             Run.FailureKind.ENV_NOT_PROPAGATED,

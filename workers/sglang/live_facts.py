@@ -24,6 +24,7 @@ from .facts import (
     ServerLimits,
     ShardProgress,
 )
+from .warnings import ServerWarning, find_warning, graph_limit_warning
 
 KEEP_POINTS = 300  # per series: enough for a live chart, small enough to store on the run row
 DECODE_MARKER = "Decode batch"  # all SGLang eras: "Decode batch." / "Decode batch," / "Decode batch [N],"
@@ -43,6 +44,8 @@ class FactBatch:
     draft_progress: int | None = None  # the draft model's own shard bar, after the target's
     server_facts: dict[str, Any] = field(default_factory=dict)  # limits, capture progress and times, retractions
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (kind, message) for the run, new in this batch
+    # What the server warned about, new in this batch: (warning, its line number, the line).
+    server_warnings: list[tuple[ServerWarning, int, str]] = field(default_factory=list)
 
     @property
     def has_series(self) -> bool:
@@ -58,6 +61,7 @@ class LogFacts:
         *,
         disabled_metrics: Iterable[str] = (),
         target_progress: int | None = None,
+        max_concurrency: int | None = None,
     ) -> None:
         self.metrics = MetricReader(log_metrics, disabled=disabled_metrics)
         # Loading shows two bars when a draft model has its own shards: the target's, then the draft's. The
@@ -67,6 +71,10 @@ class LogFacts:
         self.target_total: int | None = None
         self.target_max = target_progress or 0
         self.draft_max: int | None = None
+        self.max_running: int | None = None
+        self.max_concurrency = max_concurrency  # the benchmark's highest: what the CUDA-graph limit is judged by
+        self.graph_capture: tuple[int, int, str] | None = None  # (largest batch size, line number, line)
+        self.warned: set[tuple[str, str]] = set()
 
     def read(self, first_line: int, lines: Sequence[str]) -> FactBatch:
         metrics = self.metrics.read(first_line, lines)
@@ -77,6 +85,7 @@ class LogFacts:
                 # A flood is mostly Decode lines and only the last few are kept: parse those alone, below.
                 decode_lines.append(i)
                 continue
+            self._read_warning(first_line + i, line, batch)
             fact = loglines.parse_line(line)
             if fact is None:
                 continue
@@ -87,6 +96,7 @@ class LogFacts:
                 self.target_loaded |= fact.name == "weights_loaded"
             elif isinstance(fact, ServerLimits):
                 batch.server_facts["limits"] = dataclasses.asdict(fact)
+                self.max_running = fact.max_running_requests
             elif isinstance(fact, CaptureProgress):
                 batch.server_facts["capture_progress"] = fact.percent
             elif isinstance(fact, GraphCaptured):
@@ -105,6 +115,25 @@ class LogFacts:
         for name, points in batch.metrics.items():
             batch.metrics[name] = points[-KEEP_POINTS:]
         return batch
+
+    def _read_warning(self, n: int, line: str, batch: FactBatch) -> None:
+        found = find_warning(line)
+        if found is not None and found.kind == "cuda_graph_limit" and found.value is not None:
+            self.graph_capture = (found.value, n, line)
+        elif found is not None:
+            self._add_warning(found, n, line, batch)
+        if self.graph_capture is not None and self.max_running is not None:
+            # Both known (the limits line comes first in every era): judge the capture's limit once.
+            graph_max, graph_n, graph_line = self.graph_capture
+            self.graph_capture = None
+            limit = graph_limit_warning(graph_max, self.max_running, self.max_concurrency)
+            if limit is not None:
+                self._add_warning(limit, graph_n, graph_line, batch)
+
+    def _add_warning(self, warning: ServerWarning, n: int, line: str, batch: FactBatch) -> None:
+        if (warning.kind, warning.message) not in self.warned:
+            self.warned.add((warning.kind, warning.message))
+            batch.server_warnings.append((warning, n, loglines.clean_line(line)[:1000]))
 
     def _read_shards(self, fact: ShardProgress, batch: FactBatch) -> None:
         if self.draft_max is None and self.target_loaded and (fact.done == 0 or fact.total != self.target_total):

@@ -7,7 +7,7 @@ import io
 import pytest
 from django.core.management.base import OutputWrapper
 
-from dashboard.demo.management.commands.demo import DemoProgress
+from dashboard.demo.progress import DemoProgress
 from experiments.models import Run
 from experiments.tests.factories import make_experiment, make_measurement, make_profile
 
@@ -37,3 +37,22 @@ def test_the_demo_prints_each_runs_progress_once_then_the_verdicts():
     verdict = next(line for line in lines if "at concurrency 1:" in line)
     assert verdict.startswith(f"  {candidate.config.name} at concurrency 1: 1.123x [") and verdict.endswith(", faster")
     assert lines[-1] == f"Charts and verdicts: http://127.0.0.1:8000{experiment.get_absolute_url()}"
+
+
+def test_the_demo_seeds_a_history_whose_drift_the_checks_confirmed_into_one_flag(owner):
+    from dashboard.demo.history import NAME, seed_drift_history
+    from dashboard.demo.management.commands.demo import demo_experiment_payload
+    from experiments.models import Flag, Suspicion
+    from experiments.tests.factories import make_host
+
+    host = make_host()
+    payload = demo_experiment_payload(host.models_root)
+    experiment = seed_drift_history(host, payload["baseline"], payload["profile"], owner)
+
+    assert experiment is not None and experiment.name == NAME
+    flag = Flag.objects.get()
+    assert flag.direction == "regression" and flag.change == pytest.approx(82.2 / 88.8 - 1, abs=0.01)
+    assert sorted(flag.series.values_list("concurrency", flat=True)) == [1, 4]
+    assert Suspicion.objects.filter(state=Suspicion.State.CONFIRMED, flag=flag).exists()
+    assert not experiment.run_set.exclude(state=Run.State.SUCCEEDED).exists()  # nothing left for the worker
+    assert seed_drift_history(host, payload["baseline"], payload["profile"], owner) is None

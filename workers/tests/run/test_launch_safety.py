@@ -250,7 +250,7 @@ def test_it_benchmarks_any_accepted_profile_with_exactly_its_argv(remote, probe_
     saved = form.save_unsaved(name="p")
     # The work directory is the host's (admin-set); any name must still be one literal word.
     work_dir = str(tmp_path / ("w" + python_dir.replace("/", "_")))
-    Path(work_dir, benchmark.REMOTE_DIR).mkdir(parents=True, exist_ok=True)
+    Path(benchmark.client_dir(work_dir)).mkdir(parents=True, exist_ok=True)
     concurrency = saved.concurrency[-1]
 
     result = remote(remote.conn.run(benchmark.command(probe_host, saved, concurrency, work_dir)))

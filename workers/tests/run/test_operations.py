@@ -186,7 +186,8 @@ def test_it_keeps_a_second_deployment_on_the_same_redis_apart(sim_host, owner, s
     # The other deployment's worker is up and idle first: had it our queue, it would take our wake-ups (and fail
     # them: its database has no such host).
     other_log, our_log = tmp_path / "other.log", tmp_path / "ours.log"
-    server_process(_worker_argv("other"), other_log, DATABASE_URL=others_url)
+    # Each deployment's names derive from its own database (no SPECDASH_INSTANCE, unlike the other test processes).
+    server_process(_worker_argv("other"), other_log, DATABASE_URL=others_url, SPECDASH_INSTANCE="")
     _wait_for_log(other_log, "ready.")
 
     previous_queue = app.conf.task_default_queue
@@ -197,8 +198,9 @@ def test_it_keeps_a_second_deployment_on_the_same_redis_apart(sim_host, owner, s
         our_page, their_page = Listener(ours[1], group), Listener(others[1], group)
         # Ours has no beat: a wake-up the other worker took would strand the run until the wait below runs out.
         our_worker = server_process(
-            _worker_argv("ours"), our_log, DATABASE_URL=ours_url, SPECDASH_SSH_KEY_DIR=str(sshd.key_dir)
-        )
+            _worker_argv("ours"), our_log, DATABASE_URL=ours_url, SPECDASH_SSH_KEY_DIR=str(sshd.key_dir),
+            SPECDASH_INSTANCE="",
+        )  # fmt: skip
         wait_for_state(run, FINISHED, timeout=60)
         # The submission's wake-up, then the one our worker sent itself as the run ended (the host's next turn).
         woken = _task_outcomes(our_log, "drive_host", count=2)

@@ -1,11 +1,21 @@
-"""LineAssembler: bytes of a remote log in, complete lines out, with a byte offset that makes a resume exact."""
+"""LineAssembler: bytes of a remote log in, complete lines out, with a byte offset that makes a resume exact; and
+the server log's tail, through a real sshd, once the server is gone."""
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import time
+
+import pytest
+from django.db import connections
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workers.run.server_log import LineAssembler
+from experiments.tests.factories import make_run
+from workers.run.database import db
+from workers.run.server_log import LineAssembler, ServerLog
+from workers.ssh import HostConnection
 
 
 def test_it_holds_back_a_partial_last_line():
@@ -162,3 +172,41 @@ def test_it_accounts_for_every_byte_once_the_writer_is_gone(data):
     assert lines == expected
     assert chunked.offset == len(log)
     assert len(lines) == log.count(b"\n") + (0 if log.endswith(b"\n") or not log else 1)
+
+
+# ---- the tail on a real sshd ---------------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_it_reads_a_dead_servers_log_to_its_end_without_waiting_for_the_leader_to_be_reaped(sshd, tmp_path):
+    """`tail --pid` would wait for the leader's pid to disappear, which a late reaper delays: here the pid is never
+    gone at all. Reading to the file's end stores every line once, the unfinished last one included, at once."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"".join(f"line {n}\n".encode() for n in range(1, 5001)) + b"Killed")
+    unreaped_leader = subprocess.Popen(["sleep", "60"])
+    run = make_run(log_path=str(log), remote_pid=unreaped_leader.pid)
+    server_log = ServerLog(run)
+
+    async def follow_then_read_to_end() -> tuple[bool, float]:
+        conn = await HostConnection.open(sshd.access())
+        try:
+            await server_log.follow(conn)
+            started = time.monotonic()
+            ended = await server_log.read_to_end(timeout=10)
+            return ended, time.monotonic() - started
+        finally:
+            await conn.close()
+            await db(connections.close_all)()  # the connection of the thread the tail stored through
+
+    try:
+        ended, took = asyncio.run(follow_then_read_to_end())
+    finally:
+        unreaped_leader.kill()
+        unreaped_leader.wait()
+
+    assert ended and took < 3
+    run.refresh_from_db()
+    stored = [line for chunk in run.logchunk_set.order_by("first_line") for line in chunk.lines()]
+    assert stored == [f"line {n}" for n in range(1, 5001)] + ["Killed"]
+    assert run.log_offset == log.stat().st_size

@@ -20,7 +20,7 @@ import asyncssh
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError, OutputWrapper
+from django.core.management.base import BaseCommand, CommandError
 
 from experiments import roles
 from experiments.actions.audit import Actor
@@ -30,8 +30,10 @@ from experiments.actions.users import do_set_role
 from experiments.explanations import MODEL_METRICS
 from experiments.forms import ExperimentSubmission
 from experiments.models import Experiment, Host, Run
-from experiments.reports import build_report
 from simhost import hostsetup, ports
+
+from ...history import seed_drift_history
+from ...progress import DemoProgress
 
 REPO = Path(settings.BASE_DIR)
 DEMO_USER = "demo"
@@ -155,6 +157,13 @@ class Command(BaseCommand):
             )
             _wait_for_port(ssh_port, sshd, "The simulated host's sshd")
             self._register_host(ssh_port, server_port, client_key.name)
+            # Before the worker starts: the seeded history's runs are all written by the time it looks.
+            host = Host.objects.get(name=DEMO_HOST)
+            payload = demo_experiment_payload(host.models_root)
+            demo_user = get_user_model().objects.get(username=DEMO_USER)
+            seeded = seed_drift_history(host, payload["baseline"], payload["profile"], demo_user)
+            if seeded is not None:
+                self.stdout.write(f"Seeded a nightly baseline history whose throughput drops: {seeded.name}")
             self._start(
                 "worker",
                 [
@@ -174,9 +183,16 @@ class Command(BaseCommand):
                     str(Path(settings.VAR_DIR) / "celerybeat-schedule"),
                 ],
             )
+            # The web server serves collected static files (hashed names cached for good, gzip), as production does.
+            static_env = {**os.environ, "SPECDASH_STATIC_COLLECTED": "1"}
+            subprocess.run(
+                [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
+                cwd=REPO, env=static_env, check=True,
+            )  # fmt: skip
             web = self._start(
                 "web",
-                [
+                env=static_env,
+                argv=[
                     str(REPO / ".venv" / "bin" / "daphne"),
                     "-b",
                     "127.0.0.1",
@@ -276,10 +292,12 @@ class Command(BaseCommand):
     def _log_path(self, name: str) -> Path:
         return self.log_dir / f"{name}.log"
 
-    def _start(self, name: str, argv: list[str]) -> subprocess.Popen:
+    def _start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         # Each child leads its own process group so that stopping it also stops what it spawned.
         with self._log_path(name).open("ab") as log:
-            child = subprocess.Popen(argv, cwd=REPO, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+            child = subprocess.Popen(
+                argv, cwd=REPO, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT
+            )
         self.children.append((name, child))
         self.recorded.append({"name": name, "pgid": child.pid, "started": _start_time(child.pid)})
         self.children_file.write_text(json.dumps(self.recorded))
@@ -345,42 +363,3 @@ class Command(BaseCommand):
             raise CommandError(f"The demo experiment is invalid: {submission.errors}")
         demo_user = get_user_model().objects.get(username=DEMO_USER)
         return do_create_experiment(actor=Actor.command(demo_user), **submission.experiment_fields())
-
-
-class DemoProgress:
-    """One terminal line per state a run of the demo experiment reaches, then its verdicts once it is done."""
-
-    def __init__(self, out: OutputWrapper, experiment: Experiment | None, base_url: str) -> None:
-        self.out = out
-        self.base_url = base_url
-        self.experiment = experiment
-        self.seen: dict[int, str] = {}
-        self.done = experiment is None
-
-    def report(self) -> None:
-        if self.done or self.experiment is None:
-            return
-        runs = list(self.experiment.run_set.select_related("config").order_by("sequence"))
-        for run in runs:
-            if self.seen.get(run.pk) == run.state:
-                continue
-            self.seen[run.pk] = run.state
-            failure = f": {run.failure_kind}, {run.failure_message[:160]}" if run.failure_kind else ""
-            self.out.write(f"  run {run.pk} {run.config.name} (launch {run.launch_index + 1}): {run.state}{failure}")
-        if runs and all(run.is_finished for run in runs):
-            self.done = True
-            self._verdicts()
-
-    def _verdicts(self) -> None:
-        assert self.experiment is not None
-        rows = build_report(self.experiment, with_figures=False).rows
-        if not rows:
-            self.out.write("The demo experiment ended without a comparison (see the runs above).")
-            return
-        self.out.write("The demo experiment is done. Speedup over the baseline (95% interval):")
-        for row in rows:
-            interval = f" [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.ci_low is not None else ""
-            self.out.write(
-                f"  {row.candidate} at concurrency {row.concurrency}: {row.speedup:.3f}x{interval}, {row.verdict}"
-            )
-        self.out.write(f"Charts and verdicts: {self.base_url}{self.experiment.get_absolute_url()}")

@@ -1,0 +1,42 @@
+"""Recording what a run ran on: its host's fingerprint, its server processes' environment, its GPUs' telemetry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..models import GpuSample, Run, RunEnvironment
+
+
+@transaction.atomic
+def do_record_fingerprint(
+    run: Run, fingerprint: dict[str, Any], error: str, launch_env: dict[str, str], host_env_names: Iterable[str]
+) -> RunEnvironment:
+    environment, _ = RunEnvironment.objects.update_or_create(
+        run=run,
+        defaults={
+            "fingerprint": fingerprint,
+            "read_error": error[:4000],
+            "read_at": timezone.now(),
+            "launch_env": launch_env,
+            "host_env_names": sorted(host_env_names),
+        },
+    )
+    return environment
+
+
+@transaction.atomic
+def do_record_process_env(run: Run, processes: list[dict[str, Any]]) -> None:
+    environment, _ = RunEnvironment.objects.get_or_create(run=run)
+    environment.processes = processes
+    environment.processes_read_at = timezone.now()
+    environment.save(update_fields=["processes", "processes_read_at"])
+
+
+def do_add_gpu_samples(run: Run, samples: list[tuple[datetime, dict[str, Any]]]) -> None:
+    """Store a batch of telemetry samples: (when the worker read it, GpuSample's fields)."""
+    GpuSample.objects.bulk_create([GpuSample(run=run, at=at, **fields) for at, fields in samples])

@@ -1,0 +1,226 @@
+"""Notifications: subscribing, telling subscribers of an event, and delivering one message.
+
+An event is told inside the transaction of the change that caused it, as `Delivery` rows; the messages leave only
+after the commit (a rolled-back change tells nobody): e-mail and webhooks through a Celery task that retries,
+browser notifications through the channel layer to the pages the user has open.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import smtplib
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+
+from celery import current_app
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerUnreachable
+
+from .. import broadcast, notification_texts
+from ..analysis import ComparisonRow
+from ..models import AuditEvent, Delivery, Event, Experiment, Flag, Host, Run, Subscription
+from ..notification_texts import Message
+from ..reports import build_report
+from .audit import Actor, record_event
+
+DELIVER_TASK = "workers.tasks.deliver_notification"
+WEBHOOK_TIMEOUT = 10
+MAX_ERROR = 2000
+
+log = logging.getLogger(__name__)
+
+
+# ---- subscribing ------------------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def do_subscribe(subscription: Subscription, actor: Actor) -> Subscription:
+    subscription.created_by = actor.user
+    subscription.save()
+    record_event(
+        actor, AuditEvent.Action.SUBSCRIBE, subscription, channel=subscription.channel, events=subscription.events
+    )
+    return subscription
+
+
+@transaction.atomic
+def do_unsubscribe(subscription: Subscription, actor: Actor) -> None:
+    record_event(actor, AuditEvent.Action.UNSUBSCRIBE, subscription, channel=subscription.channel)
+    subscription.delete()
+
+
+# ---- telling subscribers (called by the actions whose change is the event) ----------------------------------
+
+
+def notify_if_experiment_ended(experiment_id: int) -> None:
+    """Tell the experiment's subscribers once all its runs have ended (again after a re-run has ended)."""
+    experiment = Experiment.objects.select_related("host", "created_by").get(pk=experiment_id)
+    runs = list(experiment.run_set.all())
+    status = experiment.status_of(runs)
+    if status not in (Experiment.Status.FINISHED, Experiment.Status.FAILED):
+        return
+    latest_run = max(run.created_at for run in runs)
+    # Conditional: of two transactions ending the experiment's last runs, one tells.
+    claimed = Experiment.objects.filter(
+        Q(end_notified_at__isnull=True) | Q(end_notified_at__lt=latest_run), pk=experiment.pk
+    ).update(end_notified_at=timezone.now())
+    if not claimed:
+        return
+    event = Event.EXPERIMENT_FAILED if status == Experiment.Status.FAILED else Event.EXPERIMENT_FINISHED
+    message = notification_texts.experiment_ended(
+        event=event,
+        name=experiment.name,
+        owner=experiment.created_by.get_username() if experiment.created_by else "(deleted user)",
+        host=experiment.host.name,
+        failed_runs=sum(run.state == Run.State.FAILED for run in runs),
+        runs=len(runs),
+        verdicts=verdict_lines(build_report(experiment, with_figures=False).rows),
+        url=absolute_url(experiment.get_absolute_url()),
+    )
+    notify(message, Subscription.objects.for_event(event, experiment_owner_id=experiment.created_by_id))
+
+
+def verdict_lines(rows: Iterable[ComparisonRow]) -> list[str]:
+    lines = []
+    for row in rows:
+        interval = (
+            f" [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.ci_low is not None and row.ci_high is not None else ""
+        )
+        lines.append(f"{row.candidate} at c={row.concurrency}: {row.speedup:.3f}x{interval}, {row.verdict}")
+    return lines
+
+
+def notify_flag_raised(flag: Flag) -> None:
+    message = notification_texts.flag_raised(
+        event=Event.FLAG_RAISED,
+        summary=f"{flag.direction} {flag.change:+.1%} on {flag.config.name} at c={flag.concurrency}",
+        series=flag.profile_label,
+        host=flag.host.name,
+        message=flag.message,
+        url=absolute_url(flag.get_absolute_url()),
+    )
+    notify(message, Subscription.objects.for_event(Event.FLAG_RAISED))
+
+
+def notify_host_dirty(host: Host, reason: str) -> None:
+    message = notification_texts.host_dirty(
+        event=Event.HOST_DIRTY, host=host.name, reason=reason, url=absolute_url(reverse("host_detail", args=[host.pk]))
+    )
+    notify(message, Subscription.objects.for_event(Event.HOST_DIRTY))
+
+
+def absolute_url(path: str) -> str:
+    return settings.SPECDASH_BASE_URL.rstrip("/") + path
+
+
+def notify(message: Message, subscriptions: Iterable[Subscription]) -> list[Delivery]:
+    """A delivery per subscription, sent once the transaction commits."""
+    deliveries = []
+    for subscription in subscriptions:
+        destination = subscription.destination()
+        if subscription.channel == Subscription.Channel.BROWSER:
+            destination = "open pages"
+        elif not destination:
+            continue  # a user's e-mail subscription without an address on their account: nothing to send to
+        delivery = Delivery.objects.create(
+            subscription=subscription,
+            channel=subscription.channel,
+            destination=destination,
+            user=subscription.user,
+            event=message.event,
+            subject=message.subject,
+            body=message.body,
+            url=message.url,
+        )
+        if subscription.channel == Subscription.Channel.BROWSER:
+            assert subscription.user_id is not None
+            transaction.on_commit(functools.partial(_show_in_browser, delivery.pk, subscription.user_id, message))
+        else:
+            transaction.on_commit(functools.partial(_send_deliver_task, delivery.pk))
+        deliveries.append(delivery)
+    return deliveries
+
+
+def _show_in_browser(delivery_id: int, user_id: int, message: Message) -> None:
+    # Best effort by nature: only pages open now can show it; the delivery log says it was offered.
+    broadcast.send_notification(user_id, message.browser_json())
+    Delivery.objects.filter(pk=delivery_id).update(state=Delivery.State.SENT, attempts=1, sent_at=timezone.now())
+
+
+def _send_deliver_task(delivery_id: int) -> None:
+    try:
+        current_app.send_task(DELIVER_TASK, args=[delivery_id])
+    except BrokerUnreachable as exc:
+        Delivery.objects.filter(pk=delivery_id).update(
+            state=Delivery.State.FAILED, last_error=f"Not queued: the broker was unreachable: {exc!r}"[:MAX_ERROR]
+        )
+
+
+# ---- delivering one message (the Celery task's work) ---------------------------------------------------------
+
+
+class DeliveryRefused(Exception):
+    """The receiver answered, but not with success."""
+
+
+def do_deliver(delivery: Delivery, *, last_attempt: bool) -> bool:
+    """Send a pending e-mail or webhook delivery once; True if it went out. A failed attempt is recorded, and the
+    last one marks the delivery failed."""
+    delivery.attempts += 1
+    try:
+        if delivery.channel == Subscription.Channel.EMAIL:
+            send_mail(
+                delivery.subject,
+                f"{delivery.body}\n\n{delivery.url}\n",
+                settings.DEFAULT_FROM_EMAIL,
+                [delivery.destination],
+            )
+        elif delivery.channel == Subscription.Channel.WEBHOOK:
+            message = Message(delivery.event, delivery.subject, delivery.body, delivery.url)
+            post_webhook(delivery.destination, message.webhook_json())
+        else:
+            raise DeliveryRefused(f"{delivery.channel} deliveries are not sent by a worker")
+    except (OSError, smtplib.SMTPException, DeliveryRefused) as exc:
+        delivery.last_error = (str(exc) or type(exc).__name__)[:MAX_ERROR]
+        if last_attempt:
+            delivery.state = Delivery.State.FAILED
+        delivery.save(update_fields=["attempts", "last_error", "state"])
+        log.warning("delivery %s: attempt %s failed: %s", delivery.pk, delivery.attempts, delivery.last_error)
+        return False
+    delivery.state = Delivery.State.SENT
+    delivery.sent_at = timezone.now()
+    delivery.save(update_fields=["attempts", "state", "sent_at"])
+    return True
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    # A webhook that redirects elsewhere is refused, not followed (where the message goes is the admin's choice).
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def post_webhook(url: str, payload: dict) -> None:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json", "User-Agent": "specdash-notifications"},
+        method="POST",
+    )
+    try:
+        with _OPENER.open(request, timeout=WEBHOOK_TIMEOUT) as response:
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        raise DeliveryRefused(f"The webhook answered HTTP {exc.code}") from exc
+    if not 200 <= status < 300:
+        raise DeliveryRefused(f"The webhook answered HTTP {status}")

@@ -1,0 +1,109 @@
+"""What a run's GPU telemetry says about its measurement: whether the GPUs were throttled while it benchmarked, and
+at which clocks they ran; and, across the runs of a comparison, which run ran differently from the others. Pure.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# Bits of nvidia-smi's clocks_event_reasons.active (NVML's clock event reasons) that mean a GPU ran slower than it
+# could for want of power or cooling; the names are those of `nvidia-smi -q -d PERFORMANCE`.
+THROTTLE_REASONS = (
+    (0x4, "SW power cap"),
+    (0x8, "HW slowdown"),
+    (0x20, "SW thermal slowdown"),
+    (0x40, "HW thermal slowdown"),
+    (0x80, "HW power brake slowdown"),
+)
+THROTTLE_MASK = sum(bit for bit, _ in THROTTLE_REASONS)
+# Clocks that differ by more than this from the other runs' make a comparison of unlike machines.
+CLOCK_TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float  # seconds since the epoch, the worker's clock (as the benchmark cells)
+    gpu: int
+    sm_mhz: int | None
+    mem_mhz: int | None
+    temperature_c: int | None
+    power_w: float | None
+    utilization_pct: int | None
+    reasons: int | None
+    memory_used_mib: int | None = None
+
+
+def throttle_names(mask: int) -> list[str]:
+    return [name for bit, name in THROTTLE_REASONS if mask & bit]
+
+
+def in_windows(samples: Sequence[Sample], windows: Sequence[tuple[float, float]]) -> list[Sample]:
+    """The samples taken while a benchmark cell ran (`windows`: their start and end)."""
+    return [s for s in samples if any(start <= s.t <= end for start, end in windows)]
+
+
+def summary(samples: Sequence[Sample], windows: Sequence[tuple[float, float]]) -> dict[str, Any]:
+    """The run's telemetry while it benchmarked (all of it when no cell was recorded): how many samples, how many
+    throttled and why, the median SM and memory clocks, the hottest and the mean power."""
+    # The run's GPUs are those that held memory; an idle neighbour at idle clocks says nothing about the run.
+    used = {s.gpu for s in samples if s.memory_used_mib}
+    samples = [s for s in samples if s.gpu in used] if used else list(samples)
+    chosen = in_windows(samples, windows) if windows else samples
+    if not chosen:
+        return {"samples": 0, "throttled": False}
+    throttled = [s for s in chosen if s.reasons is not None and s.reasons & THROTTLE_MASK]
+    mask = 0
+    for s in throttled:
+        mask |= s.reasons or 0
+    sm = [s.sm_mhz for s in chosen if s.sm_mhz is not None]
+    mem = [s.mem_mhz for s in chosen if s.mem_mhz is not None]
+    temps = [s.temperature_c for s in chosen if s.temperature_c is not None]
+    power = [s.power_w for s in chosen if s.power_w is not None]
+    return {
+        "samples": len(chosen),
+        "while_benchmarking": bool(windows),
+        "throttled": bool(throttled),
+        "throttled_samples": len(throttled),
+        "throttle_reasons": throttle_names(mask),
+        "median_sm_mhz": statistics.median(sm) if sm else None,
+        "min_sm_mhz": min(sm) if sm else None,
+        "median_mem_mhz": statistics.median(mem) if mem else None,
+        "max_temperature_c": max(temps) if temps else None,
+        "mean_power_w": round(statistics.fmean(power), 1) if power else None,
+    }
+
+
+def describe(label: str, run_summary: Mapping[str, Any]) -> str | None:
+    """ "run 12 (eagle3) was throttled while benchmarking: HW thermal slowdown in 14 of 40 samples, SM clock down to
+    1320 MHz" or None."""
+    if not run_summary.get("throttled"):
+        return None
+    when = "while benchmarking" if run_summary.get("while_benchmarking") else "during the run"
+    reasons = ", ".join(run_summary.get("throttle_reasons") or []) or "throttled"
+    return (
+        f"{label} was throttled {when}: {reasons} in {run_summary['throttled_samples']} of "
+        f"{run_summary['samples']} samples, SM clock down to {run_summary.get('min_sm_mhz')} MHz"
+    )
+
+
+def comparison_warnings(summaries: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Warnings for a comparison of runs (label -> summary): each throttled run, then each run whose median SM or
+    memory clock while benchmarking was more than CLOCK_TOLERANCE below the fastest run's (the machine at its best:
+    the state every run should have measured)."""
+    warnings = [text for label, s in summaries.items() if (text := describe(label, s))]
+    for key, what in (("median_sm_mhz", "SM"), ("median_mem_mhz", "memory")):
+        clocks = {label: s[key] for label, s in summaries.items() if s.get(key)}
+        if len(clocks) < 2:
+            continue
+        fastest = max(clocks, key=lambda label: clocks[label])
+        for label, clock in clocks.items():
+            if clock < (1 - CLOCK_TOLERANCE) * clocks[fastest]:
+                warnings.append(
+                    f"{label} ran its GPUs at a median {what} clock of {clock:.0f} MHz, below the "
+                    f"{clocks[fastest]:.0f} MHz of {fastest}: it measured a slower machine than the runs it is "
+                    "compared with"
+                )
+    return warnings

@@ -1,0 +1,52 @@
+"""Compare runs or configs picked from any experiments of one request shape: the page's comparison as JSON."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest
+from ninja import Query, Status
+
+from ..comparisons import MAX_PICKS, NotComparable, build_comparison, parse_picks
+from .base import api, require
+
+
+@api.get("/compare", response={200: dict, 422: dict})
+def compare(request: HttpRequest, pick: Query[list[str]] = None):  # type: ignore[assignment]
+    """`?pick=r12&pick=c3-7`: runs (`r<run id>`) or an experiment's config (`c<experiment id>-<config id>`), the
+    first the reference; 422 with the reason when they do not compare (different request shapes, unknown picks)."""
+    require(request, "experiments.view_run")
+    try:
+        result = build_comparison(parse_picks((pick or [])[: MAX_PICKS + 1]))
+    except NotComparable as refused:
+        return Status(422, {"detail": str(refused), "errors": {"pick": [str(refused)]}})
+    return {
+        "reference": result.reference.label,
+        "picks": [
+            {
+                "pick": p.pick.token,
+                "label": p.label,
+                "experiment": p.experiment.pk,
+                "run": p.run.pk if p.run else None,
+                "config": p.config.name,
+                "config_id": p.config.pk,
+                "host": p.experiment.host.name,
+            }
+            for p in result.picked
+        ],
+        "differences": result.differences,
+        "comparison": [
+            {
+                "candidate": item["row"].candidate,
+                "concurrency": item["row"].concurrency,
+                "baseline_tok_s": round(item["row"].baseline_tok_s, 3),
+                "candidate_tok_s": round(item["row"].candidate_tok_s, 3),
+                "speedup": round(item["row"].speedup, 4),
+                "ci_low": None if item["row"].ci_low is None else round(item["row"].ci_low, 4),
+                "ci_high": None if item["row"].ci_high is None else round(item["row"].ci_high, 4),
+                "verdict": item["row"].verdict,
+                "needs": item["needs"],
+            }
+            for item in result.comparison
+        ],
+        "break_even": result.break_even,
+        "never_pays": result.never_pays,
+    }

@@ -1,0 +1,217 @@
+"""Compare anything comparable: runs, or an experiment's config (all its runs of that config), picked from any
+experiments whose profiles share a request shape (`BenchmarkProfile.series_key`: dataset, lengths, prompts, seed,
+warm-up). The first pick is the reference the others are compared with, as an experiment's baseline is.
+
+The statistics, figures and config diff are those of the experiment page (`analysis`, `charts`, `reports`), read
+in a fixed number of queries: the picked runs, the picked experiments, their configs, and the measurements.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q
+
+from . import analysis, charts
+from .models import Experiment, Measurement, Run, ServerConfig
+from .reports import ConfigDiffRow, DiffCell, config_diff_rows, latency_table, points_series
+
+MAX_PICKS = 8
+_PICK = re.compile(r"r(\d{1,12})|c(\d{1,12})-(\d{1,12})")
+
+
+class NotComparable(Exception):
+    """The picks cannot be compared; the message says why, for the page."""
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A run (`r<run id>`) or an experiment's config (`c<experiment id>-<config id>`), as written in the address."""
+
+    token: str
+    run_id: int | None = None
+    experiment_id: int | None = None
+    config_id: int | None = None
+
+    @classmethod
+    def parse(cls, token: str) -> Pick:
+        found = _PICK.fullmatch(token.strip())
+        if found is None:
+            raise NotComparable(f"“{token[:40]}” names no run (r12) or config of an experiment (c3-7).")
+        if found[1]:
+            return cls(found[0], run_id=int(found[1]))
+        return cls(found[0], experiment_id=int(found[2]), config_id=int(found[3]))
+
+
+@dataclass
+class Picked:
+    pick: Pick
+    label: str
+    experiment: Experiment
+    config: ServerConfig
+    run: Run | None = None
+
+
+@dataclass
+class PickedComparison:
+    picked: list[Picked]
+    rows: list[analysis.ComparisonRow] = field(default_factory=list)
+    comparison: list[dict[str, Any]] = field(default_factory=list)
+    break_even: dict[str, int | None] = field(default_factory=dict)
+    never_pays: list[str] = field(default_factory=list)
+    config_diff: list[ConfigDiffRow] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def reference(self) -> Picked:
+        return self.picked[0]
+
+    @property
+    def differences(self) -> list[str]:
+        """The labels of what differs between the picks (host, experiment, config fields), in table order."""
+        # Different picks are different experiments or runs by definition: what matters is everything else.
+        skip = ("experiment", "picked", "content_hash")
+        return [row.label for row in self.config_diff if row.differs and row.field not in skip]
+
+    @property
+    def series_key(self) -> str:
+        return self.reference.experiment.profile.series_key
+
+
+def parse_picks(tokens: Sequence[str]) -> list[Pick]:
+    picks = list({pick.token: pick for pick in (Pick.parse(token) for token in tokens if token.strip())}.values())
+    if len(picks) > MAX_PICKS:
+        raise NotComparable(f"Pick at most {MAX_PICKS} runs or configs.")
+    return picks
+
+
+def build_comparison(picks: Sequence[Pick]) -> PickedComparison:
+    picked = _load(picks)
+    if not picked:
+        raise NotComparable("Pick runs or configs to compare: add a run's id, or use “Compare…” on a run or config.")
+    shapes = {p.experiment.profile.series_key for p in picked}
+    if len(shapes) > 1:
+        described = "; ".join(f"{p.label}: {p.experiment.profile.series_label}" for p in picked)
+        raise NotComparable(
+            "These were measured with different request shapes, so their throughputs do not compare: "
+            f"{described}. Pick runs or configs whose profiles agree on dataset, lengths, prompts, seed and warm-up."
+        )
+    result = PickedComparison(picked=picked)
+    labels = [p.label for p in picked]
+    reference, others = labels[0], labels[1:]
+    values = _measurements(picked)
+    samples = [
+        analysis.Sample(label, level, launch, pass_index, tok_s)
+        for label, level, launch, pass_index, tok_s, _ in values
+    ]
+    result.rows = analysis.compare(samples, baseline=reference, candidates=others)
+    measured = {row.candidate for row in result.rows}
+    result.break_even = {
+        name: analysis.break_even_concurrency(result.rows, name) for name in others if name in measured
+    }
+    result.never_pays = [name for name in others if analysis.never_pays(result.rows, name)]
+    passes = min(p.experiment.profile.passes for p in picked)
+    result.comparison = [
+        {"row": row, "needs": analysis.settling_note(row, passes), "launches": analysis.launches_to_settle(row, passes)}
+        for row in result.rows
+    ]
+    result.config_diff = _where_picks_differ(picked) + config_diff_rows([p.config for p in picked])
+    usable = [{"run__config__name": v[0], "concurrency": v[1], **v[5]} for v in values]
+    throughput = points_series(((v[0], v[1], v[4]) for v in values), labels)
+    if throughput:
+        colors = charts.config_colors(reference, others)
+        result.figures["throughput"] = charts.throughput_figure(throughput, baseline=reference, colors=colors)
+        result.figures["latency"] = charts.latency_figure(
+            latency_table(usable, labels), baseline=reference, colors=colors
+        )
+        if result.rows:
+            marked = {name: level for name, level in result.break_even.items() if name not in result.never_pays}
+            result.figures["speedup"] = charts.speedup_figure(result.rows, break_even=marked, colors=colors)
+    return result
+
+
+def _load(picks: Sequence[Pick]) -> list[Picked]:
+    run_ids = [p.run_id for p in picks if p.run_id is not None]
+    runs = Run.objects.select_related("config", "experiment__profile", "experiment__host").in_bulk(run_ids)
+    experiment_ids = [p.experiment_id for p in picks if p.experiment_id is not None]
+    experiments = Experiment.objects.select_related("profile", "host").in_bulk(experiment_ids)
+    config_ids = [p.config_id for p in picks if p.config_id is not None]
+    configs = ServerConfig.objects.in_bulk(config_ids)
+    # Whether each picked config belongs to its experiment (its baseline or a candidate): one query.
+    member = set(
+        Experiment.objects.filter(pk__in=experiment_ids)
+        .filter(Q(baseline_id__in=config_ids) | Q(candidate__config_id__in=config_ids))
+        .values_list("pk", "baseline_id", "candidate__config_id")
+    )
+    belongs = {(e, c) for e, base, cand in member for c in (base, cand) if c in config_ids}
+    picked: list[Picked] = []
+    for pick in picks:
+        if pick.run_id is not None:
+            run = runs.get(pick.run_id)
+            if run is None:
+                raise NotComparable(f"There is no run {pick.run_id}.")
+            label = f"run {run.pk} · {run.config.name}"
+            picked.append(Picked(pick, label, run.experiment, run.config, run))
+        else:
+            experiment = experiments.get(pick.experiment_id or 0)
+            config = configs.get(pick.config_id or 0)
+            if experiment is None or config is None or (experiment.pk, config.pk) not in belongs:
+                raise NotComparable(f"Experiment {pick.experiment_id} has no config {pick.config_id}.")
+            picked.append(Picked(pick, f"{config.name} · {experiment.name[:60]}", experiment, config))
+    seen: dict[str, int] = {}
+    for p in picked:  # two picks may read alike (the same config name in experiments of the same name)
+        seen[p.label] = seen.get(p.label, 0) + 1
+        if seen[p.label] > 1:
+            p.label = f"{p.label} ({seen[p.label]})"
+    return picked
+
+
+def _measurements(picked: Sequence[Picked]) -> list[tuple[str, int, int, int, float, dict[str, Any]]]:
+    """(label, concurrency, launch, pass, output tok/s, latency columns) of every usable pass of every pick."""
+    which = Q(pk__in=[])
+    for p in picked:
+        which |= Q(run_id=p.run.pk) if p.run else Q(run__experiment_id=p.experiment.pk, run__config_id=p.config.pk)
+    latency = list(Measurement.LATENCY_FIELDS)
+    rows = (
+        Measurement.objects.filter(which, run__state=Run.State.SUCCEEDED, output_throughput__gt=0)
+        .order_by("run__sequence", "pass_index", "concurrency")
+        .values(
+            "run_id",
+            "run__experiment_id",
+            "run__config_id",
+            "run__launch_index",
+            "pass_index",
+            "concurrency",
+            "output_throughput",
+            *latency,
+        )
+    )
+    by_run = {p.run.pk: p.label for p in picked if p.run}
+    by_config = {(p.experiment.pk, p.config.pk): p.label for p in picked if p.run is None}
+    out = []
+    for m in rows:
+        # A run may be picked alone and also through its config: it counts for each of those picks.
+        labels = [by_run.get(m["run_id"]), by_config.get((m["run__experiment_id"], m["run__config_id"]))]
+        for label in filter(None, labels):
+            extra = {column: m[column] for column in latency}
+            out.append(
+                (label, m["concurrency"], m["run__launch_index"], m["pass_index"], m["output_throughput"], extra)
+            )
+    return out
+
+
+def _where_picks_differ(picked: Sequence[Picked]) -> list[ConfigDiffRow]:
+    """The rows above the config fields: where and in what each pick was measured."""
+    rows = []
+    for name, label, text in (
+        ("experiment", "experiment", lambda p: f"{p.experiment.name} (#{p.experiment.pk})"),
+        ("host", "host", lambda p: p.experiment.host.name),
+        ("picked", "picked", lambda p: f"run {p.run.pk}, launch {p.run.launch_index + 1}" if p.run else "every run"),
+        ("concurrency", "concurrency levels", lambda p: ", ".join(str(c) for c in p.experiment.profile.concurrency)),
+    ):
+        texts = [text(p) for p in picked]
+        rows.append(ConfigDiffRow(name, label, [DiffCell(t, i > 0 and t != texts[0]) for i, t in enumerate(texts)]))
+    return rows

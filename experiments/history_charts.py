@@ -1,0 +1,110 @@
+"""The history figure: one config's throughput run after run on a time axis, one small multiple per concurrency,
+with its flags, suspicions and pinned baseline marked. Pure, like `charts`, whose styling it shares."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from .charts import IMPROVEMENT_COLOR, REGRESSION_COLOR, SUSPECTED_COLOR, _axis, _escape, _layout
+
+
+class HistoryEntry(NamedTuple):
+    """One point of a history series: when its run finished (ISO 8601), its label, tok/s, and its page."""
+
+    at: str
+    label: str
+    value: float
+    url: str
+
+
+HISTORY_ROW_HEIGHT = 190  # px per concurrency level: the small multiples stay readable however many there are
+HISTORY_ROW_GAP = 0.06
+
+
+def history_figure(
+    series: Mapping[int, Sequence[HistoryEntry]],
+    flags: Sequence[tuple[int, int, str, str]],
+    *,
+    title: str,
+    pinned: tuple[str, str] | None = None,
+) -> dict[str, Any]:
+    """A history on a time axis, one small multiple per concurrency (sharing the time axis), each point linked to
+    its run (`customdata`: the page a click opens). `flags` are (concurrency, point index, direction, text): a flag
+    is marked where the new level starts (down triangle for a regression, up for an improvement); "suspected"
+    marks a suspicion (an open circle). `pinned` = (ISO time, text) draws when the baseline was pinned."""
+    levels = sorted(level for level, points in series.items() if points)
+    rows = max(len(levels), 1)
+    height = (1 - HISTORY_ROW_GAP * (rows - 1)) / rows
+    traces: list[dict[str, Any]] = []
+    axes: dict[str, Any] = {}
+    for row, level in enumerate(levels):
+        yaxis = "y" if row == 0 else f"y{row + 1}"
+        top = 1 - row * (height + HISTORY_ROW_GAP)
+        axes["yaxis" if row == 0 else f"yaxis{row + 1}"] = _axis(
+            f"c={level} tok/s", domain=[max(top - height, 0), top], rangemode="tozero"
+        )
+        points = series[level]
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": f"c={level}",
+                "xaxis": "x",
+                "yaxis": yaxis,
+                "x": [p.at for p in points],
+                "y": [p.value for p in points],
+                "text": [_escape(p.label) for p in points],
+                "customdata": [p.url for p in points],
+                "hovertemplate": "%{text}<br>%{x}<br>%{y:.1f} tok/s<extra>c=" + str(level) + "</extra>",
+            }
+        )
+        for direction, color, symbol in (
+            ("regression", REGRESSION_COLOR, "triangle-down"),
+            ("improvement", IMPROVEMENT_COLOR, "triangle-up"),
+            ("suspected", SUSPECTED_COLOR, "circle-open"),
+        ):
+            marks = [(index, text) for lvl, index, d, text in flags if lvl == level and d == direction]
+            marks = [(index, text) for index, text in marks if 0 <= index < len(points)]
+            if marks:
+                traces.append(
+                    {
+                        "type": "scatter",
+                        "mode": "markers",
+                        "name": direction,
+                        "legendgroup": direction,
+                        "showlegend": not any(t.get("legendgroup") == direction for t in traces),
+                        "xaxis": "x",
+                        "yaxis": yaxis,
+                        "x": [points[index].at for index, _ in marks],
+                        "y": [points[index].value for index, _ in marks],
+                        "text": [_escape(text) for _, text in marks],
+                        "customdata": [points[index].url for index, _ in marks],
+                        "marker": {
+                            "color": color,
+                            "size": 14,
+                            "symbol": symbol,
+                            "line": {"width": 1, "color": "#101828"},
+                        },
+                        "hovertemplate": "%{text}<extra></extra>",
+                    }
+                )
+    bottom = "y" if rows == 1 else f"y{rows}"
+    layout = _layout(
+        _escape(title),
+        xaxis=_axis("Run finished (UTC)", type="date", anchor=bottom),
+        legend={"orientation": "h"},
+        height=HISTORY_ROW_HEIGHT * rows + 110,
+        **(axes or {"yaxis": _axis("Output throughput (tok/s)", rangemode="tozero")}),
+    )
+    if pinned is not None:
+        at, text = pinned
+        layout["shapes"] = [
+            {"type": "line", "xref": "x", "yref": "paper", "x0": at, "x1": at, "y0": 0, "y1": 1,
+             "line": {"color": SUSPECTED_COLOR, "dash": "dot", "width": 1}}
+        ]  # fmt: skip
+        layout["annotations"] = [
+            {"x": at, "xref": "x", "y": 1, "yref": "paper", "yanchor": "bottom", "showarrow": False,
+             "text": _escape(text), "font": {"size": 11, "color": SUSPECTED_COLOR}}
+        ]  # fmt: skip
+    return {"data": traces, "layout": layout}

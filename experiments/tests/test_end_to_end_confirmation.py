@@ -1,0 +1,119 @@
+"""Confirm before alerting, end to end: real sshd, a Celery worker, the simulated host slowed on demand."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+
+import pytest
+
+from experiments.models import ApiToken, Flag, Host, Run, SuspectSeries, Suspicion
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+HISTORY = 8  # the fewest results the checks compare a new one with
+LEVELS = [1, 2]
+
+
+def _until(what, timeout: float, explain=lambda: ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s: {explain()}")
+
+
+def _runs_of(experiment_id: int) -> str:
+    return "; ".join(
+        f"{r.pk} {r.state} {r.failure_message[:200]} confirms={r.confirms_id}"
+        for r in Run.objects.filter(experiment_id=experiment_id).order_by("sequence")
+    )
+
+
+def _rerun(client, headers, experiment_id: int) -> Run:
+    response = client.post(
+        f"/api/experiments/{experiment_id}/rerun", {"launches": 1}, content_type="application/json", headers=headers
+    )
+    assert response.status_code == 201, response.content
+    return Run.objects.filter(experiment_id=experiment_id).order_by("-sequence").first()  # type: ignore[return-value]
+
+
+def _finished(run: Run, timeout: float = 120) -> Run:
+    def done():
+        run.refresh_from_db()
+        return run.state in Run.TERMINAL_STATES
+
+    _until(done, timeout, lambda: _runs_of(run.experiment_id))
+    assert run.state == Run.State.SUCCEEDED, _runs_of(run.experiment_id)
+    return run
+
+
+def test_a_noisy_result_is_confirmed_away_and_a_drift_is_confirmed_into_one_flag(
+    client, owner, sim_host: Host, celery_worker_process, tmp_path: Path
+):
+    # The host's speed is read from a file at every server launch, so the test slows the next launches without
+    # touching the config (which would start another series).
+    slowdown = tmp_path / "slowdown"
+    slowdown.write_text("1.0")
+    sim_host.shell_setup += f"\nexport SIMHOST_SLOWDOWN=$(cat {shlex.quote(str(slowdown))} 2>/dev/null || echo 1.0)"
+    sim_host.save(update_fields=["shell_setup"])
+    _, raw_token = ApiToken.issue(owner)
+    headers = {"Authorization": f"Bearer {raw_token}"}
+    payload = {
+        "name": "nightly baseline",
+        "host": sim_host.name,
+        "baseline": {"name": "baseline", "model_path": f"{sim_host.models_root}/kimi-k2.5-sim", "tp_size": 8},
+        "profile": {"concurrency": LEVELS, "num_prompts": 4, "input_len": 32, "output_len": 64, "seed": 1,
+                    "passes": 1, "launches": HISTORY, "readiness_timeout_s": 120},
+    }  # fmt: skip
+    response = client.post("/api/experiments", payload, content_type="application/json", headers=headers)
+    assert response.status_code == 201, response.content
+    experiment_id = response.json()["id"]
+    history = list(Run.objects.filter(experiment_id=experiment_id))
+    for run in history:
+        _finished(run, timeout=180)
+    assert not Suspicion.objects.exists(), "the history itself was suspected; the simulated host is too noisy"
+
+    # One noisy result: only the next launch runs 15% slower.
+    slowdown.write_text("1.15")
+    noisy = _rerun(client, headers, experiment_id)
+    _until(lambda: Run.objects.get(pk=noisy.pk).state in ("verifying", "benchmarking", "teardown", "succeeded"), 60)
+    slowdown.write_text("1.0")  # the running server keeps the speed it was launched with
+    _finished(noisy)
+    suspicion = _until(lambda: Suspicion.objects.filter(run=noisy).first(), 30, lambda: _runs_of(experiment_id))
+    confirming = _until(lambda: list(suspicion.confirming_runs.all()), 10)
+    assert len(confirming) == 1 and confirming[0].config_id == noisy.config_id
+    _finished(confirming[0])
+    suspicion.refresh_from_db()
+    assert suspicion.state == Suspicion.State.DISMISSED, list(suspicion.series.values("after", "llr", "state"))
+    assert not Flag.objects.exists()
+
+    # A drift: every launch from now on runs 15% slower.
+    slowdown.write_text("1.15")
+    drifted = _finished(_rerun(client, headers, experiment_id))
+    suspicion = _until(lambda: Suspicion.objects.filter(run=drifted).first(), 30, lambda: _runs_of(experiment_id))
+    assert not Flag.objects.exists()  # suspected only: nobody is told before the confirmation
+    _until(
+        lambda: Suspicion.objects.get(pk=suspicion.pk).state != Suspicion.State.AWAITING,
+        240,
+        lambda: _runs_of(experiment_id),
+    )
+    suspicion.refresh_from_db()
+    assert suspicion.state == Suspicion.State.CONFIRMED
+    flag = Flag.objects.get()
+    assert flag.direction == "regression" and flag.change == pytest.approx(1 / 1.15 - 1, abs=0.04)
+    assert sorted(flag.series.values_list("concurrency", flat=True)) == LEVELS
+    first_confirming = suspicion.confirming_runs.order_by("sequence").first()
+    assert first_confirming is not None and first_confirming.state == Run.State.SUCCEEDED
+    assert flag.confirmed_by is not None and flag.confirmed_by.confirms_id == suspicion.pk
+    assert flag.run == drifted and all(row.state == SuspectSeries.State.CONFIRMED for row in suspicion.series.all())
+
+    # The history page shows the suspicions, their confirmation and result.
+    client.force_login(owner)
+    run = Run.objects.get(pk=drifted.pk)
+    page = client.get(f"/history/{sim_host.pk}/{run.config.content_hash}/{run.experiment.profile.series_key}/")
+    text = page.content.decode()
+    assert page.status_code == 200 and "not confirmed" in text and f"flag {flag.pk}" in text
