@@ -361,6 +361,10 @@
     const picker = pickers.get(input);
     const item = picker.found.get(input.value);
     if (item) {
+      // A search still pending from the typing before the pick would answer "Nothing stored matches." for the
+      // picked option's text: cancel it and drop any answer in flight.
+      clearTimeout(picker.timer);
+      picker.asked += 1;
       const block = blockOf(input);
       kind.load(block, item);
       // What depends on the block's values (the sweep's preview) learns that they changed.

@@ -159,7 +159,7 @@ class ServerLog:
         """The failure the log proves (kind, SGLang's message, the excerpt around it), else `default_kind` with
         the last lines. `exited`: the server is gone, so the rest of the file is read first."""
         if exited:
-            await self.read_to_end(3)
+            await self.read_to_end(EXITED_READ_TIMEOUT)
         await self.flush()
         numbered = list(self.recent)
         texts = [text for _, text in numbered]
@@ -185,6 +185,9 @@ READ_SIZE = 1 << 16
 # drain the file once the server is gone, so this bounds that wait.
 PID_CHECK_SECONDS = 0.2
 END_POLL, END_GRACE = 0.02, 0.5  # reading a dead server's log to its end
+# A bound, not a wait: the tail is usually through a dead server's last lines in milliseconds, but on a loaded
+# worker or a slow link it can take seconds, and a failure judged before its traceback is read says "crashed".
+EXITED_READ_TIMEOUT = 15.0
 
 
 class LineAssembler:
