@@ -381,3 +381,8 @@ def estimate(candidates: int, launches_per_config: int, seconds_per_launch: floa
     configs = candidates + 1
     launches = configs * launches_per_config
     return Estimate(configs, launches, seconds_per_launch, launches * seconds_per_launch)
+
+
+def flag_value(args: list[str], flag: str) -> str | None:
+    """The value the last `flag` in `args` sets, or None (what a varied flag of a candidate is set to)."""
+    return _flag_value(args, flag)

@@ -25,6 +25,7 @@ PURE = (
     "experiments.model_checks",
     "experiments.notes",
     "experiments.sweeps",
+    "experiments.tuning",
     "experiments.remedies",
     "experiments.run_facts",
     "experiments.notification_texts",
