@@ -1,0 +1,86 @@
+"""What a study's page and GET /api/studies/{id} show: every trial with its state and interval per concurrency,
+the best per concurrency, the budget spent, the rounds, and why it stopped (the same reads for both)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .models import Run, Study
+from .tuning import plan, recommend
+
+
+def study_json(study: Study) -> dict[str, Any]:
+    history = study.history()
+    settings = study.settings()
+    races = plan.races(history, settings)
+    configs = dict(study.studyconfig_set.values_list("name", "config_id"))
+    rounds = list(study.studyround_set.select_related("experiment").order_by("index"))
+    pending = dict(
+        Run.objects.filter(experiment__studyround__study=study)
+        .exclude(state__in=Run.TERMINAL_STATES)
+        .values_list("config_id", "state")
+    )
+    trials = []
+    tried = (set(history.samples) | history.failed | _planned(rounds)) - {plan.BASELINE}
+    for name in [plan.BASELINE, *sorted(tried)]:
+        config_id = study.baseline_id if name == plan.BASELINE else configs.get(name)
+        cells = []
+        for level, race in races.items():
+            standing = race.standings.get(name)
+            if standing is None:
+                continue
+            cells.append(
+                {
+                    "concurrency": level,
+                    "tok_s": standing.mean,
+                    "low": standing.low,
+                    "high": standing.high,
+                    "launches": standing.n,
+                    "standing": _standing(race, name),
+                }
+            )
+        state = "failed" if name in history.failed else "measured" if cells else "queued"
+        if config_id in pending:
+            state = "queued" if pending[config_id] == Run.State.QUEUED else "running"
+        trials.append({"config": name, "config_id": config_id, "state": state, "cells": cells})
+    best = [vars(b) for b in recommend.best_per_concurrency(history, settings)]
+    return {
+        "id": study.pk,
+        "name": study.name,
+        "url": study.get_absolute_url(),
+        "host": study.host.name,
+        "state": study.state,
+        "stop_reason": study.stop_reason,
+        "stop_reason_text": study.get_stop_reason_display() if study.stop_reason else "",
+        "space": study.space,
+        "space_size": len(configs),
+        "concurrency": list(settings.concurrency),
+        "precision": {"within": study.tolerance, "confidence": 0.95},
+        "budget": {"launches": study.max_launches, "hours": study.max_hours, "launches_spent": history.launches},
+        "rounds": [
+            {
+                "index": r.index,
+                "experiment": r.experiment_id,
+                "url": r.experiment.get_absolute_url(),
+                "configs": r.candidates,
+            }
+            for r in rounds
+        ],
+        "trials": trials,
+        "best": best,
+        "recommendation": study.recommendation,
+    }
+
+
+def _planned(rounds: list[Any]) -> set[str]:
+    return {name for r in rounds for name in r.candidates}
+
+
+def _standing(race: Any, name: str) -> str:
+    if name == race.leader:
+        return "leader"
+    if name in race.eliminated:
+        return "eliminated"
+    if name in race.contenders:
+        return "contender"
+    return "close"
