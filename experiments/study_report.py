@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import sweeps
+from .analysis import racing
 from .models import Run, Study
+from .study_charts import space_figure
 from .tuning import plan, recommend
+from .tuning.space import SearchSpace
 
 
 def study_json(study: Study) -> dict[str, Any]:
     history = study.history()
     settings = study.settings()
+    space = study.search_space()
     races = plan.races(history, settings)
     configs = dict(study.studyconfig_set.values_list("name", "config_id"))
     rounds = list(study.studyround_set.select_related("experiment").order_by("index"))
@@ -42,7 +47,16 @@ def study_json(study: Study) -> dict[str, Any]:
         state = "failed" if name in history.failed else "measured" if cells else "queued"
         if config_id in pending:
             state = "queued" if pending[config_id] == Run.State.QUEUED else "running"
-        trials.append({"config": name, "config_id": config_id, "state": state, "cells": cells})
+        trials.append(
+            {
+                "config": name,
+                "config_id": config_id,
+                "state": state,
+                "values": _values(space, name),
+                "speedups": {level: _speedup(races[level], name) for level in races},
+                "cells": cells,
+            }
+        )
     best = [vars(b) for b in recommend.best_per_concurrency(history, settings)]
     return {
         "id": study.pk,
@@ -70,6 +84,38 @@ def study_json(study: Study) -> dict[str, Any]:
         "best": best,
         "recommendation": study.recommendation,
     }
+
+
+def figures(report: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """The page's search-space figures, per concurrency (those with at least two configs measured)."""
+    trials = [t for t in report["trials"] if t["config"] != plan.BASELINE]
+    out = []
+    for level in report["concurrency"]:
+        figure = space_figure(trials, level)
+        if figure is not None:
+            out.append((level, figure))
+    return out
+
+
+def _values(space: SearchSpace, name: str) -> dict[str, Any]:
+    """The parameter values a config runs with (the baseline has none)."""
+    if name == plan.BASELINE:
+        return {}
+    candidate = space.candidate(name)
+    values: dict[str, Any] = {
+        "steps": candidate[sweeps.STEPS],
+        "topk": candidate[sweeps.TOPK],
+        "draft tokens": candidate[sweeps.DRAFT],
+    }
+    args = list(candidate.get("extra_args") or [])
+    values.update({flag: sweeps.flag_value(args, flag) for flag, _ in space.sweep.flags})
+    values.update({env: (candidate.get("env") or {}).get(env) for env, _ in space.sweep.env})
+    return values
+
+
+def _speedup(race: racing.Race, name: str) -> float | None:
+    mine, base = race.standings.get(name), race.standings.get(plan.BASELINE)
+    return mine.mean / base.mean if mine and base else None
 
 
 def _planned(rounds: list[Any]) -> set[str]:

@@ -146,3 +146,32 @@ def do_cancel_study(study: Study, actor: Actor) -> bool:
             do_cancel_run(run, actor)
     record_event(actor, AuditEvent.Action.STUDY_CANCEL, study)
     return True
+
+
+CONFIRM_LAUNCHES = 3
+
+
+def recommended_config(study: Study, band: int) -> ServerConfig:
+    """The saved config of the study's `band`-th recommendation (the baseline for "no speculation"); raises
+    IndexError for a band the study does not have."""
+    config_name = study.recommendation[band]["config"]
+    if config_name == plan.BASELINE:
+        return study.baseline
+    return study.studyconfig_set.select_related("config").get(name=config_name).config
+
+
+@transaction.atomic
+def do_confirm_recommendation(study: Study, band: int, *, actor: Actor) -> Any:
+    """An experiment of the band's config against the study's baseline, CONFIRM_LAUNCHES interleaved launches."""
+    config = recommended_config(study, band)
+    profile = study.profile
+    profile.pk, profile.launches, profile.name = None, CONFIRM_LAUNCHES, f"{study.name} confirmation"
+    text = study.recommendation[band]["text"]
+    return do_create_experiment(
+        actor=actor,
+        name=f"{study.name} · confirm {text}"[:200],
+        host=study.host,
+        baseline=study.baseline,
+        candidates=[] if config.pk == study.baseline_id else [config],
+        profile=profile,
+    )

@@ -11,7 +11,7 @@ from ninja import Schema, Status
 from ninja.errors import HttpError
 
 from ..actions.audit import Actor
-from ..actions.studies import do_cancel_study, do_start_study
+from ..actions.studies import do_cancel_study, do_confirm_recommendation, do_start_study
 from ..forms.studies import StudySubmission
 from ..models import Study
 from ..study_report import study_json
@@ -80,3 +80,14 @@ def cancel_study(request: HttpRequest, study_id: int):
     cancelled = do_cancel_study(study, Actor.of(request))
     study.refresh_from_db()
     return {"cancelled": cancelled, "state": study.state, "stop_reason": study.stop_reason}
+
+
+@api.post("/studies/{study_id}/confirm", response={201: dict, 404: dict})
+def confirm_study_recommendation(request: HttpRequest, study_id: int, band: int = 0):
+    """A confirming experiment of the study's `band`-th recommendation against its baseline (3 launches)."""
+    require(request, "experiments.add_experiment")
+    study = get_object_or_404(Study.objects.select_related("host", "profile", "baseline"), pk=study_id)
+    if not 0 <= band < len(study.recommendation):
+        return Status(404, {"detail": f"band: the study has {len(study.recommendation)} recommendations"})
+    experiment = do_confirm_recommendation(study, band, actor=Actor.of(request))
+    return Status(201, {"id": experiment.pk, "url": experiment.get_absolute_url()})

@@ -3,13 +3,18 @@ failed launches, the stop with its recommendation, cancel, and who may do what."
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.urls import reverse
 
+from dashboard.asgi import application
 from experiments.actions.runs import do_advance_run
 from experiments.actions.studies import do_advance_study
-from experiments.models import ApiToken, AuditEvent, Run, Study, StudyRound
+from experiments.models import ApiToken, AuditEvent, Experiment, PinnedBaseline, Run, Study, StudyRound
 
 from .factories import MODELS, make_host, make_measurement
 
@@ -150,3 +155,59 @@ def test_it_shows_the_study_page_to_viewers_only(client, owner, outsider, api):
     client.force_login(owner)
     page = client.get(study.get_absolute_url())
     assert page.status_code == 200 and b"0</strong> of 12 launches spent" in page.content
+
+
+def _finished_study(api, user) -> Study:
+    study = _start(api, user)
+    while Study.objects.get(pk=study.pk).is_running:
+        _finish_round(study, TRUTH, jitter=0.002)
+    study.refresh_from_db()
+    return study
+
+
+def test_it_turns_a_recommendation_into_a_confirming_experiment_or_a_pinned_baseline(api, client, owner, viewer):
+    study = _finished_study(api, owner)
+
+    response = api(owner, "post", f"/api/studies/{study.pk}/confirm?band=0")
+    assert response.status_code == 201, response.content
+    experiment = Experiment.objects.get(pk=response.json()["id"])
+    assert [c.name for c in experiment.ordered_candidates()] == ["s2-k1-d3"]
+    assert experiment.baseline_id == study.baseline_id and experiment.run_set.count() == 2 * 3
+    assert api(owner, "post", f"/api/studies/{study.pk}/confirm?band=5").status_code == 404
+    assert api(viewer, "post", f"/api/studies/{study.pk}/confirm?band=0").status_code == 403
+
+    client.force_login(owner)
+    page = client.get(study.get_absolute_url())
+    assert b"c = 1: s2-k1-d3" in page.content and b'data-figure="space-figure-1"' in page.content
+    assert client.get(study.get_absolute_url() + "?part=live").content.count(b"<section") == 4
+    redirect = client.post(reverse("confirm_recommendation", args=[study.pk, 1]))  # c = 8: the baseline alone
+    assert Experiment.objects.get(pk=redirect.url.strip("/").split("/")[-1]).ordered_candidates() == []
+    client.post(reverse("pin_recommendation", args=[study.pk, 0]))
+    assert PinnedBaseline.objects.get(host=study.host).config.name == "s2-k1-d3"
+    client.force_login(viewer)
+    assert client.post(reverse("pin_recommendation", args=[study.pk, 0])).status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_tells_the_study_page_when_the_study_changes(api, client, owner, outsider):
+    study = _start(api, owner)
+
+    async def connect(user) -> WebsocketCommunicator | None:
+        await sync_to_async(client.force_login)(user)
+        cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+        socket = WebsocketCommunicator(
+            application, f"/ws/studies/{study.pk}/", headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1")]
+        )
+        connected, _ = await socket.connect(timeout=5)
+        return socket if connected else None
+
+    async def scenario() -> dict[str, Any]:
+        assert await connect(outsider) is None
+        socket = await connect(owner)
+        assert socket is not None
+        await sync_to_async(_finish_round)(study, TRUTH)
+        message = await socket.receive_json_from(timeout=5)
+        await socket.disconnect()
+        return message
+
+    assert asyncio.run(scenario()) == {"type": "changed", "study": study.pk}
