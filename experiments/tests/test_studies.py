@@ -211,3 +211,37 @@ def test_it_tells_the_study_page_when_the_study_changes(api, client, owner, outs
         return message
 
     assert asyncio.run(scenario()) == {"type": "changed", "study": study.pk}
+
+
+def _page_data(response) -> dict[str, Any]:
+    """What a browser posts back from the blank study form as rendered (every field's initial value)."""
+    data: dict[str, Any] = {}
+    for key in ("experiment_form", "study_form", "baseline_form", "base_form", "sweep_form", "profile_form"):
+        form = response.context[key]
+        for name in form.fields:
+            value = form[name].value()
+            if value is None or value is False:
+                continue
+            data[form.add_prefix(name)] = value if not isinstance(value, (list, tuple)) else ", ".join(map(str, value))
+    return data
+
+
+def test_it_starts_a_study_from_the_browser_form_with_the_same_checks(client, member, viewer):
+    host = make_host(models_root=MODELS, gpu_inventory=[{"index": i} for i in range(8)])
+    client.force_login(viewer)
+    assert client.get(reverse("study_new")).status_code == 403
+    client.force_login(member)
+    blank = client.get(reverse("study_new"))
+    assert blank.status_code == 200 and b'id="start-study"' in blank.content
+    data = {**_page_data(blank), "experiment-name": "from the page", "profile-concurrency": "1, 8"}
+
+    unsafe = client.post(reverse("study_new"), {**data, "sweep-env": "LD_PRELOAD=/tmp/x.so"})
+    assert unsafe.status_code == 400 and "sweep.env" in unsafe.context["errors"] and not Study.objects.exists()
+    assert b"<code>sweep.env</code>" in unsafe.content
+    response = client.post(reverse("study_new"), data)
+
+    assert response.status_code == 302, response.context and response.context["errors"]
+    study = Study.objects.get()
+    assert response.url == study.get_absolute_url() and study.host == host
+    assert study.space["steps"] == [1, 2, 3] and study.max_launches == 40
+    assert study.studyround_set.count() == 1 and study.created_by == member
