@@ -15,7 +15,7 @@ from .tuning.space import SearchSpace
 
 def study_json(study: Study) -> dict[str, Any]:
     history = study.history()
-    settings = study.settings()
+    settings = study.plan_settings()
     space = study.search_space()
     races = plan.races(history, settings)
     configs = dict(study.studyconfig_set.values_list("name", "config_id"))

@@ -78,7 +78,8 @@ def advance_study_of_run(run: Run) -> None:
 @transaction.atomic
 def do_advance_study(study_id: int) -> StudyRound | None:
     """Queue the study's next round if its current one has ended (a no-op otherwise), or stop it."""
-    study = Study.objects.select_for_update().select_related("profile", "host").get(pk=study_id)
+    # Only the study's row is locked (not its host's, which claims and releases update meanwhile).
+    study = Study.objects.select_for_update(of=("self",)).select_related("profile", "host").get(pk=study_id)
     if not study.is_running:
         return None
     return _advance(study)
@@ -93,7 +94,7 @@ def _advance(study: Study) -> StudyRound | None:
         _stop(study, plan.BUDGET, history)
         return None
     index = 0 if current is None else current.index + 1
-    step = plan.plan_round(study.search_space(), history, study.settings(), index)
+    step = plan.plan_round(study.search_space(), history, study.plan_settings(), index)
     if step.stop:
         _stop(study, step.stop, history)
         return None
@@ -101,7 +102,7 @@ def _advance(study: Study) -> StudyRound | None:
     by_id = ServerConfig.objects.in_bulk(configs.values())
     experiment = do_create_experiment(
         actor=Actor(study.created_by, None, None, "study"),
-        name=f"{study.name} · round {index + 1}",
+        name=f"{study.name[:180]} · round {index + 1}",
         host=study.host,
         baseline=study.baseline,
         candidates=[by_id[configs[name]] for name in step.candidates],
@@ -113,7 +114,7 @@ def _advance(study: Study) -> StudyRound | None:
 
 
 def _stop(study: Study, reason: str, history: plan.History) -> None:
-    best = recommend.best_per_concurrency(history, study.settings())
+    best = recommend.best_per_concurrency(history, study.plan_settings())
     study.recommendation = [
         {
             "low": band.low,
@@ -164,8 +165,8 @@ def recommended_config(study: Study, band: int) -> ServerConfig:
 def do_confirm_recommendation(study: Study, band: int, *, actor: Actor) -> Any:
     """An experiment of the band's config against the study's baseline, CONFIRM_LAUNCHES interleaved launches."""
     config = recommended_config(study, band)
-    profile = study.profile
-    profile.pk, profile.launches, profile.name = None, CONFIRM_LAUNCHES, f"{study.name} confirmation"
+    profile = BenchmarkProfile.objects.get(pk=study.profile_id)  # a copy: the study's own stays as it is
+    profile.pk, profile.launches, profile.name = None, CONFIRM_LAUNCHES, f"{study.name[:100]} confirmation"
     text = study.recommendation[band]["text"]
     return do_create_experiment(
         actor=actor,

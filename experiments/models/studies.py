@@ -89,7 +89,7 @@ class Study(models.Model):
     def search_space(self) -> SearchSpace:
         return SearchSpace.build(self.base, self.sweep())
 
-    def settings(self) -> plan.Settings:
+    def plan_settings(self) -> plan.Settings:
         return plan.Settings(
             concurrency=tuple(int(c) for c in self.profile.concurrency),
             tolerance=self.tolerance,

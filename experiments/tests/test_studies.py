@@ -4,12 +4,14 @@ failed launches, the stop with its recommendation, cancel, and who may do what."
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.urls import reverse
+from django.utils import timezone
 
 from dashboard.asgi import application
 from experiments.actions.runs import do_advance_run
@@ -245,3 +247,15 @@ def test_it_starts_a_study_from_the_browser_form_with_the_same_checks(client, me
     assert response.url == study.get_absolute_url() and study.host == host
     assert study.space["steps"] == [1, 2, 3] and study.max_launches == 40
     assert study.studyround_set.count() == 1 and study.created_by == member
+
+
+def test_it_stops_when_its_hours_are_spent_at_the_end_of_a_round(api, owner):
+    study = _start(api, owner, budget={"hours": 1})
+    assert study.max_launches == 500 and study.max_hours == 1
+    Study.objects.filter(pk=study.pk).update(created_at=timezone.now() - timedelta(hours=1, minutes=1))
+
+    _finish_round(study, TRUTH)
+
+    study.refresh_from_db()
+    assert (study.state, study.stop_reason) == (Study.State.FINISHED, "budget")
+    assert study.studyround_set.count() == 1 and study.recommendation
