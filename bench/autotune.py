@@ -51,8 +51,10 @@ def truth_of(space: SearchSpace) -> dict[str, dict[int, float | None]]:
 
 def run_study(
     space: SearchSpace, truth: dict[str, dict[int, float | None]], settings: plan.Settings, rng: random.Random, args
-) -> tuple[plan.History, str]:
+) -> tuple[plan.History, str, list[tuple[int, dict[int, str | None]]]]:
+    """One study; also its leader per concurrency after each round (launches spent then, leaders)."""
     history = plan.History()
+    leaders: list[tuple[int, dict[int, str | None]]] = []
 
     def launch(name: str) -> None:
         history.launches += 1
@@ -65,10 +67,12 @@ def run_study(
     for round_index in range(10_000):
         step = plan.plan_round(space, history, settings, round_index)
         if step.stop:
-            return history, step.stop
+            return history, step.stop, leaders
         launch(plan.BASELINE)
         for name in step.candidates:
             launch(name)
+        races = plan.races(history, settings)
+        leaders.append((history.launches, {c: races[c].leader for c in CONCURRENCY}))
     raise AssertionError("a study that never stops")
 
 
@@ -98,7 +102,8 @@ def main() -> None:
 
     rng = random.Random(args.seed)
     right = {c: 0 for c in CONCURRENCY}
-    all_right, launches, stops, started = 0, [], {}, time.monotonic()
+    to_find: dict[int, list[int]] = {c: [] for c in CONCURRENCY}
+    all_right, launches, stops, started = 0, [], {}, time.monotonic()  # type: ignore[var-annotated]
     for study in range(args.studies):
         settings = plan.Settings(
             concurrency=CONCURRENCY,
@@ -108,7 +113,7 @@ def main() -> None:
             seed=args.seed * 10_000 + study,
             patience=args.patience,
         )
-        history, stop = run_study(space, truth, settings, rng, args)
+        history, stop, leaders = run_study(space, truth, settings, rng, args)
         launches.append(history.launches)
         stops[stop] = stops.get(stop, 0) + 1
         ok = True
@@ -117,6 +122,14 @@ def main() -> None:
             hit = (truth[best.config][best.concurrency] or 0.0) >= top * (1 - args.tolerance)
             right[best.concurrency] += hit
             ok = ok and hit
+            if hit:  # launches after which the leader there was right to the end
+                found = history.launches
+                for spent, leader in reversed(leaders):
+                    name = leader[best.concurrency]
+                    if name is None or (truth[name][best.concurrency] or 0.0) < top * (1 - args.tolerance):
+                        break
+                    found = spent
+                to_find[best.concurrency].append(found)
         all_right += ok
     n = args.studies
     print(f"{n} studies in {time.monotonic() - started:.0f} s; stopped by {stops}")
@@ -125,7 +138,13 @@ def main() -> None:
         f" of the grid), median {statistics.median(launches):.0f}, max {max(launches)}"
     )
     for c in CONCURRENCY:
-        print(f"  right at c={c}: {right[c] / n:.1%}")
+        found = sorted(to_find[c])
+        p90 = found[int(0.9 * (len(found) - 1))] if found else 0
+        print(
+            f"  right at c={c}: {right[c] / n:.1%}; launches until its answer was right for good: median "
+            f"{statistics.median(found) if found else 0:.0f} ({statistics.median(found) / grid_launches:.0%} of the "
+            f"grid), p90 {p90}"
+        )
     print(f"right at every concurrency: {all_right / n:.1%}")
 
 

@@ -115,7 +115,7 @@ def _racing_picks(standings: Mapping[int, racing.Race], settings: Settings) -> l
         queue = [] if race.settled or race.leader == BASELINE else [str(race.leader)]
         queue += sorted(
             (str(name) for name in race.contenders if name != BASELINE),
-            key=lambda name: -race.standings[name].high,
+            key=lambda name: (-race.standings[name].high, name),
         )
         queues.append([name for name in queue if name not in queue[: queue.index(name)]])
     picks: list[str] = []
@@ -138,7 +138,7 @@ def _speedups(history: History, level: int) -> dict[str, float]:
     """Each measured config's speedup over the baseline at `level` (geometric means); failed configs score 0."""
     cells = history.at(level)
     base = cells.get(BASELINE)
-    scores = {name: 0.0 for name in history.failed}
+    scores = {name: 0.0 for name in sorted(history.failed)}  # sorted: the sampler sees trials in a fixed order
     if not base:
         return scores
     base_log = sum(math.log(v) for v in base) / len(base)
