@@ -24,16 +24,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import optuna
-
 from ..analysis import racing
 from .space import SearchSpace
 
 BASELINE = "baseline"  # the config key of the study's baseline in its measurements
 PRECISION, BUDGET, CANCELLED = "precision", "budget", "cancelled"
 _ASKS_PER_SLOT = 12  # Optuna proposals tried per free slot before a seeded pick among the unmeasured
-
-optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 @dataclass(frozen=True)
@@ -158,6 +154,9 @@ def _ask(
     taken: Sequence[str],
 ) -> str | None:
     """An unmeasured config Optuna proposes for `level` (None once every config was tried)."""
+    import optuna  # here, not at the top: every Django process imports the models, few plan a round (0.3 s)
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     untried = [n for n in space.names if n not in history.samples and n not in history.failed and n not in taken]
     if not untried:
         return None

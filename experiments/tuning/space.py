@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from optuna.distributions import BaseDistribution, CategoricalDistribution
-
 from .. import sweeps
 
 # Bounds of one study (field errors, not silent truncation): a space the budget cannot even sample a tenth of is a
@@ -49,8 +47,11 @@ class SearchSpace:
     def candidate(self, name: str) -> dict[str, Any]:
         return next(candidate for candidate in self.grid.candidates if candidate["name"] == name)
 
-    def distributions(self) -> dict[str, BaseDistribution]:
-        dists: dict[str, BaseDistribution] = {
+    def distributions(self) -> dict[str, Any]:
+        """Optuna's distributions of the space (optuna is imported here: see `plan._ask`)."""
+        from optuna.distributions import CategoricalDistribution
+
+        dists: dict[str, Any] = {
             _STEPS: CategoricalDistribution(self.sweep.steps),
             _TOPK: CategoricalDistribution(self.sweep.topk),
         }
