@@ -54,5 +54,6 @@ def test_the_study_page_follows_the_study_live(client, browser, live_web, log_in
         page.locator("#space [data-figure='space-figure-1']").scroll_into_view_if_needed()  # charts draw in view
         page.wait_for_selector("#space [data-figure='space-figure-1'][data-drawn]", timeout=15_000)
         assert "s1-k1-d2" in page.inner_text("#trials") and "measured" in page.inner_text("#trials")
+        assert page.inner_text("#study-state") == "running"
     finally:
         page.close()
