@@ -33,6 +33,7 @@ urlpatterns = [
     path("experiments/<int:experiment_id>/rerun/", experiments.rerun_experiment, name="rerun_experiment"),
     path("experiments/<int:experiment_id>/notes/", experiments.edit_experiment_notes, name="edit_experiment_notes"),
     path("experiments/<int:experiment_id>/schedule/", experiments.schedule_experiment, name="schedule_experiment"),
+    path("studies/", studies.study_list, name="study_list"),
     path("studies/new/", studies.study_new, name="study_new"),
     path("studies/<int:study_id>/", studies.study_detail, name="study_detail"),
     path("studies/<int:study_id>/cancel/", studies.cancel_study, name="cancel_study"),

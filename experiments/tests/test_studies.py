@@ -259,3 +259,16 @@ def test_it_stops_when_its_hours_are_spent_at_the_end_of_a_round(api, owner):
     study.refresh_from_db()
     assert (study.state, study.stop_reason) == (Study.State.FINISHED, "budget")
     assert study.studyround_set.count() == 1 and study.recommendation
+
+
+def test_it_lists_the_studies_in_a_fixed_number_of_queries(api, client, owner, outsider, django_assert_max_num_queries):
+    for _ in range(3):
+        _start(api, owner)
+    client.force_login(outsider)
+    assert client.get(reverse("study_list")).status_code == 403
+    client.force_login(owner)
+
+    with django_assert_max_num_queries(8):
+        page = client.get(reverse("study_list"))
+
+    assert page.content.count(b'class="state state-running"') == 3 and b"still running" in page.content

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -126,3 +127,16 @@ def _blank_forms() -> dict[str, Any]:
         "study_form": StudyForm(prefix="study", initial={"max_launches": 40}),
         "errors": {},
     }  # fmt: skip
+
+
+STUDIES_SHOWN = 200
+
+
+@requires("experiments.view_experiment")
+def study_list(request: HttpRequest) -> HttpResponse:
+    studies = (
+        Study.objects.select_related("host", "created_by")
+        .annotate(rounds=Count("studyround"))
+        .order_by("-created_at", "-id")[:STUDIES_SHOWN]
+    )
+    return render(request, "experiments/study_list.html", {"studies": studies})
