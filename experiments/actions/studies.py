@@ -8,6 +8,7 @@ its run, never create a round twice; and a round is planned from the runs alone,
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,8 @@ from ..models import AuditEvent, BenchmarkProfile, Run, ServerConfig, Study, Stu
 from ..tuning import plan, recommend
 from .audit import Actor, record_event
 from .experiments import do_create_experiment
+
+log = logging.getLogger(__name__)
 
 
 @transaction.atomic
@@ -68,11 +71,30 @@ def do_start_study(
 
 
 def advance_study_of_run(run: Run) -> None:
-    """Called when `run` ended: if it was the last live run of its study's current round, plan the next."""
+    """Called when `run` ended: if it was the last live run of its study's current round, plan the next.
+
+    In a savepoint: whatever goes wrong planning a round must not undo the record of the run's end; the beat's
+    `advance_stalled_studies` plans it again later."""
     round_ = StudyRound.objects.filter(experiment_id=run.experiment_id).only("study_id").first()
-    if round_ is not None:
-        do_advance_study(round_.study_id)
-        transaction.on_commit(lambda: broadcast.send_study_changed(round_.study_id))
+    if round_ is None:
+        return
+    try:
+        with transaction.atomic():
+            do_advance_study(round_.study_id)
+    except Exception:
+        log.exception("study %s: the next round was not planned (the beat tries again)", round_.study_id)
+    transaction.on_commit(lambda: broadcast.send_study_changed(round_.study_id))
+
+
+def advance_stalled_studies() -> list[int]:
+    """The running studies whose current round has ended and that got no next round (its planning failed, or the
+    run's end was recorded by an older version): plan it now. Idempotent like every advance."""
+    advanced = []
+    for study_id in Study.objects.filter(state=Study.State.RUNNING).values_list("pk", flat=True):
+        queued = do_advance_study(study_id)
+        if queued is not None or not Study.objects.filter(pk=study_id, state=Study.State.RUNNING).exists():
+            advanced.append(study_id)
+    return advanced
 
 
 @transaction.atomic
