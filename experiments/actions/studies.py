@@ -19,7 +19,7 @@ from .. import broadcast
 from ..models import AuditEvent, BenchmarkProfile, Run, ServerConfig, Study, StudyConfig, StudyRound
 from ..tuning import plan, recommend
 from .audit import Actor, record_event
-from .experiments import do_create_experiment
+from .experiments import do_create_experiment, save_submitted
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +42,8 @@ def do_start_study(
     seed: int,
 ) -> Study:
     """Save the (validated) configs of every point of the space, the study, and queue its first round."""
-    for config in (baseline, *candidates):
-        if config.pk is None:
-            config.created_by = actor.user
-            config.save()
     profile.launches = 1  # a round launches each of its configs once; rounds repeat what needs repeating
-    if profile.pk is None:
-        profile.created_by = actor.user
-        profile.save()
+    save_submitted(actor, [baseline, *candidates], profile)
     study = Study.objects.create(
         name=name,
         host=host,

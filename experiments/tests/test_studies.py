@@ -184,6 +184,7 @@ def test_it_turns_a_recommendation_into_a_confirming_experiment_or_a_pinned_base
     assert client.get(study.get_absolute_url() + "?part=live").content.count(b"<section") == 4
     redirect = client.post(reverse("confirm_recommendation", args=[study.pk, 1]))  # c = 8: the baseline alone
     assert Experiment.objects.get(pk=redirect.url.strip("/").split("/")[-1]).ordered_candidates() == []
+    assert client.post(reverse("confirm_recommendation", args=[study.pk, 9])).status_code == 404
     client.post(reverse("pin_recommendation", args=[study.pk, 0]))
     assert PinnedBaseline.objects.get(host=study.host).config.name == "s2-k1-d3"
     client.force_login(viewer)

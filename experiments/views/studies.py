@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -53,21 +53,25 @@ def cancel_study(request: HttpRequest, study_id: int) -> HttpResponse:
 @requires("experiments.add_experiment")
 def confirm_recommendation(request: HttpRequest, study_id: int, band: int) -> HttpResponse:
     """One click: a confirming experiment of a recommendation against the study's baseline."""
-    study = get_object_or_404(Study.objects.select_related("host", "profile", "baseline"), pk=study_id)
-    if band >= len(study.recommendation):
-        return HttpResponse("No such recommendation.", status=404)
+    study = _study_with_band(study_id, band)
     experiment = do_confirm_recommendation(study, band, actor=Actor.of(request))
     messages.success(request, "Confirming experiment queued.")
     return redirect(experiment)
+
+
+def _study_with_band(study_id: int, band: int) -> Study:
+    """The study, if it has a `band`-th recommendation (404 otherwise)."""
+    study = get_object_or_404(Study.objects.select_related("host", "profile", "baseline"), pk=study_id)
+    if band >= len(study.recommendation):
+        raise Http404("No such recommendation.")
+    return study
 
 
 @require_POST
 @requires("experiments.add_pinnedbaseline")
 def pin_recommendation(request: HttpRequest, study_id: int, band: int) -> HttpResponse:
     """One click: pin a recommendation as the team's baseline on the host for the study's profile."""
-    study = get_object_or_404(Study.objects.select_related("host", "profile", "baseline"), pk=study_id)
-    if band >= len(study.recommendation):
-        return HttpResponse("No such recommendation.", status=404)
+    study = _study_with_band(study_id, band)
     config = recommended_config(study, band)
     do_pin_baseline(host=study.host, profile=study.profile, config=config, actor=Actor.of(request))
     messages.success(request, f"{config.name} is now the pinned baseline on {study.host.name} for this profile.")
