@@ -169,7 +169,8 @@ def _ask(
     )
     study = optuna.create_study(direction="maximize", sampler=sampler)
     dists = space.distributions()
-    for name, value in _speedups(history, level).items():
+    speedups = _speedups(history, level)
+    for name, value in speedups.items():
         study.add_trial(optuna.trial.create_trial(params=space.params_of(name), distributions=dists, value=value))
     for name in taken:  # already in this round: pending, so the sampler looks elsewhere
         study.add_trial(
@@ -183,6 +184,6 @@ def _ask(
         if proposed in untried:
             return proposed
         # Refused by SGLang's rules (scores 0, so the sampler learns the corner) or measured already.
-        known = _speedups(history, level).get(proposed, 0.0) if proposed else 0.0
+        known = speedups.get(proposed, 0.0) if proposed else 0.0
         study.tell(trial, known)
     return untried[seed % len(untried)]
