@@ -291,6 +291,7 @@ SPECDASH_WEBHOOK_HOSTS = tuple(_env_list("SPECDASH_WEBHOOK_HOSTS", ""))
 CELERY_BEAT_SCHEDULE = {
     "reattach-stale-runs": {"task": "workers.tasks.reattach_stale_runs", "schedule": SPECDASH_REATTACH_EVERY},
     "wake-idle-hosts": {"task": "workers.tasks.wake_idle_hosts", "schedule": SPECDASH_WAKE_EVERY},
+    "advance-studies": {"task": "workers.tasks.advance_studies", "schedule": SPECDASH_WAKE_EVERY},
     "read-host-gpus": {"task": "workers.tasks.read_host_gpus", "schedule": SPECDASH_GPU_READ_EVERY},
     "launch-scheduled-experiments": {
         "task": "workers.tasks.launch_scheduled_experiments",

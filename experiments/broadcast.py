@@ -23,6 +23,10 @@ def experiment_group(experiment_id: int) -> str:
     return f"experiment-{experiment_id}"
 
 
+def study_group(study_id: int) -> str:
+    return f"study-{study_id}"
+
+
 def user_group(user_id: int) -> str:
     """A user's open pages (browser notifications)."""
     return f"user-{user_id}"
@@ -60,6 +64,11 @@ async def send_run_facts(run_id: int, decode: list[dict[str, Any]], metrics: dic
 
 def send_run_state(run: Run) -> None:
     async_to_sync(_send)(run_state_event(run), run_group(run.pk), experiment_group(run.experiment_id))
+
+
+def send_study_changed(study_id: int) -> None:
+    """A trial of the study ended, a round was queued or the study stopped: its page re-reads the study."""
+    async_to_sync(_send)({"type": "study.changed", "study": study_id}, study_group(study_id))
 
 
 def send_notification(user_id: int, notification: dict[str, str]) -> None:

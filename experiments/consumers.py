@@ -9,7 +9,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from . import broadcast
-from .models import Experiment, LogChunk, Run
+from .models import Experiment, LogChunk, Run, Study
 
 REPLAY_PAGE = 5000
 
@@ -96,6 +96,27 @@ class ExperimentConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({**event, "type": "state"})
 
 
+class StudyConsumer(AsyncJsonWebsocketConsumer):
+    """Tells a study's page that the study changed (a trial ended, a round was queued, it stopped)."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        self.study_id = int(self.scope["url_route"]["kwargs"]["study_id"])
+        if not await _may_view(user, "experiments.view_experiment") or not await _study_exists(self.study_id):
+            await self.close(code=4403)
+            return
+        self.group = broadcast.study_group(self.study_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def study_changed(self, event: dict[str, Any]) -> None:
+        await self.send_json({**event, "type": "changed"})
+
+
 class NotificationConsumer(AsyncJsonWebsocketConsumer):
     """A user's browser notifications, to each page they have open (the page shows them if they allowed it)."""
 
@@ -137,3 +158,8 @@ def _run_exists(run_id: int) -> bool:
 @database_sync_to_async
 def _experiment_exists(experiment_id: int) -> bool:
     return Experiment.objects.filter(pk=experiment_id).exists()
+
+
+@database_sync_to_async
+def _study_exists(study_id: int) -> bool:
+    return Study.objects.filter(pk=study_id).exists()

@@ -43,6 +43,7 @@ MAX_COMBINATIONS = 1024
 # SGLang's EnvBool reads these as true (any case).
 _TRUE = {"1", "true", "yes", "on"}
 _ATTENTION_BACKEND_FLAGS = ("--attention-backend", "--decode-attention-backend", "--prefill-attention-backend")
+_RANGE = re.compile(r"(\d{1,4})\s*(?:-|\.\.)\s*(\d{1,4})")
 _FLAG_NAME = re.compile(r"\A--[A-Za-z0-9][A-Za-z0-9-]*\Z")
 
 # What a launch costs when the host has no history: connect, preflight, weights, CUDA graphs, verify and teardown
@@ -129,8 +130,8 @@ class Estimate:
 
 
 def parse_numbers(value: Any, field: str) -> tuple[int, ...]:
-    """A list of whole numbers within the field's bounds: "1, 2 3" as typed, or a JSON list. Sorted, without
-    repeats; empty when nothing is given."""
+    """A list of whole numbers within the field's bounds: "1, 2 3" or ranges "1-4, 6..8" as typed, or a JSON list
+    (of numbers or such strings). Sorted, without repeats; empty when nothing is given."""
     low, high = NUMBER_BOUNDS[field]
     if value is None or value == "":
         return ()
@@ -140,10 +141,18 @@ def parse_numbers(value: Any, field: str) -> tuple[int, ...]:
         items = value
     else:
         raise SweepError(field, "Give a list of whole numbers, e.g. 1, 2, 3.")
-    numbers = set()
+    numbers: set[int] = set()
     for item in items:
         if isinstance(item, bool) or not isinstance(item, (int, str)):
             raise SweepError(field, f"{str(item)[:20]!r} is not a whole number.")
+        text = item.strip() if isinstance(item, str) else ""
+        span = _RANGE.fullmatch(text)
+        if span is not None:  # "2-5" or "2..5": both ends within the bounds, so the range is short
+            first, last = int(span[1]), int(span[2])
+            if not (low <= first <= high and low <= last <= high) or first > last:
+                raise SweepError(field, f"{text[:20]!r}: a range within {low}..{high}, low to high.")
+            numbers.update(range(first, last + 1))
+            continue
         try:
             number = int(item)
         except ValueError:
@@ -381,3 +390,8 @@ def estimate(candidates: int, launches_per_config: int, seconds_per_launch: floa
     configs = candidates + 1
     launches = configs * launches_per_config
     return Estimate(configs, launches, seconds_per_launch, launches * seconds_per_launch)
+
+
+def flag_value(args: list[str], flag: str) -> str | None:
+    """The value the last `flag` in `args` sets, or None (what a varied flag of a candidate is set to)."""
+    return _flag_value(args, flag)

@@ -1,6 +1,18 @@
 from django.urls import path
 
-from .views import compare, configs, environments, experiments, flags, hosts, notifications, runs, team, tokens
+from .views import (
+    compare,
+    configs,
+    environments,
+    experiments,
+    flags,
+    hosts,
+    notifications,
+    runs,
+    studies,
+    team,
+    tokens,
+)
 
 urlpatterns = [
     path("", experiments.experiment_list, name="experiment_list"),
@@ -21,6 +33,12 @@ urlpatterns = [
     path("experiments/<int:experiment_id>/rerun/", experiments.rerun_experiment, name="rerun_experiment"),
     path("experiments/<int:experiment_id>/notes/", experiments.edit_experiment_notes, name="edit_experiment_notes"),
     path("experiments/<int:experiment_id>/schedule/", experiments.schedule_experiment, name="schedule_experiment"),
+    path("studies/", studies.study_list, name="study_list"),
+    path("studies/new/", studies.study_new, name="study_new"),
+    path("studies/<int:study_id>/", studies.study_detail, name="study_detail"),
+    path("studies/<int:study_id>/cancel/", studies.cancel_study, name="cancel_study"),
+    path("studies/<int:study_id>/confirm/<int:band>/", studies.confirm_recommendation, name="confirm_recommendation"),
+    path("studies/<int:study_id>/pin/<int:band>/", studies.pin_recommendation, name="pin_recommendation"),
     path("compare/", compare.compare, name="compare"),
     path("runs/<int:run_id>/", runs.run_detail, name="run_detail"),
     path("runs/<int:run_id>/diff/", environments.run_diff, name="run_diff"),

@@ -161,7 +161,7 @@ class Engine:
     def submit(self, req: Request) -> None:
         if self.cfg.algorithm:
             p = min(0.99, max(0.01, self.rng.gauss(self.accept_p, self.accept_spread)))
-            req.p = speed.effective_p(p, self.cfg.topk, self.params.topk_gain)
+            req.p = speed.effective_p(p, self.cfg.branches, self.params.topk_gain)
         self.waiting.append(req)
         self._idle.clear()
         self._wake.set()

@@ -6,6 +6,7 @@ Kept free of aiohttp and asyncio so spawning eight of them stays cheap.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -293,7 +294,8 @@ class _Rank:
         self.log("Load weight end. " + ", ".join(parts))
 
     def _maybe_oom(self, phase: str) -> None:
-        if "oom_capture" in self.job.faults:
+        cfg = speed.SpecConfig.from_server_args(argparse.Namespace(**self.a))
+        if "oom_capture" in self.job.faults or not cfg.fits_graph_memory:
             self.sleep(phase, 0.5)
             self.fail(tracebacks.oom_traceback(self.gpu_index, self.ver))
 

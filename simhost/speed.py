@@ -29,6 +29,10 @@ def _default_verify_ms() -> dict[int, float]:
     return {1: 12.0, 2: 15.0, 3: 17.1, 4: 31.6, 5: 33.9, 6: 36.2, 7: 38.5, 8: 40.8}
 
 
+# topk x draft tokens above which the target-verify graph capture runs out of memory (see fits_graph_memory).
+GRAPH_TREE_LIMIT = 32
+
+
 @dataclass(frozen=True)
 class SpeedParams:
     verify_ms: dict[int, float] = field(default_factory=_default_verify_ms)
@@ -82,6 +86,22 @@ class SpecConfig:
     def max_accepted_drafts(self) -> int:
         return min(self.num_steps, self.num_draft_tokens - 1) if self.algorithm else 0
 
+    @property
+    def branches(self) -> float:
+        """The top-k branches the verify step really checks per depth: a tree of topk x steps candidates is cut to
+        draft tokens - 1 of them, so topk 4 with 3 draft tokens at 2 steps checks one branch per depth (topk 1's
+        gain) and pays the wider draft for nothing. Ties steps, topk and draft tokens together."""
+        if not self.algorithm or self.topk <= 1 or self.num_steps < 1:
+            return 1.0
+        return max(1.0, min(float(self.topk), (self.num_draft_tokens - 1) / self.num_steps))
+
+    @property
+    def fits_graph_memory(self) -> bool:
+        """False where capturing the target-verify CUDA graphs runs out of memory: their buffers grow with
+        topk x draft tokens per request (the tree mask and logits), past what an 8 x H200 kimi-k2.5 leaves free
+        at the default --mem-fraction-static. Without CUDA graphs nothing is captured."""
+        return not self.algorithm or not self.cuda_graph or self.topk * self.num_draft_tokens <= GRAPH_TREE_LIMIT
+
 
 def forward_ms(params: SpeedParams, tokens_per_req: int, bs: int) -> float:
     table = params.verify_ms
@@ -125,8 +145,9 @@ def prefill_ms(params: SpeedParams, cfg: SpecConfig, new_tokens: int) -> float:
     return ms
 
 
-def effective_p(p: float, topk: int, gain: float) -> float:
-    """Per-position acceptance with top-k branches: more candidates, more chances one matches."""
+def effective_p(p: float, topk: float, gain: float) -> float:
+    """Per-position acceptance with top-k branches (`SpecConfig.branches`): more candidates, more chances one
+    matches."""
     return 1 - (1 - p) ** (1 + gain * (topk - 1))
 
 
@@ -160,7 +181,17 @@ def expected_output_throughput(
 
     The prefill emits the first token; each of the `concurrency` prefills stalls everyone's decoding.
     """
-    p = effective_p(params.accept_p, cfg.topk, params.topk_gain) if cfg.algorithm else 0.0
+    p = effective_p(params.accept_p, cfg.branches, params.topk_gain) if cfg.algorithm else 0.0
     iters = expected_iterations(p, cfg.max_accepted_drafts, output_len - 1)
     total_ms = concurrency * prefill_ms(params, cfg, input_len) + iters * iteration_ms(params, cfg, concurrency)
     return concurrency * output_len / total_ms * 1000
+
+
+def ground_truth(
+    cfg: SpecConfig, concurrency: int, input_len: int = 128, output_len: int = 128, params: SpeedParams | None = None
+) -> float | None:
+    """The true mean output tok/s of `cfg` at `concurrency` (no noise), or None where the server cannot start
+    (graph capture out of memory). What a benchmark scores an auto-tuning study against; see the README's table."""
+    if not cfg.fits_graph_memory:
+        return None
+    return expected_output_throughput(params or SpeedParams(), cfg, input_len, output_len, concurrency)

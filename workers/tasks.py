@@ -17,6 +17,7 @@ from experiments.actions.experiments import do_launch_scheduled_experiment
 from experiments.actions.hosts import do_store_gpu_reading, do_store_model_inventory
 from experiments.actions.notifications import do_deliver
 from experiments.actions.runs import do_abandon_run, do_claim_next_run, do_take_over_run
+from experiments.actions.studies import advance_stalled_studies
 from experiments.models import Delivery, Experiment, Host, Run
 
 from . import hosts
@@ -105,6 +106,14 @@ def launch_scheduled_experiments() -> list[int]:
         if do_launch_scheduled_experiment(experiment, now=now):
             launched.append(experiment.pk)
     return launched
+
+
+@shared_task(name="workers.tasks.advance_studies", time_limit=SWEEP_TIME_LIMIT)
+def advance_studies() -> list[int]:
+    """Periodic (beat): plan the next round of every study whose round ended without one (normally planned in
+    the transaction that records the round's last run's end)."""
+    close_old_connections()
+    return advance_stalled_studies()
 
 
 @shared_task(name="workers.tasks.read_host_gpus", time_limit=PROBE_TIME_LIMIT)

@@ -25,6 +25,8 @@ PURE = (
     "experiments.model_checks",
     "experiments.notes",
     "experiments.sweeps",
+    "experiments.study_charts",
+    "experiments.tuning",
     "experiments.remedies",
     "experiments.run_facts",
     "experiments.notification_texts",

@@ -26,13 +26,7 @@ def do_create_experiment(
     run_candidates_without_baseline: bool = False,
 ) -> Experiment:
     """Save the (validated, unsaved or saved) configs and profile, the experiment and its queued runs."""
-    for config in (baseline, *candidates):
-        if config.pk is None:
-            config.created_by = actor.user
-            config.save()
-    if profile.pk is None:
-        profile.created_by = actor.user
-        profile.save()
+    save_submitted(actor, [baseline, *candidates], profile)
     experiment = Experiment.objects.create(
         name=name,
         host=host,
@@ -47,6 +41,17 @@ def do_create_experiment(
     runs = _queue_runs(experiment, [baseline, *candidates], profile.launches, first_sequence=0, first_launch=0)
     record_event(actor, AuditEvent.Action.SUBMIT, experiment, host=host.name, runs=len(runs))
     return experiment
+
+
+def save_submitted(actor: Actor, configs: Sequence[ServerConfig], profile: BenchmarkProfile) -> None:
+    """Save those of a submission's (validated) configs and profile that are new, as the actor's."""
+    for config in configs:
+        if config.pk is None:
+            config.created_by = actor.user
+            config.save()
+    if profile.pk is None:
+        profile.created_by = actor.user
+        profile.save()
 
 
 @transaction.atomic

@@ -19,6 +19,7 @@ from .confirmations import queue_confirmation_again
 from .experiments import _queue_runs
 from .hosts import do_release_host
 from .notifications import notify_if_experiment_ended
+from .studies import advance_study_of_run
 
 
 @transaction.atomic
@@ -27,6 +28,7 @@ def do_cancel_run(run: Run, actor: Actor) -> bool:
     if _cancel_queued_run(run, cancel_requested=True):
         _skip_round_without_baseline(run)
         notify_if_experiment_ended(run.experiment_id)
+        advance_study_of_run(run)
     else:
         updated = Run.objects.filter(pk=run.pk, cancel_requested=False).exclude(state__in=Run.TERMINAL_STATES)
         if updated.update(cancel_requested=True) != 1:
@@ -93,6 +95,7 @@ def do_advance_run(run: Run, state: str, **facts: Any) -> None:
         queue_confirmation_again(run)
     if state in Run.TERMINAL_STATES:
         notify_if_experiment_ended(run.experiment_id)
+        advance_study_of_run(run)
 
 
 def _skip_round_without_baseline(run: Run) -> None:

@@ -58,7 +58,7 @@ class SweepForm(forms.Form):
     `base_prefix` on the page). Valid, it holds the grid and one config form per candidate (`candidate_forms`)."""
 
     speculative_num_steps = NumberListField(
-        varies=sweeps.STEPS, label="Steps", help_text="comma-separated, e.g. 1, 2, 3"
+        varies=sweeps.STEPS, label="Steps", help_text="comma-separated or ranges, e.g. 1, 2, 3 or 1-4"
     )
     speculative_eagle_topk = NumberListField(varies=sweeps.TOPK, label="Topk", help_text="e.g. 1, 2, 4")
     speculative_num_draft_tokens = NumberListField(

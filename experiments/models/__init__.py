@@ -11,6 +11,7 @@ from .hosts import KEY_FILE_NAME, Host, HostQuerySet, SshKey
 from .notifications import Delivery, DeliveryQuerySet, Event, Subscription, SubscriptionQuerySet
 from .review import Flag, FlagComment, FlagQuerySet, FlagSeries, PinnedBaseline, PinnedBaselineQuerySet
 from .runs import LogChunk, LogChunkQuerySet, Measurement, Run, RunQuerySet
+from .studies import Study, StudyConfig, StudyRound
 from .suspicions import SuspectSeries, Suspicion, SuspicionQuerySet
 from .tokens import ApiToken, ApiTokenQuerySet
 
@@ -47,6 +48,9 @@ __all__ = [
     "ServerConfig",
     "ServerConfigQuerySet",
     "SshKey",
+    "Study",
+    "StudyConfig",
+    "StudyRound",
     "Subscription",
     "SubscriptionQuerySet",
     "SuspectSeries",

@@ -47,6 +47,8 @@ class AuditEvent(models.Model):
         TOKEN_REVOKE = "token.revoke"
         SUBSCRIBE = "notifications.subscribe"
         UNSUBSCRIBE = "notifications.unsubscribe"
+        STUDY_START = "study.start"
+        STUDY_CANCEL = "study.cancel"
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")

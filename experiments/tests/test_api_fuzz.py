@@ -29,9 +29,14 @@ from schemathesis import GenerationMode
 from schemathesis.core.result import Err
 from schemathesis.python.wsgi import get_client as schemathesis_client
 
+from experiments.actions.audit import Actor
+from experiments.actions.studies import do_start_study
+from experiments.api.base import config_data, profile_data
+from experiments.forms.studies import StudySubmission
+from experiments.forms.sweeps import SweepForm
 from experiments.models import ApiToken, Host, Run
 
-from .factories import make_config, make_eagle_config, make_experiment, make_host, make_log, make_measurement
+from .factories import MODELS, make_config, make_eagle_config, make_experiment, make_host, make_log, make_measurement
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -66,12 +71,29 @@ def seeded() -> dict[str, int]:
         make_log(run, [["loading", "ready"], ["Decode batch. #running-req: 1"]])
     # other_id: the second of a diff (of two runs, or of two experiments: this one with itself).
     other_id = runs[-1].pk
+    target = {"model_path": f"{MODELS}/kimi-k2.5-sim", "tp_size": 8}
+    eagle = {
+        **target,
+        "speculative_algorithm": "EAGLE3",
+        "speculative_draft_model_path": f"{MODELS}/kimi-k2.5-sim-eagle3",
+    }
+    study = StudySubmission(
+        {"name": "fuzz study", "host": host.name},
+        config_data({**target, "name": "study baseline"}, "baseline"),
+        profile_data({"concurrency": [1], "num_prompts": 4, "input_len": 16, "output_len": 16}),
+        {"max_launches": 6, "tolerance": 0.02, "round_size": 2},
+        sweep=SweepForm(
+            {"speculative_num_steps": [1, 2], "speculative_eagle_topk": [1]}, base_data=config_data(eagle, "")
+        ),
+    )
+    assert study.is_valid(), study.errors
     return {
         "host_id": host.pk,
         "experiment_id": experiment.pk,
         "run_id": runs[0].pk,
         "config_id": candidate.pk,
         "other_id": other_id,
+        "study_id": do_start_study(actor=Actor.command(), **study.study_fields()).pk,
     }
 
 

@@ -146,7 +146,14 @@ def test_it_says_why_a_grid_cannot_be_submitted():
 
 @pytest.mark.parametrize(
     "value, parsed",
-    [("3, 1 2,2", (1, 2, 3)), ([4, "2"], (2, 4)), ("", ()), (None, ())],
+    [
+        ("3, 1 2,2", (1, 2, 3)),
+        ([4, "2"], (2, 4)),
+        ("", ()),
+        (None, ()),
+        ("1-3, 6..7", (1, 2, 3, 6, 7)),
+        (["2-4"], (2, 3, 4)),
+    ],
 )
 def test_it_parses_number_lists_as_typed_or_sent(value, parsed):
     assert sweeps.parse_numbers(value, sweeps.STEPS) == parsed
@@ -161,6 +168,8 @@ def test_it_parses_number_lists_as_typed_or_sent(value, parsed):
         ([True], "not a whole number"),
         ([1.5], "not a whole number"),
         ({"a": 1}, "list of whole numbers"),
+        ("3-1", "a range within 1..16"),
+        ("1-99", "a range within 1..16"),
     ],
 )
 def test_it_refuses_bad_number_lists(value, message):

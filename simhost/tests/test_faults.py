@@ -14,7 +14,7 @@ import pytest
 
 from simhost import gpu
 
-from .conftest import DRAFT_131K, EAGLE3_2STEP
+from .conftest import DRAFT, DRAFT_131K, EAGLE3_2STEP
 
 EAGLE3_131K = [a if a != EAGLE3_2STEP[3] else DRAFT_131K for a in EAGLE3_2STEP]
 
@@ -189,6 +189,13 @@ def test_it_runs_out_of_memory_during_graph_capture(launch):
     text = server.text()
     assert "Exception: Capture cuda graph failed: CUDA out of memory." in text
     assert "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)" in text
+
+
+def test_it_runs_out_of_memory_at_a_wide_draft_tree_without_any_fault(launch):
+    tree = ["--speculative-num-steps", "3", "--speculative-eagle-topk", "8", "--speculative-num-draft-tokens", "8"]
+    server = launch("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", DRAFT, "--tp", "8", *tree)
+    assert server.proc.wait(10) == -signal.SIGKILL
+    assert "Exception: Capture cuda graph failed: CUDA out of memory." in server.text()
 
 
 def test_it_drops_env_vars_from_the_schedulers(launch):

@@ -39,6 +39,26 @@ def test_it_reproduces_the_concurrency_1_throughputs():
     assert tput(speed.SpecConfig("EAGLE3", 2, 1, 3, overlap=True)) > tput(EAGLE3_2)
 
 
+def test_it_has_a_ground_truth_whose_best_config_changes_with_concurrency():
+    def best(c: int) -> tuple[int, int, int] | None:
+        truth = {
+            (s, k, d): speed.ground_truth(speed.SpecConfig("EAGLE3", s, k, d, overlap=False), c)
+            for s in (1, 2, 3, 4)
+            for k in (1, 2, 4, 8)
+            for d in ((s + 1,) if k == 1 else (2, 3, 4, 6, 8))
+        }
+        top = max(truth, key=lambda key: truth[key] or 0.0)
+        return top if (truth[top] or 0.0) > speed.ground_truth(BASELINE, c) else None  # type: ignore[operator]
+
+    assert best(1)[:1] == (2,) and best(4) == (1, 1, 2) and best(8) is None  # type: ignore[index]
+    # The draft tree only pays its width when draft tokens cover its branches; too wide a tree runs out of memory.
+    narrow, covered = speed.SpecConfig("EAGLE3", 1, 2, 2), speed.SpecConfig("EAGLE3", 1, 2, 3)
+    assert (narrow.branches, covered.branches, speed.SpecConfig("EAGLE3", 2, 1, 3).branches) == (1.0, 2.0, 1.0)
+    assert speed.ground_truth(speed.SpecConfig("EAGLE3", 3, 8, 8), 1) is None
+    assert speed.ground_truth(speed.SpecConfig("EAGLE3", 3, 8, 8, cuda_graph=False), 1) is not None
+    assert speed.ground_truth(EAGLE3_2, 1) == pytest.approx(94, rel=0.01)
+
+
 def test_it_matches_the_simulated_acceptance_to_the_formula():
     rng = random.Random(1)
     draws = [speed.draw_accepted(rng, 0.62, 2) + 1 for _ in range(50000)]

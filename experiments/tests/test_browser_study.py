@@ -1,0 +1,59 @@
+"""A study's page in a real browser: it follows the study live (a round's end re-reads its sections and draws the
+search space) without a reload."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+
+from experiments.models import ApiToken, Study
+
+from .factories import make_host
+from .test_studies import BODY, TRUTH, _finish_round
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def _end_round(study: Study) -> None:
+    _finish_round(study, {**TRUTH, "s3-k1-d4": {1: 70.0, 8: 400.0}}, jitter=0.002)  # every config measured
+    connection.close()
+
+
+def _in_a_thread(target, *args) -> None:
+    """(Playwright's event loop runs in this thread, and the broadcast after a commit is sync.)"""
+    thread = threading.Thread(target=target, args=args)
+    thread.start()
+    thread.join()
+
+
+def test_the_study_page_follows_the_study_live(client, browser, live_web, log_in, browser_user):
+    _, token = ApiToken.issue(browser_user)
+    host = make_host()
+    answers = []
+
+    def start() -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        answers.append(client.post("/api/studies", {**BODY, "host": host.name}, content_type="application/json",
+                                   headers=headers))  # fmt: skip
+        connection.close()
+
+    _in_a_thread(start)
+    study = Study.objects.get(pk=answers[0].json()["id"])
+    page = browser.new_page()
+    try:
+        log_in(page)
+        page.goto(f"{live_web}{study.get_absolute_url()}")
+        assert page.inner_text("#study-budget strong") == "0"
+        page.wait_for_timeout(500)  # the page's websocket connects
+
+        _in_a_thread(_end_round, study)
+
+        page.wait_for_function("() => document.querySelector('#study-budget strong').textContent === '3'")
+        page.locator("#space [data-figure='space-figure-1']").scroll_into_view_if_needed()  # charts draw in view
+        page.wait_for_selector("#space [data-figure='space-figure-1'][data-drawn]", timeout=15_000)
+        assert "s1-k1-d2" in page.inner_text("#trials") and "measured" in page.inner_text("#trials")
+        assert page.inner_text("#study-state") == "running"
+    finally:
+        page.close()

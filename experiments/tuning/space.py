@@ -1,0 +1,97 @@
+"""The search space of an auto-tuning study (pure): a sweep's value lists (`sweeps.Sweep`) over one candidate
+config, the configs SGLang would run (`sweeps.build_grid`, so its rules and refusals are the sweep's own), and the
+same space as Optuna distributions, one categorical per varied parameter.
+
+A config is known by its candidate name (`s2-k1`, `s2-k4-d6 NCCL_PROTO=LL`): unique in the grid, readable on a
+page, stable across rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .. import sweeps
+
+# Bounds of one study (field errors, not silent truncation): a space the budget cannot even sample a tenth of is a
+# typing slip.
+MAX_SPACE = 400
+
+_STEPS, _TOPK, _DRAFT = "steps", "topk", "draft_tokens"
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    sweep: sweeps.Sweep
+    grid: sweeps.Grid
+    by_values: dict[tuple[Any, ...], str]  # (steps, topk, draft tokens run, flags..., env...) -> candidate name
+
+    @classmethod
+    def build(cls, base: Mapping[str, Any], sweep: sweeps.Sweep) -> SearchSpace:
+        """Raises `sweeps.SweepError` for a space without a valid config or larger than MAX_SPACE."""
+        grid = sweeps.build_grid(base, sweep)
+        if not grid.candidates:
+            raise sweeps.SweepError("", grid.refusal(1) or "No valid config in this space.")
+        if len(grid.candidates) > MAX_SPACE:
+            raise sweeps.SweepError(
+                "", f"The space holds {len(grid.candidates)} configs; at most {MAX_SPACE}: shorten a value list."
+            )
+        by_values = {_values_key(candidate, sweep): candidate["name"] for candidate in grid.candidates}
+        return cls(sweep, grid, by_values)
+
+    @property
+    def names(self) -> list[str]:
+        return [candidate["name"] for candidate in self.grid.candidates]
+
+    def candidate(self, name: str) -> dict[str, Any]:
+        return next(candidate for candidate in self.grid.candidates if candidate["name"] == name)
+
+    def distributions(self) -> dict[str, Any]:
+        """Optuna's distributions of the space (optuna is imported here: see `plan._ask`)."""
+        from optuna.distributions import CategoricalDistribution
+
+        dists: dict[str, Any] = {
+            _STEPS: CategoricalDistribution(self.sweep.steps),
+            _TOPK: CategoricalDistribution(self.sweep.topk),
+        }
+        if self.sweep.draft_tokens:
+            dists[_DRAFT] = CategoricalDistribution(self.sweep.draft_tokens)
+        for prefix, varied in (("flag", self.sweep.flags), ("env", self.sweep.env)):
+            for name, values in varied:
+                dists[f"{prefix}:{name}"] = CategoricalDistribution(values)
+        return dists
+
+    def name_of(self, params: Mapping[str, Any]) -> str | None:
+        """The config Optuna's `params` stand for, None where SGLang would refuse it (topk 1 runs steps + 1 draft
+        tokens whatever is asked, so those collapse to one config)."""
+        steps, topk = int(params[_STEPS]), int(params[_TOPK])
+        draft = steps + 1 if topk == 1 else params.get(_DRAFT)
+        flags = tuple(params[f"flag:{name}"] for name, _ in self.sweep.flags)
+        env = tuple(params[f"env:{name}"] for name, _ in self.sweep.env)
+        return self.by_values.get((steps, topk, draft, *flags, *env))
+
+    def params_of(self, name: str) -> dict[str, Any]:
+        """Optuna params of a config (for topk 1, the draft-token value SGLang runs if the list has it, else the
+        list's first)."""
+        candidate = self.candidate(name)
+        params: dict[str, Any] = {
+            _STEPS: candidate[sweeps.STEPS],
+            _TOPK: candidate[sweeps.TOPK],
+        }
+        if self.sweep.draft_tokens:
+            draft = candidate[sweeps.DRAFT]
+            params[_DRAFT] = draft if draft in self.sweep.draft_tokens else self.sweep.draft_tokens[0]
+        args = list(candidate.get("extra_args") or [])
+        for flag, _ in self.sweep.flags:
+            params[f"flag:{flag}"] = sweeps.flag_value(args, flag)
+        for env_name, _ in self.sweep.env:
+            params[f"env:{env_name}"] = (candidate.get("env") or {})[env_name]
+        return params
+
+
+def _values_key(candidate: Mapping[str, Any], sweep: sweeps.Sweep) -> tuple[Any, ...]:
+    args = list(candidate.get("extra_args") or [])
+    flags = tuple(sweeps.flag_value(args, flag) for flag, _ in sweep.flags)
+    env = tuple((candidate.get("env") or {}).get(name) for name, _ in sweep.env)
+    return (candidate[sweeps.STEPS], candidate[sweeps.TOPK], candidate[sweeps.DRAFT], *flags, *env)
