@@ -1,6 +1,18 @@
 from django.urls import path
 
-from .views import compare, configs, environments, experiments, flags, hosts, notifications, runs, team, tokens
+from .views import (
+    compare,
+    configs,
+    environments,
+    experiments,
+    flags,
+    hosts,
+    notifications,
+    prompts,
+    runs,
+    team,
+    tokens,
+)
 
 urlpatterns = [
     path("", experiments.experiment_list, name="experiment_list"),
@@ -33,6 +45,9 @@ urlpatterns = [
     path("configs/search.json", configs.config_search, name="config_search"),
     path("configs/<int:config_id>/", configs.config_detail, name="config_detail"),
     path("profiles/search.json", configs.profile_search, name="profile_search"),
+    path("prompt-sets/", prompts.prompt_set_list, name="prompt_set_list"),
+    path("prompt-sets/new/", prompts.create_prompt_set, name="create_prompt_set"),
+    path("prompt-sets/<int:prompt_set_id>/", prompts.prompt_set_detail, name="prompt_set_detail"),
     path("hosts/", hosts.host_list, name="host_list"),
     path("hosts/new/", hosts.host_new, name="host_new"),
     path("hosts/<int:host_id>/", hosts.host_detail, name="host_detail"),

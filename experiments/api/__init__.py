@@ -1,7 +1,7 @@
 """The JSON API (DESIGN.md contract), one module per noun like the pages. Adapters only: validation lives in forms,
 changes in actions. Importing the modules registers their routes on the one `api`."""
 
-from . import compare, configs, environments, experiments, hosts, runs, sweeps  # noqa: F401  (registers the routes)
+from . import compare, configs, environments, experiments, hosts, prompts, runs, sweeps  # noqa: F401  (registers the routes)
 from .base import api
 
 __all__ = ["api"]

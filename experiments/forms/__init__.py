@@ -6,6 +6,7 @@ One module per concern; everything is importable from `experiments.forms`.
 from .configs import BenchmarkProfileForm, ServerConfigForm
 from .hosts import HostForm, SshKeyForm
 from .notes import ExperimentNotesForm, RunNotesForm
+from .prompts import PromptSetUploadForm
 from .review import FlagBulkTriageForm, FlagTriageForm, RerunForm, ScheduleForm
 from .submission import (
     ExperimentForm,
@@ -38,6 +39,7 @@ __all__ = [
     "FlagBulkTriageForm",
     "FlagTriageForm",
     "HostForm",
+    "PromptSetUploadForm",
     "RerunForm",
     "RunNotesForm",
     "ScheduleForm",

@@ -304,6 +304,7 @@ class BenchmarkProfileForm(forms.ModelForm):
     class Meta:
         model = BenchmarkProfile
         fields = [
+            "prompt_set",
             "input_len",
             "output_len",
             "num_prompts",
@@ -311,6 +312,8 @@ class BenchmarkProfileForm(forms.ModelForm):
             "passes",
             "launches",
             "seed",
+            "temperature",
+            "top_p",
             "request_timeout_s",
             "readiness_timeout_s",
             "stall_timeout_s",
@@ -325,6 +328,7 @@ class BenchmarkProfileForm(forms.ModelForm):
         "passes": (1, 50),
         "launches": (1, 50),
         "seed": (-(2**31), 2**31 - 1),  # the column's range; the client seeds Python's random with it
+        "temperature": (0, 2),
         "request_timeout_s": (1, 24 * 3600),
         "readiness_timeout_s": (10, 24 * 3600),
         "stall_timeout_s": (5, 24 * 3600),
@@ -337,6 +341,9 @@ class BenchmarkProfileForm(forms.ModelForm):
             )
         super().__init__(*args, **kwargs)
         self.fields["passes"].help_text = "passes × launches ≥ 2 for an interval and a verdict"
+        self.fields["prompt_set"].empty_label = "random token ids (seeded)"  # type: ignore[attr-defined]
+        # Optional when posted (a form of before prompt sets, a script): greedy on every token, as before.
+        self.fields["temperature"].required = self.fields["top_p"].required = False
 
     def warnings(self) -> list[str]:
         """What the (valid) profile lets the comparison say; submitting anyway is the user's choice."""
@@ -355,10 +362,13 @@ class BenchmarkProfileForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
+        data.update({f: default for f, default in (("temperature", 0.0), ("top_p", 1.0)) if data.get(f) is None})
         for field, (low, high) in self.LIMITS.items():
             value = data.get(field)
             if value is not None and not low <= value <= high:
                 self.add_error(field, f"Must be between {low} and {high}.")
+        if (top_p := data.get("top_p")) is not None and not 0 < top_p <= 1:
+            self.add_error("top_p", "Must be above 0 and at most 1.")
         levels = data.get("concurrency_text")
         if levels and data.get("num_prompts") and data["num_prompts"] < max(levels):
             self.add_error(

@@ -1,0 +1,60 @@
+"""Prompt sets: what a benchmark sends. Versioned by content: a set's hash is what a profile's series carries, so
+results measured on different prompts are never compared."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from .. import prompt_sampling
+
+
+class PromptSet(models.Model):
+    class Kind(models.TextChoices):
+        # Random token ids drawn by the client with the profile's seed (what every profile sent before sets).
+        RANDOM = "random", "random token ids"
+        SHAREGPT = "sharegpt", "ShareGPT V3 (bench_serving's default)"
+        UPLOAD = "upload", "uploaded"
+
+    name = models.CharField(max_length=128)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.UPLOAD)
+    # The conversations of an uploaded set (prompt_sampling.conversations_json); empty for the other kinds, whose
+    # prompts are the ShareGPT package's file or the client's random draw.
+    conversations = models.JSONField(default=list, blank=True)
+    prompt_count = models.PositiveIntegerField(default=0)
+    categories = models.JSONField(default=dict, blank=True)  # category -> conversations
+    content_hash = models.CharField(max_length=64, db_index=True, editable=False)
+    note = models.CharField(max_length=300, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name", "-created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.short_hash})"
+
+    @property
+    def short_hash(self) -> str:
+        return self.content_hash[:10]
+
+    @property
+    def is_random(self) -> bool:
+        return self.kind == self.Kind.RANDOM
+
+    def load_conversations(self) -> list[prompt_sampling.Conversation]:
+        if self.kind == self.Kind.SHAREGPT:
+            from ..prompt_store import sharegpt_conversations  # reads the package's file, cached
+
+            return sharegpt_conversations().conversations
+        return prompt_sampling.conversations_from_json(self.conversations)
+
+    def set_conversations(self, conversations: list[prompt_sampling.Conversation]) -> None:
+        self.conversations = prompt_sampling.conversations_json(conversations)
+        self.prompt_count = len(conversations)
+        counts: dict[str, int] = {}
+        for conversation in conversations:
+            counts[conversation.category] = counts.get(conversation.category, 0) + 1
+        self.categories = dict(sorted(counts.items()))
+        self.content_hash = prompt_sampling.content_hash(conversations)
