@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from .. import broadcast
 from ..forms import ServerConfigForm, config_form_data, plain_errors
-from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Measurement, Run, ServerConfig
+from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Measurement, PromptResults, Run, ServerConfig
 from ..remedies import versioned_name
 from .audit import Actor, record_event
 from .confirmations import queue_confirmation_again
@@ -260,6 +260,14 @@ def do_record_measurement(run: Run, pass_index: int, concurrency: int, result: d
         ),
     )
     return measurement
+
+
+def do_record_prompt_results(run: Run, pass_index: int, concurrency: int, requests: list[dict[str, Any]]) -> None:
+    """Each prompt's result of one cell (its category, output length, accept length and, at temperature 0, its
+    output token ids): the per-prompt view and what the equivalence gate compares."""
+    PromptResults.objects.update_or_create(
+        run=run, defaults={"pass_index": pass_index, "concurrency": concurrency, "requests": requests}
+    )
 
 
 # ---- re-running a failed run with a remedy -------------------------------------------------------------------

@@ -66,6 +66,16 @@ class Migration(migrations.Migration):
             name='prompt_set',
             field=models.ForeignKey(blank=True, help_text='sampled with the seed; the input and output lengths cap each prompt and completion', null=True, on_delete=django.db.models.deletion.PROTECT, to='experiments.promptset'),
         ),
+        migrations.CreateModel(
+            name='PromptResults',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('pass_index', models.PositiveIntegerField()),
+                ('concurrency', models.PositiveIntegerField()),
+                ('requests', models.JSONField(default=list)),
+                ('run', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='prompt_results', to='experiments.run')),
+            ],
+        ),
         migrations.RunPython(roles.sync_roles_in_migration, migrations.RunPython.noop),
         migrations.RunPython(create_builtin_sets, migrations.RunPython.noop),
     ]

@@ -9,7 +9,7 @@ from .environments import GpuSample, GpuSampleQuerySet, RunEnvironment
 from .experiments import Candidate, Experiment
 from .hosts import KEY_FILE_NAME, Host, HostQuerySet, SshKey
 from .notifications import Delivery, DeliveryQuerySet, Event, Subscription, SubscriptionQuerySet
-from .prompts import PromptSet
+from .prompts import PromptResults, PromptSet
 from .review import Flag, FlagComment, FlagQuerySet, FlagSeries, PinnedBaseline, PinnedBaselineQuerySet
 from .runs import LogChunk, LogChunkQuerySet, Measurement, Run, RunQuerySet
 from .suspicions import SuspectSeries, Suspicion, SuspicionQuerySet
@@ -42,6 +42,7 @@ __all__ = [
     "Measurement",
     "PinnedBaseline",
     "PinnedBaselineQuerySet",
+    "PromptResults",
     "PromptSet",
     "Run",
     "RunEnvironment",

@@ -58,3 +58,26 @@ class PromptSet(models.Model):
             counts[conversation.category] = counts.get(conversation.category, 0) + 1
         self.categories = dict(sorted(counts.items()))
         self.content_hash = prompt_sampling.content_hash(conversations)
+
+
+class PromptResults(models.Model):
+    """Each prompt's result in the first cell of a run: its category, output length, accept length and, at
+    temperature 0, its output token ids (what the equivalence gate compares). A row of its own: the outputs of a
+    thousand prompts weigh megabytes that no run list should load."""
+
+    run = models.OneToOneField("Run", on_delete=models.CASCADE, related_name="prompt_results")
+    pass_index = models.PositiveIntegerField()
+    concurrency = models.PositiveIntegerField()
+    # [{index, category, ok, output_len, accept_length, output_ids?}] in sending order
+    requests = models.JSONField(default=list)
+
+    def __str__(self) -> str:
+        return f"prompt results of run {self.run_id}"
+
+    def outputs(self) -> dict[int, list[int]]:
+        """The output token ids by prompt index, of the requests that succeeded and kept them."""
+        return {
+            r["index"]: r["output_ids"]
+            for r in self.requests
+            if r.get("ok") and r.get("index") is not None and isinstance(r.get("output_ids"), list)
+        }
