@@ -3,9 +3,10 @@
 One module per concern; everything is importable from `experiments.forms`.
 """
 
-from .configs import BenchmarkProfileForm, ServerConfigForm
+from .configs import ServerConfigForm
 from .hosts import HostForm, SshKeyForm
 from .notes import ExperimentNotesForm, RunNotesForm
+from .profiles import BenchmarkProfileForm
 from .prompts import PromptSetUploadForm
 from .review import FlagBulkTriageForm, FlagTriageForm, RerunForm, ScheduleForm
 from .submission import (

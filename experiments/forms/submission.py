@@ -11,7 +11,8 @@ from django.utils.timesince import timesince
 
 from .. import model_checks
 from ..models import BenchmarkProfile, Host
-from .configs import PROFILE_DEFAULTS, BenchmarkProfileForm, ServerConfigForm
+from .configs import ServerConfigForm
+from .profiles import PROFILE_DEFAULTS, BenchmarkProfileForm
 from .values import no_control_chars
 
 if TYPE_CHECKING:

@@ -76,6 +76,16 @@ class Migration(migrations.Migration):
                 ('run', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='prompt_results', to='experiments.run')),
             ],
         ),
+        migrations.AddField(
+            model_name='benchmarkprofile',
+            name='gate_max_share',
+            field=models.FloatField(default=0.01, help_text='equivalence gate: share of prompts allowed to diverge'),
+        ),
+        migrations.AddField(
+            model_name='benchmarkprofile',
+            name='gate_within_tokens',
+            field=models.PositiveIntegerField(default=32, help_text='equivalence gate: divergence before this token'),
+        ),
         migrations.RunPython(roles.sync_roles_in_migration, migrations.RunPython.noop),
         migrations.RunPython(create_builtin_sets, migrations.RunPython.noop),
     ]

@@ -157,6 +157,12 @@ class BenchmarkProfile(models.Model):
     )
     temperature = models.FloatField(default=0.0, help_text="0: greedy; outputs are then checked against the baseline")
     top_p = models.FloatField(default=1.0)
+    # The equivalence gate (analysis/equivalence.py), at temperature 0: a candidate whose outputs part from the
+    # baseline's before this token in more than this share of prompts is marked "outputs differ".
+    gate_within_tokens = models.PositiveIntegerField(
+        default=32, help_text="equivalence gate: divergence before this token"
+    )
+    gate_max_share = models.FloatField(default=0.01, help_text="equivalence gate: share of prompts allowed to diverge")
     request_timeout_s = models.PositiveIntegerField(default=600)
     readiness_timeout_s = models.PositiveIntegerField(default=1800)
     stall_timeout_s = models.PositiveIntegerField(
