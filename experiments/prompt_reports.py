@@ -24,29 +24,46 @@ def equivalence(
     experiment: Experiment, baseline: ServerConfig, candidates: Sequence[ServerConfig]
 ) -> dict[str, Equivalence]:
     """Per candidate measured with outputs kept: its gate against the baseline's first succeeded run with outputs.
-    Empty for a profile that samples (temperature > 0): outputs then differ by design."""
+    Empty for a profile that samples (temperature > 0): outputs then differ by design. The outputs' digests decide
+    which runs differ at all; only those runs' ids (and the reference's) are read, in one more query."""
     profile = experiment.profile
     if not profile.is_greedy:
         return {}
-    results = (
+    digests = (
         PromptResults.objects.filter(run__experiment=experiment, run__state=Run.State.SUCCEEDED)
+        .exclude(digests={})
         .order_by("run__sequence")
-        .values_list("run__config_id", "requests")
+        .values_list("run_id", "run__config_id", "digests")
     )
-    outputs: dict[int, list[dict[int, list[int]]]] = defaultdict(list)
-    for config_id, requests in results:
-        kept = PromptResults(requests=requests).outputs()
-        if kept:
-            outputs[config_id].append(kept)
-    if not outputs.get(baseline.pk):
+    runs: dict[int, list[tuple[int, dict[str, str]]]] = defaultdict(list)
+    for run_id, config_id, own in digests:
+        runs[config_id].append((run_id, own))
+    if not runs.get(baseline.pk):
         return {}
-    reference = outputs[baseline.pk][0]
+    reference_run, reference = runs[baseline.pk][0]
+    differing = [
+        run_id
+        for candidate in candidates
+        for run_id, own in runs.get(candidate.pk, [])
+        if any(reference.get(k) != v for k, v in own.items() if k in reference)
+    ]
+    outputs: dict[int, dict[int, list[int]]] = {}
+    if differing:
+        ids = PromptResults.objects.filter(run_id__in=[reference_run, *differing]).values_list("run_id", "requests")
+        outputs = {run_id: PromptResults(requests=requests).outputs() for run_id, requests in ids}
     gates = {}
     for candidate in candidates:
-        checks = [
-            check_outputs(reference, own, profile.gate_within_tokens, profile.gate_max_share)
-            for own in outputs.get(candidate.pk, [])
-        ]
+        checks = []
+        for run_id, own in runs.get(candidate.pk, []):
+            if run_id in outputs:
+                checks.append(
+                    check_outputs(
+                        outputs[reference_run], outputs[run_id], profile.gate_within_tokens, profile.gate_max_share
+                    )
+                )
+            else:  # every digest the same: identical outputs
+                common = len(set(own) & set(reference))
+                checks.append(Equivalence(common, common, profile.gate_within_tokens, profile.gate_max_share))
         merged = merge(checks)
         if merged is not None:
             gates[candidate.name] = merged
@@ -64,31 +81,37 @@ def gated(rows: list[analysis.ComparisonRow], gates: dict[str, Equivalence]) -> 
 
 
 def category_rows(experiment: Experiment, names: Sequence[str]) -> list[dict[str, Any]]:
-    """Per config, concurrency and prompt category: requests per cell, mean accept length and mean request speed
-    over the cells (passes and launches) of succeeded runs. Empty for random ids (no categories, no query)."""
+    """Per prompt category and config (category first, configs in the page's order), one cell per concurrency
+    level: mean accept length and mean request speed over the cells (passes and launches) of succeeded runs, and
+    the requests of the category per cell. Empty for random ids (no categories, no query)."""
     if experiment.profile.prompt_set_id is None or experiment.profile.dataset == "random":  # (dataset: the set's kind)
         return []
     values = Measurement.objects.filter(
         run__experiment=experiment, run__state=Run.State.SUCCEEDED, raw__has_key="categories"
     ).values_list("run__config__name", "concurrency", "raw__categories")
-    cells: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
+    cells: dict[tuple[str, str], dict[int, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for config, concurrency, categories in values:
         for category, figures in (categories or {}).items():
             if isinstance(figures, dict):
-                cells[(config, concurrency, category)].append(figures)
+                cells[(category, config)][concurrency].append(figures)
+    levels = sorted(experiment.profile.concurrency)
     order = {name: i for i, name in enumerate(names)}
     rows = []
-    for (config, concurrency, category), figures in sorted(
-        cells.items(), key=lambda item: (item[0][2], item[0][1], order.get(item[0][0], len(order)))
-    ):
+    for (category, config), by_level in sorted(cells.items(), key=lambda item: (item[0][0], order.get(item[0][1], 0))):
+        measured = [f for level in by_level.values() for f in level]
         rows.append(
             {
-                "config": config,
-                "concurrency": concurrency,
                 "category": category,
-                "requests": round(statistics.fmean(f.get("requests") or 0 for f in figures), 1),
-                "accept_length": _mean(f.get("accept_length") for f in figures),
-                "request_tok_s": _mean(f.get("mean_request_tok_s") for f in figures),
+                "config": config,
+                "requests": round(statistics.fmean(f.get("requests") or 0 for f in measured), 1),
+                "cells": [
+                    {
+                        "concurrency": level,
+                        "accept_length": _mean(f.get("accept_length") for f in by_level.get(level, [])),
+                        "request_tok_s": _mean(f.get("mean_request_tok_s") for f in by_level.get(level, [])),
+                    }
+                    for level in levels
+                ],
             }
         )
     return rows

@@ -73,6 +73,7 @@ class Migration(migrations.Migration):
                 ('pass_index', models.PositiveIntegerField()),
                 ('concurrency', models.PositiveIntegerField()),
                 ('requests', models.JSONField(default=list)),
+                ('digests', models.JSONField(default=dict)),
                 ('run', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='prompt_results', to='experiments.run')),
             ],
         ),

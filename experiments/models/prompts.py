@@ -3,6 +3,9 @@ results measured on different prompts are never compared."""
 
 from __future__ import annotations
 
+import hashlib
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -70,9 +73,19 @@ class PromptResults(models.Model):
     concurrency = models.PositiveIntegerField()
     # [{index, category, ok, output_len, accept_length, output_ids?}] in sending order
     requests = models.JSONField(default=list)
+    # {prompt index: digest of its output ids}: the gate compares these and reads the ids only where they differ.
+    digests = models.JSONField(default=dict)
 
     def __str__(self) -> str:
         return f"prompt results of run {self.run_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.fill_digests()
+        super().save(*args, **kwargs)
+
+    def fill_digests(self) -> PromptResults:
+        self.digests = {str(index): output_digest(ids) for index, ids in self.outputs().items()}
+        return self
 
     def outputs(self) -> dict[int, list[int]]:
         """The output token ids by prompt index, of the requests that succeeded and kept them."""
@@ -81,3 +94,7 @@ class PromptResults(models.Model):
             for r in self.requests
             if r.get("ok") and r.get("index") is not None and isinstance(r.get("output_ids"), list)
         }
+
+
+def output_digest(ids: list[int]) -> str:
+    return hashlib.blake2b(",".join(map(str, ids)).encode(), digest_size=8).hexdigest()

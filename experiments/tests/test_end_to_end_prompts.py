@@ -67,7 +67,7 @@ def test_it_marks_a_faster_candidate_that_changes_outputs_and_passes_an_honest_o
     assert {d["token"] for d in gates["eagle3-draft-bug"]["divergences"]} == {4}
     code = [c for c in body["categories"] if c["config"] == "eagle3-honest" and c["category"] == "code"]
     chat = [c for c in body["categories"] if c["config"] == "eagle3-honest" and c["category"] == "chat"]
-    assert code[0]["accept_length"] > chat[0]["accept_length"]
+    assert code[0]["cells"][0]["accept_length"] > chat[0]["cells"][0]["accept_length"]
     assert rows["eagle3-draft-bug"]["speedup"] > 1.0  # faster...
     assert rows["eagle3-draft-bug"]["verdict"] == "outputs differ"  # ...and no win
     assert rows["eagle3-draft-bug"]["outputs_differ"] is True
