@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from .. import prompt_sampling
-from ..models import AuditEvent, PromptSet
+from .. import prompt_reports, prompt_sampling
+from ..models import AuditEvent, Candidate, Experiment, PromptSet
 from .audit import Actor, record_event
 
 
@@ -25,3 +25,18 @@ def do_create_prompt_set(actor: Actor, name: str, data: bytes) -> PromptSet:
         actor, AuditEvent.Action.PROMPT_SET_CREATE, prompt_set, prompts=prompt_set.prompt_count, bytes=len(data)
     )
     return prompt_set
+
+
+def do_record_equivalence(experiment: Experiment) -> None:
+    """Store each candidate's equivalence gate (prompt_reports.equivalence) on it: called as a run succeeds, so
+    the experiments table can withhold "faster" from a candidate whose outputs differ without reading outputs."""
+    candidates = experiment.ordered_candidates()
+    gates = prompt_reports.equivalence(experiment, experiment.baseline, candidates)
+    for candidate in Candidate.objects.filter(experiment=experiment).select_related("config"):
+        gate = gates.get(candidate.config.name)
+        summary = gate.as_json() if gate is not None else {}
+        if summary:
+            summary["divergences"] = summary["divergences"][:20]  # type: ignore[index]
+        candidate.equivalence = summary
+        candidate.outputs_differ = gate is not None and gate.outputs_differ
+        candidate.save(update_fields=["equivalence", "outputs_differ"])

@@ -19,6 +19,7 @@ from .confirmations import queue_confirmation_again
 from .experiments import _queue_runs
 from .hosts import do_release_host
 from .notifications import notify_if_experiment_ended
+from .prompts import do_record_equivalence
 
 
 @transaction.atomic
@@ -91,6 +92,8 @@ def do_advance_run(run: Run, state: str, **facts: Any) -> None:
         _skip_round_without_baseline(run)
     if state == Run.State.FAILED:
         queue_confirmation_again(run)
+    if state == Run.State.SUCCEEDED:
+        do_record_equivalence(run.experiment)
     if state in Run.TERMINAL_STATES:
         notify_if_experiment_ended(run.experiment_id)
 

@@ -87,6 +87,16 @@ class Migration(migrations.Migration):
             name='gate_within_tokens',
             field=models.PositiveIntegerField(default=32, help_text='equivalence gate: divergence before this token'),
         ),
+        migrations.AddField(
+            model_name='candidate',
+            name='equivalence',
+            field=models.JSONField(blank=True, default=dict, editable=False),
+        ),
+        migrations.AddField(
+            model_name='candidate',
+            name='outputs_differ',
+            field=models.BooleanField(default=False, editable=False),
+        ),
         migrations.RunPython(roles.sync_roles_in_migration, migrations.RunPython.noop),
         migrations.RunPython(create_builtin_sets, migrations.RunPython.noop),
     ]

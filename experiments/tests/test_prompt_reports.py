@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.models import ApiToken, Measurement, PromptResults, PromptSet, Run
+from experiments.actions.runs import do_advance_run
+from experiments.models import ApiToken, Candidate, Measurement, PromptResults, PromptSet, Run
 
 from .factories import make_config, make_eagle_config, make_experiment, make_measurement, make_profile, make_run
 
@@ -32,7 +33,7 @@ def _experiment(temperature: float = 0.0):
     profile = make_profile(concurrency=[1], passes=3, prompt_set=prompt_set, temperature=temperature)
     experiment = make_experiment(baseline=baseline, candidates=[honest, buggy], profile=profile, with_runs=False)
     for config, tok_s, changed in ((baseline, 100.0, {}), (honest, 120.0, {3: 40 - 5}), (buggy, 130.0, {1: 4, 2: 9})):
-        run = make_run(experiment=experiment, config=config, state=Run.State.SUCCEEDED)
+        run = make_run(experiment=experiment, config=config, state=Run.State.TEARDOWN)
         for pass_index in range(3):
             make_measurement(run, concurrency=1, output_throughput=tok_s + pass_index, pass_index=pass_index)
         Measurement.objects.filter(run=run).update(
@@ -41,6 +42,7 @@ def _experiment(temperature: float = 0.0):
                                                                                "mean_request_tok_s": 40.0}}}
         )  # fmt: skip
         PromptResults.objects.create(run=run, pass_index=0, concurrency=1, requests=_requests(changed))
+        do_advance_run(run, Run.State.SUCCEEDED)  # (stores the candidates' gates)
     return experiment
 
 
@@ -76,3 +78,15 @@ def test_it_has_no_gate_when_the_profile_samples(client, owner):
     body = _get(client, owner, _experiment(temperature=0.8))
     assert body["equivalence"] == {}
     assert {r["verdict"] for r in body["comparison"]} == {"faster"}
+
+
+def test_it_stores_each_candidates_gate_and_withholds_the_win_in_the_experiments_table(client, owner):
+    experiment = _experiment()
+    stored = {c.config.name: c for c in Candidate.objects.filter(experiment=experiment).select_related("config")}
+    assert stored["buggy"].outputs_differ and not stored["honest"].outputs_differ
+    assert stored["buggy"].equivalence["early_divergences"] == 2
+
+    client.force_login(owner)
+    html = client.get("/experiments/").content.decode()
+    best = html[html.index('<td class="best">') :].split("</td>", 1)[0]
+    assert "honest @c=1" in best and "verdict-faster" in best  # the best honest candidate, not the faster buggy one
