@@ -72,6 +72,7 @@ def test_it_shows_the_gate_side_by_side_and_the_categories_on_the_page(client, o
     assert "buggy: where outputs part" in html and "<td>#1</td><td>4</td>" in html
     assert "<code>104 105 106 107 108 109 110 111</code></td><td><code>105 106 107 108 109 110 111 112</code>" in html
     assert "<td>code</td><td>honest</td><td>25.0</td><td>2.50 · 50.0</td>" in html
+    assert "16 upload prompts · ≤128 in / ≤128 out" in html
 
 
 def test_it_has_no_gate_when_the_profile_samples(client, owner):
