@@ -2,7 +2,10 @@
 math) than on open conversation, and every text has its own level. The engine multiplies a request's acceptance
 probability by `prompt_factor`; prompts sent as token ids (the random-ids profile) keep factor 1.
 
-Also the `draft_bug` fault's one rule: where a speculative server's output stops being the baseline's."""
+Also where a speculative server's output stops being the baseline's: the `draft_bug` fault's rule, and the long
+tail of floating-point non-determinism (`SIMHOST_NONDETERMINISM`): a real server's batch composition changes the
+order of its reductions, a near-tie flips now and then, and from that token on the text differs. Late, and for a
+few prompts only, which is what the equivalence gate must report without failing a candidate for it."""
 
 from __future__ import annotations
 
@@ -37,3 +40,16 @@ def prompt_factor(text: str | None) -> float:
 def draft_bug_token(position: int, token: int, diverge_at: int, vocab: int) -> int:
     """The token a buggy draft path emits at `position`: the right one before `diverge_at`, another after."""
     return token if diverge_at < 0 or position < diverge_at else (token + 1) % vocab
+
+
+# Where a non-deterministic flip may land: after the gate's default window of 32 tokens.
+FLIP_FROM, FLIP_SPAN = 40, 88
+
+
+def late_flip(ids: list[int], share: float) -> int:
+    """The output position where this prompt's text flips, for `share` of prompts (by a hash of the prompt: the
+    same prompts every run); -1 for the others."""
+    digest = zlib.crc32(",".join(map(str, ids[:64])).encode() + str(len(ids)).encode())
+    if digest / 0xFFFFFFFF >= share:
+        return -1
+    return FLIP_FROM + digest % FLIP_SPAN

@@ -44,6 +44,7 @@ class ServerState:
     crash: Callable[[], None] | None = None  # crash_on_first_request / crash_mid_benchmark
     crash_after: int = 0
     draft_bug_after: int = 8  # draft_bug: the first output token that differs from the baseline's
+    nondeterminism: float = 0.0  # share of prompts whose output flips late (acceptance.late_flip)
     argv: list[str] = dataclasses.field(
         default_factory=list
     )  # finished non-warm-up requests before the next one crashes
@@ -86,8 +87,11 @@ async def start_request(
         await asyncio.Future()  # the scheduler is gone; the client hangs until the process tree dies
     req = Request(input_ids=ids, max_new_tokens=max(1, max_new), kind="warmup" if warmup else "generate")
     req.accept_factor = acceptance.prompt_factor(text)
-    if "draft_bug" in state.faults and state.engine.cfg.algorithm and not warmup:
-        req.diverge_at = state.draft_bug_after
+    if state.engine.cfg.algorithm and not warmup:
+        if "draft_bug" in state.faults:
+            req.diverge_at = state.draft_bug_after
+        elif state.nondeterminism > 0:
+            req.diverge_at = acceptance.late_flip(ids, state.nondeterminism)
     state.engine.submit(req)
     return req
 

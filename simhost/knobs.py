@@ -47,6 +47,11 @@ KNOBS: list[tuple[str, str, str]] = [
     ("SIMHOST_FAULTS", "", "comma-separated faults (also read from ./simhost-faults): " + "FAULTS_HELP"),
     ("SIMHOST_FAULT_RANK", "0", "TP rank hit by ignore_sigterm and leak"),
     ("SIMHOST_DRAFT_BUG_AFTER", "8", "draft_bug: output tokens from this position on differ from the baseline's"),
+    (
+        "SIMHOST_NONDETERMINISM",
+        "0",
+        "share of prompts whose output a speculative server changes late (token 40..127): float non-determinism",
+    ),
     ("SIMHOST_FLAKY_SECONDS", "5", "health_flaky: seconds of 503 answers after ready"),
     ("SIMHOST_FLOOD_LINES_PER_S", "200", "log_flood: extra log lines per second once ready (>= 100000 works)"),
     ("SIMHOST_CRASH_AFTER_REQUESTS", "5", "crash_mid_benchmark: requests served before the next one crashes"),

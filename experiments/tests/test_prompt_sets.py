@@ -149,3 +149,17 @@ def test_it_takes_a_prompt_set_and_sampling_in_an_experiments_profile(client, ow
     )
     assert refused.status_code == 422
     assert set(refused.json()["errors"]) >= {"profile.prompt_set", "profile.top_p"}
+
+
+def test_it_refuses_an_api_upload_over_the_request_limit(client, member):
+    _, token = ApiToken.issue(member)
+    line = json.dumps({"prompt": "word " * 200}) + "\n"
+    content = line * (3 * 1024 * 1024 // len(line))  # 3 MiB: over Django's 2.5 MiB request body limit
+    response = client.post(
+        "/api/prompt-sets",
+        {"name": "big", "content": content},
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code == 400 and response.json() == {"detail": "Bad Request"}
+    assert not PromptSet.objects.filter(name="big").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from experiments.analysis.equivalence import check_outputs
 from experiments.prompt_sampling import Conversation, sample, sample_bytes
 from simhost import acceptance
 from simhost.tests.conftest import EAGLE3_2STEP, launch, state_dir  # noqa: F401  (fixtures)
@@ -67,3 +68,21 @@ async def test_it_reports_per_prompt_and_per_category_results_and_catches_a_draf
     for ours, theirs in zip(bad["requests"], base["requests"], strict=True):
         assert ours["output_ids"][:5] == theirs["output_ids"][:5]
         assert ours["output_ids"][5] != theirs["output_ids"][5]
+
+
+async def test_it_flips_a_few_outputs_late_like_float_non_determinism_and_the_gate_reports_it(launch, tmp_path):  # noqa: F811
+    conversations = [Conversation((f"{CHAT} take {i}", " ".join(["word"] * 200)), "chat") for i in range(12)]
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_bytes(sample_bytes(sample(conversations, 12, 1, input_cap=64, output_cap=140)))
+    baseline = launch(env=FAST)
+    honest = launch(*EAGLE3_2STEP, env={**FAST, "SIMHOST_NONDETERMINISM": "0.3"})
+    for server in (baseline, honest):
+        server.wait_ready()
+
+    base, ours = [await _bench(s, prompts) for s in (baseline, honest)]
+
+    gate = check_outputs(
+        {r["index"]: r["output_ids"] for r in base["requests"]}, {r["index"]: r["output_ids"] for r in ours["requests"]}
+    )
+    assert 0 < len(gate.late) < 12 and not gate.early and not gate.outputs_differ
+    assert all(acceptance.FLIP_FROM <= d.token < acceptance.FLIP_FROM + acceptance.FLIP_SPAN for d in gate.late)
