@@ -48,6 +48,8 @@ from experiments.models import (  # noqa: E402
     Experiment,
     Host,
     Measurement,
+    PromptResults,
+    PromptSet,
     Run,
     ServerConfig,
 )
@@ -63,7 +65,9 @@ class _Rollback(Exception):
     pass
 
 
-def build_experiment(configs: int, levels: list[int], passes: int, noise: float = 0.03) -> Experiment:
+def build_experiment(
+    configs: int, levels: list[int], passes: int, noise: float = 0.03, categories: int = 0, prompts: int = 0
+) -> Experiment:
     rng = random.Random(1)
     stamp = time.time_ns()
     host = Host.objects.create(name=f"bench-{stamp}", address="127.0.0.1", username="gpu")
@@ -87,7 +91,12 @@ def build_experiment(configs: int, levels: list[int], passes: int, noise: float 
                 },
             )
         )
-    profile = BenchmarkProfile.objects.create(name="bench", concurrency=levels, passes=passes, launches=1)
+    prompt_set = None
+    if categories:
+        prompt_set = PromptSet.objects.create(name=f"bench-{stamp}", kind="upload", content_hash=f"bench-{stamp}")
+    profile = BenchmarkProfile.objects.create(
+        name="bench", concurrency=levels, passes=passes, launches=1, prompt_set=prompt_set
+    )
     experiment = Experiment.objects.create(name="bench: comparison page", host=host, baseline=baseline, profile=profile)
     Candidate.objects.bulk_create(
         Candidate(experiment=experiment, config=config, position=i) for i, config in enumerate(candidates)
@@ -133,12 +142,42 @@ def build_experiment(configs: int, levels: list[int], passes: int, noise: float 
                         total_throughput=2 * tok_s,
                         request_throughput=tok_s / 128,
                         accept_length=2.0 + 0.01 * pass_index if i else None,
-                        raw={"note": "bench"},
+                        raw=_raw(rng, categories, i > 0),
                         **latency,
                     )
                 )
     Measurement.objects.bulk_create(measurements, batch_size=1000)
+    if prompts:
+        PromptResults.objects.bulk_create(_prompt_results(run, prompts, categories, i) for i, run in enumerate(runs))
     return experiment
+
+
+def _raw(rng: random.Random, categories: int, speculative: bool) -> dict:
+    if not categories:
+        return {"note": "bench"}
+    figures = {
+        f"category-{c}": {
+            "requests": 64 // categories,
+            "output_tokens": 128 * (64 // categories),
+            "accept_length": rng.uniform(1.5, 3.0) if speculative else None,
+            "mean_request_tok_s": rng.uniform(20, 90),
+        }
+        for c in range(categories)
+    }
+    return {"note": "bench", "categories": figures}
+
+
+def _prompt_results(run: Run, prompts: int, categories: int, index: int) -> PromptResults:
+    """Each prompt's 128 output ids; every 7th candidate parts from the baseline on a few prompts."""
+    requests = []
+    for p in range(prompts):
+        ids = [(p * 131 + t * 17) % 32000 for t in range(128)]
+        if index and index % 7 == 0 and p % 50 == 0:
+            ids[10:] = [t + 1 for t in ids[10:]]
+        category = f"category-{p % max(categories, 1)}"
+        requests.append({"index": p, "category": category, "ok": True, "output_len": 128, "accept_length": 2.0,
+                         "output_ids": ids})  # fmt: skip
+    return PromptResults(run=run, pass_index=0, concurrency=1, requests=requests).fill_digests()
 
 
 def _live_facts() -> dict:
@@ -164,6 +203,8 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--noise", type=float, default=0.03, help="pass-to-pass spread (default 0.03)")
     parser.add_argument("--repeat", type=int, default=20, help="timed GETs of the page (default 20)")
+    parser.add_argument("--categories", type=int, default=0, help="prompt categories per cell (default 0: random ids)")
+    parser.add_argument("--prompts", type=int, default=0, help="prompts with 128 kept output ids per run (default 0)")
     args = parser.parse_args()
     levels = [2**k for k in range(args.levels)]
 
@@ -172,7 +213,7 @@ def main() -> None:
     try:
         with transaction.atomic():
             started = time.perf_counter()
-            experiment = build_experiment(args.configs, levels, args.passes, args.noise)
+            experiment = build_experiment(args.configs, levels, args.passes, args.noise, args.categories, args.prompts)
             print(
                 f"built {args.configs} configs x {len(levels)} levels x {args.passes} passes"
                 f" = {Measurement.objects.filter(run__experiment=experiment).count()} measurements"
@@ -205,6 +246,9 @@ def main() -> None:
                 f"comparison cells: {len(report.rows)} ({', '.join(f'{n} {v}' for v, n in sorted(verdicts.items()))})"
             )
             print(f"response size: {len(response.content) / 1024:.0f} KiB")
+            if report.categories or report.equivalence:
+                differ = sum(gate.outputs_differ for gate in report.equivalence.values())
+                print(f"category rows: {len(report.categories)}; gates: {len(report.equivalence)} ({differ} differ)")
             print(f"build_report without figures: median {report_ms:.1f} ms; with figures: {figures_ms:.1f} ms")
             raise _Rollback
     except _Rollback:

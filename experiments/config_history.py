@@ -19,7 +19,8 @@ from typing import Any
 from django.db.models import Avg, Count, Q, QuerySet
 from django.urls import reverse
 
-from .forms.configs import BenchmarkProfileForm, ServerConfigForm, split_eagle3_profile
+from .forms.configs import ServerConfigForm, split_eagle3_profile
+from .forms.profiles import BenchmarkProfileForm
 from .forms.submission import profile_form_data
 from .forms.values import format_env
 from .models import BenchmarkProfile, Experiment, Measurement, Run, ServerConfig, ServerConfigQuerySet

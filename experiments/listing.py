@@ -8,6 +8,7 @@ experiments shown (or, to sort by it, of every experiment the filters keep).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -252,9 +253,19 @@ def _add_best_speedups(rows: Iterable[ExperimentRow]) -> None:
     for experiment_id, config, level, launch, pass_index, tok_s in values:
         if math.isfinite(tok_s):
             samples[experiment_id].append(analysis.Sample(config, level, launch, pass_index, tok_s))
+    # A candidate whose outputs differ from the baseline's (the equivalence gate) has no win to show; the rows'
+    # candidates are prefetched with their stored gate.
+    gated = {
+        (pk, c.config.name) for pk, row in by_id.items() for c in row.experiment.candidate_set.all() if c.outputs_differ
+    }
     for experiment_id, own in samples.items():
         row = by_id[experiment_id]
         compared = analysis.compare(own, baseline=row.experiment.baseline.name, candidates=row.candidates)
+        compared = [
+            dataclasses.replace(r, verdict=analysis.OUTPUTS_DIFFER) if (experiment_id, r.candidate) in gated else r
+            for r in compared
+        ]
         if compared:
-            row.best = max(compared, key=lambda r: r.speedup)
+            honest = [r for r in compared if r.verdict != analysis.OUTPUTS_DIFFER] or compared
+            row.best = max(honest, key=lambda r: r.speedup)
             row.settling = analysis.settling_note(row.best, row.experiment.profile.passes)

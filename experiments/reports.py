@@ -1,4 +1,4 @@
-"""The comparison of an experiment, read from the database in a constant number of queries.
+"""The comparison of an experiment, read from the database in a constant number of queries (six).
 
 Pages and the API both show this; the statistics are in `analysis` and the figures in `charts.py`. Four queries
 whatever the experiment's size: the runs with their configs, the candidates, every measurement as plain values,
@@ -18,7 +18,7 @@ from django.db import connection
 from django.db.models import Count, JSONField, Max, Q
 from django.db.models.expressions import RawSQL
 
-from . import analysis, charts
+from . import analysis, charts, prompt_reports
 from .analysis import Point, mean_interval
 from .explanations import ExplanatoryModel, RunFacts, explain
 from .models import Experiment, Measurement, PinnedBaseline, Run, ServerConfig
@@ -100,6 +100,9 @@ class ExperimentReport:
     figures: dict[str, Any] = field(default_factory=dict)
     pinned: PinnedBaseline | None = None
     never_pays: list[str] = field(default_factory=list)
+    # Per candidate with kept outputs: the equivalence gate; per config, concurrency and category: its figures.
+    equivalence: dict[str, analysis.Equivalence] = field(default_factory=dict)
+    categories: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def measurements(self) -> list[dict[str, Any]]:
@@ -149,7 +152,10 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         )
         for m in usable
     ]
-    rows = analysis.compare(samples, baseline=baseline.name, candidates=[c.name for c in candidates])
+    gates = prompt_reports.equivalence(experiment, baseline, candidates)
+    rows = prompt_reports.gated(
+        analysis.compare(samples, baseline=baseline.name, candidates=[c.name for c in candidates]), gates
+    )
     measured = {row.candidate for row in rows}
     break_even = {c.name: analysis.break_even_concurrency(rows, c.name) for c in candidates if c.name in measured}
     never_pays = [c.name for c in candidates if analysis.never_pays(rows, c.name)]
@@ -174,6 +180,8 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         config_diff=config_diff_rows([baseline, *candidates]),
         pinned=PinnedBaseline.objects.of_series(experiment.host_id, experiment.profile.series_key).first(),
         never_pays=never_pays,
+        equivalence=gates,
+        categories=prompt_reports.category_rows(experiment, names),
     )
     report.models = _explanations(experiment, candidates, throughput.get(baseline.name, []), accept)
     if with_figures and report.has_results:
@@ -348,6 +356,7 @@ def comparison_rows_json(report: ExperimentReport) -> list[dict[str, Any]]:
             "ci_low": None if row.ci_low is None else round(row.ci_low, 4),
             "ci_high": None if row.ci_high is None else round(row.ci_high, 4),
             "verdict": row.verdict,
+            "outputs_differ": row.verdict == analysis.OUTPUTS_DIFFER,
             "baseline_n": row.baseline_n,
             "candidate_n": row.candidate_n,
             "runs_needed": row.runs_needed,
@@ -379,6 +388,8 @@ def report_json(report: ExperimentReport) -> dict[str, Any]:
             ],
         },
         "measurements": report.measurements,
+        "equivalence": prompt_reports.equivalence_json(report.equivalence),
+        "categories": report.categories,
     }
 
 

@@ -19,6 +19,7 @@ _VIEWER = (
     "experiments.view_host",
     "experiments.view_serverconfig",
     "experiments.view_benchmarkprofile",
+    "experiments.view_promptset",
     "experiments.view_experiment",
     "experiments.view_run",
     "experiments.view_measurement",
@@ -35,6 +36,7 @@ _MEMBER = (
     "experiments.change_experiment",  # on their own: cancel, re-run
     "experiments.add_serverconfig",
     "experiments.add_benchmarkprofile",
+    "experiments.add_promptset",
     "experiments.add_flagcomment",
     "experiments.change_flag",  # triage
 )

@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from simhost import gpu, lines, logs, speed, telemetry, versions
+from simhost import acceptance, gpu, lines, logs, speed, telemetry, versions
 
 WORDS = (
     "the of and a to in is that it for on with as was at by this be from are or an which have not one had "
@@ -44,6 +44,10 @@ class Request:
     kind: str = "generate"  # generate | health | warmup
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
     p: float = 0.0
+    # Hooks of simhost/acceptance.py: the prompt's multiplier on accept_p, and where a draft_bug server's output
+    # leaves the right one (-1: never).
+    accept_factor: float = 1.0
+    diverge_at: int = -1
     created: float = field(default_factory=time.monotonic)
     output_ids: list[int] = field(default_factory=list)
     # The output kept ready to serialize: the cumulative text (" word" per token; plain ASCII, nothing to
@@ -73,6 +77,8 @@ class Request:
         start = len(self.output_ids)
         seed = sum(self.input_ids[:8]) + len(self.input_ids)
         new = [((seed + 7 * i) % len(WORDS) + 1000 * ((seed + i) % 7)) % vocab for i in range(start, start + count)]
+        if self.diverge_at >= 0:
+            new = [acceptance.draft_bug_token(start + j, t, self.diverge_at, vocab) for j, t in enumerate(new)]
         self.output_ids += new
         self.text += "".join([_SPACED_WORDS[t % len(WORDS)] for t in new])
         self.ids_json += ("," if self.ids_json else "") + ",".join(map(str, new))
@@ -160,7 +166,7 @@ class Engine:
 
     def submit(self, req: Request) -> None:
         if self.cfg.algorithm:
-            p = min(0.99, max(0.01, self.rng.gauss(self.accept_p, self.accept_spread)))
+            p = min(0.99, max(0.01, self.rng.gauss(self.accept_p, self.accept_spread) * req.accept_factor))
             req.p = speed.effective_p(p, self.cfg.branches, self.params.topk_gain)
         self.waiting.append(req)
         self._idle.clear()

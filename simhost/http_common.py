@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from simhost import versions
+from simhost import acceptance, versions
 from simhost.engine import Engine, Request, word_ids
 
 
@@ -43,6 +43,8 @@ class ServerState:
     health_poll: float = 1.0
     crash: Callable[[], None] | None = None  # crash_on_first_request / crash_mid_benchmark
     crash_after: int = 0
+    draft_bug_after: int = 8  # draft_bug: the first output token that differs from the baseline's
+    nondeterminism: float = 0.0  # share of prompts whose output flips late (acceptance.late_flip)
     argv: list[str] = dataclasses.field(
         default_factory=list
     )  # finished non-warm-up requests before the next one crashes
@@ -69,7 +71,9 @@ def prompt_ids(state: ServerState, text: Any, input_ids: Any) -> list[int] | Non
     return None
 
 
-async def start_request(state: ServerState, ids: list[int], max_new: int, warmup: bool) -> Request | web.Response:
+async def start_request(
+    state: ServerState, ids: list[int], max_new: int, warmup: bool, text: str | None = None
+) -> Request | web.Response:
     if len(ids) >= state.context_len:
         return error_response(
             f"The input ({len(ids)} tokens) is longer than the model's context length ({state.context_len} tokens)."
@@ -82,6 +86,12 @@ async def start_request(state: ServerState, ids: list[int], max_new: int, warmup
         crash()
         await asyncio.Future()  # the scheduler is gone; the client hangs until the process tree dies
     req = Request(input_ids=ids, max_new_tokens=max(1, max_new), kind="warmup" if warmup else "generate")
+    req.accept_factor = acceptance.prompt_factor(text)
+    if state.engine.cfg.algorithm and not warmup:
+        if "draft_bug" in state.faults:
+            req.diverge_at = state.draft_bug_after
+        elif state.nondeterminism > 0:
+            req.diverge_at = acceptance.late_flip(ids, state.nondeterminism)
     state.engine.submit(req)
     return req
 

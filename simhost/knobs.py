@@ -46,6 +46,12 @@ KNOBS: list[tuple[str, str, str]] = [
     ),
     ("SIMHOST_FAULTS", "", "comma-separated faults (also read from ./simhost-faults): " + "FAULTS_HELP"),
     ("SIMHOST_FAULT_RANK", "0", "TP rank hit by ignore_sigterm and leak"),
+    ("SIMHOST_DRAFT_BUG_AFTER", "8", "draft_bug: output tokens from this position on differ from the baseline's"),
+    (
+        "SIMHOST_NONDETERMINISM",
+        "0",
+        "share of prompts whose output a speculative server changes late (token 40..127): float non-determinism",
+    ),
     ("SIMHOST_FLAKY_SECONDS", "5", "health_flaky: seconds of 503 answers after ready"),
     ("SIMHOST_FLOOD_LINES_PER_S", "200", "log_flood: extra log lines per second once ready (>= 100000 works)"),
     ("SIMHOST_CRASH_AFTER_REQUESTS", "5", "crash_mid_benchmark: requests served before the next one crashes"),
@@ -67,6 +73,7 @@ FAULTS: list[tuple[str, str]] = [
     ("log_flood", "prints SIMHOST_FLOOD_LINES_PER_S extra log lines per second once ready"),
     ("env_drop", "scheduler processes start without the variables in SIMHOST_ENV_DROP"),
     ("reject_requests", "healthy, but every non-warm-up generation answers HTTP 500 with an error body"),
+    ("draft_bug", "a speculative server's outputs change after SIMHOST_DRAFT_BUG_AFTER tokens (a buggy draft path)"),
     ("warmup_exception", "an ASGI exception traceback during warm-up (a client that went away); the server lives on"),
 ]
 

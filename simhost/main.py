@@ -222,6 +222,8 @@ class Launcher:
             ),
             version=self.ver,
             argv=self.argv,
+            draft_bug_after=int(knobs.get_float("SIMHOST_DRAFT_BUG_AFTER")),
+            nondeterminism=knobs.get_float("SIMHOST_NONDETERMINISM"),
         )
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()

@@ -53,7 +53,8 @@ async def openai(request: web.Request) -> web.StreamResponse:
     max_new = body.get("max_completion_tokens") or body.get("max_tokens") or (None if chat else 16)
     if max_new is None:
         max_new = state.context_len - len(ids)
-    started = await start_request(state, ids, int(max_new), False)
+    text = None if chat or not isinstance(body.get("prompt"), str) else body["prompt"]
+    started = await start_request(state, ids, int(max_new), False, text)
     if isinstance(started, web.Response):
         return started
     req = started

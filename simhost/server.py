@@ -269,9 +269,9 @@ async def generate(request: web.Request) -> web.StreamResponse:
     ids = prompt_ids(state, body.get("text"), body.get("input_ids"))
     if ids is None:
         return error_response("Either text or input_ids should be provided.")
-    started = await start_request(
-        state, ids, int(params.get("max_new_tokens", 128)), request.headers.get("X-Simhost-Warmup") == "1"
-    )
+    text = body.get("text") if isinstance(body.get("text"), str) else None
+    warmup = request.headers.get("X-Simhost-Warmup") == "1"
+    started = await start_request(state, ids, int(params.get("max_new_tokens", 128)), warmup, text)
     if isinstance(started, web.Response):
         return started
     req = started

@@ -145,6 +145,15 @@ class HostConnection:
         except (OSError, asyncssh.Error) as exc:
             raise SSHError(f"Could not copy {local_dir.name} to {self.access.name}:{remote_parent}: {exc}") from exc
 
+    async def put_bytes(self, data: bytes, remote_path: str) -> None:
+        """Write `data` to the file `remote_path` over SFTP (its directory must exist): data reaches the host as a
+        file, never inside a command line."""
+        try:
+            async with self._conn.start_sftp_client() as sftp, sftp.open(remote_path, "wb") as remote:
+                await remote.write(data)
+        except (OSError, asyncssh.Error) as exc:
+            raise SSHError(f"Could not write {self.access.name}:{remote_path}: {exc}") from exc
+
     async def forward_port(self, remote_port: int) -> int:
         """A local loopback port that reaches 127.0.0.1:`remote_port` on the host through this connection."""
         try:

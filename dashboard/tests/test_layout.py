@@ -30,6 +30,7 @@ PURE = (
     "experiments.remedies",
     "experiments.run_facts",
     "experiments.notification_texts",
+    "experiments.prompt_sampling",
     "workers.sglang",
     "workers.gpus",
     "workers.hostreads",

@@ -12,13 +12,14 @@ from django.utils import timezone
 
 from .. import broadcast
 from ..forms import ServerConfigForm, config_form_data, plain_errors
-from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Measurement, Run, ServerConfig
+from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Measurement, PromptResults, Run, ServerConfig
 from ..remedies import versioned_name
 from .audit import Actor, record_event
 from .confirmations import queue_confirmation_again
 from .experiments import _queue_runs
 from .hosts import do_release_host
 from .notifications import notify_if_experiment_ended
+from .prompts import do_record_equivalence
 from .studies import advance_study_of_run
 
 
@@ -93,6 +94,8 @@ def do_advance_run(run: Run, state: str, **facts: Any) -> None:
         _skip_round_without_baseline(run)
     if state == Run.State.FAILED:
         queue_confirmation_again(run)
+    if state == Run.State.SUCCEEDED:
+        do_record_equivalence(run.experiment)
     if state in Run.TERMINAL_STATES:
         notify_if_experiment_ended(run.experiment_id)
         advance_study_of_run(run)
@@ -263,6 +266,14 @@ def do_record_measurement(run: Run, pass_index: int, concurrency: int, result: d
         ),
     )
     return measurement
+
+
+def do_record_prompt_results(run: Run, pass_index: int, concurrency: int, requests: list[dict[str, Any]]) -> None:
+    """Each prompt's result of one cell (its category, output length, accept length and, at temperature 0, its
+    output token ids): the per-prompt view and what the equivalence gate compares."""
+    PromptResults.objects.update_or_create(
+        run=run, defaults={"pass_index": pass_index, "concurrency": concurrency, "requests": requests}
+    )
 
 
 # ---- re-running a failed run with a remedy -------------------------------------------------------------------

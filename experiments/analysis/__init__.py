@@ -40,6 +40,7 @@ from .confirmation import (
     suspect_since,
     verdict,
 )
+from .equivalence import OUTPUTS_DIFFER, Equivalence, check_outputs
 from .history import (
     CHANGE_POINT,
     IMPROVEMENT,
@@ -65,6 +66,7 @@ __all__ = [
     "LOOKBACK",
     "MAX_CONFIRMATIONS",
     "MAX_RUNS_NEEDED",
+    "OUTPUTS_DIFFER",
     "POWER",
     "RECENT",
     "REGRESSION",
@@ -73,6 +75,7 @@ __all__ = [
     "UNDECIDED",
     "BreakEven",
     "ComparisonRow",
+    "Equivalence",
     "HistoryPoint",
     "Point",
     "RegressionFlag",
@@ -84,6 +87,7 @@ __all__ = [
     "break_even_concurrency",
     "change_points",
     "check_latest",
+    "check_outputs",
     "compare",
     "launches_to_settle",
     "mean_interval",

@@ -53,6 +53,7 @@ def create_config(request: HttpRequest, payload: Body[dict[str, Any]]):
 
 def _profile_json(p: BenchmarkProfile) -> dict[str, Any]:
     fields = {f: getattr(p, f) for f in (*BenchmarkProfileForm.Meta.fields, "concurrency", "dataset")}
+    fields["prompt_set"] = p.prompt_set_id
     return {"id": p.pk, "name": p.name, "series_key": p.series_key, **fields}
 
 

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Body, Schema, Status
 
-from .. import environments
+from .. import environments, prompt_reports
 from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
 from ..exports import comparison_csv_response
@@ -86,6 +86,8 @@ def get_experiment(request: HttpRequest, experiment_id: int):
         "comparison": comparison_rows_json(report),
         "break_even": report.break_even,
         "never_pays": report.never_pays,
+        "equivalence": prompt_reports.equivalence_json(report.equivalence),
+        "categories": report.categories,
         "flags": [_flag_json(flag) for flag in _flags_of(experiment)],
         "suspicions": [_suspicion_json(s) for s in _suspicions_of(experiment)],
         # Throttled runs, runs at other clocks, runs on a changed machine (the runs' own warnings are in `runs`).

@@ -3,9 +3,11 @@
 One module per concern; everything is importable from `experiments.forms`.
 """
 
-from .configs import BenchmarkProfileForm, ServerConfigForm
+from .configs import ServerConfigForm
 from .hosts import HostForm, SshKeyForm
 from .notes import ExperimentNotesForm, RunNotesForm
+from .profiles import BenchmarkProfileForm
+from .prompts import PromptSetUploadForm
 from .review import FlagBulkTriageForm, FlagTriageForm, RerunForm, ScheduleForm
 from .submission import (
     ExperimentForm,
@@ -38,6 +40,7 @@ __all__ = [
     "FlagBulkTriageForm",
     "FlagTriageForm",
     "HostForm",
+    "PromptSetUploadForm",
     "RerunForm",
     "RunNotesForm",
     "ScheduleForm",

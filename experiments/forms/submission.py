@@ -11,7 +11,8 @@ from django.utils.timesince import timesince
 
 from .. import model_checks
 from ..models import BenchmarkProfile, Host
-from .configs import PROFILE_DEFAULTS, BenchmarkProfileForm, ServerConfigForm
+from .configs import ServerConfigForm
+from .profiles import PROFILE_DEFAULTS, BenchmarkProfileForm
 from .values import no_control_chars
 
 if TYPE_CHECKING:
@@ -51,7 +52,9 @@ def config_form_data(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def profile_form_data(payload: dict[str, Any]) -> dict[str, Any]:
-    data = {k: v for k, v in payload.items() if k != "concurrency"}
+    data = {k: v.pk if isinstance(v, models.Model) else v for k, v in payload.items() if k != "concurrency"}
+    if data.get("prompt_set") is None:
+        data["prompt_set"] = ""  # random ids, in a form's terms
     concurrency = payload.get("concurrency", [])
     data["concurrency_text"] = ", ".join(str(c) for c in concurrency) if isinstance(concurrency, list) else concurrency
     return data

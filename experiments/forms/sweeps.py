@@ -14,7 +14,8 @@ from django.core.exceptions import ValidationError
 from .. import launch_policy, sweeps
 from ..models import MANAGED_FLAGS, Host
 from ..queueing import launch_durations
-from .configs import BenchmarkProfileForm, ServerConfigForm, split_eagle3_profile
+from .configs import ServerConfigForm, split_eagle3_profile
+from .profiles import BenchmarkProfileForm
 from .submission import ExperimentSubmission, config_form_data, plain_errors
 from .values import format_env, no_control_chars
 

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0015_notifications'),
+        ('experiments', '0016_prompt_sets'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
@@ -17,7 +17,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='auditevent',
             name='action',
-            field=models.CharField(choices=[('experiment.submit', 'Submit'), ('experiment.rerun', 'Rerun'), ('experiment.schedule', 'Schedule'), ('experiment.notes', 'Notes'), ('run.notes', 'Run Notes'), ('run.cancel', 'Cancel'), ('run.remedy', 'Remedy'), ('baseline.pin', 'Pin'), ('flag.triage', 'Triage'), ('history.suspect', 'Suspect'), ('history.decide', 'Decide'), ('flag.raise', 'Flag'), ('config.create', 'Config Create'), ('profile.create', 'Profile Create'), ('host.create', 'Host Create'), ('host.edit', 'Host Edit'), ('host.test', 'Host Test'), ('host.clean', 'Host Clean'), ('key.create', 'Key Create'), ('key.edit', 'Key Edit'), ('key.delete', 'Key Delete'), ('user.roles', 'Roles'), ('token.create', 'Token Create'), ('token.revoke', 'Token Revoke'), ('notifications.subscribe', 'Subscribe'), ('notifications.unsubscribe', 'Unsubscribe'), ('study.start', 'Study Start'), ('study.cancel', 'Study Cancel')], max_length=32),
+            field=models.CharField(choices=[('experiment.submit', 'Submit'), ('experiment.rerun', 'Rerun'), ('experiment.schedule', 'Schedule'), ('experiment.notes', 'Notes'), ('run.notes', 'Run Notes'), ('run.cancel', 'Cancel'), ('run.remedy', 'Remedy'), ('baseline.pin', 'Pin'), ('flag.triage', 'Triage'), ('history.suspect', 'Suspect'), ('history.decide', 'Decide'), ('flag.raise', 'Flag'), ('config.create', 'Config Create'), ('profile.create', 'Profile Create'), ('promptset.create', 'Prompt Set Create'), ('host.create', 'Host Create'), ('host.edit', 'Host Edit'), ('host.test', 'Host Test'), ('host.clean', 'Host Clean'), ('key.create', 'Key Create'), ('key.edit', 'Key Edit'), ('key.delete', 'Key Delete'), ('user.roles', 'Roles'), ('token.create', 'Token Create'), ('token.revoke', 'Token Revoke'), ('notifications.subscribe', 'Subscribe'), ('notifications.unsubscribe', 'Unsubscribe'), ('study.start', 'Study Start'), ('study.cancel', 'Study Cancel')], max_length=32),
         ),
         migrations.CreateModel(
             name='Study',

@@ -9,6 +9,7 @@ from .environments import GpuSample, GpuSampleQuerySet, RunEnvironment
 from .experiments import Candidate, Experiment
 from .hosts import KEY_FILE_NAME, Host, HostQuerySet, SshKey
 from .notifications import Delivery, DeliveryQuerySet, Event, Subscription, SubscriptionQuerySet
+from .prompts import PromptResults, PromptSet
 from .review import Flag, FlagComment, FlagQuerySet, FlagSeries, PinnedBaseline, PinnedBaselineQuerySet
 from .runs import LogChunk, LogChunkQuerySet, Measurement, Run, RunQuerySet
 from .studies import Study, StudyConfig, StudyRound
@@ -42,6 +43,8 @@ __all__ = [
     "Measurement",
     "PinnedBaseline",
     "PinnedBaselineQuerySet",
+    "PromptResults",
+    "PromptSet",
     "Run",
     "RunEnvironment",
     "RunQuerySet",

@@ -35,6 +35,7 @@ class AuditEvent(models.Model):
         FLAG = "flag.raise"
         CONFIG_CREATE = "config.create"
         PROFILE_CREATE = "profile.create"
+        PROMPT_SET_CREATE = "promptset.create"
         HOST_CREATE = "host.create"
         HOST_EDIT = "host.edit"
         HOST_TEST = "host.test"

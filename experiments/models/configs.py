@@ -10,6 +10,9 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from ..prompt_sampling import SampledPrompt
+from ..prompt_store import load_sample
+
 # Flags that specdash itself sets from the config's fields; `extra_args` may not repeat them, or the
 # stored config would lie about what ran.
 MANAGED_FLAGS = frozenset(
@@ -143,6 +146,23 @@ class BenchmarkProfile(models.Model):
     passes = models.PositiveIntegerField(default=1)
     launches = models.PositiveIntegerField(default=1)
     seed = models.IntegerField(default=1)
+    # What is sent: a prompt set (None: random token ids, as before sets existed), sampled `num_prompts` at a time
+    # with `seed`; `input_len` and `output_len` cap a set's prompts and completions. Sampling as bench_serving.
+    prompt_set = models.ForeignKey(
+        "PromptSet",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        help_text="sampled with the seed; the input and output lengths cap each prompt and completion",
+    )
+    temperature = models.FloatField(default=0.0, help_text="0: greedy; outputs are then checked against the baseline")
+    top_p = models.FloatField(default=1.0)
+    # The equivalence gate (analysis/equivalence.py), at temperature 0: a candidate whose outputs part from the
+    # baseline's before this token in more than this share of prompts is marked "outputs differ".
+    gate_within_tokens = models.PositiveIntegerField(
+        default=32, help_text="equivalence gate: divergence before this token"
+    )
+    gate_max_share = models.FloatField(default=0.01, help_text="equivalence gate: share of prompts allowed to diverge")
     request_timeout_s = models.PositiveIntegerField(default=600)
     readiness_timeout_s = models.PositiveIntegerField(default=1800)
     stall_timeout_s = models.PositiveIntegerField(
@@ -161,8 +181,29 @@ class BenchmarkProfile(models.Model):
         return self.name
 
     def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.prompt_set is not None:
+            self.dataset = self.prompt_set.kind
         self.series_key = self.compute_series_key()
         super().save(*args, **kwargs)
+
+    @property
+    def is_greedy(self) -> bool:
+        """Temperature 0: every server must produce the same outputs for the same prompts (the equivalence gate)."""
+        return self.temperature == 0
+
+    def prompt_sample(self) -> tuple[bytes, list[SampledPrompt]] | None:
+        """The sampled prompts as the client's file and as values; None for random ids (drawn by the client)."""
+        prompt_set = self.prompt_set
+        if prompt_set is None or prompt_set.is_random:
+            return None
+        return load_sample(
+            prompt_set.load_conversations,
+            prompt_set.content_hash,
+            self.num_prompts,
+            self.seed,
+            self.input_len,
+            self.output_len,
+        )
 
     @property
     def cells_per_run(self) -> int:
@@ -172,7 +213,14 @@ class BenchmarkProfile(models.Model):
     SERIES_FIELDS = ("dataset", "input_len", "output_len", "num_prompts", "seed", "warmup_requests")
 
     def compute_series_key(self) -> str:
-        canonical = json.dumps({f: getattr(self, f) for f in self.SERIES_FIELDS}, sort_keys=True)
+        shape: dict[str, Any] = {f: getattr(self, f) for f in self.SERIES_FIELDS}
+        # Only what differs from random ids at temperature 0 joins the key, so the series of profiles stored before
+        # prompt sets keep their keys.
+        if self.prompt_set is not None and not self.prompt_set.is_random:
+            shape["prompt_set"] = self.prompt_set.content_hash
+        if self.temperature != 0 or self.top_p != 1:
+            shape["sampling"] = [self.temperature, self.top_p]
+        canonical = json.dumps(shape, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     @property
@@ -188,4 +236,9 @@ class BenchmarkProfile(models.Model):
 
     @property
     def series_label(self) -> str:
+        if self.prompt_set is not None and not self.prompt_set.is_random:
+            return (
+                f"{self.prompt_set} ≤{self.input_len} in / ≤{self.output_len} out, {self.num_prompts} prompts, "
+                f"seed {self.seed}"
+            )
         return f"{self.input_len} in / {self.output_len} out, {self.num_prompts} prompts, seed {self.seed}"

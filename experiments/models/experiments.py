@@ -129,6 +129,10 @@ class Candidate(models.Model):
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE)
     config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
     position = models.PositiveIntegerField()
+    # The equivalence gate as of the experiment's latest succeeded run (actions.prompts.do_record_equivalence):
+    # its summary, and whether the outputs differ (lists read it without reading any output).
+    equivalence = models.JSONField(default=dict, blank=True, editable=False)
+    outputs_differ = models.BooleanField(default=False, editable=False)
 
     class Meta:
         ordering = ["position"]

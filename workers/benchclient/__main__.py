@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup-requests", type=_non_negative_int, default=1)
     parser.add_argument("--request-timeout", type=_positive_float, default=600.0, help="seconds per request")
     parser.add_argument("--vocab-size", type=_positive_int, default=32000, help="random ids are below this")
+    parser.add_argument("--prompts-file", help="a sampled prompt set (JSONL); replaces random ids")
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--keep-outputs", action="store_true", help="report each request's output token ids")
     return parser
 
 
@@ -77,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         warmup_requests=args.warmup_requests,
         request_timeout=args.request_timeout,
         vocab_size=args.vocab_size,
+        prompts_file=args.prompts_file,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        keep_outputs=args.keep_outputs,
     )
     result, exit_code = asyncio.run(run_benchmark(config))
     sys.stdout.write(json.dumps(result, allow_nan=False) + "\n")

@@ -42,6 +42,22 @@ class BenchConfig:
     warmup_requests: int = 1
     request_timeout: float = 600.0
     vocab_size: int = 32000
+    # A sampled prompt set (one JSON object per line: index, text, category, input_len, output_len); None: random
+    # ids of input_len, each asking for output_len tokens.
+    prompts_file: str | None = None
+    temperature: float = 0.0
+    top_p: float = 1.0
+    # Keep each request's output token ids in the result (the equivalence gate compares them across configs).
+    keep_outputs: bool = False
+
+
+@dataclass(frozen=True)
+class Prompt:
+    content: list[int] | str  # token ids, or the text
+    input_len: int
+    output_len: int
+    index: int | None = None
+    category: str | None = None
 
 
 def make_prompts(count: int, input_len: int, vocab_size: int, seed: int) -> list[list[int]]:
@@ -49,6 +65,30 @@ def make_prompts(count: int, input_len: int, vocab_size: int, seed: int) -> list
     rng = random.Random(seed)
     vocabulary = range(vocab_size)
     return [rng.choices(vocabulary, k=input_len) for _ in range(count)]
+
+
+def load_prompts(config: BenchConfig) -> list[Prompt]:
+    """The prompts to send: the prompt file's, in its order, else random ids."""
+    if config.prompts_file is None:
+        ids = make_prompts(config.num_prompts, config.input_len, config.vocab_size, config.seed)
+        return [Prompt(p, config.input_len, config.output_len) for p in ids]
+    prompts = []
+    with open(config.prompts_file, encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                item = json.loads(line)
+                prompts.append(
+                    Prompt(
+                        str(item["text"]),
+                        int(item["input_len"]),
+                        int(item["output_len"]),
+                        int(item["index"]),
+                        str(item["category"]),
+                    )
+                )
+    if not prompts:
+        raise ValueError(f"{config.prompts_file} holds no prompts")
+    return prompts
 
 
 async def send_request(
@@ -86,23 +126,25 @@ async def send_request(
             record.end = time.perf_counter()
 
 
-def _request_body(config: BenchConfig, prompt: list[int], output_len: int, model: str | None) -> bytes:
+def _request_body(config: BenchConfig, prompt: list[int] | str, output_len: int, model: str | None) -> bytes:
     if config.backend == "sglang":
-        body: dict[str, Any] = {
-            "input_ids": prompt,
-            "sampling_params": {"temperature": 0.0, "max_new_tokens": output_len, "ignore_eos": True},
-            "stream": True,
-        }
+        sampling: dict[str, Any] = {"temperature": config.temperature, "max_new_tokens": output_len, "ignore_eos": True}
+        if config.top_p != 1:
+            sampling["top_p"] = config.top_p
+        key = "text" if isinstance(prompt, str) else "input_ids"
+        body: dict[str, Any] = {key: prompt, "sampling_params": sampling, "stream": True}
     else:
         body = {
             "model": model,
             "prompt": prompt,
             "max_tokens": output_len,
-            "temperature": 0,
+            "temperature": config.temperature,
             "ignore_eos": True,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if config.top_p != 1:
+            body["top_p"] = config.top_p
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -146,7 +188,7 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
     make_stream: Callable[[RequestRecord], Stream] = SglangStream if split_itl else OpenAICompletionStream
     path = f"{path_prefix}/generate" if split_itl else f"{path_prefix}/v1/completions"
     timeout = aiohttp.ClientTimeout(total=config.request_timeout)
-    prompts = make_prompts(config.num_prompts, config.input_len, config.vocab_size, config.seed)
+    prompts = load_prompts(config)
     header: dict[str, Any] = {
         "backend": config.backend,
         "base_url": base_url,
@@ -155,7 +197,11 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
         "input_len": config.input_len,
         "output_len": config.output_len,
         "seed": config.seed,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
     }
+    if config.prompts_file is not None:
+        header["num_prompts"] = len(prompts)
     model: str | None = None
     if config.backend == "sglang-oai":
         try:
@@ -164,7 +210,7 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
         except (aiohttp.ClientError, TimeoutError, StreamError, ValueError) as exc:
             unreachable = isinstance(exc, aiohttp.ClientConnectorError)
             records = [
-                RequestRecord(prompt_len=len(prompt), start=0.0, error=f"model lookup failed: {exc}")
+                RequestRecord(prompt_len=prompt.input_len, start=0.0, error=f"model lookup failed: {exc}")
                 for prompt in prompts
             ]
             return header | summarize(records, duration=0.0, split_itl=False), 1 if unreachable else 0
@@ -180,9 +226,10 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
 
     try:
         if config.warmup_requests > 0:
-            warmup_body = _request_body(config, prompts[0], min(config.output_len, WARMUP_OUTPUT_LEN_CAP), model)
+            warmup_len = min(prompts[0].output_len, WARMUP_OUTPUT_LEN_CAP)
+            warmup_body = _request_body(config, prompts[0].content, warmup_len, model)
             warmup_request = pool.request_bytes(path, warmup_body)
-            warmups = [RequestRecord(prompt_len=config.input_len, start=0.0) for _ in range(config.warmup_requests)]
+            warmups = [RequestRecord(prompt_len=prompts[0].input_len, start=0.0) for _ in range(config.warmup_requests)]
             print(f"benchclient: warming up with {len(warmups)} request(s)", file=sys.stderr)
             await asyncio.gather(*(limited(warmup_request, record, None) for record in warmups))
             for record in warmups:
@@ -190,9 +237,19 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
                     print(f"benchclient: warm-up request failed: {record.error}", file=sys.stderr)
 
         requests = [
-            pool.request_bytes(path, _request_body(config, prompt, config.output_len, model)) for prompt in prompts
+            pool.request_bytes(path, _request_body(config, prompt.content, prompt.output_len, model))
+            for prompt in prompts
         ]
-        records = [RequestRecord(prompt_len=len(prompt), start=0.0) for prompt in prompts]
+        records = [
+            RequestRecord(
+                prompt_len=prompt.input_len,
+                start=0.0,
+                prompt_index=prompt.index,
+                category=prompt.category,
+                keep_output=config.keep_outputs,
+            )
+            for prompt in prompts
+        ]
         progress = _Progress(len(records))
         started = time.perf_counter()
         await asyncio.gather(

@@ -28,6 +28,12 @@ class RequestRecord:
     output_len: int = 0
     # Verify steps of a speculative server (meta_info.spec_verify_ct); None when the server did not say.
     spec_verify_ct: int | None = None
+    # What the request sent, from a prompt file: the prompt's index in its set and its category.
+    prompt_index: int | None = None
+    category: str | None = None
+    # The generated token ids (final chunk's output_ids), kept only when the run compares outputs.
+    keep_output: bool = False
+    output_ids: list[int] | None = None
     error: str | None = None
     # True when the server could not be reached at all (connection refused, DNS failure).
     unreachable: bool = False
@@ -128,6 +134,42 @@ def accept_length(records: Sequence[RequestRecord]) -> float | None:
     return tokens / verify_steps if verify_steps else None
 
 
+def by_category(records: Sequence[RequestRecord]) -> dict[str, dict[str, Any]]:
+    """Per prompt category: requests, output tokens, accept length (as `accept_length`) and the mean of each
+    request's decode speed (output tokens / e2e latency), the figure that compares categories within one run."""
+    groups: dict[str, list[RequestRecord]] = {}
+    for record in records:
+        if record.succeeded and record.category is not None:
+            groups.setdefault(record.category, []).append(record)
+    out: dict[str, dict[str, Any]] = {}
+    for category, members in sorted(groups.items()):
+        speeds = [r.output_len / (r.end - r.start) for r in members if r.end > r.start]
+        out[category] = {
+            "requests": len(members),
+            "output_tokens": sum(r.output_len for r in members),
+            "accept_length": accept_length(members),
+            "mean_request_tok_s": math.fsum(speeds) / len(speeds) if speeds else None,
+        }
+    return out
+
+
+def request_rows(records: Sequence[RequestRecord]) -> list[dict[str, Any]]:
+    """One row per measured request, in sending order: the per-prompt results (and outputs, when kept)."""
+    rows = []
+    for record in records:
+        row: dict[str, Any] = {
+            "index": record.prompt_index,
+            "category": record.category,
+            "ok": record.succeeded,
+            "output_len": record.output_len,
+            "accept_length": record.output_len / record.spec_verify_ct if record.spec_verify_ct else None,
+        }
+        if record.keep_output:
+            row["output_ids"] = record.output_ids
+        rows.append(row)
+    return rows
+
+
 def summarize(records: Sequence[RequestRecord], *, duration: float, split_itl: bool) -> dict[str, Any]:
     """The result fields computed from the measured (non-warm-up) requests and the wall-clock duration."""
     succeeded = [record for record in records if record.succeeded]
@@ -163,4 +205,7 @@ def summarize(records: Sequence[RequestRecord], *, duration: float, split_itl: b
     result["concurrency_achieved"] = per_second(math.fsum(e2e))
     result["accept_length"] = accept_length(records)
     result["max_output_tokens_per_s"] = max_output_tokens_per_s(records)
+    if any(record.category is not None or record.keep_output for record in records):
+        result["categories"] = by_category(records)
+        result["requests"] = request_rows(records)
     return result

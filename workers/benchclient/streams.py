@@ -72,8 +72,11 @@ class SglangStream:
         self._last_meta_info: dict[str, Any] | None = None
         self._last_line: bytes | None = None
         self._last_offset = 0
+        # The latest chunk, whole: its output_ids are decoded once at the end when the record keeps outputs.
+        self._final: tuple[bytes, int] | None = None
 
     def feed(self, line: bytes, offset: int, now: float) -> None:
+        self._final = (line, offset)
         # Fast path: `"meta_info":` then, inside it, `"completion_tokens":<int>`; only that integer is read.
         # Neither key followed by its quote and colon can occur inside a JSON string (the quotes would be
         # escaped), and SGLang puts meta_info last, so both searches from the end are short.
@@ -132,6 +135,12 @@ class SglangStream:
         verify_ct = meta_info.get("spec_verify_ct")
         if isinstance(verify_ct, int):
             self.record.spec_verify_ct = verify_ct
+        if self.record.keep_output and self._final is not None:
+            line, offset = self._final
+            event = json.loads(line[offset:])
+            ids = event.get("output_ids") if isinstance(event, dict) else None
+            if isinstance(ids, list) and all(isinstance(t, int) for t in ids):
+                self.record.output_ids = ids
 
 
 class OpenAICompletionStream:

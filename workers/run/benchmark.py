@@ -17,7 +17,8 @@ from typing import Any
 
 from django.conf import settings
 
-from experiments.actions.runs import do_record_measurement
+from experiments import prompt_sampling
+from experiments.actions.runs import do_record_measurement, do_record_prompt_results
 from experiments.models import BenchmarkProfile, Host, LogChunk, Run
 
 from .. import sglang
@@ -64,9 +65,32 @@ async def install_client(conn: HostConnection, work_dir: str) -> None:
     )
 
 
+def prompts_path(work_dir: str, name: str) -> str:
+    return f"{work_dir}/{REMOTE_DIR}/prompts-{name}.jsonl"
+
+
+async def install_prompts(conn: HostConnection, work_dir: str, profile: BenchmarkProfile) -> str | None:
+    """Put the profile's sampled prompts on the host, once per sample version (named by its digest, uploaded beside
+    its place and moved in whole); their path there, or None for random ids."""
+    sample = await db(profile.prompt_sample)()
+    if sample is None:
+        return None
+    data, _ = sample
+    target = prompts_path(work_dir, prompt_sampling.sample_hash(data))
+    present = await conn.run(
+        f"mkdir -p -- {shlex.quote(f'{work_dir}/{REMOTE_DIR}')} && test -f {shlex.quote(target)}", timeout=30
+    )
+    if not present.ok:
+        staging = f"{target}.upload-{uuid.uuid4().hex}"
+        await conn.put_bytes(data, staging)
+        await conn.run(f"mv -f -- {shlex.quote(staging)} {shlex.quote(target)}")
+    return target
+
+
 async def run_cells(session: RunSession) -> None:
     await session.advance(Run.State.BENCHMARKING)
     profile = session.profile
+    prompts_file = await install_prompts(session.require_conn(), session.work_dir, profile)
     cells = [(p, c) for p in range(profile.passes) for c in profile.concurrency]
     for index, (pass_index, concurrency) in enumerate(cells):
         if index < session.run.benchmark_cell:
@@ -75,8 +99,13 @@ async def run_cells(session: RunSession) -> None:
         # /get_server_info reports after the cell is this cell's alone.
         await session.api.post("/flush_cache")
         window_start = session.run.log_lines + 1
-        result = await _run_client(session, concurrency)
+        # The first cell keeps every request's outputs (greedy runs: the equivalence gate reads them).
+        keep_outputs = index == 0 and profile.is_greedy
+        result = await _run_client(session, concurrency, prompts_file, keep_outputs)
         result.update(await _server_figures(session, window_start))
+        requests = result.pop("requests", None)
+        if requests is not None and index == 0:
+            await db(do_record_prompt_results)(session.run, pass_index, concurrency, requests)
         await db(do_record_measurement)(session.run, pass_index, concurrency, result)
         if result.get("failed"):
             # Kept for the record, but a cell with failed requests measures the failures, not the speed.
@@ -102,9 +131,20 @@ async def _server_figures(session: RunSession, window_start: int) -> dict[str, A
     return {"server_accept_length": accept, "server_decode": summary}
 
 
-async def _run_client(session: RunSession, concurrency: int) -> dict[str, Any]:
+async def _run_client(
+    session: RunSession, concurrency: int, prompts_file: str | None, keep_outputs: bool
+) -> dict[str, Any]:
+    argv = command(
+        session.host,
+        session.profile,
+        concurrency,
+        session.work_dir,
+        client_pid_file(session),
+        prompts_file=prompts_file,
+        keep_outputs=keep_outputs,
+    )
     result = await session.require_conn().run(
-        command(session.host, session.profile, concurrency, session.work_dir, client_pid_file(session)),
+        argv,
         timeout=timeout(session.profile, concurrency),
     )
     data = parse_result(result.stdout)
@@ -137,7 +177,16 @@ async def stop_client(session: RunSession) -> None:
 # ---- the client's command line and output (pure) ---------------------------------------------------------
 
 
-def command(host: Host, profile: BenchmarkProfile, concurrency: int, work_dir: str, pid_file: str = "") -> str:
+def command(
+    host: Host,
+    profile: BenchmarkProfile,
+    concurrency: int,
+    work_dir: str,
+    pid_file: str = "",
+    *,
+    prompts_file: str | None = None,
+    keep_outputs: bool = False,
+) -> str:
     """The shell command that benchmarks the host's server at `concurrency` with `profile`; with `pid_file`, the
     client's pid is written there first (`exec` keeps the shell's pid) so that teardown can stop it."""
     argv = [
@@ -160,7 +209,15 @@ def command(host: Host, profile: BenchmarkProfile, concurrency: int, work_dir: s
         str(profile.warmup_requests),
         "--request-timeout",
         str(profile.request_timeout_s),
+        "--temperature",
+        repr(profile.temperature),
+        "--top-p",
+        repr(profile.top_p),
     ]
+    if prompts_file is not None:
+        argv += ["--prompts-file", prompts_file]
+    if keep_outputs:
+        argv.append("--keep-outputs")
     record_pid = f"echo $$ > {shlex.quote(pid_file)} && exec " if pid_file else ""
     return f"cd -- {shlex.quote(client_dir(work_dir))} && {record_pid}{quote_command(argv)}"
 

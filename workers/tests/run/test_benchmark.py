@@ -26,9 +26,23 @@ def test_it_runs_the_client_from_its_directory_with_every_profile_setting_quoted
     assert shlex.split(run) == [
         "/opt/venv name/bin/python", "-X", "dev", "-m", "benchclient", "--base-url", "http://127.0.0.1:31000",
         "--concurrency", "16", "--num-prompts", "64", "--input-len", "512", "--output-len", "256", "--seed", "7",
-        "--warmup-requests", "2", "--request-timeout", "120",
+        "--warmup-requests", "2", "--request-timeout", "120", "--temperature", "0.0", "--top-p", "1.0",
     ]  # fmt: skip
     assert benchmark.timeout(profile, 16) == 120 * 5 + benchmark.TIMEOUT_MARGIN_S  # 64 prompts: 4 waves, and one more
+
+
+def test_it_passes_the_prompt_file_sampling_and_output_keeping():
+    host = Host(name="gpu", python="python3", server_port=31000)
+    profile = BenchmarkProfile(temperature=0.7, top_p=0.9)
+
+    command = benchmark.command(
+        host, profile, 4, "/w", prompts_file="/w/.specdash/prompts-ab;c.jsonl", keep_outputs=True
+    )
+
+    argv = shlex.split(command.partition(" && ")[2])
+    assert argv[argv.index("--temperature") + 1] == "0.7" and argv[argv.index("--top-p") + 1] == "0.9"
+    assert argv[argv.index("--prompts-file") + 1] == "/w/.specdash/prompts-ab;c.jsonl"
+    assert argv[-1] == "--keep-outputs"
 
 
 def test_it_reads_the_clients_last_json_line_after_progress_output():
@@ -58,3 +72,32 @@ def test_two_runs_on_one_machine_install_the_client_once_side_by_side(sshd, tmp_
     installed = sorted(p.name for p in Path(work_dir, benchmark.REMOTE_DIR).iterdir())
     assert installed == [f"client-{benchmark.client_version()}"]
     assert Path(benchmark.client_dir(work_dir), "benchclient", "__main__.py").is_file()
+
+
+@pytest.mark.integration
+@pytest.mark.django_db
+def test_it_ships_a_profiles_sample_once_per_version(sshd, tmp_path, member):
+    from experiments.actions.audit import Actor
+    from experiments.actions.prompts import do_create_prompt_set
+    from experiments.models import BenchmarkProfile as Profile
+
+    lines = "\n".join(f'{{"prompt": "prompt number {i} with words", "category": "c{i % 2}"}}' for i in range(9))
+    prompt_set = do_create_prompt_set(Actor(member), "shipped", lines.encode())
+    profile = Profile.objects.create(name="p", concurrency=[1], num_prompts=5, prompt_set=prompt_set)
+    random_ids = Profile.objects.create(name="r", concurrency=[1])
+    work_dir = str(tmp_path / "work")
+
+    async def install() -> list[str | None]:
+        conn = await HostConnection.open(sshd.access())
+        try:
+            paths = [await benchmark.install_prompts(conn, work_dir, profile) for _ in range(2)]
+            return [*paths, await benchmark.install_prompts(conn, work_dir, random_ids)]
+        finally:
+            await conn.close()
+
+    first, again, none = asyncio.run(install())
+
+    data, prompts = profile.prompt_sample()  # type: ignore[misc]
+    assert first is not None and first == again and none is None
+    assert Path(first).read_bytes() == data and len(prompts) == 5
+    assert [p.name for p in Path(work_dir, benchmark.REMOTE_DIR).iterdir()] == [Path(first).name]

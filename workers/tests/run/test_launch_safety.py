@@ -240,6 +240,8 @@ def test_it_starts_a_server_detached_in_any_work_dir_with_the_same_argv(remote, 
             "seed": st.integers(-(2**31), 2**31 - 1),
             "warmup_requests": st.integers(0, 100),
             "request_timeout_s": st.integers(1, 86_400),
+            "temperature": st.floats(0, 2),
+            "top_p": st.floats(0, 1, exclude_min=True),
         }
     ),
     python_dir=WORD,
@@ -276,6 +278,10 @@ def test_it_benchmarks_any_accepted_profile_with_exactly_its_argv(remote, probe_
         str(saved.warmup_requests),
         "--request-timeout",
         str(saved.request_timeout_s),
+        "--temperature",
+        repr(saved.temperature),
+        "--top-p",
+        repr(saved.top_p),
     ]
 
 

@@ -1,0 +1,42 @@
+"""Prompt sets: uploading one (a new version when the content differs)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from .. import prompt_reports, prompt_sampling
+from ..models import AuditEvent, Candidate, Experiment, PromptSet
+from .audit import Actor, record_event
+
+
+@transaction.atomic
+def do_create_prompt_set(actor: Actor, name: str, data: bytes) -> PromptSet:
+    """A set from an uploaded file (prompt_sampling.parse_upload; PromptSetError says what is wrong and where). The
+    same name and content again is the same set, not a copy; new content under a name is a new version of it."""
+    conversations = prompt_sampling.parse_upload(data)
+    prompt_set = PromptSet(name=name, kind=PromptSet.Kind.UPLOAD)
+    prompt_set.set_conversations(conversations)
+    existing = PromptSet.objects.filter(name=name, content_hash=prompt_set.content_hash).first()
+    if existing is not None:
+        return existing
+    prompt_set.created_by = actor.user if actor.user is not None and actor.user.is_authenticated else None
+    prompt_set.save()
+    record_event(
+        actor, AuditEvent.Action.PROMPT_SET_CREATE, prompt_set, prompts=prompt_set.prompt_count, bytes=len(data)
+    )
+    return prompt_set
+
+
+def do_record_equivalence(experiment: Experiment) -> None:
+    """Store each candidate's equivalence gate (prompt_reports.equivalence) on it: called as a run succeeds, so
+    the experiments table can withhold "faster" from a candidate whose outputs differ without reading outputs."""
+    candidates = experiment.ordered_candidates()
+    gates = prompt_reports.equivalence(experiment, experiment.baseline, candidates)
+    for candidate in Candidate.objects.filter(experiment=experiment).select_related("config"):
+        gate = gates.get(candidate.config.name)
+        summary = gate.as_json() if gate is not None else {}
+        if summary:
+            summary["divergences"] = summary["divergences"][:20]  # type: ignore[index]
+        candidate.equivalence = summary
+        candidate.outputs_differ = gate is not None and gate.outputs_differ
+        candidate.save(update_fields=["equivalence", "outputs_differ"])

@@ -1,0 +1,58 @@
+"""Prompt sets: list them, and upload one as text (the same checks as the page's upload)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Body, Status
+
+from ..actions.audit import Actor
+from ..actions.prompts import do_create_prompt_set
+from ..forms import PromptSetUploadForm
+from ..models import PromptSet
+from ..prompt_sampling import MAX_UPLOAD_BYTES, PromptSetError
+from .base import api, require
+
+
+def prompt_set_json(prompt_set: PromptSet) -> dict[str, Any]:
+    return {
+        "id": prompt_set.pk,
+        "name": prompt_set.name,
+        "kind": prompt_set.kind,
+        "content_hash": prompt_set.content_hash,
+        "prompt_count": prompt_set.prompt_count,
+        "categories": prompt_set.categories,
+    }
+
+
+@api.get("/prompt-sets")
+def list_prompt_sets(request: HttpRequest):
+    require(request, "experiments.view_promptset")
+    return [prompt_set_json(s) for s in PromptSet.objects.defer("conversations")]
+
+
+@api.post("/prompt-sets", response={201: dict, 422: dict})
+def create_prompt_set(request: HttpRequest, payload: Body[dict[str, Any]]):
+    """`{"name": ..., "content": "<the JSONL or JSON file's text>"}`."""
+    require(request, "experiments.add_promptset")
+    content = payload.get("content")
+    errors: dict[str, list[str]] = {}
+    name = ""
+    try:
+        name = str(PromptSetUploadForm.base_fields["name"].clean(payload.get("name")))
+    except Exception as exc:  # a ValidationError, or a non-string name
+        errors["name"] = list(getattr(exc, "messages", [str(exc)]))
+    if not isinstance(content, str):
+        errors["content"] = ["The file's text is required."]
+    elif len(content) > MAX_UPLOAD_BYTES:
+        errors["content"] = [f"At most {MAX_UPLOAD_BYTES} bytes are accepted."]
+    if not errors:
+        assert isinstance(content, str)
+        try:
+            prompt_set = do_create_prompt_set(Actor.of(request), name, content.encode())
+        except PromptSetError as exc:
+            errors["content"] = [str(exc)]
+        else:
+            return Status(201, prompt_set_json(prompt_set))
+    return Status(422, {"detail": "invalid prompt set", "errors": errors})
