@@ -58,7 +58,7 @@ def throughput_figure(
             traces.append(
                 {
                     "type": "scatter",
-                    "name": f"{_escape(name)} 95% CI",
+                    "name": f"{escape_text(name)} 95% CI",
                     "legendgroup": name,
                     "showlegend": False,
                     "x": [p[0] for p in bounded] + [p[0] for p in reversed(bounded)],
@@ -73,14 +73,14 @@ def throughput_figure(
         traces.append(
             {
                 "type": "scatter",
-                "name": _escape(name),
+                "name": escape_text(name),
                 "legendgroup": name,
                 "x": [p[0] for p in points],
                 "y": [p[1] for p in points],
                 "customdata": [[_fmt(p[2]), _fmt(p[3])] for p in points],
                 "mode": "lines+markers",
                 "line": {"color": color, "dash": "dash" if name == baseline else "solid"},
-                "hovertemplate": f"{_escape(name)}<br>concurrency %{{x}}: %{{y:.1f}} tok/s"
+                "hovertemplate": f"{escape_text(name)}<br>concurrency %{{x}}: %{{y:.1f}} tok/s"
                 " (95% CI %{customdata[0]} to %{customdata[1]})<extra></extra>",
             }
         )
@@ -116,7 +116,7 @@ def speedup_figure(
         traces.append(
             {
                 "type": "scatter",
-                "name": _escape(candidate),
+                "name": escape_text(candidate),
                 "legendgroup": candidate,
                 "x": [row.concurrency for row in own],
                 "y": [row.speedup for row in own],
@@ -128,7 +128,7 @@ def speedup_figure(
                 },
                 "error_y": _error_bars([(row.speedup, row.ci_low, row.ci_high) for row in own]),
                 "customdata": [[row.verdict] for row in own],
-                "hovertemplate": f"{_escape(candidate)}<br>concurrency %{{x}}: %{{y:.3f}}x, %{{customdata[0]}}"
+                "hovertemplate": f"{escape_text(candidate)}<br>concurrency %{{x}}: %{{y:.3f}}x, %{{customdata[0]}}"
                 "<extra></extra>",
             }
         )
@@ -138,13 +138,13 @@ def speedup_figure(
             traces.append(
                 {
                     "type": "scatter",
-                    "name": f"{_escape(candidate)}: break-even at {level}",
+                    "name": f"{escape_text(candidate)}: break-even at {level}",
                     "legendgroup": candidate,
                     "x": [level],
                     "y": [at_level[0].speedup],
                     "mode": "markers",
                     "marker": {"symbol": "x-thin-open", "size": 18, "color": color, "line": {"width": 3}},
-                    "hovertemplate": f"{_escape(candidate)} stops paying at concurrency %{{x}}<extra></extra>",
+                    "hovertemplate": f"{escape_text(candidate)} stops paying at concurrency %{{x}}<extra></extra>",
                 }
             )
     levels = sorted({row.concurrency for row in rows})
@@ -179,13 +179,13 @@ def accept_length_figure(
         traces.append(
             {
                 "type": "scatter",
-                "name": _escape(name),
+                "name": escape_text(name),
                 "x": [p[0] for p in points],
                 "y": [p[1] for p in points],
                 "mode": "lines+markers",
                 "line": {"color": colors.get(name) or _candidate_color(position)},
                 "error_y": _error_bars([(mean, low, high) for _, mean, low, high in points]),
-                "hovertemplate": f"{_escape(name)}<br>concurrency %{{x}}: accept length %{{y:.2f}}<extra></extra>",
+                "hovertemplate": f"{escape_text(name)}<br>concurrency %{{x}}: accept length %{{y:.2f}}<extra></extra>",
             }
         )
     levels = sorted({point[0] for points in series.values() for point in points})
@@ -235,7 +235,7 @@ def latency_figure(
                 traces.append(
                     {
                         "type": "scatter",
-                        "name": _escape(name) if stat == "mean" else f"{_escape(name)} p99",
+                        "name": escape_text(name) if stat == "mean" else f"{escape_text(name)} p99",
                         "legendgroup": name,
                         "showlegend": panel == 0 and stat == "mean",
                         "xaxis": f"x{suffix}",
@@ -245,7 +245,7 @@ def latency_figure(
                         "mode": "lines+markers" if stat == "mean" else "lines",
                         "opacity": 1.0 if stat == "mean" else 0.55,
                         "line": {"color": color, **line},
-                        "hovertemplate": f"{_escape(name)} {stat} {title}<br>concurrency %{{x}}: %{{y:.1f}}"
+                        "hovertemplate": f"{escape_text(name)} {stat} {title}<br>concurrency %{{x}}: %{{y:.1f}}"
                         "<extra></extra>",
                     }
                 )
@@ -271,7 +271,7 @@ def _fmt(value: float | None) -> str:
 REGRESSION_COLOR, IMPROVEMENT_COLOR, SUSPECTED_COLOR = "#c4320a", "#12805c", "#667085"
 
 
-def _escape(name: str) -> str:
+def escape_text(name: str) -> str:
     # Every user-chosen string (config, candidate, host and run names) passes here before it reaches a figure:
     # plotly.js renders legends, titles and hover labels as (a subset of) HTML, and `%{` would start a template
     # variable there (legend names too, through `meta`). The fixed texts around them are ours and stay as written.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from .charts import IMPROVEMENT_COLOR, REGRESSION_COLOR, SUSPECTED_COLOR, _axis, _escape, _layout
+from .charts import IMPROVEMENT_COLOR, REGRESSION_COLOR, SUSPECTED_COLOR, _axis, _layout, escape_text
 
 
 class HistoryEntry(NamedTuple):
@@ -54,7 +54,7 @@ def history_figure(
                 "yaxis": yaxis,
                 "x": [p.at for p in points],
                 "y": [p.value for p in points],
-                "text": [_escape(p.label) for p in points],
+                "text": [escape_text(p.label) for p in points],
                 "customdata": [p.url for p in points],
                 "hovertemplate": "%{text}<br>%{x}<br>%{y:.1f} tok/s<extra>c=" + str(level) + "</extra>",
             }
@@ -78,7 +78,7 @@ def history_figure(
                         "yaxis": yaxis,
                         "x": [points[index].at for index, _ in marks],
                         "y": [points[index].value for index, _ in marks],
-                        "text": [_escape(text) for _, text in marks],
+                        "text": [escape_text(text) for _, text in marks],
                         "customdata": [points[index].url for index, _ in marks],
                         "marker": {
                             "color": color,
@@ -91,7 +91,7 @@ def history_figure(
                 )
     bottom = "y" if rows == 1 else f"y{rows}"
     layout = _layout(
-        _escape(title),
+        escape_text(title),
         xaxis=_axis("Run finished (UTC)", type="date", anchor=bottom),
         legend={"orientation": "h"},
         height=HISTORY_ROW_HEIGHT * rows + 110,
@@ -105,6 +105,6 @@ def history_figure(
         ]  # fmt: skip
         layout["annotations"] = [
             {"x": at, "xref": "x", "y": 1, "yref": "paper", "yanchor": "bottom", "showarrow": False,
-             "text": _escape(text), "font": {"size": 11, "color": SUSPECTED_COLOR}}
+             "text": escape_text(text), "font": {"size": 11, "color": SUSPECTED_COLOR}}
         ]  # fmt: skip
     return {"data": traces, "layout": layout}

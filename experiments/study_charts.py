@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .charts import escape_text
+
 # Red below the baseline, green above; 1.0 (the baseline) in the middle.
 _COLORSCALE = [[0.0, "#b42318"], [0.5, "#f2f4f7"], [1.0, "#027a48"]]
 
@@ -20,13 +22,13 @@ def space_figure(trials: Sequence[Mapping[str, Any]], concurrency: int) -> dict[
     for name in measured[0]["values"]:
         values = [t["values"].get(name) for t in measured]
         if all(isinstance(v, int) for v in values):
-            dimensions.append({"label": name, "values": values, "tickvals": sorted(set(values))})
+            dimensions.append({"label": escape_text(name), "values": values, "tickvals": sorted(set(values))})
         else:
             labels = sorted({str(v) for v in values})
             index = {label: i for i, label in enumerate(labels)}
             dimensions.append(
-                {"label": name, "values": [index[str(v)] for v in values], "tickvals": list(index.values()),
-                 "ticktext": labels}
+                {"label": escape_text(name), "values": [index[str(v)] for v in values],
+                 "tickvals": list(index.values()), "ticktext": [escape_text(label) for label in labels]}
             )  # fmt: skip
     speedups = [round(t["speedups"][concurrency], 4) for t in measured]
     dimensions.append({"label": "speedup", "values": speedups})

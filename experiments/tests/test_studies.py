@@ -38,6 +38,9 @@ BODY: dict[str, Any] = {
     "round_size": 2,
     "seed": 4,
 }
+# The tests play the worker's part (`_finish_round`): a host held dirty keeps the session's real worker, which
+# commits made in transactional tests reach, from launching the rounds' runs itself.
+HELD = "held by the test: the test plays the worker"
 # Steps 3 pays at c=1, nothing pays at c=8.
 TRUTH = {"baseline": {1: 80.0, 8: 460.0}, "s1-k1-d2": {1: 84.0, 8: 440.0}, "s2-k1-d3": {1: 90.0, 8: 430.0}}
 
@@ -55,7 +58,7 @@ def api(client):
 
 
 def _start(api, user, **changes: Any) -> Study:
-    host = make_host()
+    host = make_host(is_dirty=True, dirty_reason=HELD)
     response = api(user, "post", "/api/studies", {**BODY, "host": host.name, **changes})
     assert response.status_code == 201, response.content
     return Study.objects.get(pk=response.json()["id"])

@@ -20,3 +20,17 @@ def test_it_draws_each_measured_config_through_its_values_coloured_by_speedup() 
     assert labels["NCCL_PROTO"]["ticktext"] == ["LL", "Simple"] and labels["NCCL_PROTO"]["values"] == [0, 1]
     assert trace["line"]["cmin"] < 1 < trace["line"]["cmax"]
     assert space_figure(trials, 8) is None  # one config measured there: nothing to compare
+
+
+def test_it_draws_what_users_typed_as_text_not_markup() -> None:
+    # Flag and environment values are typed by users and shown to everyone who opens the study; plotly.js renders
+    # labels as a subset of HTML and `%{` as a template.
+    trials = [
+        {"values": {"--x-<b>": "<img src=x onerror=alert(1)>"}, "speedups": {1: 1.1}},
+        {"values": {"--x-<b>": "%{meta}"}, "speedups": {1: 0.9}},
+    ]
+
+    (dimension, _) = space_figure(trials, 1)["data"][0]["dimensions"]
+
+    assert dimension["label"] == "--x-&lt;b&gt;"
+    assert dimension["ticktext"] == ["&#37;{meta}", "&lt;img src=x onerror=alert(1)&gt;"]

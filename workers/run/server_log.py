@@ -35,6 +35,7 @@ class ServerLog:
         self.run = run
         self.tail: LogTail | None = None
         self.task: asyncio.Task | None = None
+        self.conn: HostConnection | None = None  # the connection the tail reads through
         self.recent: deque[tuple[int, str]] = deque(maxlen=RECENT_LINES)
         self.milestones: set[str] = set()
         self._new_milestone = asyncio.Event()
@@ -55,6 +56,7 @@ class ServerLog:
     async def follow(self, conn: HostConnection) -> None:
         """(Re)start the tail through `conn` at the stored offset: complete lines only."""
         await self.stop_now()
+        self.conn = conn
         self.tail = LogTail(
             conn,
             self.run.log_path,
@@ -96,6 +98,12 @@ class ServerLog:
             return True
         deadline = time.monotonic() + timeout
         size = await tail.file_size()
+        if size is not None and task.done() and tail.bytes_read < size and self.conn is not None:
+            # `tail --pid` ended with the group's leader, and the group's other processes wrote on: a scheduler
+            # whose traceback reaches the file after it signalled the leader to quit. Read the rest.
+            await self.follow(self.conn)
+            task, tail = self.task, self.tail
+            assert task is not None and tail is not None
         while size is not None and not task.done() and time.monotonic() < deadline:
             if tail.bytes_read >= size:
                 tail.end()
