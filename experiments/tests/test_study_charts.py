@@ -30,7 +30,9 @@ def test_it_draws_what_users_typed_as_text_not_markup() -> None:
         {"values": {"--x-<b>": "%{meta}"}, "speedups": {1: 0.9}},
     ]
 
-    (dimension, _) = space_figure(trials, 1)["data"][0]["dimensions"]
+    figure = space_figure(trials, 1)
+    assert figure is not None
+    (dimension, _) = figure["data"][0]["dimensions"]
 
     assert dimension["label"] == "--x-&lt;b&gt;"
     assert dimension["ticktext"] == ["&#37;{meta}", "&lt;img src=x onerror=alert(1)&gt;"]
