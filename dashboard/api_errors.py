@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
 API_PREFIX = "/api/"
@@ -26,8 +27,18 @@ class JsonApiErrorsMiddleware:
             and 400 <= response.status_code < 500
             and not response.get("Content-Type", "").startswith("application/json")
         ):
-            replaced = JsonResponse({"detail": response.reason_phrase}, status=response.status_code)
+            replaced = JsonResponse({"detail": _detail(request, response)}, status=response.status_code)
             if response.has_header("Allow"):
                 replaced["Allow"] = response["Allow"]
             return replaced
         return response
+
+
+def _detail(request: HttpRequest, response: HttpResponseBase) -> str:
+    """What went wrong, in words: a body over the limit says so and names the limit (a prompt set's text is the
+    one body that grows that large)."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    length = request.META.get("CONTENT_LENGTH") or ""
+    if response.status_code == 400 and limit is not None and length.isdigit() and int(length) > limit:
+        return f"The request body has {int(length):,} bytes; the API accepts at most {limit:,}."
+    return response.reason_phrase
