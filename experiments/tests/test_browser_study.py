@@ -11,7 +11,7 @@ from django.db import connection
 from experiments.models import ApiToken, Study
 
 from .factories import make_host
-from .test_studies import BODY, HELD, TRUTH, _finish_round
+from .test_studies import BODY, TRUTH, _finish_round
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -28,9 +28,9 @@ def _in_a_thread(target, *args) -> None:
     thread.join()
 
 
-def test_the_study_page_follows_the_study_live(client, browser, live_web, log_in, browser_user):
+def test_the_study_page_follows_the_study_live(client, browser, live_web, log_in, browser_user, private_queue):
     _, token = ApiToken.issue(browser_user)
-    host = make_host(is_dirty=True, dirty_reason=HELD)
+    host = make_host()
     answers = []
 
     def start() -> None:

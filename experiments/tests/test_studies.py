@@ -20,7 +20,10 @@ from experiments.models import ApiToken, AuditEvent, Experiment, PinnedBaseline,
 
 from .factories import MODELS, make_host, make_measurement
 
-pytestmark = pytest.mark.django_db
+# The tests play the worker's part; a queue no worker listens to keeps the session's worker (which sees what
+# transactional tests commit) from taking their rounds' runs, or touching their rows while the test database is
+# flushed.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_queue")]
 
 BASE = {
     "model_path": f"{MODELS}/kimi-k2.5-sim",
@@ -38,9 +41,6 @@ BODY: dict[str, Any] = {
     "round_size": 2,
     "seed": 4,
 }
-# The tests play the worker's part (`_finish_round`): a host held dirty keeps the session's real worker, which
-# commits made in transactional tests reach, from launching the rounds' runs itself.
-HELD = "held by the test: the test plays the worker"
 # Steps 3 pays at c=1, nothing pays at c=8.
 TRUTH = {"baseline": {1: 80.0, 8: 460.0}, "s1-k1-d2": {1: 84.0, 8: 440.0}, "s2-k1-d3": {1: 90.0, 8: 430.0}}
 
@@ -58,7 +58,7 @@ def api(client):
 
 
 def _start(api, user, **changes: Any) -> Study:
-    host = make_host(is_dirty=True, dirty_reason=HELD)
+    host = make_host()
     response = api(user, "post", "/api/studies", {**BODY, "host": host.name, **changes})
     assert response.status_code == 201, response.content
     return Study.objects.get(pk=response.json()["id"])

@@ -84,8 +84,10 @@ class ServerLog:
             await asyncio.wait_for(asyncio.shield(self.task), timeout)
         return self.task.done()
 
-    async def finish(self, timeout: float = 5) -> None:
-        """Let the tail drain the file (the server is gone), or stop it if it does not within `timeout`."""
+    async def finish(self, timeout: float | None = None) -> None:
+        """Let the tail drain the file (the server is gone), or stop it if it does not within `timeout`: a tail
+        restarted after a reconnect may have much of the file still to read and store."""
+        timeout = EXITED_READ_TIMEOUT if timeout is None else timeout
         if not await self.read_to_end(timeout):
             await self.stop_now()
 

@@ -12,7 +12,7 @@ from workers.tasks import advance_studies
 
 
 @pytest.mark.django_db(transaction=True)  # the task closes the connection it finds (close_old_connections)
-def test_it_plans_the_round_a_study_missed_once_and_only_once(client, owner):
+def test_it_plans_the_round_a_study_missed_once_and_only_once(client, owner, private_queue):
     _, token = ApiToken.issue(owner)
     created = client.post(
         "/api/studies", {**BODY, "host": make_host().name}, content_type="application/json",
