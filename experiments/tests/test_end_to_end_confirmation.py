@@ -87,6 +87,12 @@ def test_a_noisy_result_is_confirmed_away_and_a_drift_is_confirmed_into_one_flag
     confirming = _until(lambda: list(suspicion.confirming_runs.all()), 10)
     assert len(confirming) == 1 and confirming[0].config_id == noisy.config_id
     _finished(confirming[0])
+    # The decision follows the confirming run's end (its measurements judged); wait for it rather than race it.
+    _until(
+        lambda: Suspicion.objects.get(pk=suspicion.pk).state != Suspicion.State.AWAITING,
+        60,
+        lambda: _runs_of(experiment_id),
+    )
     suspicion.refresh_from_db()
     assert suspicion.state == Suspicion.State.DISMISSED, list(suspicion.series.values("after", "llr", "state"))
     assert not Flag.objects.exists()
