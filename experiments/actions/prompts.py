@@ -37,6 +37,9 @@ def do_record_equivalence(experiment: Experiment) -> None:
         summary = gate.as_json() if gate is not None else {}
         if summary:
             summary["divergences"] = summary["divergences"][:20]  # type: ignore[index]
+        outputs_differ = gate is not None and gate.outputs_differ
+        if (candidate.equivalence, candidate.outputs_differ) == (summary, outputs_differ):
+            continue  # every run's success asks again; most answers are the ones stored
         candidate.equivalence = summary
-        candidate.outputs_differ = gate is not None and gate.outputs_differ
+        candidate.outputs_differ = outputs_differ
         candidate.save(update_fields=["equivalence", "outputs_differ"])
