@@ -50,12 +50,16 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy experiments workers dashboard simhost
 
-# Tests run against PostgreSQL (the Celery worker subprocess must share the test database) and real Redis.
+# Tests run against PostgreSQL (the Celery worker subprocess must share the test database) and real Redis, in
+# TEST_WORKERS parallel processes: most of the suite's time is spent waiting on simulated servers, not on the CPU.
+# Each worker has its own test database, sshd, Celery queue and channel prefix; idle workers take tests from busy
+# ones. The ten slowest tests are printed at the end.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/specdash
+TEST_WORKERS ?= 4
 test: install system-packages services
 	$(MAKE) --no-print-directory lint
 	SECRET_KEY=test-only DATABASE_URL="$(TEST_DATABASE_URL)" REDIS_URL="$${TEST_REDIS_URL:-redis://127.0.0.1:6379/14}" \
-		$(VENV)/bin/pytest -q
+		$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10
 
 clean:
 	rm -rf var/simhost-work var/simhost-state

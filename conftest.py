@@ -3,6 +3,7 @@ host, and a real Celery worker process sharing the test database."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -18,6 +19,77 @@ from simhost.ports import free_port, wait_for_port
 
 REPO = Path(__file__).resolve().parent
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+# Every process this test session starts carries this variable: the children of this process inherit it, and the
+# test sshd sets it for every command it runs (so the simulated servers launched over SSH carry it too). At the end
+# of the session, any process still carrying it is a leak: it is killed and the session fails, naming it.
+SESSION_MARKER = "SPECDASH_TEST_SESSION"
+LEAK_GRACE_SECONDS = 15.0
+
+
+def pytest_configure(config) -> None:
+    os.environ.setdefault(SESSION_MARKER, uuid.uuid4().hex)
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and config.pluginmanager.hasplugin("django"):
+        # Parallel workers each have their own test database (pytest-django names it after the worker), so run
+        # ids repeat across workers: their broadcasts and queues must not meet in the shared Redis either.
+        from django.conf import settings
+
+        settings.SPECDASH_INSTANCE = f"{settings.SPECDASH_INSTANCE}-{worker}"
+        settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"specdash-{settings.SPECDASH_INSTANCE}"
+        settings.CELERY_TASK_DEFAULT_QUEUE = f"specdash-{settings.SPECDASH_INSTANCE}"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    # The integration tests take seconds to minutes each, the rest milliseconds: started first, the long ones end
+    # while the parallel workers still have short ones to share, instead of one worker finishing them alone.
+    items.sort(key=lambda item: item.get_closest_marker("integration") is None)
+
+
+def _marked_processes(marker: str, name: str = SESSION_MARKER) -> list[tuple[int, str]]:
+    """Live processes (not zombies) whose environment sets `name` to `marker`, with their command lines."""
+    needle = f"{name}={marker}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if state != "Z":
+            found.append((int(entry.name), cmdline))
+    return found
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Fail the run if a process it started outlived it (on a GPU host, that is a zombie holding GPU memory)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller checks once every worker has ended (workers' fixtures have stopped their own)
+    marker = os.environ.get(SESSION_MARKER)
+    if not marker:
+        return
+    # A process told to stop may take a moment to go.
+    leaked = _wait_for_no_processes(marker, SESSION_MARKER, timeout=LEAK_GRACE_SECONDS)
+    if not leaked:
+        return
+    for pid, _ in leaked:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = [f"{len(leaked)} process(es) started by the suite were still running at its end (now killed):"]
+    lines += [f"  pid {pid}: {cmdline[:300]}" for pid, cmdline in leaked]
+    if reporter is not None:
+        reporter.write_line("")
+        for line in lines:
+            reporter.write_line(line, red=True, bold=True)
+    else:
+        print("\n".join(lines), file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _user(django_user_model, username: str, role: str | None):
@@ -117,7 +189,7 @@ def sshd(tmp_path_factory) -> SSHServer:
                 "LogLevel ERROR",
                 # Bash sources ~/.bashrc for every command sshd runs; this machine's root .bashrc runs `pyenv init`
                 # (~120 ms a command, a third of a simulated run). A GPU host's service account has no such rc.
-                f"SetEnv HOME={home}",
+                f"SetEnv HOME={home} {SESSION_MARKER}={os.environ[SESSION_MARKER]}",
                 "",
             ]
         )
@@ -169,7 +241,27 @@ def sim_host(sshd, tmp_path, settings, task_queue):
         extra_env_prefixes=["SIMHOST_"],  # the simulated host's fault knobs, set in the tests' config envs
     )
     host.state_dir = state_dir  # type: ignore[attr-defined]  (tests read the simulated GPUs' registry)
-    return host
+    yield host
+    # Every simulated server of this host carries its state dir: one still running after the test is a zombie
+    # the run lifecycle left behind (a worker still tearing down gets a moment to finish).
+    leaked = _wait_for_no_processes(str(state_dir), "SIMHOST_STATE_DIR", timeout=15.0)
+    for pid, _ in leaked:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    if leaked:
+        names = "\n".join(f"  pid {pid}: {cmdline[:200]}" for pid, cmdline in leaked)
+        pytest.fail(f"{len(leaked)} simulated server process(es) outlived the test (now killed):\n{names}")
+
+
+def _wait_for_no_processes(marker: str, name: str, timeout: float) -> list[tuple[int, str]]:
+    import time
+
+    deadline = time.monotonic() + timeout
+    leaked = _marked_processes(marker, name)
+    while leaked and time.monotonic() < deadline:
+        time.sleep(0.2)
+        leaked = _marked_processes(marker, name)
+    return leaked
 
 
 @pytest.fixture(scope="session")

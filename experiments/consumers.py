@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -12,6 +15,12 @@ from . import broadcast
 from .models import Experiment, LogChunk, Run, Study
 
 REPLAY_PAGE = 5000
+# How often an open log page's consumer compares what is stored with what it sent. Every batch is stored before it
+# is broadcast, so lines stored a whole period ago and still not sent were lost on the way (or are late): they are
+# sent from storage and the gap is logged. The same tick re-joins the group, which a restarted Redis forgot.
+STORAGE_CHECK_SECONDS = 1.0
+
+log = logging.getLogger(__name__)
 
 
 class RunLogConsumer(AsyncJsonWebsocketConsumer):
@@ -33,18 +42,69 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
         except ValueError:
             self.last_sent = 0
         self.group = broadcast.run_group(self.run_id)
+        # Live events and the storage check both send; one at a time keeps `last_sent` exact.
+        self._sending = asyncio.Lock()
+        self.last_state: str | None = None
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        await self._send_from_storage(upto=None)
-        # Facts and state broadcast between the page render and this connection would otherwise be missed
-        # until a reload; the client drops points it already has.
+        async with self._sending:
+            await self._send_from_storage(upto=None)
+            # Facts and state broadcast between the page render and this connection would otherwise be missed
+            # until a reload; the client drops points it already has.
+            await self._send_snapshot()
+        self._watch = asyncio.create_task(self._watch_storage())
+
+    async def disconnect(self, code: int) -> None:
+        watch = getattr(self, "_watch", None)
+        if watch is not None:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watch
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def _send_snapshot(self) -> None:
         snapshot = await _run_snapshot(self.run_id)
         await self.send_json({"type": "facts", **snapshot["facts"]})
         await self.send_json({**snapshot["state"], "type": "state"})
+        self.last_state = snapshot["state"]["state"]
 
-    async def disconnect(self, code: int) -> None:
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+    async def _watch_storage(self) -> None:
+        """Until the run has ended and its whole log was sent: lines or a state that storage has had for a whole
+        period without a broadcast bringing them are sent from storage (and the lost broadcast logged)."""
+        seen: tuple[int, str] | None = None  # what storage held at the previous tick
+        while True:
+            await asyncio.sleep(STORAGE_CHECK_SECONDS)
+            try:
+                await self.channel_layer.group_add(self.group, self.channel_name)
+            except Exception as exc:  # Redis restarting: storage still answers, so the page still fills in
+                log.debug("run %s: re-joining %s failed: %r", self.run_id, self.group, exc)
+            try:
+                stored = await _stored_progress(self.run_id)
+            except Exception as exc:  # the database restarting: try again next tick
+                log.warning("run %s: storage check failed: %r", self.run_id, exc)
+                continue
+            if stored is None:
+                return  # the run was deleted
+            async with self._sending:
+                if seen is not None:
+                    await self._catch_up(seen, stored)
+                if stored[1] in Run.TERMINAL_STATES and self.last_state == stored[1] and self.last_sent >= stored[0]:
+                    return
+            seen = stored
+
+    async def _catch_up(self, seen: tuple[int, str], now: tuple[int, str]) -> None:
+        stored_lines = seen[0]
+        if self.last_sent < stored_lines:
+            log.warning(
+                "run %s: log lines %d-%d were stored but not broadcast to this page within %.1f s; sent from storage",
+                self.run_id, self.last_sent + 1, stored_lines, STORAGE_CHECK_SECONDS,
+            )  # fmt: skip
+            await self._send_from_storage(upto=stored_lines)
+        stored_state = now[1]
+        if self.last_state != stored_state and seen[1] == stored_state:  # stored a whole period ago, not received
+            log.warning("run %s: state %s was not broadcast to this page; sent from storage", self.run_id, stored_state)
+            await self._send_snapshot()
 
     async def _send_from_storage(self, upto: int | None) -> None:
         while True:
@@ -58,18 +118,21 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
             self.last_sent = lines[-1]["n"]
 
     async def log_lines(self, event: dict[str, Any]) -> None:
-        first, lines = event["first"], event["lines"]
-        if first > self.last_sent + 1:
-            await self._send_from_storage(upto=first - 1)
-        skip = self.last_sent + 1 - first
-        if skip >= len(lines):
-            return
-        fresh = lines[max(skip, 0) :]
-        await self.send_json({"type": "lines", "first": first + max(skip, 0), "lines": fresh})
-        self.last_sent = first + max(skip, 0) + len(fresh) - 1
+        async with self._sending:
+            first, lines = event["first"], event["lines"]
+            if first > self.last_sent + 1:
+                await self._send_from_storage(upto=first - 1)
+            skip = self.last_sent + 1 - first
+            if skip >= len(lines):
+                return
+            fresh = lines[max(skip, 0) :]
+            await self.send_json({"type": "lines", "first": first + max(skip, 0), "lines": fresh})
+            self.last_sent = first + max(skip, 0) + len(fresh) - 1
 
     async def run_state(self, event: dict[str, Any]) -> None:
-        await self.send_json({**event, "type": "state"})
+        async with self._sending:
+            await self.send_json({**event, "type": "state"})
+            self.last_state = event["state"]
 
     async def run_facts(self, event: dict[str, Any]) -> None:
         await self.send_json({**event, "type": "facts"})
@@ -142,6 +205,12 @@ def _run_snapshot(run_id: int) -> dict[str, Any]:
     run = Run.objects.get(pk=run_id)
     facts = {"decode": run.live_facts.get("decode", []), "metrics": run.live_facts.get("metrics", {})}
     return {"facts": facts, "state": broadcast.run_state_event(run)}
+
+
+@database_sync_to_async
+def _stored_progress(run_id: int) -> tuple[int, str] | None:
+    """The lines stored and the state of a run (one indexed row), or None once it is deleted."""
+    return Run.objects.filter(pk=run_id).values_list("log_lines", "state").first()
 
 
 @database_sync_to_async

@@ -46,13 +46,22 @@ def test_the_study_page_follows_the_study_live(client, browser, live_web, log_in
         log_in(page)
         page.goto(f"{live_web}{study.get_absolute_url()}")
         assert page.inner_text("#study-budget strong") == "0"
-        page.wait_for_timeout(500)  # the page's websocket connects
+        page.wait_for_selector("body[data-live=on]", timeout=15_000)  # the page's websocket is in the study's group
 
         _in_a_thread(_end_round, study)
 
         page.wait_for_function("() => document.querySelector('#study-budget strong').textContent === '3'")
-        page.locator("#space [data-figure='space-figure-1']").scroll_into_view_if_needed()  # charts draw in view
-        page.wait_for_selector("#space [data-figure='space-figure-1'][data-drawn]", timeout=15_000)
+        # Charts draw as they come into view. A round's end sends several changes, each re-reading the sections, so
+        # the chart is looked up afresh at each poll rather than held (a later re-read replaces it).
+        page.wait_for_function(
+            """() => {
+                const chart = document.querySelector("#space [data-figure='space-figure-1']");
+                if (!chart) return false;
+                chart.scrollIntoView();
+                return chart.hasAttribute("data-drawn");
+            }""",
+            timeout=15_000,
+        )
         assert "s1-k1-d2" in page.inner_text("#trials") and "measured" in page.inner_text("#trials")
         assert page.inner_text("#study-state") == "running"
     finally:

@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from dashboard.asgi import application
-from experiments import broadcast
+from experiments import broadcast, consumers
 from experiments.models import Run
 
 from .factories import make_log, make_run
@@ -214,5 +214,52 @@ async def test_it_resumes_after_a_reconnect_in_the_middle_of_a_flood(browser, ru
         received += await _lines(communicator, total - len(received))
         assert received == _numbered(1, total)
         assert await communicator.receive_nothing(timeout=0.3)
+    finally:
+        await communicator.disconnect()
+
+
+async def test_it_sends_stored_lines_whose_broadcast_never_came(browser, run, caplog):
+    """A crash's last batch is stored and its broadcast lost, and no later batch comes to reveal the gap: the
+    consumer notices that storage is ahead of what it sent, sends the lines and logs the lost broadcast."""
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/", browser)
+    assert connected
+    try:
+        assert await _lines(communicator, 5) == _numbered(1, 5)
+        await sync_to_async(make_log)(run, [["l6", "l7", "l8"]])  # stored; never broadcast
+
+        started = asyncio.get_running_loop().time()
+        assert await _lines(communicator, 3) == _numbered(6, 8)
+        assert asyncio.get_running_loop().time() - started < 3 * consumers.STORAGE_CHECK_SECONDS
+        assert "log lines 6-8 were stored but not broadcast" in caplog.text
+    finally:
+        await communicator.disconnect()
+
+
+async def test_it_sends_a_stored_state_whose_broadcast_never_came(browser, run):
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after=5", browser)
+    assert connected
+    try:
+        await _snapshot(communicator)
+        await Run.objects.filter(pk=run.pk).aupdate(state=Run.State.FAILED)  # no broadcast
+
+        message = await communicator.receive_json_from(timeout=5 * consumers.STORAGE_CHECK_SECONDS)
+        while message["type"] != "state":
+            message = await communicator.receive_json_from(timeout=5 * consumers.STORAGE_CHECK_SECONDS)
+        assert message["state"] == Run.State.FAILED
+    finally:
+        await communicator.disconnect()
+
+
+async def test_it_does_not_resend_what_the_broadcast_delivered(browser, run, caplog):
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/", browser)
+    assert connected
+    try:
+        assert await _lines(communicator, 5) == _numbered(1, 5)
+        await sync_to_async(make_log)(run, [["l6", "l7"]])
+        await broadcast.send_log_lines(run.pk, 6, ["l6", "l7"])
+
+        assert await _lines(communicator, 2) == _numbered(6, 7)
+        assert await communicator.receive_nothing(timeout=2.5 * consumers.STORAGE_CHECK_SECONDS)
+        assert "not broadcast" not in caplog.text
     finally:
         await communicator.disconnect()

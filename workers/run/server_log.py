@@ -291,6 +291,7 @@ class LogTail:
         self._ended = False  # `end()` was called: the file was read to its end
         # Batches are stored strictly in order: the periodic flush and a full-buffer flush must not overlap.
         self._flush_lock = asyncio.Lock()
+        self._handover: asyncio.Future[None] | None = None  # the batch being stored and broadcast
 
     async def follow(self, stop_when_pid_exits: int | None = None) -> None:
         """Follow until cancelled, or until `stop_when_pid_exits` has exited and the file is drained."""
@@ -353,10 +354,28 @@ class LogTail:
             await self.flush()
 
     async def flush(self) -> None:
+        """Hand the buffered lines to `on_batch`. A batch is never cut in two: cancelling the caller (the periodic
+        flusher when the tail ends, or the whole tail when a run stops it) lets the batch finish storing and
+        broadcasting, and the next flush waits for it. A batch stored but never broadcast would be missing from
+        every open page, and one stored without advancing `next_line` would make the next batch's numbers clash."""
         async with self._flush_lock:
+            await self._finish_handover()
             if not self._buffer:
                 return
             lines, self._buffer = self._buffer, []
-            first = self.next_line
-            await self.on_batch(first, lines, self._buffer_offset)
-            self.next_line += len(lines)
+            self._handover = asyncio.ensure_future(self._hand_over(self.next_line, lines, self._buffer_offset))
+            await self._finish_handover()
+
+    async def _hand_over(self, first: int, lines: list[str], offset: int) -> None:
+        await self.on_batch(first, lines, offset)
+        self.next_line = first + len(lines)
+
+    async def _finish_handover(self) -> None:
+        handover = self._handover
+        if handover is None:
+            return
+        try:
+            await asyncio.shield(handover)
+        finally:
+            if handover.done():
+                self._handover = None

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from experiments.tests.factories import make_run
 from workers.run.database import db
-from workers.run.server_log import LineAssembler, ServerLog
+from workers.run.server_log import LineAssembler, LogTail, ServerLog
 from workers.ssh import HostConnection
 
 
@@ -210,3 +210,32 @@ def test_it_reads_a_dead_servers_log_to_its_end_without_waiting_for_the_leader_t
     stored = [line for chunk in run.logchunk_set.order_by("first_line") for line in chunk.lines()]
     assert stored == [f"line {n}" for n in range(1, 5001)] + ["Killed"]
     assert run.log_offset == log.stat().st_size
+
+
+async def test_it_finishes_a_batch_whose_flush_was_cancelled_and_numbers_the_next_after_it():
+    """The tail's end cancels its periodic flusher; one cancelled mid-batch used to leave the batch stored but never
+    broadcast (a browser never saw a crash's last lines) and the next batch numbered over it."""
+    handed: list[tuple[int, list[str]]] = []
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def on_batch(first: int, lines: list[str], offset: int) -> None:
+        entered.set()
+        await release.wait()  # storing, then broadcasting
+        handed.append((first, lines))
+
+    tail = LogTail(None, "/unused", offset=0, next_line=1, on_batch=on_batch)  # type: ignore[arg-type]
+    tail._buffer = ["a", "b"]
+    flusher = asyncio.create_task(tail.flush())
+    await entered.wait()
+    flusher.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await flusher
+    tail._buffer = ["c"]
+    final = asyncio.create_task(tail.flush())  # as the tail's `finally` does
+    await asyncio.sleep(0.01)
+    assert handed == []  # the final flush waits for the batch in hand
+    release.set()
+    await final
+
+    assert handed == [(1, ["a", "b"]), (3, ["c"])]
+    assert tail.next_line == 4
