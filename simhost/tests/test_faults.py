@@ -138,11 +138,11 @@ def test_it_floods_the_log_once_ready(launch):
     server.wait_ready()
     started = time.monotonic()
     time.sleep(1.0)
-    counters = [int(n) for n in re.findall(r"^\[[\d :-]+\] (?:Decode|Prefill) batch \[(\d+)\], ", server.text(), re.M)]
-    elapsed = time.monotonic() - started
+    text = server.text()
+    elapsed = time.monotonic() - started  # the lines counted are those written by now, however long reading them takes
+    counters = [int(n) for n in re.findall(r"^\[[\d :-]+\] (?:Decode|Prefill) batch \[(\d+)\], ", text, re.M)]
     assert counters == list(range(1, len(counters) + 1))  # whole lines, none lost, in order
     assert 0.6 * 100000 * elapsed < len(counters) < 1.3 * 100000 * (elapsed + 0.2)
-    text = server.text()
     assert re.search(r"^\[[\d :-]+\] Prefill batch \[40\], #new-seq: 1, #new-token: 128, ", text, re.M)
     assert re.search(r"^\[[\d :-]+\] Decode batch \[41\], #running-req: 1, #token: 1024, token usage: 0\.00, ",
                      text, re.M)  # fmt: skip
