@@ -6,7 +6,7 @@ against the full grid's launches, scored on the simulated host's ground truth.
 
 The space is the one an EAGLE-3 team would type: steps 1-4 x topk 1, 2, 4, 8 x draft tokens 2, 3, 4, 6, 8 at
 concurrencies 1, 2, 4, 8, on kimi-k2.5-sim with 128 in / 128 out (`simhost.speed.ground_truth`; its table is in
-simhost/README.md). SGLang's rules (`experiments.sweeps`) leave the valid configs; those the host runs out of
+simhost/README.md). SGLang's rules (`experiments.rules.sweeps`) leave the valid configs; those the host runs out of
 memory on (topk x draft tokens > 32) are in the grid too, since nobody knows them before launching.
 
 Each study runs `experiments.tuning.plan` (the code a real study runs) with launches drawn from the ground truth:
@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments import sweeps
+from experiments.rules import sweeps
 from experiments.tuning import plan, recommend
 from experiments.tuning.space import SearchSpace
 from simhost import speed

@@ -53,7 +53,7 @@ from experiments.models import (  # noqa: E402
     Run,
     ServerConfig,
 )
-from experiments.reports import build_report  # noqa: E402
+from experiments.reads.reports import build_report  # noqa: E402
 
 # As the served process does (dashboard/asgi.py): what is loaded at startup is left out of full collections.
 gc.freeze()

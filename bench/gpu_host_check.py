@@ -5,7 +5,7 @@ leader was killed is found, killed, and the memory is seen free again).
     python bench/gpu_host_check.py --local                    # on the GPU host itself
     python bench/gpu_host_check.py --ssh user@gpu-host        # from anywhere, through the system's ssh
 
-Needs the standard library and this repository's pure readers (`workers.gpus`, `workers.hostreads`): no Django.
+Needs the standard library and this repository's pure readers (`workers.hostreads`): no Django.
 The teardown check needs PyTorch with CUDA on the host (`--python` picks the interpreter); without it that part
 is skipped, saying why. It holds --leader-mib and --child-mib of GPU memory for under a minute and always cleans up.
 Exit status: 0 when every check passed (or was skipped), 1 when one failed.
@@ -24,8 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workers import gpus
-from workers.hostreads import environ, fingerprint
+from workers.hostreads import environ, fingerprint, gpus
 
 MARKER = "SPECDASH_GPU_CHECK"
 # A leader holding memory with one spawned child holding more, like SGLang's launcher and a scheduler rank (the

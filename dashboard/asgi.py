@@ -10,7 +10,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the apps loa
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from dashboard.origin import SiteOriginValidator  # noqa: E402
-from experiments.routing import websocket_urlpatterns  # noqa: E402
+from experiments.live.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

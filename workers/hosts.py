@@ -12,12 +12,12 @@ from typing import Any
 
 import asyncssh
 from django.conf import settings
-from django.db import transaction
 
-from experiments import host_allowlist, model_checks
+from experiments.actions.hosts import do_record_key_public_half, do_store_connection_test
 from experiments.models import Host, SshKey
+from experiments.rules import host_allowlist, model_checks
+from workers.hostreads import gpus
 
-from . import gpus
 from .ssh import HostAccess, HostConnection, SSHError
 
 MAX_MODELS = model_checks.MAX_LISTED_MODELS
@@ -33,7 +33,7 @@ def host_access(host: Host, *, record_key: bool = False) -> HostAccess:
 
     `record_key`: an admin's connection test, which records the public key of a key not verified yet.
     """
-    refusal = host_allowlist.refusal(host.address)
+    refusal = host_allowlist.refusal(host.address, settings.SPECDASH_HOST_ALLOWLIST)
     if refusal:
         raise SSHError(f"Not connecting to {host.name}: {refusal}")
     key_path = None
@@ -67,8 +67,7 @@ def _verified_key_file(key: SshKey, *, record: bool) -> Path:
         if key.public_key.split()[:2] != public.split():
             raise SSHError(f"The key file of SSH key {key.name} is not the registered key; refusing to use it.")
     elif record:
-        key.public_key = public
-        key.save(update_fields=["public_key"])
+        do_record_key_public_half(key, public)
     else:
         raise SSHError(f"The SSH key {key.name} is not verified yet: an admin's connection test records it.")
     return path
@@ -116,7 +115,7 @@ async def port_in_use(conn: HostConnection, port: int) -> bool:
     return probe.stdout.strip().endswith("taken")
 
 
-# ---- what the web tier asks a worker (experiments.worker_calls) ----------------------------------------
+# ---- what the web tier asks a worker (experiments.actions.dispatch) ----------------------------------------
 
 
 @dataclass(frozen=True)
@@ -139,13 +138,7 @@ async def probe(host: Host, access: HostAccess, *, pin: bool) -> ProbeResult:
 def test_connection(host: Host) -> ProbeResult:
     """Pin the key if none is pinned yet (trust on first use, by an admin's explicit action); verify it after."""
     result = asyncio.run(probe(host, host_access(host, record_key=True), pin=not host.is_pinned))
-    with transaction.atomic():
-        fields = ["gpu_inventory"]
-        host.gpu_inventory = result.gpus
-        if not host.is_pinned:
-            host.host_key = result.host_key
-            fields.append("host_key")
-        host.save(update_fields=fields)
+    do_store_connection_test(host, result.host_key, result.gpus)
     return result
 
 

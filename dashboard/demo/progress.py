@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import OutputWrapper
 
 from experiments.models import Experiment
-from experiments.reports import build_report
+from experiments.reads.reports import build_report
 
 
 class DemoProgress:

@@ -17,22 +17,11 @@ PRODUCT = ("experiments", "workers", "dashboard")
 PURE = (
     "experiments.analysis",
     "experiments.charts",
-    "experiments.history_charts",
-    "experiments.telemetry_chart",
-    "experiments.explanations",
-    "experiments.launch_policy",
-    "experiments.log_metrics",
-    "experiments.model_checks",
-    "experiments.notes",
-    "experiments.sweeps",
-    "experiments.study_charts",
+    "experiments.rules",
+    "experiments.formats",
     "experiments.tuning",
     "experiments.remedies",
-    "experiments.run_facts",
-    "experiments.notification_texts",
-    "experiments.prompt_sampling",
     "workers.sglang",
-    "workers.gpus",
     "workers.hostreads",
 )
 FRAMEWORKS = ("django", "channels", "celery", "ninja", "asgiref", "daphne", "channels_redis")
@@ -107,6 +96,59 @@ def violations(root: Path) -> list[str]:
     return found
 
 
+# What a module may call, by where it lives: ORM writes only outside `reads/`, tasks sent only by the dispatcher,
+# group sends only by the broadcast module.
+ORM_WRITES = {"save", "create", "update", "delete", "bulk_create", "bulk_update", "get_or_create", "update_or_create"}
+TASK_SENDS = {"send_task", "delay", "apply_async", "delay_on_commit", "apply_async_on_commit"}
+READS = "experiments.reads"
+DISPATCHER = "experiments.actions.dispatch"
+BROADCASTER = "experiments.live.broadcast"
+
+
+QUERYSET_HINTS = {"objects", "filter", "exclude", "all", "select_related", "prefetch_related"}
+
+
+def _calls(path: Path) -> Iterator[tuple[str, int]]:
+    """The attribute names called in `path` (`x.save()` -> "save"), with their line numbers. `update` counts only on
+    what reads as a queryset (`Run.objects.filter(...).update(...)`): a dict has one too."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            if name == "update":
+                receiver = {n.attr for n in ast.walk(node.func.value) if isinstance(n, ast.Attribute)}
+                if not receiver & QUERYSET_HINTS:
+                    continue
+            yield name, node.lineno
+
+
+def _task_names(path: Path) -> Iterator[int]:
+    """Line numbers of string constants naming a worker task."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("workers.tasks."):
+            yield node.lineno
+
+
+def call_violations(root: Path) -> list[str]:
+    found = []
+    for path in sorted(root.glob("**/*.py")):
+        if ".venv" in path.parts or "migrations" in path.parts:
+            continue
+        module = _module_name(path, root)
+        if not _within(module, PRODUCT) or _is_test_code(module):
+            continue
+        for name, line in _calls(path):
+            where = f"{module}:{line} calls {name}()"
+            if _within(module, READS) and name in ORM_WRITES:
+                found.append(f"{where}: reads never write")
+            if name in TASK_SENDS and _within(module, "experiments") and module != DISPATCHER:
+                found.append(f"{where}: only {DISPATCHER} sends tasks")
+            if name == "group_send" and module != BROADCASTER:
+                found.append(f"{where}: only {BROADCASTER} sends to groups")
+        if _within(module, "experiments") and module != DISPATCHER:
+            found += [f"{module}:{line} names a task: only {DISPATCHER} does" for line in _task_names(path)]
+    return found
+
+
 def oversized_modules(root: Path) -> list[str]:
     found = []
     for path in sorted(root.glob("**/*.py")):
@@ -127,6 +169,52 @@ def test_it_finds_no_import_against_the_dependency_rules():
     assert violations(REPO) == []
 
 
+def test_it_finds_no_call_against_the_rules_of_its_folder():
+    assert call_violations(REPO) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "rule"),
+    [
+        ("experiments/reads/runs.py", "def f(run):\n    run.save()\n", "reads never write"),
+        (
+            "experiments/reads/runs.py",
+            "def f(Run):\n    Run.objects.filter(pk=1).update(state='x')\n",
+            "reads never write",
+        ),
+        ("experiments/actions/runs.py", "def f(app):\n    app.send_task('x')\n", "sends tasks"),
+        ("experiments/views/runs.py", "def f(task):\n    task.delay(1)\n", "sends tasks"),
+        ("experiments/actions/hosts.py", "TASK = 'workers.tasks.drive_host'\n", "names a task"),
+        (
+            "experiments/live/consumers.py",
+            "async def f(layer):\n    await layer.group_send('g', {})\n",
+            "sends to groups",
+        ),
+        ("workers/run/server_log.py", "async def f(layer):\n    await layer.group_send('g', {})\n", "sends to groups"),
+    ],
+)
+def test_it_catches_each_kind_of_forbidden_call(tmp_path, module, source, rule):
+    path = tmp_path / module
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+
+    assert [v for v in call_violations(tmp_path) if rule in v], call_violations(tmp_path)
+
+
+def test_it_allows_the_calls_each_folder_may_make(tmp_path):
+    for module, source in {
+        "experiments/reads/runs.py": "def f(q, d):\n    d.update(q.filter(x=1).values('y'))\n",
+        "experiments/actions/dispatch.py": "T = 'workers.tasks.drive_host'\ndef f(app):\n    app.send_task(T)\n",
+        "experiments/live/broadcast.py": "async def f(layer):\n    await layer.group_send('g', {})\n",
+        "experiments/actions/runs.py": "def f(run):\n    run.save()\n",
+    }.items():
+        path = tmp_path / module
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+
+    assert call_violations(tmp_path) == []
+
+
 def test_it_finds_no_long_module_without_a_reason():
     assert oversized_modules(REPO) == []
 
@@ -136,7 +224,9 @@ def test_it_finds_no_long_module_without_a_reason():
     [
         ("experiments/views.py", "from workers import tasks\n", "never imports the workers"),
         ("experiments/analysis/stats.py", "def f():\n    from django.db import models\n", "imports no framework"),
-        ("experiments/charts.py", "from .models import Run\n", "only pure modules"),
+        ("experiments/charts/comparison.py", "from ..models import Run\n", "only pure modules"),
+        ("experiments/rules/sweeps.py", "from django.conf import settings\n", "imports no framework"),
+        ("experiments/formats/markdown.py", "from experiments.reads import reports\n", "only pure modules"),
         ("workers/sglang/x.py", "from ..ssh import HostConnection\n", "only pure modules"),
         ("simhost/engine.py", "from experiments.models import Run\n", "imports nothing of the dashboard"),
         ("workers/benchclient/client.py", "import numpy\n", "standard library and aiohttp only"),

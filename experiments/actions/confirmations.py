@@ -9,7 +9,9 @@ import statistics
 from django.db import transaction
 from django.utils import timezone
 
-from .. import analysis, series
+from experiments.reads import series
+
+from .. import analysis
 from ..models import AuditEvent, Flag, FlagSeries, Run, SuspectSeries, Suspicion
 from .audit import ANALYSIS, record_event
 from .experiments import do_rerun_experiment

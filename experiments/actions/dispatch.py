@@ -1,7 +1,10 @@
-"""Questions the web tier asks a worker and waits for: it holds no SSH keys, so a worker connects and answers.
+"""The only module that names Celery tasks and sends them (the domain never imports the workers: it enqueues by
+name). Callers send after their transaction commits (`transaction.on_commit`), and decide what a broker that cannot
+be reached means for them.
 
-These block the request for at most WORKER_ANSWER_TIMEOUT; the worker itself writes what it learnt (the pinned
-host key, the GPU inventory), so a caller re-reads the host afterwards.
+Two kinds of sending: fire-and-forget wake-ups and deliveries, and questions the web tier asks a worker and waits for
+(it holds no SSH keys, so a worker connects and answers). Those block the request for at most WORKER_ANSWER_TIMEOUT;
+the worker itself writes what it learnt (the pinned host key, the GPU inventory), so a caller re-reads the host.
 """
 
 from __future__ import annotations
@@ -11,11 +14,23 @@ from typing import Any
 from celery import current_app
 from celery.exceptions import TimeoutError as CeleryTimeout
 
-from .models import Host
+from experiments.models import Host
 
 WORKER_ANSWER_TIMEOUT = 60
+DRIVE_HOST_TASK = "workers.tasks.drive_host"
+DELIVER_TASK = "workers.tasks.deliver_notification"
 TEST_HOST_TASK = "workers.tasks.test_host"
 LIST_HOST_MODELS_TASK = "workers.tasks.list_host_models"
+
+
+def send_drive_host(host_id: int) -> None:
+    """Ask a worker to run the host's next queued run (if the host is free). Raises BrokerUnreachable."""
+    current_app.send_task(DRIVE_HOST_TASK, args=[host_id])
+
+
+def send_deliver_notification(delivery_id: int) -> None:
+    """Ask a worker to send a pending e-mail or webhook delivery (retrying). Raises BrokerUnreachable."""
+    current_app.send_task(DELIVER_TASK, args=[delivery_id])
 
 
 class HostProbeFailed(Exception):

@@ -6,18 +6,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnreachable
 
-from .. import launch_policy, worker_calls
+from experiments.actions import dispatch
+from experiments.rules import launch_policy
+
 from ..models import AuditEvent, Host, Run, SshKey
 from .audit import Actor, record_event
 from .notifications import notify_host_dirty
 
-# Tasks are enqueued by name: the domain never imports the workers package.
-DRIVE_HOST_TASK = "workers.tasks.drive_host"
 # What a host edit records: everything but the worker-written facts (key pin, inventory, lock, health).
 AUDITED_HOST_FIELDS = (*Host.ADMIN_FIELDS, "ssh_key_id", "extra_env_prefixes", "default_env")
 
@@ -31,7 +30,7 @@ def enqueue_drive_host(host_id: int) -> None:
 
 def _send_drive_host(host_id: int) -> None:
     try:
-        current_app.send_task(DRIVE_HOST_TASK, args=[host_id])
+        dispatch.send_drive_host(host_id)
     except BrokerUnreachable as exc:
         # Only a wake-up is lost, not the committed change (a finished run, a submission): the beat's
         # wake_idle_hosts asks again within SPECDASH_WAKE_EVERY once Redis is back.
@@ -73,11 +72,11 @@ def do_edit_host(host: Host, actor: Actor) -> Host:
 
 def do_test_host(host: Host, actor: Actor) -> None:
     """Connect through a worker, pin the host key on first contact (verify it after), record an unverified SSH key's
-    public key, store the GPUs. Raises worker_calls.HostProbeFailed (recorded too)."""
+    public key, store the GPUs. Raises dispatch.HostProbeFailed (recorded too)."""
     was_pinned = host.is_pinned
     try:
-        worker_calls.test_host_connection(host)
-    except worker_calls.HostProbeFailed as exc:
+        dispatch.test_host_connection(host)
+    except dispatch.HostProbeFailed as exc:
         record_event(actor, AuditEvent.Action.HOST_TEST, host, ok=False, error=str(exc)[:500])
         raise
     record_event(actor, AuditEvent.Action.HOST_TEST, host, ok=True, pinned=not was_pinned, host_key=host.host_key)
@@ -89,6 +88,25 @@ def do_store_model_inventory(host: Host, models: list[dict[str, Any]]) -> None:
     host.model_inventory = {"models_root": host.models_root, "models": models}
     host.model_inventory_at = timezone.now()
     host.save(update_fields=["model_inventory", "model_inventory_at"])
+
+
+@transaction.atomic
+def do_store_connection_test(host: Host, host_key: str, gpus: list[dict[str, Any]]) -> None:
+    """Keep what a connection test learnt: the GPUs, and the host key on first contact (trust on first use, by an
+    admin's explicit action; a pinned key is only ever verified, never replaced here)."""
+    host.gpu_inventory = gpus
+    host.gpus_read_at = timezone.now()
+    fields = ["gpu_inventory", "gpus_read_at"]
+    if not host.is_pinned:
+        host.host_key = host_key
+        fields.append("host_key")
+    host.save(update_fields=fields)
+
+
+def do_record_key_public_half(key: SshKey, public_key: str) -> None:
+    """An unverified key's public half, read from its file by the worker that first uses it for an admin."""
+    key.public_key = public_key
+    key.save(update_fields=["public_key"])
 
 
 def do_store_gpu_reading(host_id: int, gpus: list[dict[str, Any]]) -> None:

@@ -15,7 +15,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable
 
-from celery import current_app
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
@@ -24,14 +23,16 @@ from django.urls import reverse
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnreachable
 
-from .. import broadcast, notification_texts
+from experiments.actions import dispatch
+from experiments.formats import notification_texts
+from experiments.formats.notification_texts import Message
+from experiments.live import broadcast
+from experiments.reads.reports import build_report
+
 from ..analysis import ComparisonRow
 from ..models import AuditEvent, Delivery, Event, Experiment, Flag, Host, Run, Subscription
-from ..notification_texts import Message
-from ..reports import build_report
 from .audit import Actor, record_event
 
-DELIVER_TASK = "workers.tasks.deliver_notification"
 WEBHOOK_TIMEOUT = 10
 MAX_ERROR = 2000
 
@@ -157,7 +158,7 @@ def _show_in_browser(delivery_id: int, user_id: int, message: Message) -> None:
 
 def _send_deliver_task(delivery_id: int) -> None:
     try:
-        current_app.send_task(DELIVER_TASK, args=[delivery_id])
+        dispatch.send_deliver_notification(delivery_id)
     except BrokerUnreachable as exc:
         Delivery.objects.filter(pk=delivery_id).update(
             state=Delivery.State.FAILED, last_error=f"Not queued: the broker was unreachable: {exc!r}"[:MAX_ERROR]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from .. import prompt_reports, prompt_sampling
+from experiments.formats import prompt_sampling
+from experiments.reads import prompt_reports
+
 from ..models import AuditEvent, Candidate, Experiment, PromptSet
 from .audit import Actor, record_event
 

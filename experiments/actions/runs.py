@@ -10,7 +10,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from .. import broadcast
+from experiments.live import broadcast
+
 from ..forms import ServerConfigForm, config_form_data, plain_errors
 from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Measurement, PromptResults, Run, ServerConfig
 from ..remedies import versioned_name

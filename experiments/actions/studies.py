@@ -15,7 +15,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from .. import broadcast
+from experiments.live import broadcast
+
 from ..models import AuditEvent, BenchmarkProfile, Run, ServerConfig, Study, StudyConfig, StudyRound
 from ..tuning import plan, recommend
 from .audit import Actor, record_event

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from . import analysis
-from .analysis import Point
+from .breakeven import BreakEven, break_even_accept_length
+from .intervals import Point
 
 # Metrics of a run's live facts that feed the explanatory model, and the log_metrics that produce them from
 # simhost's `EAGLE3 profile:` lines (EAGLE3_PROFILE=1). `draft_ms` there is the draft part of one cycle, all steps.
@@ -36,7 +36,7 @@ class ExplanatoryModel:
 
     candidate: str
     concurrency: int | None
-    break_even: analysis.BreakEven | None
+    break_even: BreakEven | None
     missing: list[str]
     note: str
     samples: int = 0
@@ -142,7 +142,7 @@ def explain(
     draft_per_step = statistics.median(chosen["draft_ms"]) / steps
     accept_points = [point for point in accept.get(name, []) if point[0] == level]
     try:
-        result = analysis.break_even_accept_length(
+        result = break_even_accept_length(
             baseline_tok_s=baseline_tok_s,
             concurrency=level,
             draft_ms=draft_per_step,

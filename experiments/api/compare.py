@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Query, Status
 
-from ..comparisons import MAX_PICKS, NotComparable, build_comparison, parse_picks
+from experiments.reads.comparisons import MAX_PICKS, NotComparable, build_comparison, parse_picks
+
 from .base import api, require
 
 

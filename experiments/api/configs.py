@@ -8,8 +8,9 @@ from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Body, Status
 
-from .. import config_history
-from ..config_history import config_json
+from experiments.reads import config_history
+from experiments.reads.config_history import config_json
+
 from ..forms import (
     BenchmarkProfileForm,
     ServerConfigForm,

@@ -9,7 +9,8 @@ from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja.errors import HttpError
 
-from .. import environments
+from experiments.reads import environments
+
 from ..models import Experiment, Run, RunEnvironment
 from .base import api, require
 

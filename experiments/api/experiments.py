@@ -9,18 +9,19 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Body, Schema, Status
 
-from .. import environments, prompt_reports
+from experiments.reads import environments, prompt_reports
+from experiments.reads.queueing import queued_runs_of
+from experiments.reads.reports import build_report, comparison_rows_json
+from experiments.views.exports import comparison_csv_response
+
 from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
-from ..exports import comparison_csv_response
 from ..forms import (
     ExperimentSubmission,
     RerunForm,
     ScheduleForm,
 )
 from ..models import Experiment, Flag, FlagSeries, Suspicion
-from ..queueing import queued_runs_of
-from ..reports import build_report, comparison_rows_json
 from .base import api, config_data, host_name, profile_data, require, require_manage
 from .runs import run_json
 from .sweeps import sweep_form

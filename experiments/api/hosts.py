@@ -9,7 +9,9 @@ from django.shortcuts import get_object_or_404
 from ninja import Body, Status
 from ninja.errors import HttpError
 
-from .. import launch_policy, worker_calls
+from experiments.actions import dispatch
+from experiments.rules import launch_policy
+
 from ..actions.audit import Actor
 from ..actions.hosts import do_mark_host_clean, do_register_host, do_test_host
 from ..forms import (
@@ -65,7 +67,7 @@ def test_host(request: HttpRequest, host_id: int):
     host = get_object_or_404(Host.objects.select_related("ssh_key"), pk=host_id)
     try:
         do_test_host(host, Actor.of(request))
-    except worker_calls.HostProbeFailed as exc:
+    except dispatch.HostProbeFailed as exc:
         raise HttpError(exc.status, str(exc)) from exc
     return _host_json(host)
 
@@ -76,8 +78,8 @@ def host_models(request: HttpRequest, host_id: int):
     require(request, "experiments.view_host")
     host = get_object_or_404(Host, pk=host_id)
     try:
-        return worker_calls.host_models(host)
-    except worker_calls.HostProbeFailed as exc:
+        return dispatch.host_models(host)
+    except dispatch.HostProbeFailed as exc:
         if request.user.has_perm("experiments.change_host"):
             raise HttpError(exc.status, str(exc)) from exc
         # Only admins learn why: the reason would tell others which addresses and ports answer (a port scan).

@@ -7,11 +7,12 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Body, Status
 
+from experiments.formats.prompt_sampling import MAX_UPLOAD_BYTES, PromptSetError
+
 from ..actions.audit import Actor
 from ..actions.prompts import do_create_prompt_set
 from ..forms import PromptSetUploadForm
 from ..models import PromptSet
-from ..prompt_sampling import MAX_UPLOAD_BYTES, PromptSetError
 from .base import api, require
 
 

@@ -8,14 +8,15 @@ from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Schema, Status
 
+from experiments.reads.config_history import config_json
+from experiments.reads.queueing import QueuedRun, queued_run
+
 from ..actions.audit import Actor
 from ..actions.runs import RemedyRefused, do_cancel_run, do_rerun_with_remedy
-from ..config_history import config_json
 from ..forms import (
     CONTROL_CHARS,
 )
 from ..models import LogChunk, Run
-from ..queueing import QueuedRun, queued_run
 from .base import api, require, require_manage
 
 LOG_PAGE_MAX = 10_000

@@ -10,11 +10,12 @@ from django.shortcuts import get_object_or_404
 from ninja import Schema, Status
 from ninja.errors import HttpError
 
+from experiments.reads.study_report import study_json
+
 from ..actions.audit import Actor
 from ..actions.studies import do_cancel_study, do_confirm_recommendation, do_start_study
 from ..forms.studies import StudySubmission
 from ..models import Study
-from ..study_report import study_json
 from .base import api, config_data, host_name, profile_data, require
 from .sweeps import sweep_form
 

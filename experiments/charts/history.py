@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from .charts import IMPROVEMENT_COLOR, REGRESSION_COLOR, SUSPECTED_COLOR, _axis, _layout, escape_text
+from experiments.charts.comparison import (
+    IMPROVEMENT_COLOR,
+    REGRESSION_COLOR,
+    SUSPECTED_COLOR,
+    _axis,
+    _layout,
+    escape_text,
+)
 
 
 class HistoryEntry(NamedTuple):

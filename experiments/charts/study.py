@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .charts import escape_text
+from experiments.charts.comparison import escape_text
 
 # Red below the baseline, green above; 1.0 (the baseline) in the middle.
 _COLORSCALE = [[0.0, "#b42318"], [0.5, "#f2f4f7"], [1.0, "#027a48"]]

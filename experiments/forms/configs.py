@@ -10,8 +10,9 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from .. import launch_policy, log_metrics
-from ..explanations import MODEL_METRICS
+from experiments.analysis.explanations import MODEL_METRICS
+from experiments.rules import launch_policy, log_metrics
+
 from ..models import ServerConfig
 from .values import (
     CONTROL_CHARS,

@@ -6,9 +6,11 @@ import re
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from .. import host_allowlist, launch_policy
+from experiments.rules import host_allowlist, launch_policy
+
 from ..models import Host, SshKey
 from .values import check_env, format_env, no_control_chars, parse_env
 
@@ -61,7 +63,7 @@ class HostForm(forms.ModelForm):
         address = self.cleaned_data["address"].strip()
         if not ADDRESS.match(address) or address.startswith("-"):
             raise ValidationError("A host name or IP address.")
-        problem = host_allowlist.refusal(address)
+        problem = host_allowlist.refusal(address, settings.SPECDASH_HOST_ALLOWLIST)
         if problem:
             raise ValidationError(problem)
         return address

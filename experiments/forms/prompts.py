@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django import forms
 
-from ..prompt_sampling import MAX_UPLOAD_BYTES
+from experiments.formats.prompt_sampling import MAX_UPLOAD_BYTES
+
 from .values import no_control_chars
 
 

@@ -9,7 +9,8 @@ from django import forms
 from django.db import models
 from django.utils.timesince import timesince
 
-from .. import model_checks
+from experiments.rules import model_checks
+
 from ..models import BenchmarkProfile, Host
 from .configs import ServerConfigForm
 from .profiles import PROFILE_DEFAULTS, BenchmarkProfileForm

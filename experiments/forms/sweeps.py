@@ -1,6 +1,6 @@
 """The sweep builder: the value lists a user types (or the API sends), the candidate they vary, and the candidates
 they give, each checked like any other candidate. The page's preview, the API's preview and the API's `sweep` of an
-experiment all go through `SweepForm`; the grid and its rules are `experiments.sweeps`'.
+experiment all go through `SweepForm`; the grid and its rules are `experiments.rules.sweeps`'.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from .. import launch_policy, sweeps
+from experiments.reads.queueing import launch_durations
+from experiments.rules import launch_policy, sweeps
+
 from ..models import MANAGED_FLAGS, Host
-from ..queueing import launch_durations
 from .configs import ServerConfigForm, split_eagle3_profile
 from .profiles import BenchmarkProfileForm
 from .submission import ExperimentSubmission, config_form_data, plain_errors

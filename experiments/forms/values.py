@@ -1,6 +1,6 @@
 """Parsing and checking of the values users type: env assignments, extra launch args, concurrency lists.
 
-The rules themselves (which names and flags, how long, how many) are `experiments.launch_policy`'s, shared with
+The rules themselves (which names and flags, how long, how many) are `experiments.rules.launch_policy`'s, shared with
 the worker that checks them again before a launch.
 """
 
@@ -13,8 +13,9 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from .. import launch_policy
-from ..launch_policy import CONTROL_CHARS, ENV_NAME
+from experiments.rules import launch_policy
+from experiments.rules.launch_policy import CONTROL_CHARS, ENV_NAME
+
 from ..models import MANAGED_FLAGS
 
 # More in flight than any single server batches (SGLang's running requests top out in the low thousands).

@@ -10,7 +10,7 @@ from channels.layers import get_channel_layer
 from redis.exceptions import RedisError
 
 if TYPE_CHECKING:
-    from .models import Run
+    from experiments.models import Run
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import broadcast
-from .models import Experiment, LogChunk, Run, Study
+from experiments.live import broadcast
+from experiments.models import Experiment, LogChunk, Run, Study
 
 REPLAY_PAGE = 5000
 # How often an open log page's consumer compares what is stored with what it sent. Every batch is stored before it

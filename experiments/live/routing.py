@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import consumers
+from experiments.live import consumers
 
 websocket_urlpatterns = [
     path("ws/runs/<int:run_id>/log/", consumers.RunLogConsumer.as_asgi()),

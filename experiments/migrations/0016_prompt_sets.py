@@ -10,7 +10,7 @@ from experiments import roles
 
 def create_builtin_sets(apps, schema_editor):
     """The two sets every team has: random ids (what profiles sent before sets) and ShareGPT from its package."""
-    from experiments.prompt_store import SHAREGPT_NAME, sharegpt_file_hash
+    from experiments.reads.prompt_store import SHAREGPT_NAME, sharegpt_file_hash
 
     PromptSet = apps.get_model("experiments", "PromptSet")
     if not PromptSet.objects.filter(kind="random").exists():

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from ..prompt_sampling import SampledPrompt
-from ..prompt_store import load_sample
+from experiments.formats.prompt_sampling import SampledPrompt
+from experiments.reads.prompt_store import load_sample
 
 # Flags that specdash itself sets from the config's fields; `extra_args` may not repeat them, or the
 # stored config would lie about what ran.

@@ -8,7 +8,8 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
-from .. import launch_policy
+from experiments.rules import launch_policy
+
 from ..analysis.environment import checkout_detail, facts
 from .runs import Run
 

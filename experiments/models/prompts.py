@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from .. import prompt_sampling
+from experiments.formats import prompt_sampling
 
 
 class PromptSet(models.Model):
@@ -48,7 +48,7 @@ class PromptSet(models.Model):
 
     def load_conversations(self) -> list[prompt_sampling.Conversation]:
         if self.kind == self.Kind.SHAREGPT:
-            from ..prompt_store import sharegpt_conversations  # reads the package's file, cached
+            from experiments.reads.prompt_store import sharegpt_conversations  # reads the package's file, cached
 
             return sharegpt_conversations().conversations
         return prompt_sampling.conversations_from_json(self.conversations)

@@ -10,8 +10,9 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
+from experiments.formats.run_facts import server_facts
+
 from ..remedies import SERVER_ARG_NAMES, Evidence, Link, Remedy, remedies_for, server_args_in
-from ..run_facts import server_facts
 from .configs import ServerConfig
 from .experiments import Experiment
 from .hosts import Host

@@ -16,7 +16,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from .. import sweeps
+from experiments.rules import sweeps
+
 from ..tuning import plan
 from ..tuning.space import SearchSpace
 from .configs import BenchmarkProfile, ServerConfig

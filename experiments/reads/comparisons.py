@@ -15,9 +15,10 @@ from typing import Any
 
 from django.db.models import Q
 
-from . import analysis, charts
-from .models import Experiment, Measurement, Run, ServerConfig
-from .reports import ConfigDiffRow, DiffCell, config_diff_rows, latency_table, points_series
+from experiments import analysis
+from experiments.charts import comparison as comparison_charts
+from experiments.models import Experiment, Measurement, Run, ServerConfig
+from experiments.reads.reports import ConfigDiffRow, DiffCell, config_diff_rows, latency_table, points_series
 
 MAX_PICKS = 8
 _PICK = re.compile(r"r(\d{1,12})|c(\d{1,12})-(\d{1,12})")
@@ -122,14 +123,16 @@ def build_comparison(picks: Sequence[Pick]) -> PickedComparison:
     usable = [{"run__config__name": v[0], "concurrency": v[1], **v[5]} for v in values]
     throughput = points_series(((v[0], v[1], v[4]) for v in values), labels)
     if throughput:
-        colors = charts.config_colors(reference, others)
-        result.figures["throughput"] = charts.throughput_figure(throughput, baseline=reference, colors=colors)
-        result.figures["latency"] = charts.latency_figure(
+        colors = comparison_charts.config_colors(reference, others)
+        result.figures["throughput"] = comparison_charts.throughput_figure(
+            throughput, baseline=reference, colors=colors
+        )
+        result.figures["latency"] = comparison_charts.latency_figure(
             latency_table(usable, labels), baseline=reference, colors=colors
         )
         if result.rows:
             marked = {name: level for name, level in result.break_even.items() if name not in result.never_pays}
-            result.figures["speedup"] = charts.speedup_figure(result.rows, break_even=marked, colors=colors)
+            result.figures["speedup"] = comparison_charts.speedup_figure(result.rows, break_even=marked, colors=colors)
     return result
 
 

@@ -19,12 +19,12 @@ from typing import Any
 from django.db.models import Avg, Count, Q, QuerySet
 from django.urls import reverse
 
-from .forms.configs import ServerConfigForm, split_eagle3_profile
-from .forms.profiles import BenchmarkProfileForm
-from .forms.submission import profile_form_data
-from .forms.values import format_env
-from .models import BenchmarkProfile, Experiment, Measurement, Run, ServerConfig, ServerConfigQuerySet
-from .reports import CONFIG_FIELDS
+from experiments.forms.configs import ServerConfigForm, split_eagle3_profile
+from experiments.forms.profiles import BenchmarkProfileForm
+from experiments.forms.submission import profile_form_data
+from experiments.forms.values import format_env
+from experiments.models import BenchmarkProfile, Experiment, Measurement, Run, ServerConfig, ServerConfigQuerySet
+from experiments.reads.reports import CONFIG_FIELDS
 
 # A search box's text is a name, a path or a hash prefix: anything longer is a paste gone wrong.
 MAX_QUERY = 200

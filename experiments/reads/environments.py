@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import launch_policy
-from .analysis import telemetry
-from .analysis.environment import Snapshot, changes, summary
-from .analysis.telemetry import Sample
-from .models import Experiment, GpuSample, GpuSampleQuerySet, Measurement, Run, RunEnvironment
+from experiments.analysis import telemetry
+from experiments.analysis.environment import Snapshot, changes, summary
+from experiments.analysis.telemetry import Sample
+from experiments.models import Experiment, GpuSample, GpuSampleQuerySet, Measurement, Run, RunEnvironment
+from experiments.rules import launch_policy
 
 
 def _environment(run: Run) -> RunEnvironment | None:

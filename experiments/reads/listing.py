@@ -35,9 +35,9 @@ from django.db.models import (
     When,
 )
 
-from . import analysis
-from .models import Candidate, Experiment, Measurement, Run
-from .models.experiments import TAG_PATTERN
+from experiments import analysis
+from experiments.models import Candidate, Experiment, Measurement, Run
+from experiments.models.experiments import TAG_PATTERN
 
 PAGE_SIZE = 50
 MAX_RANKED = 1000  # a sort by best speedup computes the statistics of at most this many experiments

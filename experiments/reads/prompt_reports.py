@@ -12,9 +12,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from . import analysis
-from .analysis.equivalence import Equivalence, check_outputs, merge
-from .models import Experiment, Measurement, PromptResults, Run, ServerConfig
+from experiments import analysis
+from experiments.analysis.equivalence import Equivalence, check_outputs, merge
+from experiments.models import Experiment, Measurement, PromptResults, Run, ServerConfig
 
 # Differing prompts shown side by side per candidate; the rest are counted.
 SHOWN_DIVERGENCES = 10

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from . import prompt_sampling
-from .prompt_sampling import Conversation, SampledPrompt
+from experiments.formats import prompt_sampling
+from experiments.formats.prompt_sampling import Conversation, SampledPrompt
 
 SHAREGPT_NAME = "ShareGPT V3 unfiltered cleaned split"
 

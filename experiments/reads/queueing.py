@@ -16,7 +16,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from .models import Host, Run
+from experiments.models import Host, Run
 
 # Recent runs only: a host's speed and its models change, and the median of the last few hundred is stable
 # enough (and bounded for the page).

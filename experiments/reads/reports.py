@@ -1,9 +1,7 @@
-"""The comparison of an experiment, read from the database in a constant number of queries (six).
-
-Pages and the API both show this; the statistics are in `analysis` and the figures in `charts.py`. Four queries
-whatever the experiment's size: the runs with their configs, the candidates, every measurement as plain values,
-and the few live facts of the succeeded speculative runs that the explanatory model reads.
-"""
+"""The comparison of an experiment, read from the database in a constant number of queries (six); pages and the API
+both show it (statistics in `analysis`, figures in `charts/comparison.py`). Four queries whatever the experiment's
+size: the runs with their configs, the candidates, every measurement as plain values, and the few live facts of the
+succeeded speculative runs that the explanatory model reads."""
 
 from __future__ import annotations
 
@@ -18,10 +16,12 @@ from django.db import connection
 from django.db.models import Count, JSONField, Max, Q
 from django.db.models.expressions import RawSQL
 
-from . import analysis, charts, prompt_reports
-from .analysis import Point, mean_interval
-from .explanations import ExplanatoryModel, RunFacts, explain
-from .models import Experiment, Measurement, PinnedBaseline, Run, ServerConfig
+from experiments import analysis
+from experiments.analysis import Point, mean_interval
+from experiments.analysis.explanations import ExplanatoryModel, RunFacts, explain
+from experiments.charts import comparison as comparison_charts
+from experiments.models import Experiment, Measurement, PinnedBaseline, Run, ServerConfig
+from experiments.reads import prompt_reports
 
 LATENCY_STATS = ("mean", "p99")
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
@@ -185,17 +185,17 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
     )
     report.models = _explanations(experiment, candidates, throughput.get(baseline.name, []), accept)
     if with_figures and report.has_results:
-        colors = charts.config_colors(baseline.name, [c.name for c in candidates])
+        colors = comparison_charts.config_colors(baseline.name, [c.name for c in candidates])
         report.figures = {
-            "throughput": charts.throughput_figure(throughput, baseline=baseline.name, colors=colors),
-            "latency": charts.latency_figure(report.latency, baseline=baseline.name, colors=colors),
+            "throughput": comparison_charts.throughput_figure(throughput, baseline=baseline.name, colors=colors),
+            "latency": comparison_charts.latency_figure(report.latency, baseline=baseline.name, colors=colors),
         }
         if rows:
             # A candidate that never pays has no break-even point to mark (its lowest level is not one).
             marked = {name: level for name, level in break_even.items() if name not in never_pays}
-            report.figures["speedup"] = charts.speedup_figure(rows, break_even=marked, colors=colors)
+            report.figures["speedup"] = comparison_charts.speedup_figure(rows, break_even=marked, colors=colors)
         if accept:
-            report.figures["accept_length"] = charts.accept_length_figure(accept, colors=colors)
+            report.figures["accept_length"] = comparison_charts.accept_length_figure(accept, colors=colors)
     return report
 
 

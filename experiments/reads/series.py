@@ -12,7 +12,7 @@ from datetime import datetime
 
 from django.db.models import Avg
 
-from .models import Measurement, Run
+from experiments.models import Measurement, Run
 
 
 @dataclass(frozen=True)

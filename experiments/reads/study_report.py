@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import sweeps
-from .analysis import racing
-from .models import Run, Study
-from .study_charts import space_figure
-from .tuning import plan, recommend
-from .tuning.space import SearchSpace
+from experiments.analysis import racing
+from experiments.charts.study import space_figure
+from experiments.models import Run, Study
+from experiments.rules import sweeps
+from experiments.tuning import plan, recommend
+from experiments.tuning.space import SearchSpace
 
 
 def study_json(study: Study) -> dict[str, Any]:

@@ -7,7 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..model_checks import CONTEXT_LENGTH_FLAG, OVERRIDE_ENV, context_length_arg
+from experiments.rules.model_checks import CONTEXT_LENGTH_FLAG, OVERRIDE_ENV, context_length_arg
+
 from .values import Change, Evidence, Link, Remedy, first_line
 
 # SGLang's refusal at start (model_config.py), and specdash's own at preflight (model_checks.context_length_problem).

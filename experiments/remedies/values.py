@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..launch_policy import flag_clashes
+from experiments.rules.launch_policy import flag_clashes
 
 # The server args remedies read, from /get_server_info or the log's `server_args=` line.
 SERVER_ARG_NAMES = (

@@ -11,8 +11,6 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 
-from django.conf import settings
-
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -38,10 +36,9 @@ def _resolve(address: str) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
-def refusal(address: str, allowlist: Iterable[str] | None = None) -> str | None:
-    """Why a worker may not connect to `address`, or None when it may."""
-    listed = settings.SPECDASH_HOST_ALLOWLIST if allowlist is None else allowlist
-    networks, names = _entries(listed)
+def refusal(address: str, allowlist: Iterable[str]) -> str | None:
+    """Why a worker may not connect to `address` under `allowlist` (SPECDASH_HOST_ALLOWLIST), or None if it may."""
+    networks, names = _entries(allowlist)
     if address.lower().rstrip(".") in names:
         return None
     addresses = _resolve(address)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .launch_policy import CONTROL_CHARS, ENV_NAME, NUMBER_BOUNDS
+from experiments.rules.launch_policy import CONTROL_CHARS, ENV_NAME, NUMBER_BOUNDS
 
 STEPS, TOPK, DRAFT = "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"
 SPEC_FIELDS = (STEPS, TOPK, DRAFT)

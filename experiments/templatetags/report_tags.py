@@ -11,7 +11,7 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from ..notes import render_markdown
+from experiments.formats.markdown import render_markdown
 
 register = template.Library()
 

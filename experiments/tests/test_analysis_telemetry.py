@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from experiments.analysis.telemetry import Sample, comparison_warnings, summary
-from experiments.telemetry_chart import telemetry_figure
+from experiments.charts.telemetry import telemetry_figure
 
 
 def _sample(t: float, gpu: int = 0, sm: int = 1980, reasons: int = 0, used: int = 120000) -> Sample:

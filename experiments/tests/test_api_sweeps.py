@@ -12,9 +12,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from experiments.explanations import MODEL_METRICS
+from experiments.analysis.explanations import MODEL_METRICS
 from experiments.models import ApiToken, Experiment, Run, ServerConfig
-from experiments.sweeps import DEFAULT_LOAD_SECONDS
+from experiments.rules.sweeps import DEFAULT_LOAD_SECONDS
 
 from .factories import (
     MODELS,

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from experiments.analysis import FASTER, INCONCLUSIVE, ComparisonRow
-from experiments.charts import NO_ERROR_BAR, accept_length_figure, speedup_figure, throughput_figure
+from experiments.charts.comparison import NO_ERROR_BAR, accept_length_figure, speedup_figure, throughput_figure
 
 
 def _roundtrip(figure: dict[str, Any]) -> dict[str, Any]:
@@ -148,7 +148,7 @@ def test_it_draws_an_empty_speedup_figure() -> None:
 
 
 def _entries(values: list[float]) -> list:
-    from experiments.history_charts import HistoryEntry
+    from experiments.charts.history import HistoryEntry
 
     return [
         HistoryEntry(f"2026-11-{day:02d}T02:00:00+00:00", f"run {day}", value, f"/runs/{day}/")
@@ -157,7 +157,7 @@ def _entries(values: list[float]) -> list:
 
 
 def test_it_draws_a_history_on_a_time_axis_one_small_multiple_per_concurrency():
-    from experiments.history_charts import history_figure
+    from experiments.charts.history import history_figure
 
     figure = history_figure(
         {1: _entries([88.8, 88.9, 82.2]), 4: _entries([300.0])},

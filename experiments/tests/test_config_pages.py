@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from experiments.config_history import config_box_values, config_history_json, profile_initial
 from experiments.models import Experiment, Run, ServerConfig
+from experiments.reads.config_history import config_box_values, config_history_json, profile_initial
 
 from .factories import (
     make_config,

@@ -16,8 +16,8 @@ from experiments.forms import (
     apply_profile_defaults,
     profile_form_data,
 )
-from experiments.log_metrics import TIMEOUT_KIND, timeout_warning
 from experiments.models import ApiToken, Experiment
+from experiments.rules.log_metrics import TIMEOUT_KIND, timeout_warning
 
 from .factories import (
     Mutation,

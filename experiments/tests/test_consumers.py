@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from dashboard.asgi import application
-from experiments import broadcast, consumers
+from experiments.live import broadcast, consumers
 from experiments.models import Run
 
 from .factories import make_log, make_run

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from experiments.actions.audit import Actor
 from experiments.actions.users import do_set_role
+from experiments.formats.markdown import render_markdown
 from experiments.models import AuditEvent, Experiment, Measurement, Run
-from experiments.notes import render_markdown
 
 from .factories import make_config, make_eagle_config, make_experiment, make_host, make_profile
 
@@ -121,7 +121,7 @@ def test_it_sorts_by_each_column_and_keeps_the_view_in_its_links(owner_client, t
 
 
 def test_it_ranks_by_speedup_among_a_bounded_number_of_experiments(owner_client, three, monkeypatch):
-    monkeypatch.setattr("experiments.listing.MAX_RANKED", 2)
+    monkeypatch.setattr("experiments.reads.listing.MAX_RANKED", 2)
 
     content = owner_client.get("/experiments/?sort=-speedup").content.decode()
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from experiments.analysis import Point
-from experiments.explanations import MODEL_METRICS, RunFacts, explain
+from experiments.analysis.explanations import MODEL_METRICS, RunFacts, explain
 
 BASELINE: list[Point] = [(1, 82.0, 80.0, 84.0), (4, 300.0, 298.0, 302.0)]
 ACCEPT: dict[str, list[Point]] = {"eagle3-2step": [(1, 2.1, 2.0, 2.2), (4, 1.8, 1.8, 1.8)]}

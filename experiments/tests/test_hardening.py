@@ -16,8 +16,8 @@ from playwright.sync_api import expect
 
 from dashboard.asgi import application
 from experiments.analysis import INCONCLUSIVE, ComparisonRow
-from experiments.charts import accept_length_figure, latency_figure, speedup_figure, throughput_figure
-from experiments.history_charts import HistoryEntry, history_figure
+from experiments.charts.comparison import accept_length_figure, latency_figure, speedup_figure, throughput_figure
+from experiments.charts.history import HistoryEntry, history_figure
 from experiments.models import ApiToken, Run
 
 from .factories import (

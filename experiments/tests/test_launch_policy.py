@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.launch_policy import (
+from experiments.rules.launch_policy import (
     ALLOWED_ENV_PREFIXES,
     MAX_ENV_VALUE_LENGTH,
     MAX_ENV_VARS,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from experiments.log_metrics import (
+from experiments.rules.log_metrics import (
     MAX_METRICS,
     MAX_PATTERN_LENGTH,
     TIMEOUT_KIND,
@@ -89,7 +89,7 @@ def test_it_refuses_patterns_at_submit(metrics, fragment):
 
 
 def test_it_accepts_the_explanatory_models_metrics():
-    from experiments.explanations import MODEL_METRICS
+    from experiments.analysis.explanations import MODEL_METRICS
 
     assert pattern_refusals(dict(MODEL_METRICS)) == []
     assert pattern_refusals({"x": CATASTROPHIC}) == []  # legal; the reader's budgets deal with it

@@ -15,11 +15,11 @@ from django.db import transaction
 from django.urls import reverse
 
 from dashboard.asgi import application
-from experiments import notification_texts
 from experiments.actions.audit import Actor
 from experiments.actions.hosts import do_mark_host_dirty
 from experiments.actions.notifications import do_deliver, do_subscribe
 from experiments.actions.runs import do_advance_run, do_cancel_run
+from experiments.formats import notification_texts
 from experiments.models import AuditEvent, Delivery, Event, Flag, Run, Subscription, Suspicion
 
 from .factories import finish_run, make_experiment, make_history, make_host, make_measurement

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from experiments import prompt_sampling as ps
-from experiments.prompt_sampling import Conversation, PromptSetError
+from experiments.formats import prompt_sampling as ps
+from experiments.formats.prompt_sampling import Conversation, PromptSetError
 
 
 def _words(n: int, word: str = "w") -> str:

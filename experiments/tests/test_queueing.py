@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from experiments.models import Host, Run
-from experiments.queueing import host_queues, queued_run
+from experiments.reads.queueing import host_queues, queued_run
 
 from .factories import make_config, make_eagle_config, make_experiment, make_host, make_profile, make_run
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from experiments import launch_policy, model_checks
 from experiments.actions.audit import Actor
 from experiments.actions.runs import RemedyRefused, do_rerun_with_remedy
+from experiments.formats.run_facts import server_facts
 from experiments.models import MANAGED_FLAGS, AuditEvent, Run, ServerConfig
 from experiments.remedies import Evidence, Link, Remedy, remedies_for, server_args_in, versioned_name
-from experiments.run_facts import server_facts
+from experiments.rules import launch_policy, model_checks
 
 from .factories import make_config, make_eagle_config, make_experiment, make_measurement, make_profile
 

@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from experiments.models import Experiment, Measurement, Run, ServerConfig
-from experiments.reports import build_report, report_json
+from experiments.reads.reports import build_report, report_json
 from experiments.tests.factories import make_config, make_eagle_config, make_experiment, make_profile
 
 pytestmark = pytest.mark.django_db

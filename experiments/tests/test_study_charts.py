@@ -1,6 +1,6 @@
 """The search space coloured by result: one parallel-coordinates line per measured config."""
 
-from experiments.study_charts import space_figure
+from experiments.charts.study import space_figure
 
 
 def test_it_draws_each_measured_config_through_its_values_coloured_by_speedup() -> None:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from experiments import model_checks
 from experiments.models import ApiToken, Experiment, Host
+from experiments.rules import model_checks
 
 from .factories import MODELS, experiment_payload, make_host, set_candidate, set_profile, submission_of
 

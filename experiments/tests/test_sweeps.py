@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from experiments import sweeps
-from experiments.sweeps import Sweep, SweepError, build_grid
+from experiments.rules import sweeps
+from experiments.rules.sweeps import Sweep, SweepError, build_grid
 
 BASE: dict[str, Any] = {
     "model_path": "/models/kimi-k2.5-sim",

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from experiments import sweeps
+from experiments.rules import sweeps
 from experiments.tuning import plan, recommend
 from experiments.tuning.space import SearchSpace
 

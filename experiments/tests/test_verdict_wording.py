@@ -9,7 +9,7 @@ import pytest
 from experiments.analysis import INCONCLUSIVE, ComparisonRow, compare, never_pays, settling_note
 from experiments.analysis.comparison import Sample
 from experiments.models import Measurement, Run
-from experiments.reports import build_report
+from experiments.reads.reports import build_report
 from experiments.tests.factories import make_config, make_eagle_config, make_experiment, make_profile
 
 

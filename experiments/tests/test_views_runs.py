@@ -104,7 +104,7 @@ def test_it_shows_target_and_draft_loading_apart_and_the_servers_kv_pool_graphs_
 
 
 def test_it_sends_the_servers_facts_with_each_state_change():
-    from experiments import broadcast
+    from experiments.live import broadcast
 
     run = make_run(state=Run.State.LOADING, loading_progress=60, live_facts={"server": SERVER_FACTS})
 

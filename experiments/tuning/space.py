@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import sweeps
+from experiments.rules import sweeps
 
 # Bounds of one study (field errors, not silent truncation): a space the budget cannot even sample a tenth of is a
 # typing slip.

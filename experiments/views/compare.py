@@ -7,7 +7,8 @@ from urllib.parse import urlencode
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from ..comparisons import MAX_PICKS, NotComparable, PickedComparison, build_comparison, parse_picks
+from experiments.reads.comparisons import MAX_PICKS, NotComparable, PickedComparison, build_comparison, parse_picks
+
 from ..models import Experiment
 from .access import requires
 

@@ -8,7 +8,7 @@ from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 
-from ..config_history import (
+from experiments.reads.config_history import (
     SEARCH_LIMIT,
     config_runs,
     config_search_json,
@@ -17,8 +17,9 @@ from ..config_history import (
     search_configs,
     search_profiles,
 )
+from experiments.reads.reports import config_diff_rows
+
 from ..models import ServerConfig
-from ..reports import config_diff_rows
 from .access import requires
 
 CONFIGS_PAGE = 50

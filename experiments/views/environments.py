@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from .. import environments
+from experiments.reads import environments
+
 from ..models import Experiment, Run
 from .access import requires
 

@@ -12,12 +12,16 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from .. import environments
+from experiments.reads import environments
+from experiments.reads.config_history import block_sources, config_initial, latest_experiment_using, profile_initial
+from experiments.reads.listing import STATUSES, ListingQuery, experiments_table
+from experiments.reads.queueing import queued_runs_of
+from experiments.reads.reports import cached_report, comparison_rows_json
+from experiments.views.exports import comparison_csv_response, comparison_json_response
+
 from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
 from ..actions.notes import do_set_experiment_notes
-from ..config_history import block_sources, config_initial, latest_experiment_using, profile_initial
-from ..exports import comparison_csv_response, comparison_json_response
 from ..forms import (
     BenchmarkProfileForm,
     ExperimentForm,
@@ -28,10 +32,7 @@ from ..forms import (
     ServerConfigForm,
 )
 from ..forms.sweeps import SweepForm, SweepPreview
-from ..listing import STATUSES, ListingQuery, experiments_table
 from ..models import AuditEvent, Experiment, Host, Run, ServerConfig
-from ..queueing import queued_runs_of
-from ..reports import cached_report, comparison_rows_json
 from .access import require_manage, requires
 
 AUDIT_EVENTS_SHOWN = 100

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.http import HttpResponse, JsonResponse
 
-from .models import Experiment, Flag
-from .reports import build_report, comparison_rows_json, report_json
+from experiments.models import Experiment, Flag
+from experiments.reads.reports import build_report, comparison_rows_json, report_json
 
 # The comparison's columns, in order; the rows carry a few more (sample counts, runs needed) that the CSV leaves out.
 COMPARISON_COLUMNS = (

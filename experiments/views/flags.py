@@ -10,12 +10,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from .. import environments, series
+from experiments.charts.history import HistoryEntry, history_figure
+from experiments.reads import environments, series
+from experiments.views.exports import flags_csv_response
+
 from ..actions.audit import Actor
 from ..actions.review import do_pin_baseline, do_triage_flag, do_triage_flags
-from ..exports import flags_csv_response
 from ..forms import FlagBulkTriageForm, FlagTriageForm, RerunForm
-from ..history_charts import HistoryEntry, history_figure
 from ..models import (
     BenchmarkProfile,
     Flag,

@@ -9,7 +9,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from .. import launch_policy, worker_calls
+from experiments.actions import dispatch
+from experiments.reads.queueing import host_queues
+from experiments.rules import launch_policy
+
 from ..actions.audit import Actor
 from ..actions.hosts import (
     do_delete_key,
@@ -22,7 +25,6 @@ from ..actions.hosts import (
 )
 from ..forms import HostForm, SshKeyForm
 from ..models import AuditEvent, Host, SshKey
-from ..queueing import host_queues
 from .access import requires
 
 
@@ -72,7 +74,7 @@ def test_host(request: HttpRequest, host_id: int) -> HttpResponse:
     was_pinned = host.is_pinned
     try:
         do_test_host(host, Actor.of(request))
-    except worker_calls.HostProbeFailed as exc:
+    except dispatch.HostProbeFailed as exc:
         messages.error(request, f"Host {host.name}: {exc}")
         return redirect("host_list")
     gpus = f"{host.gpu_count} × {host.gpu_inventory[0]['name']}" if host.gpu_inventory else "no GPU"

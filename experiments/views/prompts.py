@@ -7,11 +7,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from experiments.formats.prompt_sampling import PromptSetError
+
 from ..actions.audit import Actor
 from ..actions.prompts import do_create_prompt_set
 from ..forms import PromptSetUploadForm
 from ..models import PromptSet
-from ..prompt_sampling import PromptSetError
 from .access import requires
 
 PREVIEW_PROMPTS = 20

@@ -7,15 +7,16 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from .. import environments
+from experiments.charts.telemetry import telemetry_figure
+from experiments.reads import environments
+from experiments.reads.queueing import queued_run
+
 from ..actions.audit import Actor
 from ..actions.notes import do_set_run_notes
 from ..actions.runs import RemedyRefused, do_cancel_run, do_rerun_with_remedy
 from ..analysis.telemetry import describe as describe_throttling
 from ..forms import RunNotesForm
 from ..models import AuditEvent, LogChunk, Run, RunEnvironment
-from ..queueing import queued_run
-from ..telemetry_chart import telemetry_figure
 from .access import require_manage, requires, safe_next
 
 

@@ -10,6 +10,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from experiments.reads.study_report import figures, study_json
+
 from ..actions.audit import Actor
 from ..actions.review import do_pin_baseline
 from ..actions.studies import do_cancel_study, do_confirm_recommendation, do_start_study, recommended_config
@@ -17,7 +19,6 @@ from ..forms import BenchmarkProfileForm, ExperimentForm, ServerConfigForm
 from ..forms.studies import StudyForm, StudySubmission
 from ..forms.sweeps import SweepForm
 from ..models import Host, Study
-from ..study_report import figures, study_json
 from .access import requires
 
 

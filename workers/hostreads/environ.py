@@ -13,7 +13,7 @@ import binascii
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from experiments.launch_policy import SECRET_MASK, is_launch_variable, masked
+from experiments.rules.launch_policy import SECRET_MASK, is_launch_variable, masked
 
 MAX_TITLE = 200
 MASK = SECRET_MASK

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import gpus
+from workers.hostreads import gpus
 
 PROBE_SOURCE = (Path(__file__).resolve().parent / "probe.py").read_text()
 SECTION = "@@"

@@ -14,8 +14,9 @@ from typing import Any
 
 from experiments.actions.runs import do_claim_config_check, do_fail_config_in_preflight
 from experiments.models import Host, Run, ServerConfig
+from workers.hostreads import gpus
 
-from .. import gpus, hosts, sglang
+from .. import hosts, sglang
 from ..ssh import HostConnection
 from . import environment, server
 from .errors import RunFailed

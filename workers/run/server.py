@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from experiments import launch_policy
 from experiments.models import MANAGED_FLAGS
+from experiments.rules import launch_policy
 
 from .. import sglang
 from ..hostreads import environ

@@ -14,9 +14,10 @@ from typing import Any
 import asyncssh
 from django.conf import settings
 
-from experiments import broadcast, log_metrics
 from experiments.actions.runs import do_add_run_warning, do_append_log, do_update_run
+from experiments.live import broadcast
 from experiments.models import Run
+from experiments.rules import log_metrics
 
 from .. import sglang
 from ..ssh import HostConnection, SSHError, quote_command

@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from experiments.actions.environments import do_add_gpu_samples
 from experiments.models import Run
+from workers.hostreads import gpus
 
-from .. import gpus
 from ..ssh import HostConnection, SSHError
 from .database import db
 

@@ -1,6 +1,6 @@
 """The live facts a run's page shows, read from batches of its log lines: progress, milestones, Decode-batch series,
-the config's custom metrics (user regexes, run within time budgets by `experiments.log_metrics`). Pure, so the server
-log only stores and broadcasts them."""
+the config's custom metrics (user regexes, run within time budgets by `experiments.rules.log_metrics`). Pure, so the
+server log only stores and broadcasts them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from experiments.log_metrics import MetricReader
+from experiments.rules.log_metrics import MetricReader
 
 from . import loglines
 from .facts import (

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments import prompt_sampling, prompt_store
+from experiments.formats import prompt_sampling
+from experiments.reads import prompt_store
 from simhost.tests.conftest import MODELS, launch, state_dir  # noqa: F401  (fixtures)
 from workers.benchclient.client import BenchConfig, run_benchmark
 

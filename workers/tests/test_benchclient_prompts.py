@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from experiments.analysis.equivalence import check_outputs
-from experiments.prompt_sampling import Conversation, sample, sample_bytes
+from experiments.formats.prompt_sampling import Conversation, sample, sample_bytes
 from simhost import acceptance
 from simhost.tests.conftest import EAGLE3_2STEP, launch, state_dir  # noqa: F401  (fixtures)
 from workers.benchclient.client import BenchConfig, run_benchmark

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.gpus import ComputeApp, parse_compute_apps, parse_gpu_inventory
+from workers.hostreads.gpus import ComputeApp, parse_compute_apps, parse_gpu_inventory
 
 # --- nvidia-smi ---------------------------------------------------------------------------------------------
 

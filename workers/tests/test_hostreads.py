@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from simhost import hostsetup
-from workers import gpus
-from workers.hostreads import environ, fingerprint
+from workers.hostreads import environ, fingerprint, gpus
 
 # Copied from the reference document (driver 580.159.04, 1 x H200).
 REAL_PERFORMANCE = """\

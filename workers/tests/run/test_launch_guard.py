@@ -10,8 +10,8 @@ import time
 import pytest
 from django.db import connections
 
-from experiments.log_metrics import TIMEOUT_KIND, timeout_warning
 from experiments.models import Host, Run, ServerConfig
+from experiments.rules.log_metrics import TIMEOUT_KIND, timeout_warning
 from experiments.tests.factories import make_config, make_experiment, make_host, make_run
 from workers.run import preflight
 from workers.run.errors import RunFailed

@@ -29,8 +29,8 @@ from experiments.forms import (
     config_form_data,
     profile_form_data,
 )
-from experiments.launch_policy import ALLOWED_ENV_PREFIXES, env_name_refusal
 from experiments.models import Host, ServerConfig
+from experiments.rules.launch_policy import ALLOWED_ENV_PREFIXES, env_name_refusal
 from workers import hosts
 from workers.run import benchmark, server
 from workers.ssh import HostConnection, quote_command

@@ -27,9 +27,9 @@ from django.core import serializers
 from django.db import OperationalError, connection, connections
 
 from dashboard.celery import app
-from experiments import broadcast
 from experiments.actions.audit import Actor
 from experiments.actions.experiments import do_create_experiment
+from experiments.live import broadcast
 from experiments.models import BenchmarkProfile, Host, Run
 from simhost.ports import free_port, wait_for_port
 from workers.run.database import db

@@ -27,7 +27,7 @@ from experiments.actions.audit import Actor
 from experiments.actions.experiments import do_create_experiment
 from experiments.actions.runs import do_cancel_run
 from experiments.actions.users import do_set_role
-from experiments.explanations import MODEL_METRICS
+from experiments.analysis.explanations import MODEL_METRICS
 from experiments.forms import ExperimentSubmission
 from experiments.models import Experiment, Host, Run
 from simhost import hostsetup, ports

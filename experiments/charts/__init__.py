@@ -1,0 +1,1 @@
+"""Pure figures: data in, a Plotly figure dict out, in one shared style (no Django, no database)."""
