@@ -1,7 +1,7 @@
 """Pure statistics for specdash; imports nothing from Django.
 
 - `comparison`: speedup of candidates over the baseline with a 95% interval, verdicts, runs needed, break-even
-  concurrency.
+  concurrency; `compare_configs` is the one pipeline every page uses (usable samples, then the equivalence gate).
 - `history`: regressions over a series of results (lookback test, change points).
 - `confirmation`: suspect a change, then confirm it with new values (a sequential test) before it is a flag.
 - `breakeven`: the accept length a speculative config needs to match the baseline.
@@ -20,8 +20,11 @@ from .comparison import (
     SLOWER,
     ComparisonRow,
     Sample,
+    best_row,
     break_even_concurrency,
     compare,
+    compare_configs,
+    is_usable,
     launches_to_settle,
     never_pays,
     sample_variance,
@@ -83,12 +86,15 @@ __all__ = [
     "SuspectedChange",
     "Watch",
     "assess_series",
+    "best_row",
     "break_even_accept_length",
     "break_even_concurrency",
     "change_points",
     "check_latest",
     "check_outputs",
     "compare",
+    "compare_configs",
+    "is_usable",
     "launches_to_settle",
     "mean_interval",
     "never_pays",

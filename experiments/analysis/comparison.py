@@ -28,12 +28,14 @@ interval would exclude 1 four times in five if the observed ratio and spread are
 computed in `tdist` (bisection on the incomplete-beta form of the t distribution) to keep the module stdlib-only.
 """
 
+import dataclasses
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
+from .equivalence import OUTPUTS_DIFFER
 from .tdist import t_quantile
 
 FASTER = "faster"
@@ -97,6 +99,37 @@ def sample_variance(values: Sequence[float], mean: float) -> float:
     """The unbiased sample variance in plain floats: `statistics.variance` sums exact Fractions, which costs
     ~30 us a call, and the comparison page calls this for every cell (the extra exactness changes nothing here)."""
     return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def is_usable(output_throughput: float | None) -> bool:
+    """Whether a pass's output throughput says anything about speed: positive and finite. A pass whose requests all
+    failed (0 tok/s) or a value that is not a number is no sample; it is shown in the measurements, never averaged."""
+    return output_throughput is not None and math.isfinite(output_throughput) and output_throughput > 0
+
+
+def compare_configs(
+    samples: Iterable[Sample],
+    *,
+    baseline: str,
+    candidates: Sequence[str],
+    outputs_differ: Collection[str] = (),
+    min_effect: float = 0.02,
+) -> list[ComparisonRow]:
+    """The comparison every page, the API, the experiments table and a study's recommendation show: `compare` over
+    the usable samples (`is_usable`), then the output-equivalence gate. A candidate in `outputs_differ` (its outputs
+    parted from the baseline's at temperature 0) has every verdict replaced by OUTPUTS_DIFFER: its speed is no win,
+    however fast it ran."""
+    usable = [sample for sample in samples if is_usable(sample.output_throughput)]
+    rows = compare(usable, baseline=baseline, candidates=candidates, min_effect=min_effect)
+    gated = set(outputs_differ)
+    return [dataclasses.replace(row, verdict=OUTPUTS_DIFFER) if row.candidate in gated else row for row in rows]
+
+
+def best_row(rows: Sequence[ComparisonRow]) -> ComparisonRow | None:
+    """The row with the highest speedup among candidates whose outputs match (among all only if none does): what a
+    one-line summary shows as the best result."""
+    honest = [row for row in rows if row.verdict != OUTPUTS_DIFFER] or list(rows)
+    return max(honest, key=lambda row: row.speedup) if honest else None
 
 
 def compare(

@@ -273,6 +273,13 @@ def _parse_time(value: str):
     return datetime.fromisoformat(value)
 
 
+class MeasurementQuerySet(models.QuerySet):
+    def of_succeeded_runs(self) -> MeasurementQuerySet:
+        """The cells the statistics may read: of runs that succeeded, with some output. What is left is judged
+        sample by sample by `analysis.is_usable` (PostgreSQL's NaN and Infinity pass `> 0`)."""
+        return self.filter(run__state=Run.State.SUCCEEDED, output_throughput__gt=0)
+
+
 class Measurement(models.Model):
     """One benchmark cell: a (run, pass, concurrency) result of the benchmark client."""
 
@@ -317,6 +324,8 @@ class Measurement(models.Model):
         for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
         for stat in ("mean", "median", "p90", "p99")
     )
+
+    objects = MeasurementQuerySet.as_manager()
 
     class Meta:
         ordering = ["run_id", "pass_index", "concurrency"]

@@ -21,7 +21,7 @@ from experiments.rules import sweeps
 from ..tuning import plan
 from ..tuning.space import SearchSpace
 from .configs import BenchmarkProfile, ServerConfig
-from .experiments import Experiment
+from .experiments import Candidate, Experiment
 from .hosts import Host
 from .runs import Measurement, Run
 
@@ -118,6 +118,8 @@ class Study(models.Model):
         ):
             cells.setdefault(m["run_id"], {}).setdefault(m["concurrency"], []).append(m["output_throughput"])
         history = plan.History()
+        gated = Candidate.objects.filter(experiment__studyround__study=self, outputs_differ=True)
+        history.outputs_differ = {names[c] for c in gated.values_list("config_id", flat=True) if c in names}
         for run in runs:
             name = names.get(run["config_id"])
             if name is None or run["started_at"] is None:

@@ -17,7 +17,7 @@ from django.db.models import Q
 
 from experiments import analysis
 from experiments.charts import comparison as comparison_charts
-from experiments.models import Experiment, Measurement, Run, ServerConfig
+from experiments.models import Candidate, Experiment, Measurement, Run, ServerConfig
 from experiments.reads.reports import ConfigDiffRow, DiffCell, config_diff_rows, latency_table, points_series
 
 MAX_PICKS = 8
@@ -54,6 +54,7 @@ class Picked:
     experiment: Experiment
     config: ServerConfig
     run: Run | None = None
+    outputs_differ: bool = False  # the equivalence gate of this config in its experiment
 
 
 @dataclass
@@ -108,7 +109,10 @@ def build_comparison(picks: Sequence[Pick]) -> PickedComparison:
         analysis.Sample(label, level, launch, pass_index, tok_s)
         for label, level, launch, pass_index, tok_s, _ in values
     ]
-    result.rows = analysis.compare(samples, baseline=reference, candidates=others)
+    # The equivalence gate of each pick's config as its own experiment measured it: outputs that parted from the
+    # target's at temperature 0 are a bug of that config, whatever it is compared with here.
+    differ = [p.label for p in picked[1:] if p.outputs_differ]
+    result.rows = analysis.compare_configs(samples, baseline=reference, candidates=others, outputs_differ=differ)
     measured = {row.candidate for row in result.rows}
     result.break_even = {
         name: analysis.break_even_concurrency(result.rows, name) for name in others if name in measured
@@ -164,6 +168,13 @@ def _load(picks: Sequence[Pick]) -> list[Picked]:
             if experiment is None or config is None or (experiment.pk, config.pk) not in belongs:
                 raise NotComparable(f"Experiment {pick.experiment_id} has no config {pick.config_id}.")
             picked.append(Picked(pick, f"{config.name} · {experiment.name[:60]}", experiment, config))
+    gated = set(
+        Candidate.objects.filter(experiment_id__in={p.experiment.pk for p in picked}, outputs_differ=True).values_list(
+            "experiment_id", "config_id"
+        )
+    )
+    for p in picked:
+        p.outputs_differ = (p.experiment.pk, p.config.pk) in gated
     seen: dict[str, int] = {}
     for p in picked:  # two picks may read alike (the same config name in experiments of the same name)
         seen[p.label] = seen.get(p.label, 0) + 1
@@ -179,7 +190,8 @@ def _measurements(picked: Sequence[Picked]) -> list[tuple[str, int, int, int, fl
         which |= Q(run_id=p.run.pk) if p.run else Q(run__experiment_id=p.experiment.pk, run__config_id=p.config.pk)
     latency = list(Measurement.LATENCY_FIELDS)
     rows = (
-        Measurement.objects.filter(which, run__state=Run.State.SUCCEEDED, output_throughput__gt=0)
+        Measurement.objects.of_succeeded_runs()
+        .filter(which)
         .order_by("run__sequence", "pass_index", "concurrency")
         .values(
             "run_id",
@@ -196,6 +208,8 @@ def _measurements(picked: Sequence[Picked]) -> list[tuple[str, int, int, int, fl
     by_config = {(p.experiment.pk, p.config.pk): p.label for p in picked if p.run is None}
     out = []
     for m in rows:
+        if not analysis.is_usable(m["output_throughput"]):
+            continue
         # A run may be picked alone and also through its config: it counts for each of those picks.
         labels = [by_run.get(m["run_id"]), by_config.get((m["run__experiment_id"], m["run__config_id"]))]
         for label in filter(None, labels):

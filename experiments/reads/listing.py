@@ -8,8 +8,6 @@ experiments shown (or, to sort by it, of every experiment the filters keep).
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -246,26 +244,24 @@ def _add_best_speedups(rows: Iterable[ExperimentRow]) -> None:
     """Each row's best candidate cell (highest speedup) with its verdict: one query for all rows."""
     by_id = {row.experiment.pk: row for row in rows}
     samples: dict[int, list[analysis.Sample]] = defaultdict(list)
-    values = Measurement.objects.filter(
-        run__experiment_id__in=list(by_id), run__state=Run.State.SUCCEEDED, output_throughput__gt=0
-    ).values_list("run__experiment_id", "run__config__name", "concurrency", "run__launch_index", "pass_index",
-                  "output_throughput")  # fmt: skip
+    values = (
+        Measurement.objects.of_succeeded_runs()
+        .filter(run__experiment_id__in=list(by_id))
+        .values_list(
+            "run__experiment_id", "run__config__name", "concurrency", "run__launch_index", "pass_index",
+            "output_throughput",
+        )
+    )  # fmt: skip
     for experiment_id, config, level, launch, pass_index, tok_s in values:
-        if math.isfinite(tok_s):
-            samples[experiment_id].append(analysis.Sample(config, level, launch, pass_index, tok_s))
-    # A candidate whose outputs differ from the baseline's (the equivalence gate) has no win to show; the rows'
-    # candidates are prefetched with their stored gate.
-    gated = {
-        (pk, c.config.name) for pk, row in by_id.items() for c in row.experiment.candidate_set.all() if c.outputs_differ
-    }
+        samples[experiment_id].append(analysis.Sample(config, level, launch, pass_index, tok_s))
     for experiment_id, own in samples.items():
         row = by_id[experiment_id]
-        compared = analysis.compare(own, baseline=row.experiment.baseline.name, candidates=row.candidates)
-        compared = [
-            dataclasses.replace(r, verdict=analysis.OUTPUTS_DIFFER) if (experiment_id, r.candidate) in gated else r
-            for r in compared
-        ]
-        if compared:
-            honest = [r for r in compared if r.verdict != analysis.OUTPUTS_DIFFER] or compared
-            row.best = max(honest, key=lambda r: r.speedup)
-            row.settling = analysis.settling_note(row.best, row.experiment.profile.passes)
+        # The rows' candidates are prefetched with their stored equivalence gate.
+        differ = [c.config.name for c in row.experiment.candidate_set.all() if c.outputs_differ]
+        compared = analysis.compare_configs(
+            own, baseline=row.experiment.baseline.name, candidates=row.candidates, outputs_differ=differ
+        )
+        best = analysis.best_row(compared)
+        if best is not None:
+            row.best = best
+            row.settling = analysis.settling_note(best, row.experiment.profile.passes)

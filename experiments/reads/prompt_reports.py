@@ -6,13 +6,11 @@ Two queries: every succeeded run's per-prompt results (greedy profiles only), an
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from experiments import analysis
 from experiments.analysis.equivalence import Equivalence, check_outputs, merge
 from experiments.models import Experiment, Measurement, PromptResults, Run, ServerConfig
 
@@ -68,16 +66,6 @@ def equivalence(
         if merged is not None:
             gates[candidate.name] = merged
     return gates
-
-
-def gated(rows: list[analysis.ComparisonRow], gates: dict[str, Equivalence]) -> list[analysis.ComparisonRow]:
-    """The rows with every verdict of a candidate whose outputs differ replaced: its speed is no win."""
-    return [
-        dataclasses.replace(row, verdict=analysis.OUTPUTS_DIFFER)
-        if row.candidate in gates and gates[row.candidate].outputs_differ
-        else row
-        for row in rows
-    ]
 
 
 def category_rows(experiment: Experiment, names: Sequence[str]) -> list[dict[str, Any]]:

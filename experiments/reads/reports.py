@@ -126,6 +126,9 @@ class ExperimentReport:
         return [self.baseline, *self.candidates]
 
 
+THROUGHPUT = "output_throughput"
+
+
 def build_report(experiment: Experiment, *, with_figures: bool = True) -> ExperimentReport:
     # The live facts are most of a run row's bytes (300 Decode points): the model below reads what it needs.
     runs = list(
@@ -139,23 +142,17 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         .order_by("run__sequence", "pass_index", "concurrency")
         .values("run_id", "run__config__name", "run__launch_index", "run__state", *MEASUREMENT_COLUMNS)
     )
-    # A pass with no output (all requests failed) says nothing about speed; analysis refuses zero throughput.
-    # Runs that did not succeed are left out of the statistics too, but stay in the measurements table.
-    usable = [m for m in values if m["run__state"] == Run.State.SUCCEEDED and m["output_throughput"] > 0]
+    # Passes that say something about speed, of runs that succeeded; the others stay in the measurements table.
+    usable = [m for m in values if m["run__state"] == Run.State.SUCCEEDED and analysis.is_usable(m[THROUGHPUT])]
     samples = [
         analysis.Sample(
-            config=m["run__config__name"],
-            concurrency=m["concurrency"],
-            launch=m["run__launch_index"],
-            pass_index=m["pass_index"],
-            output_throughput=m["output_throughput"],
+            m["run__config__name"], m["concurrency"], m["run__launch_index"], m["pass_index"], m[THROUGHPUT]
         )
         for m in usable
     ]
     gates = prompt_reports.equivalence(experiment, baseline, candidates)
-    rows = prompt_reports.gated(
-        analysis.compare(samples, baseline=baseline.name, candidates=[c.name for c in candidates]), gates
-    )
+    differ = [name for name, gate in gates.items() if gate.outputs_differ]
+    rows = analysis.compare_configs(samples, baseline=baseline.name, candidates=names[1:], outputs_differ=differ)
     measured = {row.candidate for row in rows}
     break_even = {c.name: analysis.break_even_concurrency(rows, c.name) for c in candidates if c.name in measured}
     never_pays = [c.name for c in candidates if analysis.never_pays(rows, c.name)]

@@ -51,6 +51,9 @@ class History:
 
     samples: dict[str, dict[int, list[float]]] = field(default_factory=dict)
     failed: set[str] = field(default_factory=set)
+    # Configs whose outputs parted from the baseline's in some round (the equivalence gate): measured, so never
+    # proposed again, but never in a race either: a speed bought by wrong outputs is no candidate's.
+    outputs_differ: set[str] = field(default_factory=set)
     launches: int = 0
 
     def add(self, name: str, tok_s: Mapping[int, float]) -> None:
@@ -59,7 +62,12 @@ class History:
             cells.setdefault(level, []).append(value)
 
     def at(self, level: int) -> dict[str, list[float]]:
-        return {name: cells[level] for name, cells in self.samples.items() if cells.get(level)}
+        """What races at `level`: every measured config but those whose outputs differ."""
+        return {
+            name: cells[level]
+            for name, cells in self.samples.items()
+            if cells.get(level) and name not in self.outputs_differ
+        }
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,13 @@ def best_per_concurrency(history: History, settings: Settings) -> list[Best]:
                 for name in (BASELINE, leader)
                 for launch, value in enumerate(history.samples[name].get(level, []))
             ]
-            rows = comparison.compare(samples, baseline=BASELINE, candidates=[leader], min_effect=settings.tolerance)
+            rows = comparison.compare_configs(
+                samples,
+                baseline=BASELINE,
+                candidates=[leader],
+                outputs_differ=history.outputs_differ,
+                min_effect=settings.tolerance,
+            )
             if rows:
                 speedup, low, high = rows[0].speedup, rows[0].ci_low, rows[0].ci_high
         out.append(Best(level, leader, speedup, low, high, race.standings[leader].n))
