@@ -28,8 +28,69 @@ TIMEOUT_KIND = "log_metric_timeout"
 INVALID_KIND = "log_metric_invalid"
 
 
+# A counted repeat (`a{1000000}`) is compiled into that many copies: one 20-character pattern could make the web
+# process allocate gigabytes while validating a config. Counts are bounded before anything compiles, each one and
+# their product through nested groups (`(a{100}){100}`); a log line is at most a few kilobytes anyway.
+MAX_REPEAT = 1000
+MAX_REPEAT_PRODUCT = 10_000
+_COUNT = regex.compile(r"\{(\d+)(?:,(\d*))?\}")
+
+
+def repeat_refusal(pattern: str) -> str | None:
+    """Why the counted repeats of `pattern` are too large to compile, or None. Scans the text itself (escapes and
+    character classes skipped), so nothing is allocated by the counts it reads."""
+    frames = [1]  # the largest repeat product inside each open group
+    last = 1  # the repeat product of the atom a count would apply to
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i, last = i + 2, 1
+            continue
+        if char == "[":
+            i, last = _after_class(pattern, i), 1
+            continue
+        if char == "(":
+            frames.append(1)
+            i, last = i + 1, 1
+            continue
+        if char == ")" and len(frames) > 1:
+            last = frames.pop()
+            frames[-1] = max(frames[-1], last)
+            i += 1
+            continue
+        count = _COUNT.match(pattern, i) if char == "{" else None
+        if count is not None:
+            low, high = count[1], count[2]
+            bound = max(int(low[:7]), int(high[:7]) if high else 0)
+            if bound > MAX_REPEAT:
+                return f"a counted repeat of {low if not high else high} is more than {MAX_REPEAT}"
+            last *= bound
+            if last > MAX_REPEAT_PRODUCT:
+                return f"nested counted repeats add up to more than {MAX_REPEAT_PRODUCT} copies"
+            frames[-1] = max(frames[-1], last)
+            i = count.end()
+            continue
+        i, last = i + 1, 1
+    return None
+
+
+def _after_class(pattern: str, start: int) -> int:
+    i = start + 1
+    if i < len(pattern) and pattern[i] == "^":
+        i += 1
+    if i < len(pattern) and pattern[i] == "]":
+        i += 1  # a leading ] is a literal
+    while i < len(pattern) and pattern[i] != "]":
+        i += 2 if pattern[i] == "\\" else 1
+    return i + 1
+
+
 def compile_pattern(pattern: str) -> regex.Pattern[str]:
-    """The pattern as the worker runs it (raises regex.error)."""
+    """The pattern as the worker runs it (raises regex.error, or ValueError for repeats too large to compile)."""
+    problem = repeat_refusal(pattern)
+    if problem is not None:
+        raise ValueError(problem)
     return regex.compile(pattern)
 
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from experiments.rules import log_metrics
 from experiments.rules.log_metrics import (
     MAX_METRICS,
     MAX_PATTERN_LENGTH,
@@ -93,3 +94,37 @@ def test_it_accepts_the_explanatory_models_metrics():
 
     assert pattern_refusals(dict(MODEL_METRICS)) == []
     assert pattern_refusals({"x": CATASTROPHIC}) == []  # legal; the reader's budgets deal with it
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(?P<x>a{4294967294})",  # 20 characters that once made the web process allocate without bound
+        "(?P<x>a{1000000})",
+        "(?P<x>a{1001,})",
+        "(?P<x>(a{100}){101})",  # small counts, nested into a large product
+        "(?P<x>((ab{30}){30}){30})",
+    ],
+)
+def test_it_refuses_counted_repeats_too_large_to_compile_before_compiling_them(pattern):
+    started = time.perf_counter()
+    (problem,) = log_metrics.pattern_refusals({"x": pattern})
+
+    assert "counted repeat" in problem or "nested counted repeats" in problem
+    assert time.perf_counter() - started < 0.05  # refused from the text: nothing was compiled
+    with pytest.raises(ValueError):
+        log_metrics.compile_pattern(pattern)  # the worker's path refuses it too
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"(?P<x>verify (\d+\.\d+) ms)",
+        r"(?P<x>\d{1,3}) steps",
+        r"(?P<x>[{]1000000}\d+)",  # braces in a class are text
+        r"(?P<x>\{1000000\}\d+)",  # escaped braces are text
+        r"(?P<x>(\d{2}){3})",
+    ],
+)
+def test_it_accepts_patterns_with_small_or_literal_counts(pattern):
+    assert log_metrics.pattern_refusals({"x": pattern}) == []
