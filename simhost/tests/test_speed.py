@@ -97,7 +97,12 @@ async def _bench(base: str, n: int, input_len: int = 128, output_len: int = 128)
 
 async def test_it_measures_the_target_throughputs_at_concurrency_1(launch):
     env = {"SIMHOST_SEED": "7", "SIMHOST_ACCEPT_SPREAD": "0"}
-    servers = [launch(env=env), launch(*EAGLE3_2STEP, env=env), launch(*EAGLE3_3STEP, env=env)]
+    # A GPU each, as on a real host: on one GPU the three race for its memory at start-up.
+    servers = [
+        launch(env={**env, "CUDA_VISIBLE_DEVICES": "0"}),
+        launch(*EAGLE3_2STEP, env={**env, "CUDA_VISIBLE_DEVICES": "1"}),
+        launch(*EAGLE3_3STEP, env={**env, "CUDA_VISIBLE_DEVICES": "2"}),
+    ]
     for server in servers:
         server.wait_ready()
     results = await asyncio.gather(*(_bench(s.base, 3) for s in servers))

@@ -46,9 +46,13 @@ def test_it_makes_acceptance_depend_on_the_prompt():
 
 async def test_it_reports_per_prompt_and_per_category_results_and_catches_a_draft_bug(launch, tmp_path):  # noqa: F811
     prompts = _prompts_file(tmp_path)
-    baseline = launch(env=FAST)
-    honest = launch(*EAGLE3_2STEP, env=FAST)
-    buggy = launch(*EAGLE3_2STEP, env={**FAST, "SIMHOST_FAULTS": "draft_bug", "SIMHOST_DRAFT_BUG_AFTER": "5"})
+    # Each server on a GPU of its own, as on a real host: on one they race for its memory at start-up.
+    baseline = launch(env={**FAST, "CUDA_VISIBLE_DEVICES": "0"})
+    honest = launch(*EAGLE3_2STEP, env={**FAST, "CUDA_VISIBLE_DEVICES": "1"})
+    buggy = launch(
+        *EAGLE3_2STEP,
+        env={**FAST, "CUDA_VISIBLE_DEVICES": "2", "SIMHOST_FAULTS": "draft_bug", "SIMHOST_DRAFT_BUG_AFTER": "5"},
+    )
     for server in (baseline, honest, buggy):
         server.wait_ready()
 
@@ -74,8 +78,8 @@ async def test_it_flips_a_few_outputs_late_like_float_non_determinism_and_the_ga
     conversations = [Conversation((f"{CHAT} take {i}", " ".join(["word"] * 200)), "chat") for i in range(12)]
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_bytes(sample_bytes(sample(conversations, 12, 1, input_cap=64, output_cap=140)))
-    baseline = launch(env=FAST)
-    honest = launch(*EAGLE3_2STEP, env={**FAST, "SIMHOST_NONDETERMINISM": "0.3"})
+    baseline = launch(env={**FAST, "CUDA_VISIBLE_DEVICES": "0"})  # a GPU each (see above)
+    honest = launch(*EAGLE3_2STEP, env={**FAST, "CUDA_VISIBLE_DEVICES": "1", "SIMHOST_NONDETERMINISM": "0.3"})
     for server in (baseline, honest):
         server.wait_ready()
 
