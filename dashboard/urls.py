@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from experiments.api import api
+from experiments.api.routes import api
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),

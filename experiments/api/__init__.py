@@ -1,17 +1,3 @@
 """The JSON API (DESIGN.md contract), one module per noun like the pages. Adapters only: validation lives in forms,
-changes in actions. Importing the modules registers their routes on the one `api`."""
-
-from . import (  # noqa: F401  (registers the routes)
-    compare,
-    configs,
-    environments,
-    experiments,
-    hosts,
-    prompts,
-    runs,
-    studies,
-    sweeps,
-)
-from .base import api
-
-__all__ = ["api"]
+changes in actions, and the JSON shape of each noun in `serializers` (which the websocket events and the exports use
+too). `routes` registers every module's routes on the one `api`."""

@@ -8,8 +8,8 @@ from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Body, Status
 
+from experiments.api import serializers
 from experiments.reads import config_history
-from experiments.reads.config_history import config_json
 
 from ..forms import (
     BenchmarkProfileForm,
@@ -29,7 +29,7 @@ PROFILE_NAME_MAX = BenchmarkProfile._meta.get_field("name").max_length or 128
 def list_configs(request: HttpRequest, limit: int = 200, q: str = ""):
     """Newest first; `q` searches names, model paths and hash prefixes (as the Configs page does)."""
     require(request, "experiments.view_serverconfig")
-    return [config_json(c) for c in config_history.search_configs(q[:200])[: min(max(limit, 1), 1000)]]
+    return [serializers.config_json(c) for c in config_history.search_configs(q[:200])[: min(max(limit, 1), 1000)]]
 
 
 @api.get("/configs/{config_id}")
@@ -49,19 +49,13 @@ def create_config(request: HttpRequest, payload: Body[dict[str, Any]]):
     if config.pk is None:  # else the very same stored config (same name and content): reused, not re-owned
         config.created_by = api_user(request)
         config.save()
-    return Status(201, config_json(config))
-
-
-def _profile_json(p: BenchmarkProfile) -> dict[str, Any]:
-    fields = {f: getattr(p, f) for f in (*BenchmarkProfileForm.Meta.fields, "concurrency", "dataset")}
-    fields["prompt_set"] = p.prompt_set_id
-    return {"id": p.pk, "name": p.name, "series_key": p.series_key, **fields}
+    return Status(201, serializers.config_json(config))
 
 
 @api.get("/profiles")
 def list_profiles(request: HttpRequest, limit: int = 200, q: str = ""):
     require(request, "experiments.view_benchmarkprofile")
-    return [_profile_json(p) for p in config_history.search_profiles(q[:200])[: min(max(limit, 1), 1000)]]
+    return [serializers.profile_json(p) for p in config_history.search_profiles(q[:200])[: min(max(limit, 1), 1000)]]
 
 
 @api.post("/profiles", response={201: dict, 422: dict})
@@ -80,4 +74,4 @@ def create_profile(request: HttpRequest, payload: Body[dict[str, Any]]):
     profile = form.save_unsaved(name=name)
     profile.created_by = api_user(request)
     profile.save()
-    return Status(201, _profile_json(profile))
+    return Status(201, serializers.profile_json(profile))

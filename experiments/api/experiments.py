@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Body, Schema, Status
 
+from experiments.api import serializers
 from experiments.reads import environments, prompt_reports
 from experiments.reads.queueing import queued_runs_of
 from experiments.reads.reports import build_report, comparison_rows_json
@@ -23,7 +24,6 @@ from ..forms import (
 )
 from ..models import Experiment, Flag, FlagSeries, Suspicion
 from .base import api, config_data, host_name, profile_data, require, require_manage
-from .runs import run_json
 from .sweeps import sweep_form
 
 
@@ -81,16 +81,16 @@ def get_experiment(request: HttpRequest, experiment_id: int):
         "status": report.status,
         "baseline": report.baseline.name,
         "candidates": [c.name for c in report.candidates],
-        "runs": [run_json(r, with_measurements=False, queue=queue.get(r.pk)) for r in report.runs],
+        "runs": [serializers.run_json(r, with_measurements=False, queue=queue.get(r.pk)) for r in report.runs],
         "run_candidates_without_baseline": experiment.run_candidates_without_baseline,
-        "schedule": _schedule_json(experiment),
+        "schedule": serializers.schedule_json(experiment),
         "comparison": comparison_rows_json(report),
         "break_even": report.break_even,
         "never_pays": report.never_pays,
         "equivalence": prompt_reports.equivalence_json(report.equivalence),
         "categories": report.categories,
-        "flags": [_flag_json(flag) for flag in _flags_of(experiment)],
-        "suspicions": [_suspicion_json(s) for s in _suspicions_of(experiment)],
+        "flags": [serializers.flag_json(flag) for flag in _flags_of(experiment)],
+        "suspicions": [serializers.suspicion_json(s) for s in _suspicions_of(experiment)],
         # Throttled runs, runs at other clocks, runs on a changed machine (the runs' own warnings are in `runs`).
         "reproducibility": _notes_json(environments.experiment_notes(experiment, report.runs)),
     }
@@ -121,66 +121,6 @@ def _suspicions_of(experiment: Experiment):
     return Suspicion.objects.filter(experiment=experiment).prefetch_related("series", "confirming_runs")
 
 
-def _schedule_json(experiment: Experiment) -> dict[str, Any] | None:
-    if not experiment.schedule:
-        return None
-    return {
-        "every": experiment.schedule,
-        "hour_utc": experiment.schedule_hour,
-        "next_at": experiment.next_scheduled_at.isoformat() if experiment.next_scheduled_at else None,
-    }
-
-
-def _flag_json(flag: Flag) -> dict[str, Any]:
-    return {
-        "id": flag.pk,
-        "config": flag.config.name,
-        "concurrency": flag.concurrency,
-        "direction": flag.direction,
-        "change": round(flag.change, 4),
-        "baseline_mean": round(flag.baseline_mean, 3),
-        "new_mean": round(flag.new_mean, 3),
-        "kind": flag.kind,
-        "triage": flag.triage,
-        "message": flag.message,
-        "url": flag.get_absolute_url(),
-        "changed_after": flag.changed_after.isoformat() if flag.changed_after else None,
-        "changed_by": flag.changed_by.isoformat() if flag.changed_by else None,
-        "confirmed_by_run": flag.confirmed_by_id,
-        "series": [
-            {
-                "config": s.config.name,
-                "config_hash": s.config_hash,
-                "concurrency": s.concurrency,
-                "baseline_mean": round(s.baseline_mean, 3),
-                "new_mean": round(s.new_mean, 3),
-                "change": round(s.change, 4),
-                "last_run_before": s.last_before_run_id,
-                "first_run_after": s.change_run_id,
-                "confirmed_by_run": s.confirmed_by_id,
-            }
-            for s in flag.series.all()
-        ],
-        # What changed in the environment between the last run before the change and the first after it.
-        "environment_change": environments.diff_before_change(flag.run),
-    }
-
-
-def _suspicion_json(suspicion: Suspicion) -> dict[str, Any]:
-    return {
-        "id": suspicion.pk,
-        "state": suspicion.state,
-        "run": suspicion.run_id,
-        "config_hash": suspicion.config_hash,
-        "confirming_runs": [r.pk for r in suspicion.confirming_runs.all() if r.config_id == suspicion.config_id],
-        "flag": suspicion.flag_id,
-        "series": [
-            {"concurrency": row.concurrency, "change": round(row.change, 4), "state": row.state}
-            for row in suspicion.series.all()
-        ],
-    }
-
-
 class RerunIn(Schema):
     launches: int = 1
 
@@ -196,7 +136,7 @@ def schedule_experiment(request: HttpRequest, experiment_id: int, payload: Body[
         return Status(422, {"detail": "invalid schedule", "errors": form.errors})
     data = form.cleaned_data
     do_set_schedule(experiment, actor=Actor.of(request), every=data["every"], hour=data["hour_utc"])
-    return {"id": experiment.pk, "schedule": _schedule_json(experiment)}
+    return {"id": experiment.pk, "schedule": serializers.schedule_json(experiment)}
 
 
 @api.post("/experiments/{experiment_id}/rerun", response={201: dict, 422: dict})

@@ -10,7 +10,7 @@ from ninja import Body, Status
 from ninja.errors import HttpError
 
 from experiments.actions import dispatch
-from experiments.rules import launch_policy
+from experiments.api import serializers
 
 from ..actions.audit import Actor
 from ..actions.hosts import do_mark_host_clean, do_register_host, do_test_host
@@ -22,33 +22,10 @@ from ..models import Host
 from .base import api, require
 
 
-def _host_json(h: Host) -> dict[str, Any]:
-    return {
-        "id": h.pk,
-        "name": h.name,
-        "address": h.address,
-        "port": h.port,
-        "username": h.username,
-        "key_name": h.key_name,
-        "extra_env_prefixes": h.extra_env_prefixes,
-        "default_env": launch_policy.masked(h.default_env or {}),
-        "work_dir": h.work_dir,
-        "models_root": h.models_root,
-        "launcher": h.launcher,
-        "server_port": h.server_port,
-        "pinned": h.is_pinned,
-        "host_key": h.host_key,
-        "gpus": h.gpu_inventory,
-        "dirty": h.is_dirty,
-        "dirty_reason": h.dirty_reason,
-        "active_run": h.active_run_id,
-    }
-
-
 @api.get("/hosts")
 def list_hosts(request: HttpRequest):
     require(request, "experiments.view_host")
-    return [_host_json(h) for h in Host.objects.select_related("ssh_key")]
+    return [serializers.host_json(h) for h in Host.objects.select_related("ssh_key")]
 
 
 @api.post("/hosts", response={201: dict, 422: dict})
@@ -57,7 +34,7 @@ def create_host(request: HttpRequest, payload: Body[dict[str, Any]]):
     form = HostForm(payload)
     if not form.is_valid():
         return Status(422, {"detail": "invalid host", "errors": plain_errors(form)})
-    return Status(201, _host_json(do_register_host(form.save_unsaved(), Actor.of(request))))
+    return Status(201, serializers.host_json(do_register_host(form.save_unsaved(), Actor.of(request))))
 
 
 @api.post("/hosts/{host_id}/test")
@@ -69,7 +46,7 @@ def test_host(request: HttpRequest, host_id: int):
         do_test_host(host, Actor.of(request))
     except dispatch.HostProbeFailed as exc:
         raise HttpError(exc.status, str(exc)) from exc
-    return _host_json(host)
+    return serializers.host_json(host)
 
 
 @api.get("/hosts/{host_id}/models")

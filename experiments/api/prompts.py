@@ -7,6 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Body, Status
 
+from experiments.api import serializers
 from experiments.formats.prompt_sampling import MAX_UPLOAD_BYTES, PromptSetError
 
 from ..actions.audit import Actor
@@ -16,21 +17,10 @@ from ..models import PromptSet
 from .base import api, require
 
 
-def prompt_set_json(prompt_set: PromptSet) -> dict[str, Any]:
-    return {
-        "id": prompt_set.pk,
-        "name": prompt_set.name,
-        "kind": prompt_set.kind,
-        "content_hash": prompt_set.content_hash,
-        "prompt_count": prompt_set.prompt_count,
-        "categories": prompt_set.categories,
-    }
-
-
 @api.get("/prompt-sets")
 def list_prompt_sets(request: HttpRequest):
     require(request, "experiments.view_promptset")
-    return [prompt_set_json(s) for s in PromptSet.objects.defer("conversations")]
+    return [serializers.prompt_set_json(s) for s in PromptSet.objects.defer("conversations")]
 
 
 @api.post("/prompt-sets", response={201: dict, 422: dict})
@@ -55,5 +45,5 @@ def create_prompt_set(request: HttpRequest, payload: Body[dict[str, Any]]):
         except PromptSetError as exc:
             errors["content"] = [str(exc)]
         else:
-            return Status(201, prompt_set_json(prompt_set))
+            return Status(201, serializers.prompt_set_json(prompt_set))
     return Status(422, {"detail": "invalid prompt set", "errors": errors})

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Schema, Status
 
-from experiments.reads.config_history import config_json
-from experiments.reads.queueing import QueuedRun, queued_run
+from experiments.api import serializers
+from experiments.reads.queueing import queued_run
 
 from ..actions.audit import Actor
 from ..actions.runs import RemedyRefused, do_cancel_run, do_rerun_with_remedy
@@ -23,54 +21,12 @@ LOG_PAGE_MAX = 10_000
 LOG_QUERY_MAX = 500
 
 
-def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | None = None) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "id": run.pk,
-        "experiment": run.experiment_id,
-        "config": run.config.name,
-        "config_id": run.config_id,
-        "config_hash": run.config.content_hash,
-        "launch_index": run.launch_index,
-        "state": run.state,
-        "phases": run.phases(),
-        "failure": run.failure(),
-        "cancel_requested": run.cancel_requested,
-        "loading_progress": run.loading_progress,
-        "log_lines": run.log_lines,
-        "effective_args": run.effective_args,
-        "cancel_reason": run.cancel_reason,
-        # What went wrong without failing the run, the server's own warnings with the log line they came from:
-        # [{kind, message, at, line?, text?}].
-        "warnings": run.warnings,
-        # Queued runs only: place on the host, what it waits for, estimated start and duration (seconds).
-        "queue": queue.as_json() if queue else None,
-        "url": run.get_absolute_url(),
-    }
-    if with_measurements:
-        data["measurements"] = [
-            {
-                "pass": m.pass_index,
-                "concurrency": m.concurrency,
-                "completed": m.completed,
-                "failed": m.failed,
-                "duration_s": m.duration_s,
-                "output_throughput": m.output_throughput,
-                "total_throughput": m.total_throughput,
-                "request_throughput": m.request_throughput,
-                "accept_length": m.accept_length,
-                **{name: getattr(m, name) for name in m.LATENCY_FIELDS},
-            }
-            for m in run.measurement_set.all()
-        ]
-    return data
-
-
 @api.get("/runs/{run_id}")
 def get_run(request: HttpRequest, run_id: int):
     require(request, "experiments.view_run")
     runs = Run.objects.select_related("config", "host", "experiment__profile").prefetch_related("measurement_set")
     run = get_object_or_404(runs, pk=run_id)
-    data = run_json(run, queue=queued_run(run))
+    data = serializers.run_json(run, queue=queued_run(run))
     if data["failure"] is not None:
         data["failure"]["remedies"] = run.remedy_rows()  # see the remedies section at the end
     return data
@@ -126,7 +82,7 @@ def rerun_with_remedy(request: HttpRequest, run_id: int, payload: RemedyIn):
         201,
         {
             "config": {
-                **config_json(config),
+                **serializers.config_json(config),
                 "remedy_for_run": config.remedy_for_run_id,
             },
             "runs": [

@@ -9,6 +9,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from redis.exceptions import RedisError
 
+from experiments.api import serializers
+
 if TYPE_CHECKING:
     from experiments.models import Run
 
@@ -41,17 +43,8 @@ def run_facts_event(decode: list[dict[str, Any]], metrics: dict[str, list[list[f
 
 
 def run_state_event(run: Run) -> dict[str, Any]:
-    return {
-        "type": "run.state",
-        "run": run.pk,
-        "state": run.state,
-        "loading_progress": run.loading_progress,
-        "failure": run.failure(),
-        "phases": run.phases(),
-        "benchmark_cell": run.benchmark_cell,
-        "cancel_requested": run.cancel_requested,
-        "server_facts": run.server_facts(),  # each model's loading, CUDA graphs, KV pool, retractions
-    }
+    """The run's live state in the API's shape (`id` ...), and `run`, the id under the name the pages read."""
+    return {"type": "run.state", "run": run.pk, **serializers.run_state_json(run)}
 
 
 async def send_log_lines(run_id: int, first_line: int, lines: list[str]) -> None:

@@ -17,8 +17,8 @@ from operator import or_
 from typing import Any
 
 from django.db.models import Avg, Count, Q, QuerySet
-from django.urls import reverse
 
+from experiments.api import serializers
 from experiments.forms.configs import ServerConfigForm, split_eagle3_profile
 from experiments.forms.profiles import BenchmarkProfileForm
 from experiments.forms.submission import profile_form_data
@@ -137,27 +137,13 @@ def config_search_json(configs: list[ServerConfig]) -> list[dict[str, Any]]:
     versions = version_names({c.name for c in configs})
     return [
         {
-            **config_json(config),
+            **serializers.config_json(config),
             "created_by": config.created_by.get_username() if config.created_by else None,
             "version_name": versions[config.name],
             "form": config_box_values(config),
         }
         for config in configs
     ]
-
-
-def config_json(config: ServerConfig) -> dict[str, Any]:
-    """A config as the JSON API shows one (`/api/configs`), plus where it came from and where its page is."""
-    return {
-        "id": config.pk,
-        "name": config.name,
-        "content_hash": config.content_hash,
-        "short_hash": config.short_hash,
-        **config.launch_spec(),
-        "derived_from": config.derived_from_id,
-        "created_at": config.created_at.isoformat(),
-        "url": reverse("config_detail", args=[config.pk]),
-    }
 
 
 def profile_search_json(profiles: list[BenchmarkProfile]) -> list[dict[str, Any]]:
@@ -302,10 +288,11 @@ def config_runs(config: ServerConfig, limit: int = RUNS_SHOWN) -> list[ConfigRun
 def config_history_json(config: ServerConfig) -> dict[str, Any]:
     """A config with its versions and runs, for the JSON API (`GET /api/configs/{id}`)."""
     return {
-        **config_json(config),
+        **serializers.config_json(config),
         "created_by": config.created_by.get_username() if config.created_by else None,
         "versions": [
-            {**config_json(v.config), "relation": v.relation, "differs": v.differs} for v in config_versions(config)
+            {**serializers.config_json(v.config), "relation": v.relation, "differs": v.differs}
+            for v in config_versions(config)
         ],
         "runs": [
             {

@@ -1,0 +1,16 @@
+"""The one `api`, with every noun's routes registered on it (importing the modules registers them)."""
+
+from . import (  # noqa: F401  (registers the routes)
+    compare,
+    configs,
+    environments,
+    experiments,
+    hosts,
+    prompts,
+    runs,
+    studies,
+    sweeps,
+)
+from .base import api
+
+__all__ = ["api"]

@@ -1,0 +1,179 @@
+"""The one JSON shape of each noun: the API answers with these, and the websocket events and the exports use them
+too, so a field is added in one place. Secret-looking environment values are masked here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import reverse
+
+from experiments.forms import BenchmarkProfileForm
+from experiments.models import BenchmarkProfile, Experiment, Flag, Host, PromptSet, Run, ServerConfig, Suspicion
+from experiments.reads import environments
+from experiments.reads.queueing import QueuedRun
+from experiments.rules import launch_policy
+
+
+def run_state_json(run: Run) -> dict[str, Any]:
+    """What changes while a run lives: its part of `run_json`, which the websocket's state events carry whole."""
+    return {
+        "id": run.pk,
+        "state": run.state,
+        "phases": run.phases(),
+        "failure": run.failure(),
+        "cancel_requested": run.cancel_requested,
+        "loading_progress": run.loading_progress,
+        "benchmark_cell": run.benchmark_cell,
+        "server_facts": run.server_facts(),  # each model's loading, CUDA graphs, KV pool, retractions
+    }
+
+
+def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        **run_state_json(run),
+        "experiment": run.experiment_id,
+        "config": run.config.name,
+        "config_id": run.config_id,
+        "config_hash": run.config.content_hash,
+        "launch_index": run.launch_index,
+        "log_lines": run.log_lines,
+        "effective_args": run.effective_args,
+        "cancel_reason": run.cancel_reason,
+        # What went wrong without failing the run, the server's own warnings with the log line they came from:
+        # [{kind, message, at, line?, text?}].
+        "warnings": run.warnings,
+        # Queued runs only: place on the host, what it waits for, estimated start and duration (seconds).
+        "queue": queue.as_json() if queue else None,
+        "url": run.get_absolute_url(),
+    }
+    if with_measurements:
+        data["measurements"] = [
+            {
+                "pass": m.pass_index,
+                "concurrency": m.concurrency,
+                "completed": m.completed,
+                "failed": m.failed,
+                "duration_s": m.duration_s,
+                "output_throughput": m.output_throughput,
+                "total_throughput": m.total_throughput,
+                "request_throughput": m.request_throughput,
+                "accept_length": m.accept_length,
+                **{name: getattr(m, name) for name in m.LATENCY_FIELDS},
+            }
+            for m in run.measurement_set.all()
+        ]
+    return data
+
+
+def host_json(h: Host) -> dict[str, Any]:
+    return {
+        "id": h.pk,
+        "name": h.name,
+        "address": h.address,
+        "port": h.port,
+        "username": h.username,
+        "key_name": h.key_name,
+        "extra_env_prefixes": h.extra_env_prefixes,
+        "default_env": launch_policy.masked(h.default_env or {}),
+        "work_dir": h.work_dir,
+        "models_root": h.models_root,
+        "launcher": h.launcher,
+        "server_port": h.server_port,
+        "pinned": h.is_pinned,
+        "host_key": h.host_key,
+        "gpus": h.gpu_inventory,
+        "dirty": h.is_dirty,
+        "dirty_reason": h.dirty_reason,
+        "active_run": h.active_run_id,
+    }
+
+
+def profile_json(p: BenchmarkProfile) -> dict[str, Any]:
+    fields = {f: getattr(p, f) for f in (*BenchmarkProfileForm.Meta.fields, "concurrency", "dataset")}
+    fields["prompt_set"] = p.prompt_set_id
+    return {"id": p.pk, "name": p.name, "series_key": p.series_key, **fields}
+
+
+def prompt_set_json(prompt_set: PromptSet) -> dict[str, Any]:
+    return {
+        "id": prompt_set.pk,
+        "name": prompt_set.name,
+        "kind": prompt_set.kind,
+        "content_hash": prompt_set.content_hash,
+        "prompt_count": prompt_set.prompt_count,
+        "categories": prompt_set.categories,
+    }
+
+
+def flag_json(flag: Flag) -> dict[str, Any]:
+    return {
+        "id": flag.pk,
+        "config": flag.config.name,
+        "concurrency": flag.concurrency,
+        "direction": flag.direction,
+        "change": round(flag.change, 4),
+        "baseline_mean": round(flag.baseline_mean, 3),
+        "new_mean": round(flag.new_mean, 3),
+        "kind": flag.kind,
+        "triage": flag.triage,
+        "message": flag.message,
+        "url": flag.get_absolute_url(),
+        "changed_after": flag.changed_after.isoformat() if flag.changed_after else None,
+        "changed_by": flag.changed_by.isoformat() if flag.changed_by else None,
+        "confirmed_by_run": flag.confirmed_by_id,
+        "series": [
+            {
+                "config": s.config.name,
+                "config_hash": s.config_hash,
+                "concurrency": s.concurrency,
+                "baseline_mean": round(s.baseline_mean, 3),
+                "new_mean": round(s.new_mean, 3),
+                "change": round(s.change, 4),
+                "last_run_before": s.last_before_run_id,
+                "first_run_after": s.change_run_id,
+                "confirmed_by_run": s.confirmed_by_id,
+            }
+            for s in flag.series.all()
+        ],
+        # What changed in the environment between the last run before the change and the first after it.
+        "environment_change": environments.diff_before_change(flag.run),
+    }
+
+
+def suspicion_json(suspicion: Suspicion) -> dict[str, Any]:
+    return {
+        "id": suspicion.pk,
+        "state": suspicion.state,
+        "run": suspicion.run_id,
+        "config_hash": suspicion.config_hash,
+        "confirming_runs": [r.pk for r in suspicion.confirming_runs.all() if r.config_id == suspicion.config_id],
+        "flag": suspicion.flag_id,
+        "series": [
+            {"concurrency": row.concurrency, "change": round(row.change, 4), "state": row.state}
+            for row in suspicion.series.all()
+        ],
+    }
+
+
+def schedule_json(experiment: Experiment) -> dict[str, Any] | None:
+    if not experiment.schedule:
+        return None
+    return {
+        "every": experiment.schedule,
+        "hour_utc": experiment.schedule_hour,
+        "next_at": experiment.next_scheduled_at.isoformat() if experiment.next_scheduled_at else None,
+    }
+
+
+def config_json(config: ServerConfig) -> dict[str, Any]:
+    """A config as the JSON API shows one (`/api/configs`), plus where it came from and where its page is."""
+    return {
+        "id": config.pk,
+        "name": config.name,
+        "content_hash": config.content_hash,
+        "short_hash": config.short_hash,
+        **config.launch_spec(),
+        "derived_from": config.derived_from_id,
+        "created_at": config.created_at.isoformat(),
+        "url": reverse("config_detail", args=[config.pk]),
+    }
