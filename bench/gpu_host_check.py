@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from experiments.analysis import telemetry
 from workers.hostreads import environ, fingerprint, gpus
 
 MARKER = "SPECDASH_GPU_CHECK"
@@ -102,7 +103,7 @@ def check_telemetry(host: Host) -> bool:
     result = host.run(f"timeout 2 {gpus.telemetry_loop_command(500)}", timeout=30)
     samples = gpus.parse_telemetry(result.stdout)
     for s in samples:
-        reasons = ", ".join(gpus.clock_event_reasons(s.reasons or 0)) or "none"
+        reasons = ", ".join(telemetry.clock_event_reasons(s.reasons or 0)) or "none"
         say(
             f"   GPU {s.gpu}: SM {s.sm_mhz} MHz, memory {s.mem_mhz} MHz, {s.temperature_c} C, {s.power_w} W, "
             f"util {s.utilization_pct}%, {s.memory_used_mib} MiB used, reasons {reasons}"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from ..analysis.telemetry import GpuReading
 from ..models import GpuSample, Run, RunEnvironment
 
 
@@ -37,6 +38,8 @@ def do_record_process_env(run: Run, processes: list[dict[str, Any]]) -> None:
     environment.save(update_fields=["processes", "processes_read_at"])
 
 
-def do_add_gpu_samples(run: Run, samples: list[tuple[datetime, dict[str, Any]]]) -> None:
-    """Store a batch of telemetry samples: (when the worker read it, GpuSample's fields)."""
-    GpuSample.objects.bulk_create([GpuSample(run=run, at=at, **fields) for at, fields in samples])
+def do_add_gpu_samples(run: Run, readings: list[GpuReading]) -> None:
+    """Store a batch of telemetry readings, each at the time the worker read it."""
+    GpuSample.objects.bulk_create(
+        [GpuSample(run=run, at=datetime.fromtimestamp(r.t, UTC), **r.stored_fields()) for r in readings]
+    )

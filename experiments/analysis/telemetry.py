@@ -4,48 +4,80 @@ at which clocks they ran; and, across the runs of a comparison, which run ran di
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# Bits of nvidia-smi's clocks_event_reasons.active (NVML's clock event reasons) that mean a GPU ran slower than it
-# could for want of power or cooling; the names are those of `nvidia-smi -q -d PERFORMANCE`.
-THROTTLE_REASONS = (
+# nvidia-smi -q -d PERFORMANCE names, by bit of the clocks_event_reasons.active mask (NVML's
+# nvmlClocksEventReason*): the one table, read by the worker's parser, the pages and bench/gpu_host_check.py.
+CLOCK_EVENT_REASONS = (
+    (0x1, "idle"),
+    (0x2, "applications clocks setting"),
     (0x4, "SW power cap"),
     (0x8, "HW slowdown"),
+    (0x10, "sync boost"),
     (0x20, "SW thermal slowdown"),
     (0x40, "HW thermal slowdown"),
     (0x80, "HW power brake slowdown"),
+    (0x100, "display clock setting"),
 )
-THROTTLE_MASK = sum(bit for bit, _ in THROTTLE_REASONS)
+# The reasons that mean a GPU ran slower than it could for want of power or cooling.
+THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+THROTTLE_REASONS = tuple((bit, name) for bit, name in CLOCK_EVENT_REASONS if bit & THROTTLE_MASK)
 # Clocks that differ by more than this from the other runs' make a comparison of unlike machines.
 CLOCK_TOLERANCE = 0.05
 
 
 @dataclass(frozen=True)
-class Sample:
-    t: float  # seconds since the epoch, the worker's clock (as the benchmark cells)
+class GpuReading:
+    """One GPU's state at one instant: the one shape of an nvidia-smi telemetry reading, parsed by the worker, stored
+    as a `GpuSample` row (by field name, `stored_fields`) and read back for the pages. None where the driver reports
+    "[N/A]"; `t` is seconds since the epoch on the worker's clock, the clock the benchmark cells are stamped with."""
+
     gpu: int
     sm_mhz: int | None
     mem_mhz: int | None
     temperature_c: int | None
     power_w: float | None
     utilization_pct: int | None
+    memory_utilization_pct: int | None
+    memory_used_mib: int | None
     reasons: int | None
-    memory_used_mib: int | None = None
+    t: float = 0.0  # 0 until the worker stamps it
+
+    @property
+    def throttled(self) -> bool:
+        return self.reasons is not None and is_throttled(self.reasons)
+
+    def stored_fields(self) -> dict[str, Any]:
+        """The fields a GpuSample row keeps (its `at` holds `t`)."""
+        return {name: getattr(self, name) for name in READING_FIELDS}
+
+
+READING_FIELDS = tuple(f.name for f in dataclasses.fields(GpuReading) if f.name != "t")
+
+
+def clock_event_reasons(mask: int) -> list[str]:
+    """The names of the reasons set in `mask` (0x1 -> ["idle"])."""
+    return [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
+
+
+def is_throttled(mask: int) -> bool:
+    return bool(mask & THROTTLE_MASK)
 
 
 def throttle_names(mask: int) -> list[str]:
     return [name for bit, name in THROTTLE_REASONS if mask & bit]
 
 
-def in_windows(samples: Sequence[Sample], windows: Sequence[tuple[float, float]]) -> list[Sample]:
+def in_windows(samples: Sequence[GpuReading], windows: Sequence[tuple[float, float]]) -> list[GpuReading]:
     """The samples taken while a benchmark cell ran (`windows`: their start and end)."""
     return [s for s in samples if any(start <= s.t <= end for start, end in windows)]
 
 
-def summary(samples: Sequence[Sample], windows: Sequence[tuple[float, float]]) -> dict[str, Any]:
+def summary(samples: Sequence[GpuReading], windows: Sequence[tuple[float, float]]) -> dict[str, Any]:
     """The run's telemetry while it benchmarked (all of it when no cell was recorded): how many samples, how many
     throttled and why, the median SM and memory clocks, the hottest and the mean power."""
     # The run's GPUs are those that held memory; an idle neighbour at idle clocks says nothing about the run.

@@ -10,7 +10,7 @@ from typing import Any
 
 from plotly.colors import qualitative
 
-from experiments.analysis.telemetry import THROTTLE_MASK, Sample, throttle_names
+from experiments.analysis.telemetry import THROTTLE_MASK, GpuReading, throttle_names
 
 GRID_COLOR = "#e5e9f0"
 CELL_COLOR = "rgba(99, 110, 250, 0.10)"
@@ -27,7 +27,7 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, tz=UTC).isoformat(timespec="milliseconds")
 
 
-def telemetry_figure(samples: Sequence[Sample], cells: Sequence[tuple[float, float, str]]) -> dict[str, Any]:
+def telemetry_figure(samples: Sequence[GpuReading], cells: Sequence[tuple[float, float, str]]) -> dict[str, Any]:
     """`samples` oldest first; `cells`: (start, end, label) of each benchmark cell, in the same clock."""
     # The run's GPUs (those that held memory); every GPU when none did (the run never loaded).
     used = {s.gpu for s in samples if s.memory_used_mib}

@@ -9,7 +9,7 @@ from typing import Any
 
 from experiments.analysis import telemetry
 from experiments.analysis.environment import Snapshot, changes, summary
-from experiments.analysis.telemetry import Sample
+from experiments.analysis.telemetry import READING_FIELDS, GpuReading
 from experiments.models import Experiment, GpuSample, GpuSampleQuerySet, Measurement, Run, RunEnvironment
 from experiments.rules import launch_policy
 
@@ -96,26 +96,17 @@ def diff_before_change(run: Run) -> dict[str, Any] | None:
 
 # ---- GPU telemetry --------------------------------------------------------------------------------------------
 
-SAMPLE_FIELDS = (
-    "run_id",
-    "at",
-    "gpu",
-    "sm_mhz",
-    "mem_mhz",
-    "temperature_c",
-    "power_w",
-    "utilization_pct",
-    "reasons",
-    "memory_used_mib",
-)
+SAMPLE_FIELDS = ("run_id", "at", *READING_FIELDS)
 # A cell's measurement is stored a moment after its client finished (the server's own figures are read first).
 CELL_END_SLACK_S = 1.0
 
 
-def _samples_by_run(runs: GpuSampleQuerySet) -> dict[int, list[Sample]]:
-    by_run: dict[int, list[Sample]] = {}
+def _samples_by_run(runs: GpuSampleQuerySet) -> dict[int, list[GpuReading]]:
+    by_run: dict[int, list[GpuReading]] = {}
     for run_id, at, *values in runs.order_by("at", "gpu").values_list(*SAMPLE_FIELDS).iterator():
-        by_run.setdefault(run_id, []).append(Sample(at.timestamp(), *values))
+        by_run.setdefault(run_id, []).append(
+            GpuReading(t=at.timestamp(), **dict(zip(READING_FIELDS, values, strict=True)))
+        )
     return by_run
 
 
@@ -130,7 +121,7 @@ def _cells_by_run(measurements: Any) -> dict[int, list[tuple[float, float, str]]
     return by_run
 
 
-def run_telemetry(run: Run) -> tuple[list[Sample], list[tuple[float, float, str]], dict[str, Any]]:
+def run_telemetry(run: Run) -> tuple[list[GpuReading], list[tuple[float, float, str]], dict[str, Any]]:
     """(samples, benchmark cells as (start, end, label), summary) of one run."""
     samples = _samples_by_run(GpuSample.objects.filter(run=run)).get(run.pk, [])
     cells = _cells_by_run(Measurement.objects.filter(run=run)).get(run.pk, [])

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
-from experiments.analysis.telemetry import Sample, comparison_warnings, summary
+from experiments.analysis.telemetry import GpuReading, comparison_warnings, summary
 from experiments.charts.telemetry import telemetry_figure
 
 
-def _sample(t: float, gpu: int = 0, sm: int = 1980, reasons: int = 0, used: int = 120000) -> Sample:
-    return Sample(t, gpu, sm, 3201, 60, 450.0, 97, reasons, used)
+def _sample(t: float, gpu: int = 0, sm: int = 1980, reasons: int = 0, used: int = 120000) -> GpuReading:
+    return GpuReading(gpu, sm, 3201, 60, 450.0, 97, None, used, reasons, t=t)
 
 
 def test_it_judges_only_the_samples_taken_while_a_cell_ran_on_the_runs_own_gpus():

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.analysis import telemetry
+from experiments.analysis.telemetry import GpuReading
 
 COMPUTE_APPS_QUERY = "nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits"
 GPU_INVENTORY_QUERY = "nvidia-smi --query-gpu=index,name,memory.used,memory.total --format=csv,noheader,nounits"
@@ -107,32 +107,6 @@ def telemetry_loop_command(interval_ms: int) -> str:
     return f"{TELEMETRY_QUERY} -lms {int(interval_ms)}"
 
 
-# nvidia-smi -q -d PERFORMANCE names, by bit of the clock event reasons mask (NVML's nvmlClocksEventReason*).
-CLOCK_EVENT_REASONS = (
-    (0x1, "idle"),
-    (0x2, "applications clocks setting"),
-    (0x4, "SW power cap"),
-    (0x8, "HW slowdown"),
-    (0x10, "sync boost"),
-    (0x20, "SW thermal slowdown"),
-    (0x40, "HW thermal slowdown"),
-    (0x80, "HW power brake slowdown"),
-    (0x100, "display clock setting"),
-)
-# The reasons that mean the GPU ran slower than it could for want of power or cooling: the analysis's, which judges
-# the stored samples.
-THROTTLE_MASK = telemetry.THROTTLE_MASK
-
-
-def clock_event_reasons(mask: int) -> list[str]:
-    """The names of the reasons set in `mask` (0x1 -> ["idle"])."""
-    return [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
-
-
-def is_throttled(mask: int) -> bool:
-    return bool(mask & THROTTLE_MASK)
-
-
 def _number(text: str) -> float | None:
     """A value of a CSV cell with or without its unit ("405 MHz", "123.84 W", "0 %"); None for "[N/A]"."""
     word = text.strip().split(" ")[0] if text.strip() else ""
@@ -183,27 +157,9 @@ def parse_gpu_details(csv_text: str) -> list[dict[str, Any]]:
     return gpus
 
 
-@dataclass(frozen=True)
-class GpuSample:
-    """One GPU's state at one instant, from TELEMETRY_QUERY (None where the driver reports "[N/A]")."""
-
-    gpu: int
-    sm_mhz: int | None
-    mem_mhz: int | None
-    temperature_c: int | None
-    power_w: float | None
-    utilization_pct: int | None
-    memory_utilization_pct: int | None
-    memory_used_mib: int | None
-    reasons: int | None
-
-    @property
-    def throttled(self) -> bool:
-        return self.reasons is not None and is_throttled(self.reasons)
-
-
-def parse_telemetry_line(line: str) -> GpuSample | None:
-    """One line of TELEMETRY_QUERY's answer (with or without units) -> a sample; None for anything else."""
+def parse_telemetry_line(line: str, t: float = 0.0) -> GpuReading | None:
+    """One line of TELEMETRY_QUERY's answer (with or without units), read at `t`, -> a reading; None for anything
+    else."""
     rows = _csv_rows(line, len(TELEMETRY_FIELDS))
     if not rows:
         return None
@@ -213,7 +169,7 @@ def parse_telemetry_line(line: str) -> GpuSample | None:
         number = _number(values[i])
         return int(number) if number is not None else None
 
-    return GpuSample(
+    return GpuReading(
         gpu=int(values[0]),
         sm_mhz=whole(1),
         mem_mhz=whole(2),
@@ -223,10 +179,11 @@ def parse_telemetry_line(line: str) -> GpuSample | None:
         memory_utilization_pct=whole(6),
         memory_used_mib=whole(7),
         reasons=_mask(values[8]),
+        t=t,
     )
 
 
-def parse_telemetry(csv_text: str) -> list[GpuSample]:
+def parse_telemetry(csv_text: str) -> list[GpuReading]:
     return [s for s in (parse_telemetry_line(line) for line in csv_text.splitlines()) if s is not None]
 
 

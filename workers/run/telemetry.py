@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
-from datetime import datetime
-from typing import Any
 
 from django.conf import settings
-from django.utils import timezone
 
 from experiments.actions.environments import do_add_gpu_samples
+from experiments.analysis.telemetry import GpuReading
 from experiments.models import Run
 from workers.hostreads import gpus
 
@@ -32,7 +29,7 @@ class GpuSampler:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.task: asyncio.Task | None = None
-        self._pending: list[tuple[datetime, dict[str, Any]]] = []
+        self._pending: list[GpuReading] = []
 
     async def start(self, conn: HostConnection) -> None:
         """(Re)start sampling through `conn` (a new one after a reconnect)."""
@@ -62,12 +59,12 @@ class GpuSampler:
                 data = await process.stdout.read(READ_SIZE)
                 if not data:
                     return  # nvidia-smi ended (no GPU driver, a reboot): the run goes on without telemetry
-                now = timezone.now()
+                now = time.time()
                 *lines, partial = (partial + data).split(b"\n")
                 for line in lines:
-                    sample = gpus.parse_telemetry_line(line.decode("utf-8", errors="replace"))
-                    if sample is not None:
-                        self._pending.append((now, dataclasses.asdict(sample)))
+                    reading = gpus.parse_telemetry_line(line.decode("utf-8", errors="replace"), now)
+                    if reading is not None:
+                        self._pending.append(reading)
                 if time.monotonic() - stored_at >= STORE_EVERY_S:
                     stored_at = time.monotonic()
                     await self._store()

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from experiments.analysis import telemetry
+from experiments.analysis.telemetry import GpuReading
 from simhost import hostsetup
 from workers.hostreads import environ, fingerprint, gpus
 
@@ -46,10 +48,10 @@ index, clocks.current.sm [MHz], clocks.current.memory [MHz], temperature.gpu, po
 
 def test_it_reads_what_a_real_h200_answered_to_the_samplers_and_the_fingerprints_queries():
     idle, _, busy = gpus.parse_telemetry(REAL_LOOP)
-    assert idle == gpus.GpuSample(0, 345, 3201, 33, 77.0, 0, 0, 0, 0x1)
+    assert idle == GpuReading(0, 345, 3201, 33, 77.0, 0, 0, 0, 0x1)
     # A process with a CUDA context: full clocks and no reason at all (not "idle"), and not throttled.
     assert busy.sm_mhz == 1980 and busy.memory_used_mib == 1131 and busy.reasons == 0 and not busy.throttled
-    assert gpus.parse_telemetry(REAL_TELEMETRY_WITH_UNITS) == [gpus.GpuSample(0, 345, 3201, 33, 76.91, 0, 0, 0, 1)]
+    assert gpus.parse_telemetry(REAL_TELEMETRY_WITH_UNITS) == [GpuReading(0, 345, 3201, 33, 76.91, 0, 0, 0, 1)]
     [gpu] = gpus.parse_gpu_details(REAL_DETAILS)
     assert gpu["name"] == "NVIDIA H200" and gpu["pci_bus_id"] == "00000000:00:06.0"
     assert (
@@ -62,9 +64,9 @@ def test_it_reads_a_telemetry_sample_in_the_real_format_with_units():
     # The reference's query in TELEMETRY_FIELDS order, values as driver 580 prints them (units included).
     line = "0, 405 MHz, 3201 MHz, 36, 123.84 W, 0 %, 0 %, 0 MiB, 0x0000000000000001"
     sample = gpus.parse_telemetry_line(line)
-    assert sample == gpus.GpuSample(0, 405, 3201, 36, 123.84, 0, 0, 0, 0x1)
+    assert sample == GpuReading(0, 405, 3201, 36, 123.84, 0, 0, 0, 0x1)
     assert not sample.throttled
-    assert gpus.clock_event_reasons(sample.reasons or 0) == ["idle"]
+    assert telemetry.clock_event_reasons(sample.reasons or 0) == ["idle"]
 
 
 def test_it_reads_the_real_performance_row_values_and_skips_its_header():
@@ -72,14 +74,14 @@ def test_it_reads_the_real_performance_row_values_and_skips_its_header():
     cells = [c.strip() for c in row.split(",")]
     # The cells the sampler asks for, in its order, taken from the real row: the parser reads every one.
     mine = ", ".join([cells[0], cells[1], cells[2], cells[4], cells[5], cells[7], cells[8], "0", cells[10]])
-    assert gpus.parse_telemetry(header + "\n" + mine) == [gpus.GpuSample(0, 405, 3201, 36, 123.84, 0, 0, 0, 1)]
+    assert gpus.parse_telemetry(header + "\n" + mine) == [GpuReading(0, 405, 3201, 36, 123.84, 0, 0, 0, 1)]
     assert gpus.parse_telemetry(header) == []
 
 
 def test_it_names_throttle_reasons_and_tells_throttling_from_idle():
-    assert gpus.clock_event_reasons(0x60) == ["SW thermal slowdown", "HW thermal slowdown"]
-    assert gpus.is_throttled(0x4) and gpus.is_throttled(0x40)
-    assert not gpus.is_throttled(0x1) and not gpus.is_throttled(0x0)
+    assert telemetry.clock_event_reasons(0x60) == ["SW thermal slowdown", "HW thermal slowdown"]
+    assert telemetry.is_throttled(0x4) and telemetry.is_throttled(0x40)
+    assert not telemetry.is_throttled(0x1) and not telemetry.is_throttled(0x0)
     sample = gpus.parse_telemetry_line("3, 1320, 3201, 88, 690.2, 97, 60, 120000, 0x0000000000000060")
     assert sample is not None and sample.throttled and sample.sm_mhz == 1320
 
