@@ -14,7 +14,7 @@ from experiments.live import broadcast
 
 from ..forms import ServerConfigForm, config_form_data, plain_errors
 from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Measurement, PromptResults, Run, ServerConfig
-from ..remedies import versioned_name
+from ..rules import config_names
 from .audit import Actor, record_event
 from .confirmations import queue_confirmation_again
 from .experiments import _queue_runs
@@ -308,7 +308,7 @@ def do_rerun_with_remedy(run: Run, remedy_id: str, actor: Actor) -> tuple[Server
     compared = [experiment.baseline, *experiment.ordered_candidates()]
     if old not in compared:
         raise RemedyRefused(f"{old.name} is no longer compared in this experiment (a newer version took its place).")
-    name = versioned_name(old.name, remedy.label, CONFIG_NAME_MAX)
+    name = config_names.remedy_name(old.name, remedy.label, CONFIG_NAME_MAX)
     # The same rules as a config made by hand: the launch policy (on this host), the form's checks.
     form = ServerConfigForm(config_form_data({**remedy.change.apply(old.launch_spec()), "name": name}))
     form.extra_env_prefixes = tuple(experiment.host.extra_env_prefixes or ())
@@ -318,7 +318,7 @@ def do_rerun_with_remedy(run: Run, remedy_id: str, actor: Actor) -> tuple[Server
     same = next((c for c in compared if c.content_hash == config.compute_hash()), None)
     if same is not None:
         raise RemedyRefused(f"{same.name} already runs this config in the experiment.")
-    config.name = _free_name(config.name, {c.name for c in compared})
+    config.name = config_names.free_name(config.name, {c.name for c in compared}, CONFIG_NAME_MAX)
     config.created_by = actor.user if actor.user is not None and actor.user.is_authenticated else None
     config.derived_from, config.remedy_for_run = old, run
     config.save()
@@ -362,12 +362,3 @@ def _place_version(experiment: Experiment, old: ServerConfig, new: ServerConfig)
     else:
         experiment.candidate_set.filter(config=old).update(config=new)
     return [experiment.baseline, new]
-
-
-def _free_name(name: str, taken: set[str]) -> str:
-    """`name`, or `name (2)`, `(3)`, ...: configs are told apart by name in an experiment's comparison."""
-    candidate, n = name, 2
-    while candidate in taken:
-        suffix = f" ({n})"
-        candidate, n = name[: CONFIG_NAME_MAX - len(suffix)] + suffix, n + 1
-    return candidate

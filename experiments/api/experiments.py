@@ -92,15 +92,15 @@ def get_experiment(request: HttpRequest, experiment_id: int):
         "flags": [serializers.flag_json(flag) for flag in _flags_of(experiment)],
         "suspicions": [serializers.suspicion_json(s) for s in _suspicions_of(experiment)],
         # Throttled runs, runs at other clocks, runs on a changed machine (the runs' own warnings are in `runs`).
-        "reproducibility": _notes_json(environments.experiment_notes(experiment, report.runs)),
+        "reproducibility": _reproducibility_json(environments.reproducibility_warnings(experiment, report.runs)),
     }
 
 
-def _notes_json(notes: dict[str, Any]) -> dict[str, Any]:
+def _reproducibility_json(warnings: dict[str, Any]) -> dict[str, Any]:
     return {
-        "telemetry_warnings": notes["telemetry"],
+        "telemetry_warnings": warnings["telemetry"],
         "machine_differences": [
-            {"run": row["run"].pk, "against": row["against"].pk, "text": row["text"]} for row in notes["machine"]
+            {"run": row["run"].pk, "against": row["against"].pk, "text": row["text"]} for row in warnings["machine"]
         ],
     }
 

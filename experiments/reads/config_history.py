@@ -25,6 +25,7 @@ from experiments.forms.submission import profile_form_data
 from experiments.forms.values import format_env
 from experiments.models import BenchmarkProfile, Experiment, Measurement, Run, ServerConfig, ServerConfigQuerySet
 from experiments.reads.reports import CONFIG_FIELDS
+from experiments.rules import config_names
 
 # A search box's text is a name, a path or a hash prefix: anything longer is a paste gone wrong.
 MAX_QUERY = 200
@@ -34,7 +35,6 @@ SEARCH_LIMIT = 20
 MIN_HASH_PREFIX = 6
 _HEX = re.compile(r"[0-9a-f]+")
 # "eagle3-2step v3": the name a new version gets, counting on from the highest taken.
-_VERSION = re.compile(r"(?P<base>.*\S) v(?P<n>\d{1,6})")
 NAME_MAX = ServerConfig._meta.get_field("name").max_length or 128
 # How far the history follows `derived_from` links (a chain of remedies is a handful; this bounds the queries).
 MAX_LINK_DEPTH = 20
@@ -93,32 +93,14 @@ def profile_initial(profile: BenchmarkProfile) -> dict[str, Any]:
     return profile_form_data({f: getattr(profile, f) for f in (*BenchmarkProfileForm.Meta.fields, "concurrency")})
 
 
-def next_version_name(name: str, taken: set[str]) -> str:
-    """The name of a new version of `name`: `<base> v<N>`, N one past the highest version of that base in `taken`
-    (the base's own name counts as version 1)."""
-    match = _VERSION.fullmatch(name)
-    base = match["base"] if match else name
-    numbers = {1}
-    for other in taken:
-        found = _VERSION.fullmatch(other)
-        if found and found["base"] == base:
-            numbers.add(int(found["n"]))
-    suffix = f" v{max(numbers) + 1}"
-    return base[: NAME_MAX - len(suffix)] + suffix
-
-
-def _version_bases(names: set[str]) -> set[str]:
-    return {(m["base"] if (m := _VERSION.fullmatch(name)) else name) for name in names}
-
-
 def version_names(names: set[str]) -> dict[str, str]:
-    """For each name, the name its next version gets (`next_version_name` against every stored name): one query."""
-    bases = _version_bases(names)
+    """For each name, the name its next version gets (`rules.config_names`, against every stored name): one query."""
+    bases = {config_names.version_base(name) for name in names}
     taken: set[str] = set()
     if bases:
         similar = reduce(or_, (Q(name__startswith=base) for base in bases))
         taken = set(ServerConfig.objects.filter(similar).values_list("name", flat=True))
-    return {name: next_version_name(name, taken | {name}) for name in names}
+    return {name: config_names.next_version_name(name, taken | {name}, NAME_MAX) for name in names}
 
 
 def block_sources(blocks: dict[str, ServerConfig]) -> dict[str, dict[str, Any]]:

@@ -144,7 +144,7 @@ def telemetry_warnings(runs: list[Run]) -> list[str]:
     return telemetry.comparison_warnings(summaries)
 
 
-def experiment_notes(experiment: Experiment, runs: list[Run]) -> dict[str, Any]:
+def reproducibility_warnings(experiment: Experiment, runs: list[Run]) -> dict[str, Any]:
     """What the comparison page warns about beside its numbers: throttled runs or runs at other clocks, the warnings
     the servers logged (with their log lines), and runs whose machine differed from the experiment's first."""
     finished = [r for r in runs if r.state == Run.State.SUCCEEDED]

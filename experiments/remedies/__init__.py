@@ -26,7 +26,6 @@ from .values import (
     first_line,
     flag_value,
     server_args_in,
-    versioned_name,
     without_flag,
 )
 
@@ -39,7 +38,6 @@ __all__ = [
     "flag_value",
     "remedies_for",
     "server_args_in",
-    "versioned_name",
     "without_flag",
 ]
 

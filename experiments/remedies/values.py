@@ -19,8 +19,6 @@ SERVER_ARG_NAMES = (
     "cuda_graph_backend_decode",
     "context_length",
 )
-NAME_SEPARATOR = " · "
-MAX_LABEL = 40  # a dropped argument can be long; the name stays mostly the config's own
 
 
 class Link:
@@ -109,16 +107,6 @@ class Evidence:
     @property
     def text(self) -> str:
         return f"{self.message}\n{self.excerpt}"
-
-
-def versioned_name(name: str, label: str, max_length: int) -> str:
-    """`<name> · <label>`, within max_length; a second remedy of the same sort replaces the first's label
-    ("eagle · mem 0.83" -> "eagle · mem 0.78", not "eagle · mem 0.83 · mem 0.78")."""
-    base, separator, last = name.rpartition(NAME_SEPARATOR)
-    if separator and last.split(" ")[0] == label.split(" ")[0]:
-        name = base
-    suffix = f"{NAME_SEPARATOR}{label[:MAX_LABEL]}"
-    return name[: max_length - len(suffix)] + suffix
 
 
 def server_args_in(line: str) -> dict[str, Any]:

@@ -12,8 +12,9 @@ from experiments.actions.audit import Actor
 from experiments.actions.runs import RemedyRefused, do_rerun_with_remedy
 from experiments.formats.run_facts import server_facts
 from experiments.models import MANAGED_FLAGS, AuditEvent, Run, ServerConfig
-from experiments.remedies import Evidence, Link, Remedy, remedies_for, server_args_in, versioned_name
+from experiments.remedies import Evidence, Link, Remedy, remedies_for, server_args_in
 from experiments.rules import launch_policy, model_checks
+from experiments.rules.config_names import remedy_name
 
 from .factories import make_config, make_eagle_config, make_experiment, make_measurement, make_profile
 
@@ -337,7 +338,7 @@ def test_it_reads_the_server_args_of_either_eras_log_line():
     ],
 )
 def test_it_names_a_new_version_after_its_remedy(name, label, expected):
-    assert versioned_name(name, label, 128) == expected
+    assert remedy_name(name, label, 128) == expected
 
 
 def test_it_shapes_the_servers_facts_for_the_run_page():

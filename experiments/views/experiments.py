@@ -237,7 +237,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             "comparison": comparison_rows_json(report),
             "configs": [report.baseline, *report.candidates],
             "queue": queued_runs_of(report),
-            "notes": environments.experiment_notes(experiment, report.runs),
+            "reproducibility": environments.reproducibility_warnings(experiment, report.runs),
             "schedule_form": ScheduleForm(
                 initial={"every": experiment.schedule, "hour_utc": experiment.schedule_hour}, auto_id="schedule-%s"
             ),
