@@ -10,7 +10,9 @@ import contextlib
 import functools
 import hashlib
 import json
+import logging
 import shlex
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,9 @@ REMOTE_DIR = ".specdash"
 TIMEOUT_MARGIN_S = 60
 # The longest stretch of log read back for one cell's Decode-batch summary.
 MAX_WINDOW_LINES = 500_000
+FLUSH_WAIT_S, FLUSH_RETRY_S = 10.0, 0.1
+
+log = logging.getLogger(__name__)
 
 
 @functools.cache
@@ -96,13 +101,15 @@ async def run_cells(session: RunSession) -> None:
         if index < session.run.benchmark_cell:
             continue  # done before a re-attach
         # /flush_cache also resets the server's accept-length counters (SGLang 0.5.9), so what
-        # /get_server_info reports after the cell is this cell's alone.
-        await session.api.post("/flush_cache")
+        # /get_server_info reports after the cell is this cell's alone, provided the flush happened.
+        flushed = await _flush_cache(session)
         window_start = session.run.log_lines + 1
         # The first cell keeps every request's outputs (greedy runs: the equivalence gate reads them).
         keep_outputs = index == 0 and profile.is_greedy
         result = await _run_client(session, concurrency, prompts_file, keep_outputs)
         result.update(await _server_figures(session, window_start))
+        if not flushed:
+            result["server_accept_length"] = None  # it counts the cell before too: no figure beats a wrong one
         requests = result.pop("requests", None)
         if requests is not None and index == 0:
             await db(do_record_prompt_results)(session.run, pass_index, concurrency, requests)
@@ -117,6 +124,21 @@ async def run_cells(session: RunSession) -> None:
                 f"concurrency {concurrency}: {errors}",
             )
         await session.update(benchmark_cell=index + 1)
+
+
+async def _flush_cache(session: RunSession) -> bool:
+    """Flush, waiting out requests the server still holds: SGLang refuses a flush (400, "Cache not flushed because
+    there are pending requests") until the last cell's requests have left its scheduler, which a loaded host can
+    take a moment after the client saw their last token. False when it never flushed."""
+    deadline = time.monotonic() + FLUSH_WAIT_S
+    while True:
+        status = await session.api.post("/flush_cache")
+        if status != 400:
+            return status is not None and status < 400
+        if time.monotonic() >= deadline:
+            log.warning("run %s: the server did not flush its cache within %s s", session.run.pk, FLUSH_WAIT_S)
+            return False
+        await asyncio.sleep(FLUSH_RETRY_S)
 
 
 async def _server_figures(session: RunSession, window_start: int) -> dict[str, Any]:

@@ -101,3 +101,32 @@ def test_it_ships_a_profiles_sample_once_per_version(sshd, tmp_path, member):
     assert first is not None and first == again and none is None
     assert Path(first).read_bytes() == data and len(prompts) == 5
     assert [p.name for p in Path(work_dir, benchmark.REMOTE_DIR).iterdir()] == [Path(first).name]
+
+
+class _FlushingApi:
+    """A server that refuses to flush (400, pending requests) a few times, as SGLang does while the last cell's
+    requests are still leaving its scheduler."""
+
+    def __init__(self, statuses: list[int | None]) -> None:
+        self.statuses = statuses
+        self.calls = 0
+
+    async def post(self, path: str) -> int | None:
+        assert path == "/flush_cache"
+        self.calls += 1
+        return self.statuses.pop(0) if self.statuses else 400
+
+
+async def test_it_waits_for_the_server_to_flush_before_a_cell_and_says_when_it_never_did(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(benchmark, "FLUSH_RETRY_S", 0.001)
+    later = SimpleNamespace(api=_FlushingApi([400, 400, 200]), run=SimpleNamespace(pk=1))
+    assert await benchmark._flush_cache(later) is True  # type: ignore[arg-type]
+    assert later.api.calls == 3
+
+    monkeypatch.setattr(benchmark, "FLUSH_WAIT_S", 0.05)
+    never = SimpleNamespace(api=_FlushingApi([]), run=SimpleNamespace(pk=1))
+    assert await benchmark._flush_cache(never) is False  # type: ignore[arg-type]
+    unreachable = SimpleNamespace(api=_FlushingApi([None]), run=SimpleNamespace(pk=1))
+    assert await benchmark._flush_cache(unreachable) is False  # type: ignore[arg-type]
