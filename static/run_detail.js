@@ -658,14 +658,3 @@
   jumpToHashLine();
   renderSoon();
 })();
-
-// The GPU telemetry figure, built server-side (experiments/telemetry_chart.py), drawn once Plotly is loaded.
-(function () {
-  for (const holder of document.querySelectorAll("[data-figure]")) {
-    const data = document.getElementById(holder.dataset.figure);
-    if (data && window.Plotly) {
-      const figure = JSON.parse(data.textContent);
-      Plotly.newPlot(holder, figure.data, figure.layout, { responsive: true, displaylogo: false });
-    }
-  }
-})();
