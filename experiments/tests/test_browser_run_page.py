@@ -30,7 +30,7 @@ def _run_with_telemetry() -> Run:
             utilization_pct=97,
             memory_used_mib=120000,
             reasons=0,
-        )  # fmt: skip
+        )
         for i in range(60)
         for gpu in range(2)
     )
