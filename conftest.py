@@ -4,12 +4,16 @@ host, and a real Celery worker process sharing the test database."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -463,3 +467,48 @@ def _fast_password_hashing(request):
         "django.contrib.auth.hashers.MD5PasswordHasher",
         "django.contrib.auth.hashers.PBKDF2PasswordHasher",
     ]
+
+
+# ---- a webhook receiver (notification tests of the domain and of the worker's delivery) ----------------
+
+
+class Receiver:
+    def __init__(self, failures: int = 0, status: int = 200, location: str = "") -> None:
+        self.bodies: list[dict] = []
+        self.failures = failures
+        self.status = status
+        self.location = location
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if receiver.failures > 0:
+                    receiver.failures -= 1
+                    self.send_response(503)
+                elif receiver.location:
+                    self.send_response(302)
+                    self.send_header("Location", receiver.location)
+                else:
+                    receiver.bodies.append(json.loads(body))
+                    self.send_response(receiver.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        return Handler
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[Receiver, str]]:
+    hook = Receiver()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), hook.handler())
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield hook, f"http://127.0.0.1:{server.server_address[1]}/hooks/team"
+    server.shutdown()
+    server.server_close()

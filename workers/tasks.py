@@ -15,11 +15,11 @@ from django.utils import timezone
 
 from experiments.actions.experiments import do_launch_scheduled_experiment
 from experiments.actions.hosts import do_store_gpu_reading, do_store_model_inventory
-from experiments.actions.notifications import do_deliver
 from experiments.actions.runs import do_abandon_run, do_claim_next_run, do_take_over_run
 from experiments.actions.studies import advance_stalled_studies
 from experiments.models import Delivery, Experiment, Host, Run
 
+from . import delivery as delivery_transport
 from . import hosts
 from .run.lifecycle import drive_run
 from .ssh import SSHError
@@ -171,7 +171,7 @@ def deliver_notification(self, delivery_id: int) -> str | None:
     if delivery is None:
         return None
     last_attempt = self.request.retries >= self.max_retries
-    if do_deliver(delivery, last_attempt=last_attempt):
+    if delivery_transport.deliver(delivery, last_attempt=last_attempt):
         return delivery.state
     if last_attempt:
         return delivery.state

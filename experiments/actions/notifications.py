@@ -8,15 +8,10 @@ browser notifications through the channel layer to the pages the user has open.
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import smtplib
-import urllib.error
-import urllib.request
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
@@ -33,7 +28,6 @@ from ..analysis import ComparisonRow
 from ..models import AuditEvent, Delivery, Event, Experiment, Flag, Host, Run, Subscription
 from .audit import Actor, record_event
 
-WEBHOOK_TIMEOUT = 10
 MAX_ERROR = 2000
 
 log = logging.getLogger(__name__)
@@ -168,29 +162,12 @@ def _send_deliver_task(delivery_id: int) -> None:
 # ---- delivering one message (the Celery task's work) ---------------------------------------------------------
 
 
-class DeliveryRefused(Exception):
-    """The receiver answered, but not with success."""
-
-
-def do_deliver(delivery: Delivery, *, last_attempt: bool) -> bool:
-    """Send a pending e-mail or webhook delivery once; True if it went out. A failed attempt is recorded, and the
-    last one marks the delivery failed."""
+def do_record_delivery_attempt(delivery: Delivery, *, error: str | None, last_attempt: bool) -> bool:
+    """Record one attempt to send a pending e-mail or webhook delivery (`workers.delivery` sends it): sent when there
+    is no `error`, else the error kept, and the delivery failed for good on its last attempt. True if it went out."""
     delivery.attempts += 1
-    try:
-        if delivery.channel == Subscription.Channel.EMAIL:
-            send_mail(
-                delivery.subject,
-                f"{delivery.body}\n\n{delivery.url}\n",
-                settings.DEFAULT_FROM_EMAIL,
-                [delivery.destination],
-            )
-        elif delivery.channel == Subscription.Channel.WEBHOOK:
-            message = Message(delivery.event, delivery.subject, delivery.body, delivery.url)
-            post_webhook(delivery.destination, message.webhook_json())
-        else:
-            raise DeliveryRefused(f"{delivery.channel} deliveries are not sent by a worker")
-    except (OSError, smtplib.SMTPException, DeliveryRefused) as exc:
-        delivery.last_error = (str(exc) or type(exc).__name__)[:MAX_ERROR]
+    if error is not None:
+        delivery.last_error = error[:MAX_ERROR]
         if last_attempt:
             delivery.state = Delivery.State.FAILED
         delivery.save(update_fields=["attempts", "last_error", "state"])
@@ -200,28 +177,3 @@ def do_deliver(delivery: Delivery, *, last_attempt: bool) -> bool:
     delivery.sent_at = timezone.now()
     delivery.save(update_fields=["attempts", "state", "sent_at"])
     return True
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    # A webhook that redirects elsewhere is refused, not followed (where the message goes is the admin's choice).
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirects)
-
-
-def post_webhook(url: str, payload: dict) -> None:
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(payload).encode(),
-        headers={"Content-Type": "application/json", "User-Agent": "specdash-notifications"},
-        method="POST",
-    )
-    try:
-        with _OPENER.open(request, timeout=WEBHOOK_TIMEOUT) as response:
-            status = response.status
-    except urllib.error.HTTPError as exc:
-        raise DeliveryRefused(f"The webhook answered HTTP {exc.code}") from exc
-    if not 200 <= status < 300:
-        raise DeliveryRefused(f"The webhook answered HTTP {status}")

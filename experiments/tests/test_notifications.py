@@ -3,11 +3,7 @@ say, and delivery by e-mail (Django's locmem backend), to a local webhook receiv
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from channels.testing import WebsocketCommunicator
@@ -17,56 +13,12 @@ from django.urls import reverse
 from dashboard.asgi import application
 from experiments.actions.audit import Actor
 from experiments.actions.hosts import do_mark_host_dirty
-from experiments.actions.notifications import do_deliver, do_subscribe
+from experiments.actions.notifications import do_subscribe
 from experiments.actions.runs import do_advance_run, do_cancel_run
 from experiments.formats import notification_texts
 from experiments.models import AuditEvent, Delivery, Event, Flag, Run, Subscription, Suspicion
 
 from .factories import finish_run, make_experiment, make_history, make_host, make_measurement
-
-# ---- a local webhook receiver ---------------------------------------------------------------------------------
-
-
-class Receiver:
-    def __init__(self, failures: int = 0, status: int = 200, location: str = "") -> None:
-        self.bodies: list[dict] = []
-        self.failures = failures
-        self.status = status
-        self.location = location
-
-    def handler(self) -> type[BaseHTTPRequestHandler]:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if receiver.failures > 0:
-                    receiver.failures -= 1
-                    self.send_response(503)
-                elif receiver.location:
-                    self.send_response(302)
-                    self.send_header("Location", receiver.location)
-                else:
-                    receiver.bodies.append(json.loads(body))
-                    self.send_response(receiver.status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args) -> None:
-                pass
-
-        return Handler
-
-
-@pytest.fixture
-def receiver() -> Iterator[tuple[Receiver, str]]:
-    hook = Receiver()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), hook.handler())
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield hook, f"http://127.0.0.1:{server.server_address[1]}/hooks/team"
-    server.shutdown()
-    server.server_close()
 
 
 def _subscribe(user, channel: str, events: list[str], *, team: bool = False, target: str = "", only_mine=False):
@@ -301,42 +253,6 @@ def test_a_change_rolled_back_tells_nobody(owner):
         raise RuntimeError("the teardown's transaction fails")
 
     assert not Delivery.objects.exists()
-
-
-# ---- delivery --------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.django_db
-def test_a_webhook_that_fails_is_retried_and_its_attempts_logged(owner, receiver):
-    hook, url = receiver
-    hook.failures = 1
-    _subscribe(owner, "webhook", ["host_dirty"], team=True, target=url)
-    do_mark_host_dirty(make_host(name="gpu-9"), "held")
-    delivery = Delivery.objects.get()
-
-    assert do_deliver(delivery, last_attempt=False) is False
-    assert do_deliver(delivery, last_attempt=False) is True
-
-    delivery.refresh_from_db()
-    assert delivery.state == Delivery.State.SENT and delivery.attempts == 2
-    assert delivery.last_error == "The webhook answered HTTP 503"
-    assert hook.bodies[0]["text"].startswith("*[specdash] Host gpu-9 is dirty")
-    assert hook.bodies[0]["specdash"]["event"] == "host_dirty"
-
-
-@pytest.mark.django_db
-def test_a_webhook_that_redirects_is_not_followed_and_the_last_failure_is_final(owner, receiver):
-    hook, url = receiver
-    hook.location = "http://169.254.169.254/latest/meta-data/"
-    _subscribe(owner, "webhook", ["host_dirty"], team=True, target=url)
-    do_mark_host_dirty(make_host(), "held")
-    delivery = Delivery.objects.get()
-
-    assert do_deliver(delivery, last_attempt=True) is False
-
-    delivery.refresh_from_db()
-    assert delivery.state == Delivery.State.FAILED and "HTTP 302" in delivery.last_error
-    assert hook.bodies == []
 
 
 @pytest.mark.integration

@@ -10,6 +10,8 @@ from experiments.actions.hosts import do_mark_host_dirty
 from experiments.actions.notifications import do_subscribe
 from experiments.models import Delivery, Subscription
 from experiments.tests.factories import make_host
+from experiments.tests.test_notifications import _subscribe
+from workers import delivery as delivery_transport
 from workers.tasks import deliver_notification
 
 
@@ -43,3 +45,39 @@ def test_a_delivery_already_sent_is_not_sent_again(owner, private_queue):
     deliver_notification.apply(args=[delivery.pk])  # a redelivered task message
 
     assert len(mail.outbox) == 1
+
+
+# ---- webhooks --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_webhook_that_fails_is_retried_and_its_attempts_logged(owner, receiver):
+    hook, url = receiver
+    hook.failures = 1
+    _subscribe(owner, "webhook", ["host_dirty"], team=True, target=url)
+    do_mark_host_dirty(make_host(name="gpu-9"), "held")
+    delivery = Delivery.objects.get()
+
+    assert delivery_transport.deliver(delivery, last_attempt=False) is False
+    assert delivery_transport.deliver(delivery, last_attempt=False) is True
+
+    delivery.refresh_from_db()
+    assert delivery.state == Delivery.State.SENT and delivery.attempts == 2
+    assert delivery.last_error == "The webhook answered HTTP 503"
+    assert hook.bodies[0]["text"].startswith("*[specdash] Host gpu-9 is dirty")
+    assert hook.bodies[0]["specdash"]["event"] == "host_dirty"
+
+
+@pytest.mark.django_db
+def test_a_webhook_that_redirects_is_not_followed_and_the_last_failure_is_final(owner, receiver):
+    hook, url = receiver
+    hook.location = "http://169.254.169.254/latest/meta-data/"
+    _subscribe(owner, "webhook", ["host_dirty"], team=True, target=url)
+    do_mark_host_dirty(make_host(), "held")
+    delivery = Delivery.objects.get()
+
+    assert delivery_transport.deliver(delivery, last_attempt=True) is False
+
+    delivery.refresh_from_db()
+    assert delivery.state == Delivery.State.FAILED and "HTTP 302" in delivery.last_error
+    assert hook.bodies == []
