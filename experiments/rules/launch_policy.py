@@ -1,130 +1,54 @@
-"""What a user may put into a server's launch on a GPU host: environment variable names, extra SGLang flags, the
-shape of paths and names, and the bounds of every value. Pure (no Django): the config form refuses what breaks
-these rules with a field error, and the worker checks them again before it launches anything (defence in depth:
-a config stored before a rule existed, or written around the forms, still never reaches a host).
+"""What a user may put into a server's launch on a GPU host: environment variables, extra SGLang flags, the shape of
+paths and names, and the bounds of every value. Pure (no Django): the config form refuses what breaks these rules
+with a field error, and the worker checks them again before it launches anything (defence in depth: a config stored
+before a rule existed, or written around the forms, still never reaches a host).
 
-Every value is passed to the host's shell as one quoted word (`workers.ssh.quote_command`), so no value can run a
-command by itself. What these rules stop is a value that is *meant* to make the server's processes run code or
-touch files: an environment variable the dynamic loader, the Python interpreter or a library reads as "load this",
-and SGLang flags that import, unpickle or fetch code, or read and write files wherever they say.
+Both lists are allowlists: `launch_flags.FLAG_RULES` and `launch_env.ENV_RULES` name every flag and variable a
+member may set, each with the rule its value must follow; anything else is refused, naming it and who can allow it
+(an admin, for one host: flags in the host's launcher, variables in the host's shell setup or, outside the engine's
+namespaces, with the host's extra variable prefixes). Every value is passed to the host's shell as one quoted word
+(`workers.ssh.quote_command`), so no value can run a command by itself; what the lists stop is a value that is
+*meant* to make the server load code, read or write files, listen, or connect out.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .launch_env import ENGINE_ENV_NAMESPACES, ENV_RULES
+from .launch_flags import FLAG_RULES
+
 ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
-# Control characters (tab aside) have no place in a path, a flag or an env value, and make logs and commands lie.
-CONTROL_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# Control characters (tab aside), C1 controls (U+0085 NEXT LINE among them) and the Unicode line and paragraph
+# separators: str.splitlines() and log viewers break lines at each, so a value holding one makes logs and the
+# NAME=VALUE text lie about what was set.
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 
 # ---- environment variables --------------------------------------------------------------------------------------
 
-# The name prefixes serving uses, each with why it is here. A host's `extra_env_prefixes` (set by an admin) adds
-# more for that host, such as SIMHOST_ for the simulated host's fault knobs.
-ALLOWED_ENV_PREFIXES: dict[str, str] = {
-    "NCCL_": "NCCL's protocol, algorithm, buffer and network-interface tuning between the GPUs",
-    "SGLANG_": "SGLang's own switches (SGLANG_ENABLE_SPEC_V2, SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN, ...)",
-    "CUDA_": "device selection and runtime behaviour (CUDA_VISIBLE_DEVICES, CUDA_LAUNCH_BLOCKING, ...)",
-    "TORCH_": "the PyTorch runtime and its NCCL process groups (TORCH_NCCL_*, TORCH_CUDA_ARCH_LIST, TORCH_LOGS)",
-    "PYTORCH_": "PyTorch's CUDA allocator (PYTORCH_CUDA_ALLOC_CONF) and device checks",
-    "NVIDIA_": "the container runtime's device selection and NVIDIA_TF32_OVERRIDE",
-    "OMP_": "the OpenMP thread count of the CPU-side work (OMP_NUM_THREADS)",
-    "HF_": "Hugging Face hub switches (HF_HUB_OFFLINE, HF_TOKEN, HF_HUB_ENABLE_HF_TRANSFER)",
-    "TRITON_": "Triton kernel compilation and autotuning switches",
-    "FLASHINFER_": "FlashInfer kernel selection switches",
-    "GLOO_": "the CPU process group's network interface (GLOO_SOCKET_IFNAME)",
-    "UCX_": "UCX transport selection (KV transfer between servers)",
-    "MC_": "the Mooncake transfer engine (KV transfer between servers)",
-    "TOKENIZERS_": "the tokenizers library's parallelism (TOKENIZERS_PARALLELISM)",
-}
-# Single names outside those prefixes. EAGLE3_PROFILE: the timing lines the explanatory model reads (a patched
-# server prints them; the comparison page tells users to set it).
-ALLOWED_ENV_NAMES: dict[str, str] = {
-    "EAGLE3_PROFILE": "one `EAGLE3 profile:` timing line per verify step",
-    "EAGLE3_PROFILE_EVERY": "print every Nth verify step only",
-}
-
-# Never allowed, whatever prefix a host adds: what the dynamic loader, an interpreter or a shell reads as code or as
-# where to find code. Each gives code execution in the server's processes on its own (LD_PRELOAD loads a library,
-# PYTHONWARNINGS imports a module, PERL5OPT/BASH_ENV/BROWSER run commands, PYTHONPATH/PATH pick what runs).
-NEVER_ENV_PREFIXES = (
-    "LD_",
-    "DYLD_",
-    "GCONV_",
-    "GLIBC_",
-    "MALLOC_",
-    "PYTHON",
-    "PERL",
-    "RUBY",
-    "NODE_",
-    "JAVA_",
-    "_JAVA_",
-    "BASH_",
-    "SSH_",
-    "GIT_",
-)
+# What a host's extra prefixes can never open, because the loader, an interpreter or a shell reads it as code or as
+# where code is (LD_PRELOAD loads a library, PYTHONWARNINGS imports a module, BASH_ENV runs a file).
+_NEVER_PREFIX_WORDS = "LD_ DYLD_ GCONV_ GLIBC_ MALLOC_ PYTHON PERL RUBY NODE_ JAVA_ _JAVA_ BASH_ SSH_ GIT_"
+NEVER_ENV_PREFIXES = tuple(_NEVER_PREFIX_WORDS.split())
 NEVER_ENV_NAMES = frozenset(
-    {
-        "PATH",
-        "HOME",
-        "SHELL",
-        "ENV",
-        "IFS",
-        "PS4",
-        "PROMPT_COMMAND",
-        "SHELLOPTS",
-        "BASHOPTS",
-        "BROWSER",
-        "EDITOR",
-        "VISUAL",
-        "PAGER",
-        "LESSOPEN",
-        "LESSCLOSE",
-        "TMPDIR",
-        "HOSTALIASES",
-        "LOCPATH",
-        "NLSPATH",
-        "TERMINFO",
-        "PYTHONUNBUFFERED",  # specdash sets it itself (the server's access lines must not be buffered)
-    }
+    {"PATH", "HOME", "SHELL", "ENV", "IFS", "PS4", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "BROWSER", "EDITOR"}
+    | {"VISUAL", "PAGER", "LESSOPEN", "LESSCLOSE", "TMPDIR", "HOSTALIASES", "LOCPATH", "NLSPATH", "TERMINFO"}
+    | {"PYTHONUNBUFFERED"}  # specdash sets it itself (the server's access lines must not be buffered)
 )
-
-# Refused within every allowed prefix, host extras included. Names that point a process at a file, a directory or
-# a library are the host's layout, not an experiment's: they load a plugin or a shared library (NCCL_NET_PLUGIN,
-# NCCL_TUNER_PLUGIN, NCCL_PROFILER_PLUGIN, NCCL_ENV_PLUGIN, CUDA_INJECTION64_PATH, OMP_TOOL_LIBRARIES), read a file
-# as configuration (NCCL_CONF_FILE sets any variable; SGLANG_LOGGING_CONFIG_PATH is a dictConfig that can name
-# callables), pick the compiler or the cache whose binaries get loaded (CUDA_HOME, TRITON_CACHE_DIR,
-# TORCH_EXTENSIONS_DIR, HF_MODULES_CACHE), or write wherever they say (NCCL_DEBUG_FILE, TORCH_LOGS_OUT). An admin
-# who needs one sets it in the host's shell setup.
-DENIED_ENV_NAME_PARTS = ("PLUGIN", "INJECTION", "PRELOAD", "LIBRAR", "FLAGS", "PACKAGE")
-DENIED_ENV_NAME_SUFFIXES = (
-    "_PATH",
-    "_PATHS",
-    "_FILE",
-    "_FILES",
-    "_FILENAME",
-    "_DIR",
-    "_DIRS",
-    "_HOME",
-    "_ROOT",
-)
-DENIED_ENV_NAMES: dict[str, str] = {
-    "TRITON_CACHE_MANAGER": "imports a class by its module path",
-    "TRITON_REMOTE_CACHE_BACKEND": "imports a class by its module path",
-    "FLASHINFER_WORKSPACE_BASE": "where FlashInfer builds and then loads its JIT libraries",
-    "OMP_TOOL_VERBOSE_INIT": "writes to the file it names",
-    "TORCH_LOGS_OUT": "writes to the file it names",
-    "HF_HUB_CACHE": "where downloaded model code is found and then run (with --trust-remote-code)",
-    "HF_MODULES_CACHE": "a directory whose Python modules are imported",
-}
-# *_FLAGS: compiler and linker flags of JIT builds (-fplugin=, -B, -Wl,...) run code; *_PACKAGE: SGLang imports the
-# named Python package (SGLANG_EXTERNAL_MODEL_PACKAGE).
+# Within a host's extra prefix, a name that points at a file, a directory or a library stays the host's layout
+# (SIMHOST_STATE_DIR): the admin allowed knobs, not paths.
+_PATH_LIKE = re.compile(r"PLUGIN|INJECTION|PRELOAD|LIBRAR|FLAGS|PACKAGE|_(PATHS?|FILES?|FILENAME|DIRS?|HOME|ROOT)\Z")
 
 # Values of such names (HF_TOKEN, ...) are shown as SECRET_MASK on pages and in the API: every member reads them.
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|ACCESS_KEY|PRIVATE", re.IGNORECASE)
 SECRET_MASK = "(hidden)"
+
+MAX_ENV_VARS = 64
+MAX_ENV_NAME_LENGTH = 128
+MAX_ENV_VALUE_LENGTH = 4096  # a long NCCL_IB_HCA list is ~200 characters; a token is ~100
 
 
 def masked(env: Mapping[str, Any]) -> dict[str, str]:
@@ -132,49 +56,44 @@ def masked(env: Mapping[str, Any]) -> dict[str, str]:
     return {str(name): SECRET_MASK if SECRET_NAME.search(str(name)) else str(value) for name, value in env.items()}
 
 
+def _host_prefixes(extra_prefixes: Iterable[str]) -> tuple[str, ...]:
+    # An empty, odd or overlapping prefix from a host row (stored before a rule) must not open anything.
+    return tuple(p for p in extra_prefixes if isinstance(p, str) and ENV_NAME.match(p) and prefix_refusal(p) is None)
+
+
 def is_launch_variable(name: str, extra_prefixes: Iterable[str] = ()) -> bool:
     """Whether `name` is a variable a launch may set on a host with `extra_prefixes` (what the effective environment
     of a server shows: the rest of a process's environment is the login's, not the experiment's)."""
-    extra = tuple(p for p in extra_prefixes if isinstance(p, str) and ENV_NAME.match(p))
-    return name in ALLOWED_ENV_NAMES or name.startswith((*ALLOWED_ENV_PREFIXES, *extra))
-
-
-MAX_ENV_VARS = 64
-MAX_ENV_NAME_LENGTH = 128
-MAX_ENV_VALUE_LENGTH = 4096  # a long NCCL_IB_HCA list is ~200 characters; a token is ~100
-
-
-def _denied_within_prefix(name: str) -> str | None:
-    if name in DENIED_ENV_NAMES:
-        return DENIED_ENV_NAMES[name]
-    if any(part in name for part in DENIED_ENV_NAME_PARTS) or name.endswith(DENIED_ENV_NAME_SUFFIXES):
-        return (
-            "it names code, a library, a file or a directory for the server's processes to load or write "
-            "(an admin sets such variables in the host's shell setup)"
-        )
-    return None
+    return name in ENV_RULES or name.startswith(_host_prefixes(extra_prefixes))
 
 
 def env_name_refusal(name: str, extra_prefixes: Iterable[str] = ()) -> str | None:
     """Why `name` may not be set in a config's environment on a host with `extra_prefixes`; None if it may."""
     if not ENV_NAME.match(name) or len(name) > MAX_ENV_NAME_LENGTH:
         return f"{name[:MAX_ENV_NAME_LENGTH]!r} is not a valid environment variable name"
+    if name in ENV_RULES:
+        return None
+    refused = f"{name}: not an allowed environment variable"
     if name in NEVER_ENV_NAMES or name.startswith(NEVER_ENV_PREFIXES):
         return (
-            f"{name}: not an allowed environment variable: the loader, an interpreter or the shell reads it as code "
-            "or as where code is (no host may allow it)"
+            f"{refused}: the loader, an interpreter or the shell reads it as code or as where code is "
+            "(no host may allow it)"
         )
-    denied = _denied_within_prefix(name)
-    if denied:
-        return f"{name}: not an allowed environment variable: {denied}"
-    # An empty or odd prefix from a host row must not open everything.
-    extra = [p for p in extra_prefixes if isinstance(p, str) and ENV_NAME.match(p)]
-    prefixes = (*ALLOWED_ENV_PREFIXES, *extra)
-    if name in ALLOWED_ENV_NAMES or name.startswith(tuple(prefixes)):
+    if name.startswith(_host_prefixes(extra_prefixes)):
+        if _PATH_LIKE.search(name):
+            return (
+                f"{refused}: it names code, a library, a file or a directory for the server's processes to load or "
+                "write (an admin can set it for a host, in the host's shell setup)"
+            )
         return None
+    if name.startswith(tuple(ENGINE_ENV_NAMESPACES)):
+        return (
+            f"{refused}: it is not on the list of variables a member may set "
+            "(an admin can set it for a host, in the host's shell setup)"
+        )
     return (
-        f"{name}: not an allowed environment variable: names must start with one of {', '.join(prefixes)} "
-        "(an admin can allow more prefixes for a host)"
+        f"{refused}: it is not on the list of variables a member may set "
+        "(an admin can allow it for a host, with the host's extra variable prefixes)"
     )
 
 
@@ -185,8 +104,9 @@ def env_value_refusal(name: str, value: Any) -> str | None:
     if len(text) > MAX_ENV_VALUE_LENGTH:
         return f"The value of {name} is longer than {MAX_ENV_VALUE_LENGTH} characters"
     if CONTROL_CHARS.search(text):
-        return f"The value of {name} must not contain control characters or newlines"
-    return None
+        return f"The value of {name} must not contain control characters, newlines or line separators"
+    rule = ENV_RULES.get(name)
+    return rule.refusal(name, text) if rule else None
 
 
 def env_refusals(env: Mapping[str, Any], extra_prefixes: Iterable[str] = ()) -> list[str]:
@@ -206,69 +126,52 @@ def env_refusals(env: Mapping[str, Any], extra_prefixes: Iterable[str] = ()) -> 
 
 
 def prefix_refusal(prefix: str) -> str | None:
-    """Why a host may not allow `prefix` (it would open names that are never allowed); None if it may."""
+    """Why a host may not allow `prefix`; None if it may. A host's prefixes are for its own tools (SIMHOST_): the
+    engine's variables are listed one by one, and the loader's and interpreters' are never allowed."""
     if prefix.startswith(NEVER_ENV_PREFIXES) or any(p.startswith(prefix) for p in NEVER_ENV_PREFIXES):
         return f"{prefix}: covers loader or interpreter variables that are never allowed"
     if any(name.startswith(prefix) for name in NEVER_ENV_NAMES):
         return f"{prefix}: covers variables that are never allowed"
+    if any(prefix.startswith(ns) or ns.startswith(prefix) for ns in ENGINE_ENV_NAMESPACES):
+        return f"{prefix}: overlaps the variables of SGLang or its libraries, which are allowed one by one"
     return None
 
 
 # ---- extra SGLang flags -----------------------------------------------------------------------------------------
 
-# Flags `extra_args` may not carry, each with why. They import, unpickle or fetch code, read the arguments from a
-# file (around every check here), or read and write files wherever they say. SGLang's argparse takes unique
-# prefixes (`--tokenizer-p`), so a flag that is a prefix of one of these is refused too.
-DENIED_FLAGS: dict[str, str] = {
-    "--config": "reads more arguments from a YAML file",
-    "--custom-weight-loader": "imports and calls Python functions by their import path",
-    "--enable-custom-logit-processor": "lets each request carry a serialized Python callable that the server runs",
-    "--tokenizer-path": "may name a hub repository whose code --trust-remote-code runs (use the model directory's)",
-    "--speculative-token-map": "loads a file with torch.load, from any path or downloaded from the hub",
-    "--init-expert-location": "loads a file with torch.load",
-    "--lora-paths": "loads adapters from any path or downloads them from the hub",
-    "--model-loader-extra-config": "configures the weight loader, including remote ones",
-    "--download-dir": "writes downloaded weights wherever it says",
-    "--decrypted-config-file": "reads a file from any path",
-    "--decrypted-draft-config-file": "reads a file from any path",
-    "--debug-tensor-dump-output-folder": "writes tensors wherever it says",
-    "--debug-tensor-dump-input-file": "reads a file from any path",
-    "--crash-dump-folder": "writes request dumps wherever it says",
-    "--file-storage-path": "writes files wherever it says",
-    "--export-metrics-to-file-dir": "writes files wherever it says",
-    "--log-requests-target": "writes request logs wherever it says",
-    "--ssl-keyfile": "reads a private key from any path",
-    "--ssl-certfile": "reads a file from any path",
-}
-# A flag whose name has one of these words names a file, a directory or code to load; refused even when it is not
-# in the list above (a newer SGLang may add such flags; spelled in full, they are caught by their words).
-DENIED_FLAG_WORDS = frozenset(
-    {
-        "path",
-        "paths",
-        "file",
-        "files",
-        "dir",
-        "dirs",
-        "folder",
-        "loader",
-        "plugin",
-        "plugins",
-        "package",
-        "module",
-        "class",
-        "cls",
-        "socket",
-        "config",
-    }
-)
 MAX_EXTRA_ARGS = 64
 MAX_EXTRA_ARG_LENGTH = 1024
+CANONICAL_FLAG = re.compile(r"--[a-z0-9]+(-[a-z0-9]+)*", re.ASCII)
+_ADMIN_FLAG = "an admin can allow it for a host, in the host's launcher"
 
 
 def flag_clashes(flag: str, reserved: Iterable[str]) -> list[str]:
     """The `reserved` flags that `flag` names, in full or as an argparse prefix abbreviation."""
     return sorted(r for r in reserved if r == flag or r.startswith(flag))
+
+
+def _looks_like_flag(arg: str) -> bool:
+    # Any dash (hyphen, en and em dashes, minus signs, fullwidth hyphen): a server or a shell that normalises text
+    # may read one as a flag, so it is judged as one.
+    return bool(arg) and (unicodedata.category(arg[0]) == "Pd" or arg[0] in "\u2212\ufe63\uff0d")
+
+
+def _flag_refusal(flag: str, managed: tuple[str, ...]) -> str | None:
+    if not CANONICAL_FLAG.fullmatch(flag):
+        canonical = "--" + re.sub(r"[\W_]+", "-", unicodedata.normalize("NFKC", flag)).strip("-").lower()
+        return (
+            f"{flag[:60]!r} is not a flag's canonical spelling (two ASCII hyphens, then lower-case words joined by "
+            f"hyphens{', such as ' + canonical if CANONICAL_FLAG.fullmatch(canonical) else ''})"
+        )
+    clash = flag_clashes(flag, managed)
+    if clash:
+        return f"{flag} is set by the config's own fields ({', '.join(clash)}); use those fields instead"
+    if flag in FLAG_RULES:
+        return None
+    longer = [f for f in FLAG_RULES if f.startswith(flag)]
+    if longer:
+        return f"{flag} is an abbreviation: write the flag in full ({', '.join(sorted(longer)[:3])})"
+    return f"{flag} is not allowed: it is not on the list of flags a member may set ({_ADMIN_FLAG})"
 
 
 def extra_args_refusals(args: list[str], managed: Iterable[str] = ()) -> list[str]:
@@ -281,25 +184,41 @@ def extra_args_refusals(args: list[str], managed: Iterable[str] = ()) -> list[st
         if len(arg) > MAX_EXTRA_ARG_LENGTH:
             problems.append(f"An extra argument is longer than {MAX_EXTRA_ARG_LENGTH} characters")
         if CONTROL_CHARS.search(arg):
-            problems.append("Extra arguments must not contain control characters or newlines")
+            problems.append("Extra arguments must not contain control characters, newlines or line separators")
         if arg.startswith("@"):
             problems.append(f"{arg[:40]!r}: an argument may not start with @ (argparse may read it as a file)")
-    if args and not args[0].startswith("-"):
+    if args and not _looks_like_flag(args[0]):
         problems.append(f"Extra arguments must start with a flag, not {args[0][:40]!r}")
     managed = tuple(managed)
-    for arg in args:
-        if not arg.startswith("--"):
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        if not _looks_like_flag(arg):
+            if index > 1:  # the first is reported above
+                problems.append(f"{arg[:40]!r} follows a flag that takes no value")
             continue
-        flag = arg.split("=", 1)[0]
-        clash = flag_clashes(flag, managed)
-        if clash:
-            problems.append(f"{flag} is set by the config's own fields ({', '.join(clash)}); use those fields instead")
+        flag, has_value, value = arg.partition("=")
+        refusal = _flag_refusal(flag, managed)
+        if refusal:
+            problems.append(refusal)
+            if not has_value and index < len(args) and not _looks_like_flag(args[index]):
+                index += 1  # its value goes with it, unjudged
             continue
-        denied = flag_clashes(flag, DENIED_FLAGS)
-        if denied:
-            problems.append(f"{flag} is not allowed: {denied[0]} {DENIED_FLAGS[denied[0]]}")
-        elif DENIED_FLAG_WORDS & set(flag[2:].lower().split("-")):
-            problems.append(f"{flag} is not allowed: it names a file, directory or code for the server to load")
+        rule = FLAG_RULES[flag]
+        if not has_value and rule.takes_value:
+            if index >= len(args):
+                problems.append(f"{flag} needs a value: {rule.text}")
+                continue
+            value = args[index]
+            index += 1
+        elif has_value and not rule.takes_value:
+            problems.append(f"{flag} is a switch and takes no value")
+            continue
+        if rule.takes_value:
+            value_refusal = rule.refusal(flag, value)
+            if value_refusal:
+                problems.append(value_refusal)
     return problems
 
 

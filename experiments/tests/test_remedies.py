@@ -300,9 +300,10 @@ def test_every_change_it_offers_passes_the_launch_policy():
         _corpus("capture_graph_oom.log", server_args={"mem_fraction_static": 0.88, "cuda_graph_max_bs_decode": 160}),
         _corpus("cuda_oom_during_load.log", server_args={"mem_fraction_static": 0.9, "cuda_graph_max_bs": 8}),
         _corpus("capture_graph_gloo.log"),
-        Evidence("misconfigured", "error: unrecognized arguments: --enable-foo"),
+        # A flag the allowlist takes that this (era B) SGLang does not know yet.
+        Evidence("misconfigured", "error: unrecognized arguments: --disable-decode-cuda-graph"),
     ]
-    spec = _spec(extra_args=["--enable-foo"])
+    spec = _spec(extra_args=["--disable-decode-cuda-graph"])
     changes = [r for evidence in cases for r in remedies_for(evidence, spec) if r.change is not None]
 
     assert len(changes) >= 8

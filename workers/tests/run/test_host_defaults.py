@@ -77,12 +77,12 @@ def test_it_lets_no_one_but_an_admin_set_the_default_environment(client, maintai
 
 def test_it_launches_with_the_hosts_defaults_under_the_configs_env_each_one_quoted_word():
     hostile = "LL; touch /tmp/pwned $(id) `id`"
-    host = make_host(default_env={"NCCL_PROTO": hostile, "NCCL_ALGO": "Ring"})
+    host = make_host(default_env={"HF_TOKEN": hostile, "NCCL_ALGO": "Ring"})
     config = make_config(env={"NCCL_ALGO": "Tree"})
 
     words = shlex.split(server.launch_command(host, config))
 
-    assert f"NCCL_PROTO={hostile}" in words and "NCCL_ALGO=Tree" in words and "NCCL_ALGO=Ring" not in words
+    assert f"HF_TOKEN={hostile}" in words and "NCCL_ALGO=Tree" in words and "NCCL_ALGO=Ring" not in words
     # A row written around the form (or before a rule) is refused before anything reaches the host.
     host.default_env = {"LD_PRELOAD": "/tmp/x.so"}
     assert any("LD_PRELOAD" in refusal for refusal in server.launch_refusals(host, config))

@@ -30,7 +30,8 @@ from experiments.forms import (
     profile_form_data,
 )
 from experiments.models import Host, ServerConfig
-from experiments.rules.launch_policy import ALLOWED_ENV_PREFIXES, env_name_refusal
+from experiments.rules.launch_env import ENV_RULES
+from experiments.rules.launch_policy import env_name_refusal
 from workers import hosts
 from workers.run import benchmark, server
 from workers.ssh import HostConnection, quote_command
@@ -61,25 +62,35 @@ DANGER = st.sampled_from(
         "$HOME ~ * ? [a] {a,b} ! # %",
     ]
 )
-# What the forms let through: any text but control characters (tab aside).
+# What the forms let through: any text but control characters (tab aside) and line or paragraph separators.
 PLAIN = st.text(
     alphabet=st.characters(
-        codec="utf-8", exclude_characters="".join(chr(c) for c in (*range(0, 9), *range(10, 32), 127))
+        codec="utf-8",
+        exclude_characters="".join(chr(c) for c in (*range(0, 9), *range(10, 32), *range(127, 160), 0x2028, 0x2029)),
     ),
     max_size=12,
 )
 WORD = st.one_of(PLAIN, st.builds(lambda a, d, b: a + d + b, PLAIN, DANGER, PLAIN))
-ENV_NAME = st.one_of(
-    st.from_regex(
-        rf"({'|'.join(p.rstrip('_') for p in ALLOWED_ENV_PREFIXES)}|SIMHOST)_[A-Z0-9_]{{1,10}}", fullmatch=True
-    ),
-    st.sampled_from(["NCCL_PROTO", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "SIMHOST_FAULTS", "EAGLE3_PROFILE"]),
-).filter(lambda name: env_name_refusal(name, EXTRA_PREFIXES) is None)
-EXTRA_ARGS = st.one_of(
+# Variables whose values are free text: the host's extra prefix (its admin's knobs) and the token. The listed
+# tuning variables take only the values of their rules, so they get valid ones.
+FREE_ENV_NAME = st.one_of(st.from_regex(r"SIMHOST_[A-Z0-9_]{1,10}", fullmatch=True), st.just("HF_TOKEN")).filter(
+    lambda name: env_name_refusal(name, EXTRA_PREFIXES) is None
+)
+LISTED_ENV = st.sampled_from(
+    [
+        ("NCCL_PROTO", "LL,Simple"),
+        ("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1"),
+        ("EAGLE3_PROFILE", "1"),
+        ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+    ]
+)
+LISTED_ENVS = st.lists(LISTED_ENV, max_size=2)
+EXTRA_ARGS: st.SearchStrategy[list[str]] = st.one_of(
     st.just([]),
-    st.builds(lambda v: ["--mem-fraction-static", "v" + v], WORD),
-    st.builds(lambda v: ["--chat-template=" + v, "--trust-remote-code"], WORD),
-    st.builds(lambda v: ["--context-length", "8", "--reasoning-parser", "v" + v], WORD),
+    st.builds(lambda v: ["--mem-fraction-static", f"{v:.2f}"], st.floats(0.05, 0.99)),
+    st.just(["--context-length", "8", "--reasoning-parser", "qwen3"]),
+    st.just(["--enable-metrics", "--cuda-graph-max-bs=8", "--attention-backend", "fa3"]),
 )
 
 
@@ -91,7 +102,7 @@ def configs(draw) -> dict:
         "model_path": "/models/" + draw(WORD),
         "served_model_name": draw(st.one_of(st.just(""), st.builds(lambda w: "m" + w, WORD))),
         "tp_size": draw(st.integers(1, 64)),
-        "env": draw(st.dictionaries(ENV_NAME, WORD, max_size=4)),
+        "env": {**draw(st.dictionaries(FREE_ENV_NAME, WORD, max_size=3)), **dict(draw(LISTED_ENVS))},
         "extra_args": draw(EXTRA_ARGS),
     }
     if draw(st.booleans()):
@@ -307,7 +318,7 @@ def test_it_lists_the_models_under_any_models_root_as_one_literal_path(remote, m
     value=WORD,
 )
 def test_it_never_accepts_a_variable_outside_the_allowlist(name, value):
-    assume(not name.startswith(tuple(ALLOWED_ENV_PREFIXES)) or env_name_refusal(name) is not None)
+    assume(name not in ENV_RULES)
     form = ServerConfigForm(config_form_data({"name": "c", "model_path": "/m", "env": {name: value}}))
     form.extra_env_prefixes = tuple(EXTRA_PREFIXES)
 

@@ -283,10 +283,11 @@ def test_it_refuses_a_model_path_without_a_config(sim_host, owner):
 
 
 def test_it_fails_a_config_the_server_rejects_with_sglangs_own_message(sim_host, owner):
-    run = _drive(queue_run(sim_host, sim_config(sim_host, extra_args=["--no-such-flag", "3"]), owner))
+    # An allowed flag that this (0.5.9) SGLang does not know yet: it came with 0.5.14's arg groups.
+    run = _drive(queue_run(sim_host, sim_config(sim_host, extra_args=["--cuda-graph-max-bs-prefill", "3"]), owner))
 
     assert run.failure_kind == Run.FailureKind.MISCONFIGURED
-    assert run.failure_message == "unrecognized arguments: --no-such-flag 3"
+    assert run.failure_message == "unrecognized arguments: --cuda-graph-max-bs-prefill 3"
     assert "usage:" in run.failure_excerpt
     assert held_gpu_memory(sim_host) == ""
 

@@ -1,0 +1,97 @@
+"""The environment variables a member may give a server, each by its exact name with its value rule, grouped by
+what they tune. Pure (no Django). A name not listed here is refused, unless it is in a prefix an admin added for the
+host (`Host.extra_env_prefixes`, such as SIMHOST_ for the simulated host's fault knobs).
+
+Never listed, by design: variables that load code or say where code is (TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD unpickles
+anything, TRITON_KERNEL_OVERRIDE and FLASHINFER_CUBINS_REPOSITORY load kernels from elsewhere, SGLANG_USE_MODELSCOPE
+and HF_ENDPOINT fetch models and their code from another server, HF_HUB_OFFLINE=0 from the hub), name files or
+directories (HF_*_CACHE, CUDA_MPS_*_DIRECTORY, CUDA_COREDUMP_PIPE), or listen or connect out (NCCL_RAS_ADDR,
+NCCL_COMM_ID, GLOO_SOCKET_IFNAME, the KV-transfer engines' MC_* and UCX_*).
+"""
+
+from __future__ import annotations
+
+from .launch_values import BOOL, Choice, Int, Pattern, Rule, Secret, words
+
+_INTERFACES = Pattern(r"[\^=]{0,2}[A-Za-z0-9_.:-]{1,32}(,[A-Za-z0-9_.:-]{1,32}){0,31}", "a list of device names")
+_NAME_LIST = Pattern(r"[A-Za-z0-9_+-]{1,32}(,[A-Za-z0-9_+.-]{1,32}){0,63}", "a comma-separated list of names")
+
+ENV_GROUPS: dict[str, dict[str, Rule]] = {
+    # NCCL between the GPUs of the host the run holds.
+    "NCCL collectives": {
+        "NCCL_PROTO": words("LL", "LL128", "Simple"),
+        "NCCL_ALGO": words("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT"),
+        "NCCL_DEBUG": Choice(("VERSION", "WARN", "INFO", "TRACE"), ignore_case=True),
+        "NCCL_DEBUG_SUBSYS": _NAME_LIST,
+        "NCCL_IB_HCA": _INTERFACES,
+        "NCCL_IB_DISABLE": BOOL,
+        "NCCL_P2P_DISABLE": BOOL,
+        "NCCL_SHM_DISABLE": BOOL,
+        "NCCL_NVLS_ENABLE": BOOL,
+        "NCCL_CUMEM_ENABLE": BOOL,
+        "NCCL_P2P_LEVEL": Choice(("LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "0", "1", "2", "3", "4", "5")),
+        "NCCL_MIN_NCHANNELS": Int(1, 64),
+        "NCCL_MAX_NCHANNELS": Int(1, 64),
+        "NCCL_NTHREADS": Int(64, 512),
+        "NCCL_BUFFSIZE": Int(65_536, 1 << 30),
+        "NCCL_LAUNCH_MODE": Choice(("PARALLEL", "GROUP")),
+    },
+    "SGLang switches": {
+        "SGLANG_ENABLE_SPEC_V2": BOOL,
+        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": BOOL,
+        "SGLANG_HEALTH_CHECK_TIMEOUT": Int(1, 3600),
+        "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": BOOL,
+        "SGLANG_ENABLE_JIT_DEEPGEMM": BOOL,
+        "SGLANG_LOG_MS": BOOL,
+        "SGLANG_LOG_FORWARD_ITERS": BOOL,
+    },
+    "CUDA and PyTorch runtime": {
+        "CUDA_VISIBLE_DEVICES": Pattern(
+            r"([0-9]{1,3}|(GPU|MIG)-[0-9A-Fa-f-]{1,64})(,([0-9]{1,3}|(GPU|MIG)-[0-9A-Fa-f-]{1,64})){0,63}",
+            "a comma-separated list of GPU indexes or UUIDs",
+        ),
+        "CUDA_LAUNCH_BLOCKING": BOOL,
+        "CUDA_DEVICE_MAX_CONNECTIONS": Int(1, 32),
+        "CUDA_DEVICE_ORDER": Choice(("PCI_BUS_ID", "FASTEST_FIRST")),
+        "CUDA_MODULE_LOADING": Choice(("LAZY", "EAGER")),
+        "PYTORCH_CUDA_ALLOC_CONF": Pattern(
+            r"[a-z0-9_]{1,40}:[A-Za-z0-9_.]{1,40}(,[a-z0-9_]{1,40}:[A-Za-z0-9_.]{1,40}){0,15}",
+            "allocator settings such as expandable_segments:True",
+        ),
+        "TORCH_CUDA_ARCH_LIST": Pattern(
+            r"[0-9]{1,2}\.[0-9]a?(\+PTX)?([; ][0-9]{1,2}\.[0-9]a?(\+PTX)?){0,15}", "CUDA architectures such as 9.0"
+        ),
+        "TORCH_NCCL_BLOCKING_WAIT": BOOL,
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": Int(0, 3),
+        "TORCH_NCCL_AVOID_RECORD_STREAMS": BOOL,
+        "TORCH_USE_CUDA_DSA": BOOL,
+        "TORCH_SHOW_CPP_STACKTRACES": BOOL,
+        "TORCH_LOGS": Pattern(r"[+-]?[a-z_.]{1,40}(,[+-]?[a-z_.]{1,40}){0,31}", "a list of PyTorch log names"),
+        "NVIDIA_TF32_OVERRIDE": Choice(("0", "1")),
+        "OMP_NUM_THREADS": Int(1, 1024),
+        "TOKENIZERS_PARALLELISM": BOOL,
+        "TRITON_PRINT_AUTOTUNING": BOOL,
+        "FLASHINFER_LOGLEVEL": Int(0, 5),
+    },
+    # Offline only: with the hub on, a model path that is not a directory downloads (and may run) what it names.
+    "Hugging Face hub": {
+        "HF_HUB_OFFLINE": Choice(("1",)),
+        "HF_HUB_DISABLE_TELEMETRY": BOOL,
+        "HF_TOKEN": Secret(),
+    },
+    # The timing lines the explanatory model reads (a patched server prints them; the comparison page tells users
+    # to set them).
+    "EAGLE-3 profiling": {
+        "EAGLE3_PROFILE": BOOL,
+        "EAGLE3_PROFILE_EVERY": Int(1, 1_000_000),
+    },
+}
+
+ENV_RULES: dict[str, Rule] = {name: rule for group in ENV_GROUPS.values() for name, rule in group.items()}
+
+# The namespaces of the variables above and of the libraries a server loads. Their names are allowed one by one, so a
+# host may not add a prefix that overlaps one (an admin's "HF_" would open HF_ENDPOINT to every member).
+ENGINE_ENV_NAMESPACES = frozenset(
+    {name.split("_", 1)[0] + "_" for name in ENV_RULES}
+    | {"HUGGING", "PYTORCH_", "GLOO_", "UCX_", "MC_", "NVSHMEM_", "MOONCAKE_", "NIXL_", "DG_", "VLLM_"}
+)
