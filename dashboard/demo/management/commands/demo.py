@@ -38,6 +38,9 @@ from ...progress import DemoProgress
 REPO = Path(settings.BASE_DIR)
 DEMO_USER = "demo"
 DEMO_HOST = "simhost"
+# The children the demo starts again when they exit, and how often before it gives up.
+RESTARTABLE = ("worker",)
+MAX_RESTARTS, RESTART_WINDOW_S = 5, 600.0
 
 
 def demo_experiment_payload(models_root: str) -> dict:
@@ -134,6 +137,8 @@ class Command(BaseCommand):
 
         self.children: list[tuple[str, subprocess.Popen]] = []
         self.recorded: list[dict] = []  # what children_file holds: how to recognise them after a hard kill
+        self.commands: dict[str, tuple[list[str], dict[str, str] | None]] = {}  # how each child was started
+        self.restarts: dict[str, list[float]] = {}
         self.log_dir = Path(settings.VAR_DIR) / "log"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         signal.signal(signal.SIGTERM, _interrupt)
@@ -212,13 +217,9 @@ class Command(BaseCommand):
             self.stdout.write("Press Ctrl-C to stop web, worker and the simulated host.\n")
             progress = DemoProgress(self.stdout, experiment, url.rstrip("/"))
             while True:
-                for name, child in self.children:
+                for name, child in list(self.children):
                     if child.poll() is not None:
-                        tail = "".join(self._log_path(name).read_text(errors="replace").splitlines(True)[-15:])
-                        raise CommandError(
-                            f"The {name} exited with code {child.returncode}; stopping the demo. "
-                            f"The end of {self._log_path(name)}:\n{tail}"
-                        )
+                        self._restart_or_stop(name, child)
                 progress.report()
                 time.sleep(0.5)
         except KeyboardInterrupt:
@@ -299,9 +300,29 @@ class Command(BaseCommand):
                 argv, cwd=REPO, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT
             )
         self.children.append((name, child))
+        self.commands[name] = (argv, env)
         self.recorded.append({"name": name, "pgid": child.pid, "started": _start_time(child.pid)})
         self.children_file.write_text(json.dumps(self.recorded))
         return child
+
+    def _restart_or_stop(self, name: str, child: subprocess.Popen) -> None:
+        """A worker that exits is started again: a broker that restarts can take a Celery worker down with it, and
+        its runs are not lost (the new worker's beat re-attaches them, queued runs wait their turn). Anything else
+        exiting, or a worker exiting again and again, stops the demo with the end of its log."""
+        tail = "".join(self._log_path(name).read_text(errors="replace").splitlines(True)[-15:])
+        now = time.monotonic()
+        recent = [at for at in self.restarts.get(name, []) if now - at < RESTART_WINDOW_S]
+        if name in RESTARTABLE and len(recent) < MAX_RESTARTS:
+            self.restarts[name] = [*recent, now]
+            self.stdout.write(self.style.WARNING(f"The {name} exited with code {child.returncode}; starting it again."))
+            self.children.remove((name, child))
+            argv, env = self.commands[name]
+            self._start(name, argv, env)
+            return
+        raise CommandError(
+            f"The {name} exited with code {child.returncode}; stopping the demo. "
+            f"The end of {self._log_path(name)}:\n{tail}"
+        )
 
     def _stop_children(self, grace: float = 15) -> None:
         for _, child in reversed(self.children):
