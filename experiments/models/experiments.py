@@ -65,7 +65,7 @@ class Experiment(models.Model):
     end_notified_at = models.DateTimeField(null=True, blank=True, editable=False)
     # Space-separated, each matching TAG_PATTERN (the notes form checks); a plain column filters on any database.
     tags = models.CharField(max_length=300, blank=True, default="")
-    # Markdown, rendered through an allowlist sanitiser (`experiments/notes.py`): other users read it.
+    # Markdown, rendered through an allowlist sanitiser (`experiments/formats/markdown.py`): other users read it.
     notes = models.TextField(blank=True, default="")
 
     objects = ExperimentQuerySet.as_manager()

@@ -61,7 +61,7 @@ def duration(seconds: Any) -> str:
 
 @register.filter
 def markdown(text: str) -> SafeString:
-    """A note's Markdown as HTML, through the allowlist sanitiser of `experiments/notes.py`."""
+    """A note's Markdown as HTML, through the allowlist sanitiser of `experiments/formats/markdown.py`."""
     return mark_safe(render_markdown(text or ""))
 
 
