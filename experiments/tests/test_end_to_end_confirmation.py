@@ -10,7 +10,7 @@ import pytest
 
 from experiments.models import ApiToken, Flag, Host, Run, SuspectSeries, Suspicion
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 HISTORY = 8  # the fewest results the checks compare a new one with
 LEVELS = [1, 2]

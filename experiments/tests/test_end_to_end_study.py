@@ -12,7 +12,7 @@ import pytest
 
 from experiments.models import ApiToken, Host, Measurement, Run, Study, StudyRound
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 FAST = {"SIMHOST_LOAD_SECONDS": "0.2"}
 
