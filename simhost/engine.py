@@ -99,6 +99,10 @@ class Stats:
     generation_tokens: int = 0
     requests: int = 0
     finished_requests: int = 0  # non-warm-up, non-health requests that completed
+    # The Prometheus counters: what SGLang's observe_one_finished_request adds when a request finishes (requests
+    # still in flight are not in them), health checks aside.
+    finished_generation_tokens: int = 0
+    finished_verify_calls: int = 0
     cached_tokens: int = 0
     last_gen_throughput: float = 0.0
     # speculative window (since the last Decode line) and lifetime totals
@@ -302,8 +306,13 @@ class Engine:
                 self.running.append(req)
 
     def _count_finished(self, req: Request) -> None:
-        if req.finished and not req.aborted and req.kind == "generate":
+        if not req.finished:
+            return
+        if not req.aborted and req.kind == "generate":
             self.stats.finished_requests += 1
+        if req.kind != "health":
+            self.stats.finished_generation_tokens += len(req.output_ids)
+            self.stats.finished_verify_calls += req.verify_ct
 
     async def _decode(self) -> None:
         bs = len(self.running)

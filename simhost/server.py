@@ -236,10 +236,14 @@ async def metrics(request: web.Request) -> web.Response:
     ]
     counters = [
         ("prompt_tokens_total", "Number of prefill tokens processed.", st.prompt_tokens),
-        ("generation_tokens_total", "Number of generation tokens processed.", st.generation_tokens),
+        ("generation_tokens_total", "Number of generation tokens processed.", st.finished_generation_tokens),
         ("num_requests_total", "Number of requests processed.", st.requests),
         ("cached_tokens_total", "Number of cached prompt tokens.", st.cached_tokens),
     ]
+    if e.cfg.algorithm:
+        counters.append(
+            ("spec_verify_calls_total", "The number of speculative verify calls.", st.finished_verify_calls)
+        )
     out = []
     for name, text, value in gauges:
         out += [

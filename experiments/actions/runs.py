@@ -260,6 +260,8 @@ def do_record_measurement(run: Run, pass_index: int, concurrency: int, result: d
             request_throughput=result["request_throughput"],
             input_throughput=result.get("input_throughput", 0.0),
             accept_length=result.get("accept_length"),
+            pooled_accept_length=result.get("pooled_accept_length"),
+            mean_request_accept_length=result.get("mean_request_accept_length"),
             server_accept_length=result.get("server_accept_length"),
             server_decode=result.get("server_decode") or {},
             raw=result,

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.urls import reverse
 
+from experiments.analysis import acceptance
 from experiments.forms import BenchmarkProfileForm
 from experiments.models import BenchmarkProfile, Experiment, Flag, Host, PromptSet, Run, ServerConfig, Suspicion
 from experiments.reads import environments
@@ -58,6 +59,9 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
                 "total_throughput": m.total_throughput,
                 "request_throughput": m.request_throughput,
                 "accept_length": m.accept_length,
+                "pooled_accept_length": m.pooled_accept_length,
+                "mean_request_accept_length": m.mean_request_accept_length,
+                "acceptance_disagreement": acceptance.disagreement(m.accept_length, m.pooled_accept_length),
                 **{name: getattr(m, name) for name in m.LATENCY_FIELDS},
             }
             for m in run.measurement_set.all()

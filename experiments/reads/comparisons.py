@@ -18,7 +18,8 @@ from django.db.models import Q
 from experiments import analysis
 from experiments.charts import comparison as comparison_charts
 from experiments.models import Candidate, Experiment, Measurement, Run, ServerConfig
-from experiments.reads.reports import ConfigDiffRow, DiffCell, config_diff_rows, latency_table, points_series
+from experiments.reads.config_diff import ConfigDiffRow, DiffCell, config_diff_rows
+from experiments.reads.reports import latency_table, points_series
 
 MAX_PICKS = 8
 _PICK = re.compile(r"r(\d{1,12})|c(\d{1,12})-(\d{1,12})")

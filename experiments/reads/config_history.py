@@ -24,7 +24,7 @@ from experiments.forms.profiles import BenchmarkProfileForm
 from experiments.forms.submission import profile_form_data
 from experiments.forms.values import format_env
 from experiments.models import BenchmarkProfile, Experiment, Measurement, Run, ServerConfig, ServerConfigQuerySet
-from experiments.reads.reports import CONFIG_FIELDS
+from experiments.reads.config_diff import CONFIG_FIELDS
 from experiments.rules import config_names
 
 # A search box's text is a name, a path or a hash prefix: anything longer is a paste gone wrong.

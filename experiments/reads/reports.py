@@ -5,7 +5,7 @@ succeeded speculative runs that the explanatory model reads."""
 
 from __future__ import annotations
 
-import json
+import functools
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,11 +17,12 @@ from django.db.models import Count, JSONField, Max, Q
 from django.db.models.expressions import RawSQL
 
 from experiments import analysis
-from experiments.analysis import Point, mean_interval
+from experiments.analysis import Point, acceptance, mean_interval
 from experiments.analysis.explanations import ExplanatoryModel, RunFacts, explain
 from experiments.charts import comparison as comparison_charts
 from experiments.models import Experiment, Measurement, PinnedBaseline, Run, ServerConfig
 from experiments.reads import prompt_reports
+from experiments.reads.config_diff import ConfigDiffRow, config_diff_rows
 
 LATENCY_STATS = ("mean", "p99")
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
@@ -38,45 +39,13 @@ MEASUREMENT_COLUMNS = (
     "request_throughput",
     "input_throughput",
     "accept_length",
+    "pooled_accept_length",
+    "mean_request_accept_length",
     "server_accept_length",
     *Measurement.LATENCY_FIELDS,
 )
-# The config fields compared side by side, with their labels; the name is the column header.
-CONFIG_FIELDS = (
-    ("model_path", "model"),
-    ("served_model_name", "served model name"),
-    ("speculative_algorithm", "algorithm"),
-    ("speculative_draft_model_path", "draft model"),
-    ("speculative_num_steps", "steps"),
-    ("speculative_eagle_topk", "topk"),
-    ("speculative_num_draft_tokens", "draft tokens"),
-    ("tp_size", "tp"),
-    ("extra_args", "extra flags"),
-    ("env", "env"),
-    ("expect", "expectations"),
-    ("log_metrics", "log metrics"),
-    ("content_hash", "hash"),
-)
 # A finished experiment's report is kept this long (it is rebuilt as soon as its runs change anyway).
 REPORT_CACHE_SECONDS = 24 * 3600
-_AUTO_WHEN_SPECULATIVE = {"speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"}
-
-
-@dataclass(frozen=True)
-class DiffCell:
-    text: str
-    changed: bool  # differs from the baseline's value
-
-
-@dataclass(frozen=True)
-class ConfigDiffRow:
-    field: str
-    label: str
-    cells: list[DiffCell]
-
-    @property
-    def differs(self) -> bool:
-        return any(cell.changed for cell in self.cells)
 
 
 @dataclass
@@ -108,6 +77,22 @@ class ExperimentReport:
     def measurements(self) -> list[dict[str, Any]]:
         return [_measurement_row(m) for m in self.measurement_values]
 
+    @functools.cached_property
+    def acceptance_cells(self) -> list[dict[str, Any]]:
+        """Every cell with an accept length, its three figures side by side and what their disagreement says."""
+        return [
+            {
+                **_measurement_row(m),
+                "disagreement": acceptance.disagreement(m["accept_length"], m["pooled_accept_length"]),
+            }
+            for m in self.measurement_values
+            if m["accept_length"] is not None or m[POOLED] is not None
+        ]
+
+    @property
+    def acceptance_disagrees(self) -> bool:
+        return any(cell["disagreement"] for cell in self.acceptance_cells)
+
     @property
     def baseline_is_pinned(self) -> bool:
         return self.pinned is not None and self.pinned.config.content_hash == self.baseline.content_hash
@@ -126,7 +111,7 @@ class ExperimentReport:
         return [self.baseline, *self.candidates]
 
 
-THROUGHPUT = "output_throughput"
+THROUGHPUT, POOLED = "output_throughput", "pooled_accept_length"
 
 
 def build_report(experiment: Experiment, *, with_figures: bool = True) -> ExperimentReport:
@@ -312,33 +297,6 @@ def _measurement_row(m: Mapping[str, Any]) -> dict[str, Any]:
         "run_state": m["run__state"],
         **{column: m[column] for column in MEASUREMENT_COLUMNS},
     }
-
-
-def config_diff_rows(configs: Sequence[ServerConfig]) -> list[ConfigDiffRow]:
-    """A row per compared field; a cell is `changed` when its text differs from the baseline's (the first)."""
-    rows = []
-    for name, label in CONFIG_FIELDS:
-        texts = [_config_text(config, name) for config in configs]
-        cells = [DiffCell(text, i > 0 and text != texts[0]) for i, text in enumerate(texts)]
-        rows.append(ConfigDiffRow(name, label, cells))
-    return rows
-
-
-def _config_text(config: ServerConfig, name: str) -> str:
-    value = getattr(config, name)
-    if name == "content_hash":
-        return config.short_hash
-    if value is None and name in _AUTO_WHEN_SPECULATIVE and config.is_speculative:
-        return "auto"
-    if value in (None, "", [], {}):
-        return "—"
-    if name == "extra_args":
-        return " ".join(str(arg) for arg in value)
-    if name == "env":
-        return " ".join(f"{key}={val}" for key, val in sorted(value.items()))
-    if isinstance(value, dict | list):
-        return json.dumps(value, sort_keys=True)
-    return str(value)
 
 
 def comparison_rows_json(report: ExperimentReport) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ def _eagle(models: str, name: str, steps: int) -> dict:
         "speculative_eagle_topk": 1,
         "speculative_num_draft_tokens": steps + 1,
         "env": {"NCCL_PROTO": "LL"},
+        "extra_args": ["--enable-metrics"],  # the pooled accept length, from the server's counters
         "expect": {"env_propagated": ["NCCL_PROTO"]},
     }
 
@@ -90,6 +91,9 @@ def test_it_runs_an_experiment_end_to_end_and_eagle3_two_steps_beats_baseline_at
     # The server's own counters (reset by /flush_cache before each cell) agree with the requests' meta_info.
     for m in speculative:
         assert m.server_accept_length == pytest.approx(m.accept_length, rel=0.1)
+        # Acceptance three ways: the counters over exactly the cell's requests equal their token-weighted figure.
+        assert m.pooled_accept_length == pytest.approx(m.accept_length, rel=0.01)
+        assert m.mean_request_accept_length is not None
         assert m.server_decode["lines"] >= 1 and m.server_decode["mean_accept_len"] > 1.5
 
     # The comparison says what DESIGN.md's speed model says: 2 steps pays at c=1, 3 steps does not.

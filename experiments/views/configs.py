@@ -8,6 +8,7 @@ from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 
+from experiments.reads.config_diff import config_diff_rows
 from experiments.reads.config_history import (
     SEARCH_LIMIT,
     config_runs,
@@ -17,7 +18,6 @@ from experiments.reads.config_history import (
     search_configs,
     search_profiles,
 )
-from experiments.reads.reports import config_diff_rows
 
 from ..models import ServerConfig
 from .access import requires

@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 
+from . import prometheus
 from .metrics import RequestRecord, summarize
 from .streams import OpenAICompletionStream, SglangStream, SseReceiver, Stream, StreamError
 from .transport import ConnectError, HttpError, HttpPool, parse_base_url
@@ -251,14 +252,18 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
             for prompt in prompts
         ]
         progress = _Progress(len(records))
-        started = time.perf_counter()
-        await asyncio.gather(
-            *(limited(request, record, progress) for request, record in zip(requests, records, strict=True))
-        )
-        duration = time.perf_counter() - started
+        async with aiohttp.ClientSession() as metrics_session:
+            counters_before = await prometheus.scrape(metrics_session, base_url)  # after the warm-up finished
+            started = time.perf_counter()
+            await asyncio.gather(
+                *(limited(request, record, progress) for request, record in zip(requests, records, strict=True))
+            )
+            duration = time.perf_counter() - started
+            counters_after = await prometheus.scrape(metrics_session, base_url) if counters_before else None
     finally:
         pool.close()
 
     result = header | summarize(records, duration=duration, split_itl=split_itl)
+    result["pooled_accept_length"] = prometheus.pooled_accept_length(counters_before, counters_after)
     all_unreachable = all(record.unreachable for record in records)
     return result, 1 if all_unreachable else 0

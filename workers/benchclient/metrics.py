@@ -134,6 +134,14 @@ def accept_length(records: Sequence[RequestRecord]) -> float | None:
     return tokens / verify_steps if verify_steps else None
 
 
+def mean_request_accept_length(records: Sequence[RequestRecord]) -> float | None:
+    """The mean of each request's own accept length (completion_tokens / spec_verify_ct), every request weighing
+    the same: it differs from `accept_length` when short and long requests accept differently, and the two can
+    rank configs differently."""
+    lengths = [r.output_len / r.spec_verify_ct for r in records if r.succeeded and r.spec_verify_ct]
+    return sum(lengths) / len(lengths) if lengths else None
+
+
 def by_category(records: Sequence[RequestRecord]) -> dict[str, dict[str, Any]]:
     """Per prompt category: requests, output tokens, accept length (as `accept_length`) and the mean of each
     request's decode speed (output tokens / e2e latency), the figure that compares categories within one run."""
@@ -204,6 +212,7 @@ def summarize(records: Sequence[RequestRecord], *, duration: float, split_itl: b
     result |= _distribution_ms("e2e_latency", e2e)
     result["concurrency_achieved"] = per_second(math.fsum(e2e))
     result["accept_length"] = accept_length(records)
+    result["mean_request_accept_length"] = mean_request_accept_length(records)
     result["max_output_tokens_per_s"] = max_output_tokens_per_s(records)
     if any(record.category is not None or record.keep_output for record in records):
         result["categories"] = by_category(records)

@@ -60,7 +60,8 @@ def demo_experiment_payload(models_root: str) -> dict:
             # EAGLE3_PROFILE makes the (simulated, like a patched real) server print its verify and draft times;
             # the log metrics turn them into the explanatory model on the comparison page.
             "env_text": "NCCL_PROTO=LL\nEAGLE3_PROFILE=1",
-            "extra_args_text": "--mem-fraction-static 0.85",
+            # --enable-metrics: the server's counters give each cell's pooled accept length beside the requests'.
+            "extra_args_text": "--mem-fraction-static 0.85 --enable-metrics",
             "expect": json.dumps({"env_propagated": ["NCCL_PROTO"]}),
             "log_metrics": json.dumps(MODEL_METRICS),
         }

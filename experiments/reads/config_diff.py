@@ -1,0 +1,73 @@
+"""Configs side by side, field by field, each cell marked where it differs from the first (the baseline or the
+reference pick): the comparison page, the compare page and a config's own page show these rows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from experiments.models import ServerConfig
+from experiments.rules import launch_policy
+
+# The config fields compared side by side, with their labels; the name is the column header.
+CONFIG_FIELDS = (
+    ("model_path", "model"),
+    ("served_model_name", "served model name"),
+    ("speculative_algorithm", "algorithm"),
+    ("speculative_draft_model_path", "draft model"),
+    ("speculative_num_steps", "steps"),
+    ("speculative_eagle_topk", "topk"),
+    ("speculative_num_draft_tokens", "draft tokens"),
+    ("tp_size", "tp"),
+    ("extra_args", "extra flags"),
+    ("env", "env"),
+    ("expect", "expectations"),
+    ("log_metrics", "log metrics"),
+    ("content_hash", "hash"),
+)
+_AUTO_WHEN_SPECULATIVE = {"speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"}
+
+
+@dataclass(frozen=True)
+class DiffCell:
+    text: str
+    changed: bool  # differs from the baseline's value
+
+
+@dataclass(frozen=True)
+class ConfigDiffRow:
+    field: str
+    label: str
+    cells: list[DiffCell]
+
+    @property
+    def differs(self) -> bool:
+        return any(cell.changed for cell in self.cells)
+
+
+def config_diff_rows(configs: Sequence[ServerConfig]) -> list[ConfigDiffRow]:
+    """A row per compared field; a cell is `changed` when its text differs from the baseline's (the first)."""
+    rows = []
+    for name, label in CONFIG_FIELDS:
+        texts = [_config_text(config, name) for config in configs]
+        cells = [DiffCell(text, i > 0 and text != texts[0]) for i, text in enumerate(texts)]
+        rows.append(ConfigDiffRow(name, label, cells))
+    return rows
+
+
+def _config_text(config: ServerConfig, name: str) -> str:
+    value = getattr(config, name)
+    if name == "content_hash":
+        return config.short_hash
+    if value is None and name in _AUTO_WHEN_SPECULATIVE and config.is_speculative:
+        return "auto"
+    if value in (None, "", [], {}):
+        return "—"
+    if name == "extra_args":
+        return " ".join(str(arg) for arg in value)
+    if name == "env":  # shown to every reader of a page: secret-looking values masked
+        return " ".join(f"{key}={val}" for key, val in sorted(launch_policy.masked(value).items()))
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
