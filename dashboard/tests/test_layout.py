@@ -165,6 +165,14 @@ def oversized_modules(root: Path) -> list[str]:
     return found
 
 
+def _write(root: Path, files: dict[str, str]) -> None:
+    """A tree of modules for a rule's negative or positive case."""
+    for module, source in files.items():
+        path = root / module
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+
+
 def test_it_finds_no_import_against_the_dependency_rules():
     assert violations(REPO) == []
 
@@ -194,23 +202,21 @@ def test_it_finds_no_call_against_the_rules_of_its_folder():
     ],
 )
 def test_it_catches_each_kind_of_forbidden_call(tmp_path, module, source, rule):
-    path = tmp_path / module
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(source)
+    _write(tmp_path, {module: source})
 
     assert [v for v in call_violations(tmp_path) if rule in v], call_violations(tmp_path)
 
 
 def test_it_allows_the_calls_each_folder_may_make(tmp_path):
-    for module, source in {
-        "experiments/reads/runs.py": "def f(q, d):\n    d.update(q.filter(x=1).values('y'))\n",
-        "experiments/actions/dispatch.py": "T = 'workers.tasks.drive_host'\ndef f(app):\n    app.send_task(T)\n",
-        "experiments/live/broadcast.py": "async def f(layer):\n    await layer.group_send('g', {})\n",
-        "experiments/actions/runs.py": "def f(run):\n    run.save()\n",
-    }.items():
-        path = tmp_path / module
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(source)
+    _write(
+        tmp_path,
+        {
+            "experiments/reads/runs.py": "def f(q, d):\n    d.update(q.filter(x=1).values('y'))\n",
+            "experiments/actions/dispatch.py": "T = 'workers.tasks.drive_host'\ndef f(app):\n    app.send_task(T)\n",
+            "experiments/live/broadcast.py": "async def f(layer):\n    await layer.group_send('g', {})\n",
+            "experiments/actions/runs.py": "def f(run):\n    run.save()\n",
+        },
+    )
 
     assert call_violations(tmp_path) == []
 
@@ -234,24 +240,22 @@ def test_it_finds_no_long_module_without_a_reason():
     ],
 )
 def test_it_catches_each_kind_of_forbidden_import(tmp_path, module, source, rule):
-    path = tmp_path / module
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(source)
+    _write(tmp_path, {module: source})
 
     assert [v for v in violations(tmp_path) if rule in v], violations(tmp_path)
 
 
 def test_it_allows_what_the_rules_allow(tmp_path):
-    for module, source in {
-        "workers/run/x.py": "from experiments.models import Run\nfrom ..sglang import parse_line\n",
-        "dashboard/demo/management/commands/demo.py": "from simhost import hostsetup\n",
-        "workers/tests/test_x.py": "from simhost import hostsetup\n",
-        "experiments/analysis/x.py": "from . import tdist\nimport statistics\n",
-        "workers/benchclient/client.py": "import aiohttp\nfrom .transport import HttpPool\n",
-    }.items():
-        path = tmp_path / module
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(source)
+    _write(
+        tmp_path,
+        {
+            "workers/run/x.py": "from experiments.models import Run\nfrom ..sglang import parse_line\n",
+            "dashboard/demo/management/commands/demo.py": "from simhost import hostsetup\n",
+            "workers/tests/test_x.py": "from simhost import hostsetup\n",
+            "experiments/analysis/x.py": "from . import tdist\nimport statistics\n",
+            "workers/benchclient/client.py": "import aiohttp\nfrom .transport import HttpPool\n",
+        },
+    )
 
     assert violations(tmp_path) == []
 

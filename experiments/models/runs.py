@@ -293,16 +293,11 @@ class Measurement(models.Model):
     total_throughput = models.FloatField()
     request_throughput = models.FloatField()
     input_throughput = models.FloatField(default=0)
-    # Acceptance three ways (analysis/acceptance.py defines each and when they must agree).
-    accept_length = models.FloatField(
-        null=True, blank=True, help_text="Token-weighted over the requests: their tokens over their verify steps."
-    )
-    pooled_accept_length = models.FloatField(
-        null=True, blank=True, help_text="From the server's Prometheus counters, scraped before and after the cell."
-    )
-    mean_request_accept_length = models.FloatField(
-        null=True, blank=True, help_text="The mean of each request's own accept length."
-    )
+    # Acceptance three ways: token-weighted over the requests, pooled from the server's counters, the mean of the
+    # requests' own (analysis/acceptance.py defines each and when they must agree).
+    accept_length = models.FloatField(null=True, blank=True, help_text="Token-weighted over the requests.")
+    pooled_accept_length = models.FloatField(null=True, blank=True, help_text="From the Prometheus counters.")
+    mean_request_accept_length = models.FloatField(null=True, blank=True, help_text="The mean of the requests'.")
     server_accept_length = models.FloatField(
         null=True, blank=True, help_text="avg_spec_accept_length of /get_server_info, reset by /flush_cache before."
     )
