@@ -38,9 +38,11 @@ def launch_refusals(host: Host, config: ServerConfig) -> list[str]:
     return launch_policy.launch_refusals(spec, host.extra_env_prefixes or (), MANAGED_FLAGS)
 
 
-def launch_command(host: Host, config: ServerConfig) -> str:
+def launch_command(host: Host, config: ServerConfig, *, for_display: bool = False) -> str:
     """The shell command that starts `config`'s server on `host`: every value one quoted word. Raises ValueError
-    for a config that breaks the launch policy (preflight reports that as a failure before this is reached)."""
+    for a config that breaks the launch policy (preflight reports that as a failure before this is reached).
+    `for_display`: the same command with secret-looking values masked, as the run page shows it to every reader
+    (the real one is never stored)."""
     refusals = launch_refusals(host, config)
     if refusals:
         raise ValueError("; ".join(refusals))
@@ -50,6 +52,8 @@ def launch_command(host: Host, config: ServerConfig) -> str:
     ]
     # PYTHONUNBUFFERED: uvicorn's access lines go to stdout, block-buffered when redirected to a file.
     env = {"PYTHONUNBUFFERED": "1", **host.effective_env(config.env)}
+    if for_display:
+        env = launch_policy.masked(env)
     return quote_command(["env", *env_assignments(env), *argv])
 
 

@@ -27,8 +27,9 @@ async def launch(session: RunSession) -> None:
     log_path = f"{session.work_dir}/runs/run-{session.run.pk}.log"
     command = server.launch_command(session.host, session.config)
     await benchmark.install_client(conn, session.work_dir)
+    shown = server.launch_command(session.host, session.config, for_display=True)  # secrets masked
     await session.advance(
-        Run.State.LAUNCHING, server_port=session.host.server_port, log_path=log_path, launch_command=command
+        Run.State.LAUNCHING, server_port=session.host.server_port, log_path=log_path, launch_command=shown
     )
     started = await server.start(conn, session.work_dir, command, log_path)
     if isinstance(started, str):
