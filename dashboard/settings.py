@@ -285,6 +285,9 @@ if os.environ.get("EMAIL_HOST"):
 else:
     EMAIL_BACKEND = os.environ.get("SPECDASH_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 SPECDASH_NOTIFY_RETRIES = int(os.environ.get("SPECDASH_NOTIFY_RETRIES", "5"))
+# Launches a member may have queued or running at once, and a host may hold queued or running (admins are exempt).
+SPECDASH_QUOTA_LAUNCHES_PER_USER = int(os.environ.get("SPECDASH_QUOTA_LAUNCHES_PER_USER", "200"))
+SPECDASH_QUOTA_LAUNCHES_PER_HOST = int(os.environ.get("SPECDASH_QUOTA_LAUNCHES_PER_HOST", "500"))
 SPECDASH_NOTIFY_RETRY_DELAY = float(os.environ.get("SPECDASH_NOTIFY_RETRY_DELAY", "30"))
 SPECDASH_WEBHOOK_HOSTS = tuple(_env_list("SPECDASH_WEBHOOK_HOSTS", ""))
 

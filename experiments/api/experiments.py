@@ -16,7 +16,7 @@ from experiments.reads.reports import build_report, comparison_rows_json
 from experiments.views.exports import comparison_csv_response
 
 from ..actions.audit import Actor
-from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
+from ..actions.experiments import QuotaExceeded, do_create_experiment, do_rerun_experiment, do_set_schedule
 from ..forms import (
     ExperimentSubmission,
     RerunForm,
@@ -54,7 +54,10 @@ def create_experiment(request: HttpRequest, payload: ExperimentIn):
     )
     if not submission.is_valid():
         return Status(422, {"detail": "invalid experiment", "errors": submission.errors})
-    experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())
+    try:
+        experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())
+    except QuotaExceeded as exc:
+        return Status(422, {"detail": "over quota", "errors": {"profile.launches": [str(exc)]}})
     runs = experiment.run_set.select_related("config").order_by("sequence")
     return Status(
         201,
@@ -147,7 +150,10 @@ def rerun_experiment(request: HttpRequest, experiment_id: int, payload: RerunIn)
     form = RerunForm({"launches": payload.launches})
     if not form.is_valid():
         return Status(422, {"detail": "invalid re-run", "errors": form.errors})
-    runs = do_rerun_experiment(experiment, actor=Actor.of(request), launches=form.cleaned_data["launches"])
+    try:
+        runs = do_rerun_experiment(experiment, actor=Actor.of(request), launches=form.cleaned_data["launches"])
+    except QuotaExceeded as exc:
+        return Status(422, {"detail": "over quota", "errors": {"launches": [str(exc)]}})
     return Status(
         201, {"id": experiment.pk, "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs]}
     )

@@ -20,7 +20,7 @@ from experiments.reads.reports import cached_report, comparison_rows_json
 from experiments.views.exports import comparison_csv_response, comparison_json_response
 
 from ..actions.audit import Actor
-from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
+from ..actions.experiments import QuotaExceeded, do_create_experiment, do_rerun_experiment, do_set_schedule
 from ..actions.notes import do_set_experiment_notes
 from ..forms import (
     BenchmarkProfileForm,
@@ -86,11 +86,15 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
         return render(request, "experiments/experiment_new.html", _prefilled_forms(request))
     submission = _submission_from_post(request.POST)
     if submission.is_valid():
-        experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())
-        messages.success(request, f"Experiment “{experiment.name}” submitted.")
-        for warning in submission.warnings:
-            messages.warning(request, warning)
-        return redirect(experiment)
+        try:
+            experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())
+        except QuotaExceeded as exc:
+            submission.profile_form.add_error("launches", str(exc))
+        else:
+            messages.success(request, f"Experiment “{experiment.name}” submitted.")
+            for warning in submission.warnings:
+                messages.warning(request, warning)
+            return redirect(experiment)
     blank = _new_experiment_forms()
     context = {
         "experiment_form": submission.experiment_form,
@@ -272,8 +276,12 @@ def rerun_experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, _errors_text(form))
     else:
-        runs = do_rerun_experiment(experiment, actor=Actor.of(request), launches=form.cleaned_data["launches"])
-        messages.success(request, f"Queued {len(runs)} more runs, interleaved, to confirm the result.")
+        try:
+            runs = do_rerun_experiment(experiment, actor=Actor.of(request), launches=form.cleaned_data["launches"])
+        except QuotaExceeded as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Queued {len(runs)} more runs, interleaved, to confirm the result.")
     return redirect(experiment)
 
 

@@ -1,0 +1,73 @@
+"""Quotas on shared hosts: a member cannot queue more launches than the quota allows, by submitting or re-running;
+the refusal says the limit and who can raise it, and nothing is saved. Admins are not held to it."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.models import ApiToken, Experiment, Run
+
+from .factories import make_host
+
+pytestmark = pytest.mark.django_db
+
+
+def _payload(host, launches: int, name: str = "big") -> dict:
+    return {
+        "name": name,
+        "host": host.name,
+        "baseline": {"name": "baseline", "model_path": f"{host.models_root}/kimi-k2.5-sim", "tp_size": 8},
+        "profile": {"concurrency": [1], "num_prompts": 4, "passes": 1, "launches": launches},
+    }
+
+
+def _headers(user) -> dict:
+    _, token = ApiToken.issue(user)
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_a_member_cannot_queue_past_their_quota_by_submitting_or_rerunning(client, member, settings):
+    settings.SPECDASH_QUOTA_LAUNCHES_PER_USER = 5
+    host = make_host()
+    headers = _headers(member)
+
+    first = client.post("/api/experiments", _payload(host, 4), content_type="application/json", headers=headers)
+    over = client.post("/api/experiments", _payload(host, 2, "more"), content_type="application/json", headers=headers)
+    rerun = client.post(
+        f"/api/experiments/{first.json()['id']}/rerun",
+        {"launches": 2},
+        content_type="application/json",
+        headers=headers,
+    )
+
+    assert first.status_code == 201
+    assert over.status_code == 422 and rerun.status_code == 422
+    message = over.json()["errors"]["profile.launches"][0]
+    assert "you have 4 queued or running" in message and "at most 5" in message and "admin" in message
+    assert "at most 5" in rerun.json()["errors"]["launches"][0]
+    assert not Experiment.objects.filter(name="more").exists() and Run.objects.count() == 4
+
+
+def test_a_host_has_a_quota_of_its_own_and_an_admin_is_not_held_to_either(client, member, owner, settings):
+    settings.SPECDASH_QUOTA_LAUNCHES_PER_HOST = 3
+    host = make_host()
+
+    admin = client.post("/api/experiments", _payload(host, 5), content_type="application/json", headers=_headers(owner))
+    refused = client.post("/api/experiments", _payload(host, 1, "one"), content_type="application/json",
+                          headers=_headers(member))  # fmt: skip
+
+    assert admin.status_code == 201
+    assert refused.status_code == 422 and f"on {host.name}, which has 5 queued" in str(refused.json()["errors"])
+
+
+def test_the_page_shows_the_quota_as_the_launches_fields_error(client, member, settings):
+    settings.SPECDASH_QUOTA_LAUNCHES_PER_USER = 1
+    host = make_host()
+    client.force_login(member)
+    client.post("/api/experiments", _payload(host, 1), content_type="application/json", headers=_headers(member))
+    experiment = Experiment.objects.get()
+
+    response = client.post(f"/experiments/{experiment.pk}/rerun/", {"launches": 1}, follow=True)
+
+    assert "a member may have at most 1" in response.content.decode()
+    assert Run.objects.count() == 1
