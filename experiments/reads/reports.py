@@ -90,6 +90,11 @@ class ExperimentReport:
         ]
 
     @property
+    def headline(self) -> str | None:
+        """The answer the page leads with (the same best row as the experiments table)."""
+        return analysis.headline(self.rows, self.experiment.profile.passes)
+
+    @property
     def acceptance_disagrees(self) -> bool:
         return any(cell["disagreement"] for cell in self.acceptance_cells)
 
@@ -328,6 +333,7 @@ def report_json(report: ExperimentReport) -> dict[str, Any]:
         "experiment": {"id": report.experiment.pk, "name": report.experiment.name, "status": report.status},
         "baseline": report.baseline.name,
         "candidates": [c.name for c in report.candidates],
+        "headline": report.headline,
         "comparison": comparison_rows_json(report),
         "break_even": report.break_even,
         "never_pays": report.never_pays,

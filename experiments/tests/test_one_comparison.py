@@ -90,3 +90,26 @@ def test_it_leaves_out_a_non_finite_or_empty_pass_the_same_way_everywhere():
     with_unusable = analysis.compare_configs(samples + unusable, baseline="base", candidates=["cand"])
 
     assert with_unusable == clean and clean[0].verdict == analysis.FASTER and clean[0].candidate_n == 3
+
+
+def test_the_experiment_page_leads_with_the_same_answer_as_the_table(client, owner):
+    honest = _finished({"baseline": [80.0, 80.5, 81.0], FAST_BUT_WRONG: [96.0, 96.5, 97.0]})
+    Candidate.objects.filter(experiment=honest).update(outputs_differ=False)
+    client.force_login(owner)
+
+    page = client.get(honest.get_absolute_url()).content.decode()
+    headline = page[page.index('id="headline"') :].split("</p>")[0]
+
+    assert f"{FAST_BUT_WRONG} serves 1.20x [" in headline and "at concurrency 1: faster." in headline
+    assert page.index('id="headline"') < page.index('id="runs-card"')  # the answer before the details
+
+
+def test_the_headline_never_calls_a_candidate_whose_outputs_differ_faster():
+    samples = [analysis.Sample("base", 1, launch, 0, 80.0 + launch) for launch in range(3)]
+    samples += [analysis.Sample("cand", 1, launch, 0, 96.0 + launch) for launch in range(3)]
+
+    rows = analysis.compare_configs(samples, baseline="base", candidates=["cand"], outputs_differ=["cand"])
+    sentence = analysis.headline(rows, passes_per_launch=1)
+
+    assert sentence is not None and "outputs differ" in sentence and "faster" not in sentence
+    assert analysis.headline([], passes_per_launch=1) is None
