@@ -43,13 +43,17 @@ def queue_run(host: Host, config: ServerConfig, owner, *, name: str = "lifecycle
 
 
 def wait_for_state(run: Run, states: set[str], timeout: float) -> None:
+    """Until the run is in one of `states`; a run that ends elsewhere fails the wait at once, saying why."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         run.refresh_from_db()
         if run.state in states:
             return
+        if run.is_finished:
+            break
         time.sleep(0.2)
-    raise AssertionError(f"run {run.pk} is {run.state}, not in {states} after {timeout} s")
+    why = f": {run.failure_kind} {run.failure_message[:300]}" if run.failure_kind else ""
+    raise AssertionError(f"run {run.pk} is {run.state}, not in {states} after {timeout} s{why}")
 
 
 def lines_on_host(run: Run) -> list[str]:
