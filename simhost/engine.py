@@ -24,6 +24,8 @@ WORDS = (
 _SPACED_WORDS = [" " + word for word in WORDS]
 # How far behind the simulated GPU's clock the CPU may fall before the clock restarts instead of catching up.
 MAX_CATCH_UP_S = 2.0
+# sglang:e2e_request_latency_seconds's bucket bounds (seconds).
+E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0, 400.0)
 
 
 def word_ids(words: list[str], vocab: int) -> list[int]:
@@ -65,6 +67,11 @@ class Request:
     aborted: bool = False
     first_token_at: float | None = None
     finished_at: float | None = None
+    # The simulated GPU's clock (Engine.gpu_seconds) when the request entered the engine: its server-side latency
+    # is measured on that clock, which a loaded CPU cannot stretch.
+    gpu_arrived: float = 0.0
+    # The request's own acceptance draws (Engine.submit seeds it from the prompt).
+    rng: random.Random = field(default_factory=random.Random)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def abort(self) -> None:
@@ -112,6 +119,17 @@ class Stats:
     spec_total_forward_ct: int = 0
     last_accept_length: float = 0.0
     last_accept_rate: float = 0.0
+    # sglang:e2e_request_latency_seconds, on the simulated GPU's clock: sum, count and per-bucket counts
+    e2e_latency_sum: float = 0.0
+    e2e_latency_count: int = 0
+    e2e_latency_buckets: list[int] = field(default_factory=lambda: [0] * len(E2E_BUCKETS))
+
+    def observe_e2e_latency(self, seconds: float) -> None:
+        self.e2e_latency_sum += seconds
+        self.e2e_latency_count += 1
+        for i, bound in enumerate(E2E_BUCKETS):
+            if seconds <= bound:
+                self.e2e_latency_buckets[i] += 1
 
 
 class Engine:
@@ -123,12 +141,14 @@ class Engine:
         knobs: dict[str, float],
         seed: int,
         ver: versions.Version | None = None,
+        acceptance_seed: int = 0,
     ) -> None:
         self.args = args
         self.ver = ver or versions.Version.parse(versions.DEFAULT)
         self.cfg = speed.SpecConfig.from_server_args(args)
         self.params = params
         self.rng = random.Random(seed)
+        self.acceptance_seed = acceptance_seed & 0xFFFFFFFF
         self.max_total_tokens = int(ready["max_total_num_tokens"])
         self.max_running = int(ready["max_running_requests"])
         self.vocab = int(knobs.get("vocab_size", 32000))
@@ -160,6 +180,9 @@ class Engine:
         self._idle.set()
         self._t = 0.0
         self._clock_restart = True
+        # The simulated GPU's own clock: the model time of every step it ran (idle time aside), what the GPU would
+        # have taken whatever the CPU running the simulation was doing.
+        self.gpu_seconds = 0.0
         self._steps_unyielded = 0
         self._last_decode_log = time.monotonic()
         self._tokens_since_log = 0
@@ -173,8 +196,12 @@ class Engine:
 
     def submit(self, req: Request) -> None:
         if self.cfg.algorithm:
-            p = min(0.99, max(0.01, self.rng.gauss(self.accept_p, self.accept_spread) * req.accept_factor))
+            # What a draft accepts is a property of the prompt (at temperature 0 a real GPU accepts the same drafts
+            # for the same prompt on every launch): the draws come from the prompt, not from the launch's noise.
+            req.rng = random.Random(zlib.crc32(",".join(map(str, req.input_ids)).encode(), self.acceptance_seed))
+            p = min(0.99, max(0.01, req.rng.gauss(self.accept_p, self.accept_spread) * req.accept_factor))
             req.p = speed.effective_p(p, self.cfg.branches, self.params.topk_gain)
+        req.gpu_arrived = self.gpu_seconds
         self.waiting.append(req)
         self._idle.clear()
         self._wake.set()
@@ -232,13 +259,15 @@ class Engine:
     async def _advance(self, ms: float, factor: float | None = None) -> None:
         """Sleep one step of `ms` model milliseconds (times step_factor(), unless given), divided by SIMHOST_SPEED."""
         self.activity.note(self.is_throttled, self.throttle_factor)
-        if self.speed <= 0:
+        if self.speed <= 0:  # no sleeps, and no noise drawn for them; the GPU's clock runs at speed 1
+            self.gpu_seconds += ms * (self.slowdown if factor is None else factor) / 1000
             self._steps_unyielded += 1
             if self._steps_unyielded >= self.fast_burst_steps:
                 self._steps_unyielded = 0
                 await asyncio.sleep(0)
             return
         ms *= self.step_factor() if factor is None else factor
+        self.gpu_seconds += ms / 1000 / self.speed
         loop = asyncio.get_running_loop()
         now = loop.time()
         # The steps follow the simulated GPU's own clock, not the CPU's: a step the CPU ran late (a loaded machine
@@ -313,6 +342,7 @@ class Engine:
         if req.kind != "health":
             self.stats.finished_generation_tokens += len(req.output_ids)
             self.stats.finished_verify_calls += req.verify_ct
+            self.stats.observe_e2e_latency(self.gpu_seconds - req.gpu_arrived)
 
     async def _decode(self) -> None:
         bs = len(self.running)
@@ -324,7 +354,7 @@ class Engine:
                 continue
             left = req.max_new_tokens - len(req.output_ids)
             if self.cfg.algorithm:
-                k = speed.draw_accepted(self.rng, req.p, self.cfg.max_accepted_drafts)
+                k = speed.draw_accepted(req.rng, req.p, self.cfg.max_accepted_drafts)
                 req.verify_ct += 1
                 req.accepted_drafts += min(k, left - 1)
                 step_accepted += k

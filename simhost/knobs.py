@@ -32,7 +32,13 @@ KNOBS: list[tuple[str, str, str]] = [
         "clocks with the thermal clock event reasons",
     ),
     ("SIMHOST_THROTTLE_FACTOR", "1.5", "thermal throttling: step duration multiplier once throttled"),
-    ("SIMHOST_SEED", "", "seed of noise and acceptance draws (default: --random-seed, else random)"),
+    (
+        "SIMHOST_SEED",
+        "",
+        "seed of the noise draws (default: --random-seed, else random) and, mixed with each prompt, of its acceptance "
+        "draws (default: --random-seed, else 0, so a prompt accepts the same drafts on every launch, as at "
+        "temperature 0)",
+    ),
     ("SIMHOST_ACCEPT_P", "0.62", "per-token draft acceptance probability (EAGLE/EAGLE3/STANDALONE)"),
     ("SIMHOST_ACCEPT_SPREAD", "0.03", "std-dev of the per-request acceptance probability around the mean"),
     ("SIMHOST_NGRAM_ACCEPT_P", "0.3", "per-token acceptance probability for NGRAM"),

@@ -207,7 +207,9 @@ class Launcher:
             "profile": float(os.environ.get("EAGLE3_PROFILE", "").lower() in ("1", "true")),
             "profile_every": float(os.environ.get("EAGLE3_PROFILE_EVERY") or 1),
         }
-        engine = Engine(a, ready, speed.SpeedParams(), engine_knobs, seed, self.ver)
+        engine = Engine(
+            a, ready, speed.SpeedParams(), engine_knobs, seed, self.ver, acceptance_seed=int(seed_text or 0)
+        )
         state = ServerState(
             args=a,
             engine=engine,

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from simhost import args as sargs
 from simhost import logs
-from simhost.engine import Engine, Request
+from simhost.engine import E2E_BUCKETS, Engine, Request
 from simhost.http_common import (
     STATE,
     ServerState,
@@ -257,7 +257,24 @@ async def metrics(request: web.Request) -> web.Response:
             f"# TYPE sglang:{name} counter",
             f"sglang:{name}{{{tok}}} {float(value)}",
         ]
+    out += _e2e_histogram(st, tok)
     return web.Response(text="\n".join(out) + "\n", content_type="text/plain", charset="utf-8")
+
+
+def _e2e_histogram(st: Any, labels: str) -> list[str]:
+    """sglang:e2e_request_latency_seconds in the text format (cumulative buckets, +Inf, _sum, _count). The simulator
+    measures it on its GPU's clock, so what a loaded test machine does to the CPU does not show in it."""
+    name = "sglang:e2e_request_latency_seconds"
+    out = [
+        f"# HELP {name} Histogram of End-to-end request latency in seconds",
+        f"# TYPE {name} histogram",
+    ]
+    for bound, count in zip(E2E_BUCKETS, st.e2e_latency_buckets, strict=True):
+        out.append(f'{name}_bucket{{le="{bound}",{labels}}} {float(count)}')
+    out.append(f'{name}_bucket{{le="+Inf",{labels}}} {float(st.e2e_latency_count)}')
+    out.append(f"{name}_sum{{{labels}}} {st.e2e_latency_sum}")
+    out.append(f"{name}_count{{{labels}}} {float(st.e2e_latency_count)}")
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- generation

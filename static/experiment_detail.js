@@ -4,16 +4,16 @@
   // The charts are drawn by charts.js (in the page's theme, as they scroll into view).
 
   // Tables whose rows come as JSON (data-rows) are filled when first needed: opened, or exported.
-  const LATENCY_COLUMNS = ["config", "concurrency", "n", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
-    "mean_itl_ms", "p99_itl_ms", "mean_e2e_latency_ms", "p99_e2e_latency_ms"];
+  // The columns, in order, are the header's (the server names them once).
   function fillRows(table) {
     if (!table.dataset.rows || table.dataset.filled) return;
     table.dataset.filled = "1";
     const source = document.getElementById(table.dataset.rows);
     const body = table.tBodies[0];
+    const columns = Array.from(table.tHead.querySelectorAll("th[data-column]"), (th) => th.dataset.column);
     for (const row of source ? JSON.parse(source.textContent) : []) {
       const tr = body.insertRow();
-      for (const column of LATENCY_COLUMNS) {
+      for (const column of columns) {
         // As Python's str() prints a number, so the text matches the JSON export and the earlier page.
         const value = row[column];
         tr.insertCell().textContent = value === null || value === undefined ? "—"

@@ -263,6 +263,7 @@ def do_record_measurement(run: Run, pass_index: int, concurrency: int, result: d
             pooled_accept_length=result.get("pooled_accept_length"),
             mean_request_accept_length=result.get("mean_request_accept_length"),
             server_accept_length=result.get("server_accept_length"),
+            server_mean_e2e_latency_ms=result.get("server_mean_e2e_latency_ms"),
             server_decode=result.get("server_decode") or {},
             raw=result,
             **fields,

@@ -62,6 +62,7 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
                 "pooled_accept_length": m.pooled_accept_length,
                 "mean_request_accept_length": m.mean_request_accept_length,
                 "acceptance_disagreement": acceptance.disagreement(m.accept_length, m.pooled_accept_length),
+                "server_mean_e2e_latency_ms": m.server_mean_e2e_latency_ms,
                 **{name: getattr(m, name) for name in m.LATENCY_FIELDS},
             }
             for m in run.measurement_set.all()

@@ -301,6 +301,11 @@ class Measurement(models.Model):
     server_accept_length = models.FloatField(
         null=True, blank=True, help_text="avg_spec_accept_length of /get_server_info, reset by /flush_cache before."
     )
+    server_mean_e2e_latency_ms = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="The server's own mean end-to-end latency over the cell's requests (its Prometheus histogram).",
+    )
     # The server's own Decode-batch lines logged during the cell: {lines, idle_lines, first_line, last_line,
     # mean_gen_throughput, mean_accept_len, max_running_req}; the means leave out the idle lines.
     server_decode = models.JSONField(default=dict, blank=True)

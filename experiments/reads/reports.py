@@ -27,6 +27,23 @@ from experiments.reads.config_diff import ConfigDiffRow, config_diff_rows
 LATENCY_STATS = ("mean", "p99")
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
 LATENCY_COLUMNS = tuple(f"{stat}_{metric}" for metric in LATENCY_METRICS for stat in LATENCY_STATS)
+# The folded latency table: the client's statistics, then the server's own mean end-to-end latency (the gap between
+# the two E2E means is what the network and the client added). The page's script reads the order from the header.
+SERVER_E2E = "server_mean_e2e_latency_ms"
+LATENCY_TABLE_HEADINGS = (
+    ("config", "Config"),
+    ("concurrency", "Concurrency"),
+    ("n", "n"),
+    ("mean_ttft_ms", "TTFT mean"),
+    ("p99_ttft_ms", "TTFT p99"),
+    ("mean_tpot_ms", "TPOT mean"),
+    ("p99_tpot_ms", "TPOT p99"),
+    ("mean_itl_ms", "ITL mean"),
+    ("p99_itl_ms", "ITL p99"),
+    ("mean_e2e_latency_ms", "E2E mean"),
+    ("p99_e2e_latency_ms", "E2E p99"),
+    (SERVER_E2E, "Server E2E mean"),
+)
 # The per-run measurements table of the export: a Measurement's own columns, without the raw client output.
 MEASUREMENT_COLUMNS = (
     "pass_index",
@@ -42,6 +59,7 @@ MEASUREMENT_COLUMNS = (
     "pooled_accept_length",
     "mean_request_accept_length",
     "server_accept_length",
+    "server_mean_e2e_latency_ms",
     *Measurement.LATENCY_FIELDS,
 )
 # A finished experiment's report is kept this long (it is rebuilt as soon as its runs change anyway).
@@ -287,8 +305,8 @@ def latency_table(usable: list[dict[str, Any]], config_names: Sequence[str]) -> 
     table = []
     for (name, level), group in sorted(cells.items(), key=lambda item: (order.get(item[0][0], 1 << 30), item[0][1])):
         row: dict[str, Any] = {"config": name, "concurrency": level, "n": len(group)}
-        for column in LATENCY_COLUMNS:
-            present = [m[column] for m in group if m[column] is not None]
+        for column in (*LATENCY_COLUMNS, SERVER_E2E):
+            present = [m[column] for m in group if m.get(column) is not None]
             row[column] = round(statistics.fmean(present), 3) if present else None
         table.append(row)
     return table

@@ -56,7 +56,12 @@ def test_it_runs_an_experiment_end_to_end_and_eagle3_two_steps_beats_baseline_at
     payload = {
         "name": "eagle3 2 vs 3 steps",
         "host": sim_host.name,
-        "baseline": {"name": "baseline", "model_path": f"{models}/kimi-k2.5-sim", "tp_size": 8},
+        "baseline": {
+            "name": "baseline",
+            "model_path": f"{models}/kimi-k2.5-sim",
+            "tp_size": 8,
+            "extra_args": ["--enable-metrics"],
+        },
         "candidates": [_eagle(models, "eagle3-2step", 2), _eagle(models, "eagle3-3step", 3)],
         "profile": {
             "concurrency": [1, 4],
@@ -96,11 +101,24 @@ def test_it_runs_an_experiment_end_to_end_and_eagle3_two_steps_beats_baseline_at
         assert m.mean_request_accept_length is not None
         assert m.server_decode["lines"] >= 1 and m.server_decode["mean_accept_len"] > 1.5
 
-    # The comparison says what DESIGN.md's speed model says: 2 steps pays at c=1, 3 steps does not.
+    # The comparison covers every candidate at every concurrency, and says what DESIGN.md's speed model says:
+    # 2 steps pays at c=1, 3 steps does not. The verdict is read on the simulated GPU's own clock (the server's
+    # mean end-to-end latency of the same prompts, from its histogram), which a loaded test machine cannot
+    # stretch: the client's wall clock on a starved 2-core machine moved a 13% speedup to 4%.
     rows = {(r["candidate"], r["concurrency"]): r for r in body["comparison"]}
-    assert rows[("eagle3-2step", 1)]["speedup"] > 1.05
-    assert rows[("eagle3-3step", 1)]["speedup"] < 0.9
-    assert rows[("eagle3-3step", 4)]["speedup"] < 1.0
+    assert set(rows) == {(name, c) for name in ("eagle3-2step", "eagle3-3step") for c in (1, 4)}
+    assert all(r["speedup"] > 0 for r in rows.values())
+    server_latency: dict[tuple[str, int], float] = {}
+    for m in Measurement.objects.filter(run__experiment_id=created["id"]).select_related("run__config"):
+        assert m.server_mean_e2e_latency_ms and m.server_mean_e2e_latency_ms > 0, (m.run.config.name, m.concurrency)
+        server_latency[(m.run.config.name, m.concurrency)] = m.server_mean_e2e_latency_ms
+
+    def server_speedup(candidate: str, concurrency: int) -> float:
+        return server_latency[("baseline", concurrency)] / server_latency[(candidate, concurrency)]
+
+    assert server_speedup("eagle3-2step", 1) > 1.05, server_latency
+    assert server_speedup("eagle3-3step", 1) < 0.9, server_latency
+    assert server_speedup("eagle3-3step", 4) < 1.0, server_latency
 
     # The log was stored with contiguous line numbers and shows the server's life.
     run = Run.objects.get(pk=runs["eagle3-2step"]["id"])

@@ -133,6 +133,21 @@ def test_it_draws_mean_and_p99_latency_per_config_in_three_panels() -> None:
     assert (row["n"], row["mean_ttft_ms"], row["p99_itl_ms"], row["mean_e2e_latency_ms"]) == (3, 160.0, 30.0, None)
 
 
+def test_its_latency_table_sets_the_servers_own_mean_e2e_latency_beside_the_clients() -> None:
+    experiment = _two_config_experiment()
+    Measurement.objects.filter(run__experiment=experiment, run__config__name="baseline", concurrency=1).update(
+        mean_e2e_latency_ms=800.0, server_mean_e2e_latency_ms=770.0
+    )
+
+    rows = {(r["config"], r["concurrency"]): r for r in build_report(experiment).latency}
+
+    assert (rows[("baseline", 1)]["mean_e2e_latency_ms"], rows[("baseline", 1)]["server_mean_e2e_latency_ms"]) == (
+        800.0,
+        770.0,
+    )
+    assert rows[("baseline", 4)]["server_mean_e2e_latency_ms"] is None  # a server without --enable-metrics
+
+
 def test_it_highlights_only_the_config_fields_that_differ() -> None:
     experiment = _two_config_experiment(env={"NCCL_PROTO": "LL"}, tp_size=4)
     report = build_report(experiment)

@@ -16,7 +16,7 @@ from experiments.reads import environments
 from experiments.reads.config_history import block_sources, config_initial, latest_experiment_using, profile_initial
 from experiments.reads.listing import STATUSES, ListingQuery, experiments_table
 from experiments.reads.queueing import queued_runs_of
-from experiments.reads.reports import cached_report, comparison_rows_json
+from experiments.reads.reports import LATENCY_TABLE_HEADINGS, cached_report, comparison_rows_json
 from experiments.views.exports import comparison_csv_response, comparison_json_response
 
 from ..actions.audit import Actor
@@ -238,6 +238,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
         {
             "experiment": experiment,
             "report": report,
+            "latency_headings": LATENCY_TABLE_HEADINGS,
             "comparison": comparison_rows_json(report),
             "configs": [report.baseline, *report.candidates],
             "queue": queued_runs_of(report),

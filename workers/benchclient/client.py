@@ -265,5 +265,6 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
 
     result = header | summarize(records, duration=duration, split_itl=split_itl)
     result["pooled_accept_length"] = prometheus.pooled_accept_length(counters_before, counters_after)
+    result["server_mean_e2e_latency_ms"] = prometheus.server_mean_e2e_latency_ms(counters_before, counters_after)
     all_unreachable = all(record.unreachable for record in records)
     return result, 1 if all_unreachable else 0

@@ -1,7 +1,8 @@
 """The server's Prometheus counters around a cell (SGLang with --enable-metrics): the accept length pooled over
-exactly the cell's requests, Δgeneration_tokens_total / Δspec_verify_calls_total. Both count finished requests only
-(SGLang's observe_one_finished_request), so a scrape after the warm-up and one after the cell's last response bound
-the cell. Standard library and aiohttp only (this runs on the GPU host)."""
+exactly the cell's requests, Δgeneration_tokens_total / Δspec_verify_calls_total, and the server's own mean
+end-to-end latency, Δsum / Δcount of sglang:e2e_request_latency_seconds. All count finished requests only (SGLang's
+observe_one_finished_request), so a scrape after the warm-up and one after the cell's last response bound the cell.
+Standard library and aiohttp only (this runs on the GPU host)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ import aiohttp
 
 GENERATION_TOKENS = "sglang:generation_tokens_total"
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
+E2E_LATENCY_SUM = "sglang:e2e_request_latency_seconds_sum"
+E2E_LATENCY_COUNT = "sglang:e2e_request_latency_seconds_count"
+SCRAPED = (GENERATION_TOKENS, VERIFY_CALLS, E2E_LATENCY_SUM, E2E_LATENCY_COUNT)
 SCRAPE_TIMEOUT_S = 5.0
 
 
-def counter_totals(text: str, names: tuple[str, ...] = (GENERATION_TOKENS, VERIFY_CALLS)) -> dict[str, float]:
+def counter_totals(text: str, names: tuple[str, ...] = SCRAPED) -> dict[str, float]:
     """Each named counter summed over its label sets (`is_streaming`, one per scheduler), from the text format."""
     totals: dict[str, float] = {}
     for line in text.splitlines():
@@ -56,3 +60,14 @@ def pooled_accept_length(before: dict[str, float] | None, after: dict[str, float
     steps = after[VERIFY_CALLS] - before.get(VERIFY_CALLS, 0.0)
     tokens = after[GENERATION_TOKENS] - before.get(GENERATION_TOKENS, 0.0)
     return tokens / steps if steps > 0 else None
+
+
+def server_mean_e2e_latency_ms(before: dict[str, float] | None, after: dict[str, float] | None) -> float | None:
+    """The server's own mean end-to-end latency over the requests that finished between the two scrapes, from its
+    sglang:e2e_request_latency_seconds histogram; None without it. Set beside the client's mean, the gap is what the
+    network and the client added."""
+    if not before or not after or E2E_LATENCY_COUNT not in after or E2E_LATENCY_SUM not in after:
+        return None
+    count = after[E2E_LATENCY_COUNT] - before.get(E2E_LATENCY_COUNT, 0.0)
+    total = after[E2E_LATENCY_SUM] - before.get(E2E_LATENCY_SUM, 0.0)
+    return 1000 * total / count if count > 0 and total >= 0 else None

@@ -67,6 +67,24 @@ def test_it_sums_a_counter_over_its_label_sets_and_ignores_everything_else():
     assert prometheus.pooled_accept_length(totals, totals) is None  # nothing finished in between
 
 
+def test_it_reads_the_servers_mean_e2e_latency_from_its_histogram_over_the_cell():
+    text = "\n".join(
+        [
+            "# TYPE sglang:e2e_request_latency_seconds histogram",
+            'sglang:e2e_request_latency_seconds_bucket{le="1.0",model_name="m"} 3.0',
+            'sglang:e2e_request_latency_seconds_sum{model_name="m"} 4.5',
+            'sglang:e2e_request_latency_seconds_count{model_name="m"} 5.0',
+        ]
+    )
+    before = {prometheus.E2E_LATENCY_SUM: 1.5, prometheus.E2E_LATENCY_COUNT: 1.0}
+
+    after = prometheus.counter_totals(text)
+
+    assert prometheus.server_mean_e2e_latency_ms(before, after) == pytest.approx(750.0)  # 3 s over 4 requests
+    assert prometheus.server_mean_e2e_latency_ms(after, after) is None  # none finished in between
+    assert prometheus.server_mean_e2e_latency_ms(None, after) is None
+
+
 def test_it_flags_a_pooled_and_token_weighted_pair_that_disagree():
     assert acceptance.disagreement(2.50, 2.51) is None
     assert acceptance.disagreement(2.50, None) is None

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from experiments.models import Host, Run
+from simhost.ports import free_port
 from workers.tests.run.simruns import queue_run, sim_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -17,7 +18,7 @@ def test_it_runs_two_hosts_in_parallel(sim_host, owner, celery_worker_process):
         **{f.name: getattr(sim_host, f.name) for f in Host._meta.concrete_fields if f.name not in ("id", "name")},
         name=f"{sim_host.name}-2",
     )
-    second.server_port = sim_host.server_port + 1 if sim_host.server_port < 65000 else sim_host.server_port - 1
+    second.server_port = free_port()
     second.active_run = None
     second.save()
     slow = {"SIMHOST_LOAD_SECONDS": "3"}
