@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,8 @@ from experiments.rules import host_allowlist, model_checks
 from workers.hostreads import gpus
 
 from .ssh import HostAccess, HostConnection, SSHError
+
+logger = logging.getLogger(__name__)
 
 MAX_MODELS = model_checks.MAX_LISTED_MODELS
 
@@ -84,13 +87,23 @@ async def compute_apps(conn: HostConnection) -> list[gpus.ComputeApp]:
     return gpus.parse_compute_apps(result.stdout)
 
 
-async def model_config(conn: HostConnection, host_name: str, path: str, role: str) -> dict[str, Any]:
-    """The config.json of a model directory on the host (`role`: "target" or "draft", for the message)."""
-    result = await conn.run(f"cat -- {shlex.quote(path.rstrip('/') + '/config.json')}")
+async def model_config(conn: HostConnection, host: Host, path: str, role: str) -> dict[str, Any]:
+    """The config.json of a model directory on the host (`role`: "target", "draft" or "listed", for the message).
+
+    The directory is read only where it really lies inside the host's models root, symlinks resolved on the host:
+    a link from inside the root to elsewhere is refused like a path elsewhere. Whatever went wrong, the message says
+    only "not found under the models root" (every member reads a run's failure; what exists elsewhere on the host,
+    or why it could not be read, is for the worker's log, which admins read)."""
+    root = host.models_root or "/nonexistent-models-root"
+    script = (
+        f"root=$(realpath -e -- {shlex.quote(root)}) && model=$(realpath -e -- {shlex.quote(path)}) && "
+        'case "$model/" in "$root"/?*) cat -- "$model/config.json" ;; '
+        '*) echo "resolves to $model, outside $root" >&2; exit 3 ;; esac'
+    )
+    result = await conn.run(script)
     if not result.ok:
-        raise HostReadError(
-            f"The {role} model path {path} has no readable config.json on {host_name}: {result.stderr_tail()}"
-        )
+        logger.info("model %s on %s unreadable: %s", path, host.name, result.stderr_tail())
+        raise HostReadError(f"The {role} model path {path} is not found under the models root on {host.name}.")
     try:
         data = json.loads(result.stdout)
     except json.JSONDecodeError as exc:
@@ -182,7 +195,7 @@ async def _list_models(host: Host, access: HostAccess) -> list[dict[str, Any]]:
         # One path per line (a path may hold spaces, or characters that str.splitlines() would split at).
         for path in filter(None, found.stdout.split("\n")):
             try:
-                config = await model_config(conn, host.name, path, "listed")
+                config = await model_config(conn, host, path, "listed")
             except HostReadError:
                 config = {}  # listed all the same: the path is what the form needs
             models.append(

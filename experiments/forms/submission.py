@@ -9,7 +9,7 @@ from django import forms
 from django.db import models
 from django.utils.timesince import timesince
 
-from experiments.rules import model_checks
+from experiments.rules import model_checks, model_paths
 
 from ..models import BenchmarkProfile, Host
 from .configs import ServerConfigForm
@@ -151,6 +151,8 @@ class ExperimentSubmission:
         if not self.errors:
             self._check_names()
             self._check_host_fits()
+            self._check_model_paths()
+        if not self.errors:
             self._check_listed_models()
         self.warnings = self.profile_form.warnings() if not self.errors else []
         return not self.errors
@@ -181,6 +183,18 @@ class ExperimentSubmission:
                 self._field_error(
                     path, form, "tp_size", f"Host {host.name} has {host.gpu_count} GPUs, fewer than tp {tp}."
                 )
+
+    def _check_model_paths(self) -> None:
+        """Every model a config names lies inside the host's models root (rules/model_paths.py)."""
+        host: Host = self.experiment_form.cleaned_data["host"]
+        for path, form in self._named_forms():
+            if not isinstance(form, ServerConfigForm):
+                continue
+            for field, label in model_paths.MODEL_PATH_FIELDS.items():
+                value = form.cleaned_data.get(field)
+                refusal = model_paths.model_path_refusal(label, value, host.models_root) if value else None
+                if refusal:
+                    self._field_error(path, form, field, refusal + ".")
 
     def _check_listed_models(self) -> None:
         """What the host's last model listing proves about each config's paths and model pair, as field errors.

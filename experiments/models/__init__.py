@@ -8,10 +8,12 @@ from .configs import MANAGED_FLAGS, BenchmarkProfile, BenchmarkProfileQuerySet, 
 from .environments import GpuSample, GpuSampleQuerySet, RunEnvironment
 from .experiments import Candidate, Experiment
 from .hosts import KEY_FILE_NAME, Host, HostQuerySet, SshKey
+from .log_chunks import LogChunk, LogChunkQuerySet
+from .measurements import Measurement, MeasurementQuerySet
 from .notifications import Delivery, DeliveryQuerySet, Event, Subscription, SubscriptionQuerySet
 from .prompts import PromptResults, PromptSet
 from .review import Flag, FlagComment, FlagQuerySet, FlagSeries, PinnedBaseline, PinnedBaselineQuerySet
-from .runs import LogChunk, LogChunkQuerySet, Measurement, Run, RunQuerySet
+from .runs import Run, RunQuerySet
 from .studies import Study, StudyConfig, StudyRound
 from .suspicions import SuspectSeries, Suspicion, SuspicionQuerySet
 from .tokens import ApiToken, ApiTokenQuerySet
@@ -41,6 +43,7 @@ __all__ = [
     "LogChunk",
     "LogChunkQuerySet",
     "Measurement",
+    "MeasurementQuerySet",
     "PinnedBaseline",
     "PinnedBaselineQuerySet",
     "PromptResults",

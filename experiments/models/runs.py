@@ -1,4 +1,4 @@
-"""A run (one launch of one config) and what it leaves: measurements and the stored server log."""
+"""A run: one launch of one config (what it leaves is in measurements.py and log_chunks.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import models
-from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
@@ -229,6 +228,8 @@ class Run(models.Model):
         server, or the log's `server_args=` line when it failed before it answered), the host and the profile."""
         server_args = {k: v for k, v in self.effective_args.items() if k in SERVER_ARG_NAMES}
         if not server_args:
+            from .log_chunks import LogChunk  # log_chunks.py imports this module
+
             line = LogChunk.objects.first_line_containing(self.pk, "server_args=", within=SERVER_ARGS_WITHIN)
             server_args = server_args_in(line) if line else {}
         profile = self.experiment.profile
@@ -271,134 +272,3 @@ def _parse_time(value: str):
     from datetime import datetime
 
     return datetime.fromisoformat(value)
-
-
-class MeasurementQuerySet(models.QuerySet):
-    def of_succeeded_runs(self) -> MeasurementQuerySet:
-        """The cells the statistics may read: of runs that succeeded, with some output. What is left is judged
-        sample by sample by `analysis.is_usable` (PostgreSQL's NaN and Infinity pass `> 0`)."""
-        return self.filter(run__state=Run.State.SUCCEEDED, output_throughput__gt=0)
-
-
-class Measurement(models.Model):
-    """One benchmark cell: a (run, pass, concurrency) result of the benchmark client."""
-
-    run = models.ForeignKey(Run, on_delete=models.CASCADE)
-    pass_index = models.PositiveIntegerField()
-    concurrency = models.PositiveIntegerField()
-    completed = models.PositiveIntegerField()
-    failed = models.PositiveIntegerField(default=0)
-    duration_s = models.FloatField()
-    output_throughput = models.FloatField()
-    total_throughput = models.FloatField()
-    request_throughput = models.FloatField()
-    input_throughput = models.FloatField(default=0)
-    # Acceptance three ways: token-weighted over the requests, pooled from the server's counters, the mean of the
-    # requests' own (analysis/acceptance.py defines each and when they must agree).
-    accept_length = models.FloatField(null=True, blank=True, help_text="Token-weighted over the requests.")
-    pooled_accept_length = models.FloatField(null=True, blank=True, help_text="From the Prometheus counters.")
-    mean_request_accept_length = models.FloatField(null=True, blank=True, help_text="The mean of the requests'.")
-    server_accept_length = models.FloatField(
-        null=True, blank=True, help_text="avg_spec_accept_length of /get_server_info, reset by /flush_cache before."
-    )
-    server_mean_e2e_latency_ms = models.FloatField(
-        null=True,
-        blank=True,
-        help_text="The server's own mean end-to-end latency over the cell's requests (its Prometheus histogram).",
-    )
-    # The server's own Decode-batch lines logged during the cell: {lines, idle_lines, first_line, last_line,
-    # mean_gen_throughput, mean_accept_len, max_running_req}; the means leave out the idle lines.
-    server_decode = models.JSONField(default=dict, blank=True)
-    mean_ttft_ms = models.FloatField(null=True)
-    median_ttft_ms = models.FloatField(null=True)
-    p90_ttft_ms = models.FloatField(null=True)
-    p99_ttft_ms = models.FloatField(null=True)
-    mean_tpot_ms = models.FloatField(null=True)
-    median_tpot_ms = models.FloatField(null=True)
-    p90_tpot_ms = models.FloatField(null=True)
-    p99_tpot_ms = models.FloatField(null=True)
-    mean_itl_ms = models.FloatField(null=True)
-    median_itl_ms = models.FloatField(null=True)
-    p90_itl_ms = models.FloatField(null=True)
-    p99_itl_ms = models.FloatField(null=True)
-    mean_e2e_latency_ms = models.FloatField(null=True)
-    median_e2e_latency_ms = models.FloatField(null=True)
-    p90_e2e_latency_ms = models.FloatField(null=True)
-    p99_e2e_latency_ms = models.FloatField(null=True)
-    raw = models.JSONField(default=dict)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    LATENCY_FIELDS = tuple(
-        f"{stat}_{metric}"
-        for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
-        for stat in ("mean", "median", "p90", "p99")
-    )
-
-    objects = MeasurementQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["run_id", "pass_index", "concurrency"]
-        constraints = [
-            models.UniqueConstraint(fields=["run", "pass_index", "concurrency"], name="measurement_cell_unique")
-        ]
-
-    def __str__(self) -> str:
-        return f"run {self.run_id} pass {self.pass_index} c={self.concurrency}: {self.output_throughput:.1f} tok/s"
-
-
-class LogChunkQuerySet(models.QuerySet["LogChunk"]):
-    def contains_text(self, run_id: int, text: str) -> bool:
-        """Whether a stored line of the run's log contains `text` (case-sensitive: an expectation is exact)."""
-        return self.filter(run_id=run_id, text__contains=text).exists()
-
-    def first_line_containing(self, run_id: int, text: str, *, within: int) -> str | None:
-        """The first stored line of the run's log, among its first `within`, that contains `text` (case-sensitive)."""
-        chunks = self.filter(run_id=run_id, first_line__lte=within, text__contains=text).order_by("first_line")
-        chunk = chunks.values_list("text", flat=True).first()
-        return next((line for line in (chunk or "").split("\n") if text in line), None)
-
-    def lines(self, run_id: int, *, after: int, limit: int, containing: str | None = None) -> list[dict[str, Any]]:
-        """Numbered lines after line `after` (1-based), at most `limit`; with `containing`, only lines that
-        contain it, case-insensitively (the database narrows to the chunks that have a match)."""
-        chunks = self.filter(run_id=run_id).annotate(last=F("first_line") + F("line_count") - 1).filter(last__gt=after)
-        if containing:
-            chunks = chunks.filter(text__icontains=containing)
-            wanted = containing.casefold()
-        else:
-            chunks = chunks.filter(first_line__lte=after + limit)
-        out: list[dict[str, Any]] = []
-        for first_line, text in chunks.order_by("first_line").values_list("first_line", "text").iterator():
-            for i, line in enumerate(text.split("\n")):
-                n = first_line + i
-                if n <= after or (containing and wanted not in line.casefold()):
-                    continue
-                out.append({"n": n, "text": line})
-                if len(out) >= limit:
-                    return out
-        return out
-
-
-class LogChunk(models.Model):
-    """A batch of consecutive server log lines; line numbers are 1-based and contiguous per run."""
-
-    run = models.ForeignKey(Run, on_delete=models.CASCADE)
-    first_line = models.PositiveIntegerField()
-    line_count = models.PositiveIntegerField()
-    # PostgreSQL compresses (TOAST) values this large by itself; a 10,000-line chunk shrinks several times.
-    text = models.TextField()
-
-    objects = LogChunkQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["run_id", "first_line"]
-        constraints = [models.UniqueConstraint(fields=["run", "first_line"], name="logchunk_first_line_unique")]
-
-    def __str__(self) -> str:
-        return f"run {self.run_id} lines {self.first_line}-{self.last_line}"
-
-    @property
-    def last_line(self) -> int:
-        return self.first_line + self.line_count - 1
-
-    def lines(self) -> list[str]:
-        return self.text.split("\n")

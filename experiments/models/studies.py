@@ -23,7 +23,8 @@ from ..tuning.space import SearchSpace
 from .configs import BenchmarkProfile, ServerConfig
 from .experiments import Candidate, Experiment
 from .hosts import Host
-from .runs import Measurement, Run
+from .measurements import Measurement
+from .runs import Run
 
 
 class Study(models.Model):

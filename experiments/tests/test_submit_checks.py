@@ -200,7 +200,7 @@ def test_it_accepts_a_short_draft_that_the_config_allows_for(mutate):
     "host_fields",
     [
         pytest.param({"model_inventory": {}, "model_inventory_at": None}, id="never-listed"),
-        pytest.param({"models_root": "/srv/models"}, id="root-changed-since"),
+        pytest.param({"models_root": f"{MODELS}/"}, id="root-changed-since"),
     ],
 )
 def test_it_says_nothing_while_the_listing_does_not_know(host_fields):
@@ -218,11 +218,31 @@ def test_it_says_nothing_about_paths_the_listing_cannot_see():
     # A listing reads only the directories right under the root.
     payload = _payload(_listed_host())
     payload["baseline"]["model_path"] = f"{MODELS}/org/nested-model"
-    payload["candidates"][0]["model_path"] = "/elsewhere/kimi-k2.5-sim"
 
     submission = submission_of(payload)
 
     assert submission.is_valid(), submission.errors
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("/etc", "is not under the host's models root /models"),
+        (f"{MODELS}/../etc", "without '.', '..' or '//'"),
+        (f"{MODELS}//kimi-k2.5-sim", "without '.', '..' or '//'"),
+        ("kimi-k2.5-sim", "must be an absolute path under the host's models root"),
+        (f"{MODELS}-evil/kimi-k2.5-sim", "is not under the host's models root"),
+    ],
+)
+def test_it_refuses_a_model_outside_the_hosts_models_root_at_submit(path, says):
+    payload = _payload(_listed_host())
+    payload["candidates"][0]["speculative_draft_model_path"] = path
+
+    submission = submission_of(payload)
+
+    assert not submission.is_valid()
+    (message,) = submission.errors["candidates.0.speculative_draft_model_path"]
+    assert message.startswith("Draft model path") and says in message
 
 
 def test_it_says_nothing_about_a_path_a_full_listing_may_have_left_out():

@@ -70,7 +70,7 @@ class ModelReader:
 
     async def config_of(self, path: str, role: str) -> dict[str, Any]:
         if (path, role) not in self._read:
-            self._read[path, role] = await hosts.model_config(self.conn, self.host.name, path, role)
+            self._read[path, role] = await hosts.model_config(self.conn, self.host, path, role)
         return self._read[path, role]
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from experiments.models import MANAGED_FLAGS
-from experiments.rules import launch_policy
+from experiments.rules import launch_policy, model_paths
 
 from .. import sglang
 from ..hostreads import environ
@@ -35,7 +35,8 @@ def launch_refusals(host: Host, config: ServerConfig) -> list[str]:
     """What in `config` may not be launched on `host` (the forms refuse it too; this holds for any stored config).
     The host's default environment is held to the same rules: it reaches the same shell."""
     spec = {**config.launch_spec(), "env": host.effective_env(config.env)}
-    return launch_policy.launch_refusals(spec, host.extra_env_prefixes or (), MANAGED_FLAGS)
+    problems = launch_policy.launch_refusals(spec, host.extra_env_prefixes or (), MANAGED_FLAGS)
+    return problems + model_paths.model_path_refusals(spec, host.models_root)
 
 
 def launch_command(host: Host, config: ServerConfig, *, for_display: bool = False) -> str:

@@ -36,26 +36,42 @@ def _run(coroutine) -> None:
 
 
 def _config(**fields) -> ServerConfig:
-    return ServerConfig(name="c", model_path="/models/m", tp_size=1, **fields)
+    return ServerConfig(**{"name": "c", "model_path": "/models/m", "tp_size": 1, **fields})
 
 
 def test_it_builds_no_launch_command_for_a_config_outside_the_policy():
     with pytest.raises(ValueError, match="LD_PRELOAD: not an allowed environment variable"):
-        launch_command(Host(name="gpu"), _config(env={"LD_PRELOAD": "/tmp/evil.so"}))
+        launch_command(Host(name="gpu", models_root="/models"), _config(env={"LD_PRELOAD": "/tmp/evil.so"}))
     with pytest.raises(ValueError, match="--config is not allowed"):
-        launch_command(Host(name="gpu"), _config(extra_args=["--config", "/tmp/args.yaml"]))
+        launch_command(Host(name="gpu", models_root="/models"), _config(extra_args=["--config", "/tmp/args.yaml"]))
 
 
 def test_it_launches_with_a_hosts_extra_prefixes_and_keeps_its_own_unbuffered_output():
     config = _config(env={"SIMHOST_FAULTS": "zombie", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"})
 
-    command = launch_command(Host(name="sim", extra_env_prefixes=["SIMHOST_"]), config)
+    command = launch_command(Host(name="sim", models_root="/models", extra_env_prefixes=["SIMHOST_"]), config)
 
     assert command.startswith(
         "env PYTHONUNBUFFERED=1 SIMHOST_FAULTS=zombie SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 "
     )
     with pytest.raises(ValueError, match="SIMHOST_FAULTS"):
-        launch_command(Host(name="gpu"), config)
+        launch_command(Host(name="gpu", models_root="/models"), config)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/etc", "/models/../etc", "/models/./m", "/models//m", "models/m", "/models", "/modelsevil/m"],
+)
+def test_it_builds_no_launch_command_for_a_model_outside_the_hosts_models_root(path):
+    with pytest.raises(ValueError, match="models root"):
+        launch_command(Host(name="gpu", models_root="/models"), _config(model_path=path))
+    with pytest.raises(ValueError, match="Draft model path"):
+        launch_command(Host(name="gpu", models_root="/models"), _config(speculative_draft_model_path=path))
+
+
+def test_it_launches_nothing_on_a_host_without_a_models_root():
+    with pytest.raises(ValueError, match="this host has no models root"):
+        launch_command(Host(name="gpu"), _config())
 
 
 @pytest.mark.django_db(transaction=True)

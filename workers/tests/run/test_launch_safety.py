@@ -71,6 +71,8 @@ PLAIN = st.text(
     max_size=12,
 )
 WORD = st.one_of(PLAIN, st.builds(lambda a, d, b: a + d + b, PLAIN, DANGER, PLAIN))
+# A model directory's name under the models root: any such text as one path component.
+MODEL_NAME = st.builds(lambda w: "m" + w.replace("/", "_"), WORD)
 # Variables whose values are free text: the host's extra prefix (its admin's knobs) and the token. The listed
 # tuning variables take only the values of their rules, so they get valid ones.
 FREE_ENV_NAME = st.one_of(st.from_regex(r"SIMHOST_[A-Z0-9_]{1,10}", fullmatch=True), st.just("HF_TOKEN")).filter(
@@ -99,7 +101,7 @@ def configs(draw) -> dict:
     """A JSON API config (the shape both the API and the demo submit) whose values the forms accept."""
     payload = {
         "name": "n" + draw(WORD),
-        "model_path": "/models/" + draw(WORD),
+        "model_path": "/models/" + draw(MODEL_NAME),
         "served_model_name": draw(st.one_of(st.just(""), st.builds(lambda w: "m" + w, WORD))),
         "tp_size": draw(st.integers(1, 64)),
         "env": {**draw(st.dictionaries(FREE_ENV_NAME, WORD, max_size=3)), **dict(draw(LISTED_ENVS))},
@@ -110,7 +112,7 @@ def configs(draw) -> dict:
         draft = steps + 1 if topk == 1 else draw(st.integers(1, 256))
         payload.update(
             speculative_algorithm="EAGLE3",
-            speculative_draft_model_path="/drafts/" + draw(WORD),
+            speculative_draft_model_path="/models/" + draw(MODEL_NAME),
             speculative_num_steps=steps,
             speculative_eagle_topk=topk,
             speculative_num_draft_tokens=draft,
@@ -185,6 +187,7 @@ def probe_host():
         name="probe",
         launcher=PROBE,
         python=PROBE,
+        models_root="/models",
         server_port=31000,
         extra_env_prefixes=EXTRA_PREFIXES,
     )
@@ -229,6 +232,7 @@ def test_it_starts_a_server_detached_in_any_work_dir_with_the_same_argv(remote, 
         name="probe",
         work_dir=str(tmp_path / ("w" + work_dir.replace("/", "_"))),
         launcher=PROBE,
+        models_root="/models",
         server_port=31001,
         extra_env_prefixes=EXTRA_PREFIXES,
     )
@@ -328,4 +332,6 @@ def test_it_never_accepts_a_variable_outside_the_allowlist(name, value):
     if accepted:
         assert name.startswith("SIMHOST_")  # the host's extra prefix, and nothing else
     with pytest.raises(ValueError, match=name):  # the worker refuses it too, on a host without that prefix
-        server.launch_command(Host(name="plain"), ServerConfig(name="c", model_path="/m", env={name: value}))
+        server.launch_command(
+            Host(name="plain", models_root="/models"), ServerConfig(name="c", model_path="/models/m", env={name: value})
+        )

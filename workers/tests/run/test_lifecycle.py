@@ -275,11 +275,31 @@ def test_it_refuses_a_port_that_is_taken(sim_host, owner):
     assert f"Port {sim_host.server_port}" in run.failure_message
 
 
-def test_it_refuses_a_model_path_without_a_config(sim_host, owner):
-    run = _drive(queue_run(sim_host, sim_config(sim_host, model_path="/nonexistent/model"), owner))
+def test_it_refuses_a_model_path_without_a_config_saying_no_more_than_not_found(sim_host, owner):
+    missing = f"{sim_host.models_root}/no-such-model"
+    run = _drive(queue_run(sim_host, sim_config(sim_host, model_path=missing), owner))
 
     assert run.failure_kind == Run.FailureKind.PREFLIGHT
-    assert "/nonexistent/model has no readable config.json" in run.failure_message
+    not_found = f"The target model path {missing} is not found under the models root on {sim_host.name}."
+    assert run.failure_message == not_found
+    assert not run.log_path or not Path(run.log_path).exists()  # nothing was launched
+
+
+def test_it_refuses_a_symlink_out_of_the_models_root_as_not_found(sim_host, owner, tmp_path):
+    # A member's attack through a link an admin did not mean: inside the root, pointing at a model elsewhere.
+    root = tmp_path / "models"
+    root.mkdir()
+    (root / "kimi-k2.5-sim").symlink_to(Path(sim_host.models_root) / "kimi-k2.5-sim")
+    sim_host.models_root = str(root)
+    sim_host.save(update_fields=["models_root"])
+
+    run = _drive(queue_run(sim_host, sim_config(sim_host), owner))
+
+    assert run.failure_kind == Run.FailureKind.PREFLIGHT
+    assert "is not found under the models root" in run.failure_message
+    assert str(sim_host.models_root) not in run.failure_message.replace(f"{root}/kimi-k2.5-sim", "")
+    assert not run.log_path or not Path(run.log_path).exists()
+    assert held_gpu_memory(sim_host) == ""
 
 
 def test_it_fails_a_config_the_server_rejects_with_sglangs_own_message(sim_host, owner):
@@ -308,8 +328,12 @@ def test_it_reports_the_servers_context_length_error_when_preflight_reads_the_co
     import json
     import shutil
 
-    draft = tmp_path / "draft-nested"
+    root = tmp_path / "models"  # the host's own models root, holding the odd draft beside a copy of the target
+    shutil.copytree(Path(sim_host.models_root) / "kimi-k2.5-sim", root / "kimi-k2.5-sim")
+    draft = root / "draft-nested"
     shutil.copytree(Path(sim_host.models_root) / "kimi-k2.5-sim-eagle3", draft)
+    sim_host.models_root = str(root)
+    sim_host.save(update_fields=["models_root"])
     config = json.loads((draft / "config.json").read_text())
     config["text_config"] = {"max_position_embeddings": 262144, "vocab_size": config["vocab_size"]}
     config["max_position_embeddings"] = 131072

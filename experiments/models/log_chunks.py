@@ -1,0 +1,68 @@
+"""The stored server log of a run: batches of consecutive lines, numbered from 1 and contiguous per run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.db.models import F
+
+from .runs import Run
+
+
+class LogChunkQuerySet(models.QuerySet["LogChunk"]):
+    def contains_text(self, run_id: int, text: str) -> bool:
+        """Whether a stored line of the run's log contains `text` (case-sensitive: an expectation is exact)."""
+        return self.filter(run_id=run_id, text__contains=text).exists()
+
+    def first_line_containing(self, run_id: int, text: str, *, within: int) -> str | None:
+        """The first stored line of the run's log, among its first `within`, that contains `text` (case-sensitive)."""
+        chunks = self.filter(run_id=run_id, first_line__lte=within, text__contains=text).order_by("first_line")
+        chunk = chunks.values_list("text", flat=True).first()
+        return next((line for line in (chunk or "").split("\n") if text in line), None)
+
+    def lines(self, run_id: int, *, after: int, limit: int, containing: str | None = None) -> list[dict[str, Any]]:
+        """Numbered lines after line `after` (1-based), at most `limit`; with `containing`, only lines that
+        contain it, case-insensitively (the database narrows to the chunks that have a match)."""
+        chunks = self.filter(run_id=run_id).annotate(last=F("first_line") + F("line_count") - 1).filter(last__gt=after)
+        if containing:
+            chunks = chunks.filter(text__icontains=containing)
+            wanted = containing.casefold()
+        else:
+            chunks = chunks.filter(first_line__lte=after + limit)
+        out: list[dict[str, Any]] = []
+        for first_line, text in chunks.order_by("first_line").values_list("first_line", "text").iterator():
+            for i, line in enumerate(text.split("\n")):
+                n = first_line + i
+                if n <= after or (containing and wanted not in line.casefold()):
+                    continue
+                out.append({"n": n, "text": line})
+                if len(out) >= limit:
+                    return out
+        return out
+
+
+class LogChunk(models.Model):
+    """A batch of consecutive server log lines; line numbers are 1-based and contiguous per run."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE)
+    first_line = models.PositiveIntegerField()
+    line_count = models.PositiveIntegerField()
+    # PostgreSQL compresses (TOAST) values this large by itself; a 10,000-line chunk shrinks several times.
+    text = models.TextField()
+
+    objects = LogChunkQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["run_id", "first_line"]
+        constraints = [models.UniqueConstraint(fields=["run", "first_line"], name="logchunk_first_line_unique")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} lines {self.first_line}-{self.last_line}"
+
+    @property
+    def last_line(self) -> int:
+        return self.first_line + self.line_count - 1
+
+    def lines(self) -> list[str]:
+        return self.text.split("\n")

@@ -1,0 +1,81 @@
+"""A measurement: one benchmark cell of a run (pass, concurrency), as the benchmark client and the server saw it."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from .runs import Run
+
+
+class MeasurementQuerySet(models.QuerySet):
+    def of_succeeded_runs(self) -> MeasurementQuerySet:
+        """The cells the statistics may read: of runs that succeeded, with some output. What is left is judged
+        sample by sample by `analysis.is_usable` (PostgreSQL's NaN and Infinity pass `> 0`)."""
+        return self.filter(run__state=Run.State.SUCCEEDED, output_throughput__gt=0)
+
+
+class Measurement(models.Model):
+    """One benchmark cell: a (run, pass, concurrency) result of the benchmark client."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE)
+    pass_index = models.PositiveIntegerField()
+    concurrency = models.PositiveIntegerField()
+    completed = models.PositiveIntegerField()
+    failed = models.PositiveIntegerField(default=0)
+    duration_s = models.FloatField()
+    output_throughput = models.FloatField()
+    total_throughput = models.FloatField()
+    request_throughput = models.FloatField()
+    input_throughput = models.FloatField(default=0)
+    # Acceptance three ways: token-weighted over the requests, pooled from the server's counters, the mean of the
+    # requests' own (analysis/acceptance.py defines each and when they must agree).
+    accept_length = models.FloatField(null=True, blank=True, help_text="Token-weighted over the requests.")
+    pooled_accept_length = models.FloatField(null=True, blank=True, help_text="From the Prometheus counters.")
+    mean_request_accept_length = models.FloatField(null=True, blank=True, help_text="The mean of the requests'.")
+    server_accept_length = models.FloatField(
+        null=True, blank=True, help_text="avg_spec_accept_length of /get_server_info, reset by /flush_cache before."
+    )
+    server_mean_e2e_latency_ms = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="The server's own mean end-to-end latency over the cell's requests (its Prometheus histogram).",
+    )
+    # The server's own Decode-batch lines logged during the cell: {lines, idle_lines, first_line, last_line,
+    # mean_gen_throughput, mean_accept_len, max_running_req}; the means leave out the idle lines.
+    server_decode = models.JSONField(default=dict, blank=True)
+    mean_ttft_ms = models.FloatField(null=True)
+    median_ttft_ms = models.FloatField(null=True)
+    p90_ttft_ms = models.FloatField(null=True)
+    p99_ttft_ms = models.FloatField(null=True)
+    mean_tpot_ms = models.FloatField(null=True)
+    median_tpot_ms = models.FloatField(null=True)
+    p90_tpot_ms = models.FloatField(null=True)
+    p99_tpot_ms = models.FloatField(null=True)
+    mean_itl_ms = models.FloatField(null=True)
+    median_itl_ms = models.FloatField(null=True)
+    p90_itl_ms = models.FloatField(null=True)
+    p99_itl_ms = models.FloatField(null=True)
+    mean_e2e_latency_ms = models.FloatField(null=True)
+    median_e2e_latency_ms = models.FloatField(null=True)
+    p90_e2e_latency_ms = models.FloatField(null=True)
+    p99_e2e_latency_ms = models.FloatField(null=True)
+    raw = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    LATENCY_FIELDS = tuple(
+        f"{stat}_{metric}"
+        for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
+        for stat in ("mean", "median", "p90", "p99")
+    )
+
+    objects = MeasurementQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["run_id", "pass_index", "concurrency"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "pass_index", "concurrency"], name="measurement_cell_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} pass {self.pass_index} c={self.concurrency}: {self.output_throughput:.1f} tok/s"
