@@ -213,6 +213,7 @@ class ServerConfigForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
+        self._restore_masked_secrets(data)
         algorithm = data.get("speculative_algorithm") or ""
         spec_fields = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
         values = {f: data.get(f) for f in spec_fields}
@@ -243,6 +244,27 @@ class ServerConfigForm(forms.ModelForm):
                 f"set {steps + 1} so the stored config says what runs.",
             )
         return data
+
+    def _restore_masked_secrets(self, data: dict[str, Any]) -> None:
+        """A block loaded from a stored config shows its secret-looking values as SECRET_MASK; submitted so, each
+        takes the stored config's value back (the same name only). Without a source that has one, the mask is not
+        a value: the user is asked for the real one rather than launching "(hidden)"."""
+        env = data.get("env_text")
+        if not isinstance(env, dict):
+            return
+        source = data.get("source_config")
+        stored_env = (source.env or {}) if source is not None else {}
+        for name, value in env.items():
+            if value != launch_policy.SECRET_MASK or not launch_policy.SECRET_NAME.search(name):
+                continue
+            if name in stored_env:
+                env[name] = stored_env[name]
+            else:
+                self.add_error(
+                    "env_text",
+                    f"{name} shows {launch_policy.SECRET_MASK}: type its value (secrets are never shown, and this "
+                    "config was not loaded from one that has it).",
+                )
 
     def _add_eagle3_profile(self, data: dict[str, Any]) -> None:
         """Put what "Profile EAGLE-3" sets into the cleaned env and log metrics; refuse a different value typed

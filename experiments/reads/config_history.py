@@ -25,7 +25,7 @@ from experiments.forms.submission import profile_form_data
 from experiments.forms.values import format_env
 from experiments.models import BenchmarkProfile, Experiment, Measurement, Run, ServerConfig, ServerConfigQuerySet
 from experiments.reads.config_diff import CONFIG_FIELDS
-from experiments.rules import config_names
+from experiments.rules import config_names, launch_policy
 
 # A search box's text is a name, a path or a hash prefix: anything longer is a paste gone wrong.
 MAX_QUERY = 200
@@ -66,10 +66,13 @@ def config_initial(config: ServerConfig) -> dict[str, Any]:
     submitted unchanged, the stored row is reused; changed, the new one links to it)."""
     # What "Profile EAGLE-3" sets shows as its ticked box, not a second time in the env and log metrics boxes.
     profiled, env, metrics = split_eagle3_profile(config.env, config.log_metrics)
+    # Secret-looking values stay masked in the boxes (every member opens this page); submitted still masked, the
+    # form takes them back from `source_config` (ServerConfigForm.clean).
     return {
         **config.launch_spec(),
+        "env": launch_policy.masked(config.env or {}),
         "name": config.name,
-        "env_text": format_env(env),
+        "env_text": format_env(launch_policy.masked(env)),
         "extra_args_text": shlex.join(config.extra_args),
         "profile_eagle3": profiled,
         "expect": config.expect,
@@ -79,10 +82,13 @@ def config_initial(config: ServerConfig) -> dict[str, Any]:
 
 
 def config_box_values(config: ServerConfig) -> dict[str, Any]:
-    """`config_initial` as the page's boxes show it: JSON boxes as text (empty when empty), no None."""
+    """`config_initial` as the page's boxes show it: JSON boxes as text (empty when empty), no None, and the env and
+    extra args only as their boxes' text (`env_text`, `extra_args_text`)."""
     fields = ServerConfigForm.base_fields
     values = {}
     for name, value in config_initial(config).items():
+        if name in ("env", "extra_args"):
+            continue
         if name in ("expect", "log_metrics"):
             value = fields[name].prepare_value(value)
         values[name] = "" if value is None else value
