@@ -33,6 +33,8 @@ LEAK_GRACE_SECONDS = 15.0
 
 def pytest_configure(config) -> None:
     os.environ.setdefault(SESSION_MARKER, uuid.uuid4().hex)
+    if os.getpriority(os.PRIO_PROCESS, 0) < SUITE_NICENESS:
+        os.setpriority(os.PRIO_PROCESS, 0, SUITE_NICENESS)  # the simulated GPU host comes first (see sshd)
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker and config.pluginmanager.hasplugin("django"):
         # Parallel workers each have their own test database (pytest-django names it after the worker), so run
@@ -201,8 +203,9 @@ def sshd(tmp_path_factory) -> SSHServer:
         )
     )
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=open(root / "sshd.log", "wb"))
-    _yield_the_cpu_to_the_gpu_host()
+    process = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(config)], stderr=open(root / "sshd.log", "wb"), preexec_fn=_gpu_host_priority
+    )
     try:
         wait_for_port(port, process=process)
         host_key = (root / "host_key.pub").read_text().strip()
@@ -213,18 +216,16 @@ def sshd(tmp_path_factory) -> SSHServer:
 
 
 # A real GPU host is a machine of its own; here it shares two cores with the rest of the suite (browsers, the fuzzer,
-# web servers, Celery workers). Once its sshd runs, this test process and everything it starts later take a lower
-# CPU priority than the sshd and what it starts (the simulated servers and the benchmark client), so the suite's own
-# load does not slow the simulated host's measurements the way no other tenant slows a real GPU host.
+# web servers, Celery workers). Every test process takes a lower CPU priority (pytest_configure), and the sshd, with
+# what it starts (the simulated servers and the benchmark client), the normal one, so the suite's own load does not
+# slow the simulated host's measurements, as no other tenant slows a real GPU host. Raising a priority takes root
+# (which the suite's sshd needs anyway); without it both stay at the same, lower one.
 SUITE_NICENESS = 5
-_reniced = False
 
 
-def _yield_the_cpu_to_the_gpu_host() -> None:
-    global _reniced
-    if not _reniced:
-        os.nice(SUITE_NICENESS)
-        _reniced = True
+def _gpu_host_priority() -> None:
+    with contextlib.suppress(PermissionError):
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
 
 
 def registered_key(sshd: SSHServer):

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from experiments.models import ApiToken, Flag, Host, Run, SuspectSeries, Suspicion
+from experiments.models import ApiToken, Flag, Host, Measurement, Run, SuspectSeries, Suspicion
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 HISTORY = 8  # the fewest results the checks compare a new one with
 LEVELS = [1, 2]
+SLOWER = "1.3"  # SIMHOST_SLOWDOWN of a slowed launch: throughput 1 / 1.3 - 1 = -23%
 
 
 def _until(what, timeout: float, explain=lambda: ""):
@@ -31,6 +32,15 @@ def _runs_of(experiment_id: int) -> str:
         f"{r.pk} {r.state} {r.failure_message[:200]} confirms={r.confirms_id}"
         for r in Run.objects.filter(experiment_id=experiment_id).order_by("sequence")
     )
+
+
+def _series(experiment_id: int) -> str:
+    """Each concurrency's results in launch order (tok/s), to read a failed verdict by."""
+    rows = Measurement.objects.filter(run__experiment_id=experiment_id).order_by("run__sequence")
+    values: dict[int, list[str]] = {}
+    for m in rows.values("concurrency", "output_throughput", "run__sequence"):
+        values.setdefault(m["concurrency"], []).append(f"{m['output_throughput']:.1f}")
+    return "; ".join(f"c={c}: {' '.join(v)}" for c, v in sorted(values.items()))
 
 
 def _rerun(client, headers, experiment_id: int) -> Run:
@@ -75,10 +85,11 @@ def test_a_noisy_result_is_confirmed_away_and_a_drift_is_confirmed_into_one_flag
     history = list(Run.objects.filter(experiment_id=experiment_id))
     for run in history:
         _finished(run, timeout=180)
-    assert not Suspicion.objects.exists(), "the history itself was suspected; the simulated host is too noisy"
+    assert not Suspicion.objects.exists(), f"the history itself was suspected: {_series(experiment_id)}"
 
-    # One noisy result: only the next launch runs 15% slower.
-    slowdown.write_text("1.15")
+    # One noisy result: only the next launch runs 30% slower per step (a change well above the noise of these short
+    # cells, so it is suspected whatever else the machine runs; the checks' own sensitivity is the unit tests').
+    slowdown.write_text(SLOWER)
     noisy = _rerun(client, headers, experiment_id)
     _until(lambda: Run.objects.get(pk=noisy.pk).state in ("verifying", "benchmarking", "teardown", "succeeded"), 60)
     slowdown.write_text("1.0")  # the running server keeps the speed it was launched with
@@ -94,11 +105,11 @@ def test_a_noisy_result_is_confirmed_away_and_a_drift_is_confirmed_into_one_flag
         lambda: _runs_of(experiment_id),
     )
     suspicion.refresh_from_db()
-    assert suspicion.state == Suspicion.State.DISMISSED, list(suspicion.series.values("after", "llr", "state"))
+    assert suspicion.state == Suspicion.State.DISMISSED, _series(experiment_id)
     assert not Flag.objects.exists()
 
-    # A drift: every launch from now on runs 15% slower.
-    slowdown.write_text("1.15")
+    # A drift: every launch from now on runs 30% slower per step.
+    slowdown.write_text(SLOWER)
     drifted = _finished(_rerun(client, headers, experiment_id))
     suspicion = _until(lambda: Suspicion.objects.filter(run=drifted).first(), 30, lambda: _runs_of(experiment_id))
     assert not Flag.objects.exists()  # suspected only: nobody is told before the confirmation
@@ -108,12 +119,11 @@ def test_a_noisy_result_is_confirmed_away_and_a_drift_is_confirmed_into_one_flag
         lambda: _runs_of(experiment_id),
     )
     suspicion.refresh_from_db()
-    assert suspicion.state == Suspicion.State.CONFIRMED
+    assert suspicion.state == Suspicion.State.CONFIRMED, _series(experiment_id)
     flag = Flag.objects.get()
-    # At least the injected slowdown (-13%); more is the suite's own load on the simulated GPU, whose clock shares
-    # two cores with everything else running (a confirming run measured -23% once).
-    assert flag.direction == "regression" and -0.3 < flag.change < -0.09
-    assert sorted(flag.series.values_list("concurrency", flat=True)) == LEVELS
+    # About the injected slowdown (-23%): the flag says how large the change is, not only that there is one.
+    assert flag.direction == "regression" and -0.35 < flag.change < -0.15, _series(experiment_id)
+    assert sorted(flag.series.values_list("concurrency", flat=True)) == LEVELS, _series(experiment_id)
     first_confirming = suspicion.confirming_runs.order_by("sequence").first()
     assert first_confirming is not None and first_confirming.state == Run.State.SUCCEEDED
     assert flag.confirmed_by is not None and flag.confirmed_by.confirms_id == suspicion.pk
