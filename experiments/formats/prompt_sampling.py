@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -29,6 +30,11 @@ MAX_CATEGORY_CHARS = 40
 # bench_serving's pruning of too short sequences.
 MIN_TOKENS = 2
 DEFAULT_CATEGORY = "general"
+# A JSON "\ud800" escape decodes to a lone surrogate: not text (no UTF-8 encodes it), so a page showing it fails.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# What json.loads raises besides a syntax error: nesting deeper than the interpreter's recursion limit, and an
+# integer longer than Python's 4,300-digit conversion limit.
+_UNREADABLE = (RecursionError, ValueError)
 _ROLE_KEYS = ("from", "role")
 _TEXT_KEYS = ("value", "content")
 
@@ -87,6 +93,8 @@ def parse_upload(data: bytes) -> list[Conversation]:
             parsed = json.loads(text)
         except json.JSONDecodeError as exc:
             raise PromptSetError(f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from exc
+        except _UNREADABLE as exc:
+            raise PromptSetError(f"Not a prompt file: {_unreadable(exc)}.") from exc
         if not isinstance(parsed, list):
             raise PromptSetError("A JSON file must hold a list of prompts.")
         items = [(f"item {i + 1}", item) for i, item in enumerate(parsed)]
@@ -98,6 +106,8 @@ def parse_upload(data: bytes) -> list[Conversation]:
                 items.append((f"line {number}", json.loads(line)))
             except json.JSONDecodeError as exc:
                 raise PromptSetError(f"line {number}: not valid JSON ({exc.msg}, column {exc.colno}).") from exc
+            except _UNREADABLE as exc:
+                raise PromptSetError(f"line {number}: {_unreadable(exc)}.") from exc
             if len(items) > MAX_PROMPTS:
                 break
     if not items:
@@ -107,12 +117,20 @@ def parse_upload(data: bytes) -> list[Conversation]:
     return [_conversation(where, item) for where, item in items]
 
 
+def _unreadable(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "its JSON is nested too deeply"
+    return "it holds a number too long to read (over 4,300 digits)"
+
+
 def _conversation(where: str, item: object) -> Conversation:
     if not isinstance(item, dict):
         raise PromptSetError(f'{where}: expected an object with "prompt" or "conversations".')
     category = item.get("category", DEFAULT_CATEGORY)
     if not isinstance(category, str) or not category.strip() or len(category) > MAX_CATEGORY_CHARS:
         raise PromptSetError(f'{where}: "category" must be a non-empty string of at most {MAX_CATEGORY_CHARS} chars.')
+    if _SURROGATE.search(category):
+        raise PromptSetError(f'{where}: "category" holds a lone surrogate (\\ud800-\\udfff), not text.')
     if "prompt" in item:
         turns: list[object] = [item["prompt"]]
         field = "prompt"
@@ -134,6 +152,8 @@ def _conversation(where: str, item: object) -> Conversation:
             raise PromptSetError(f'{where}: "{label}" has {len(turn)} characters; at most {MAX_TURN_CHARS}.')
         if "\x00" in turn:
             raise PromptSetError(f'{where}: "{label}" contains a NUL character.')
+        if _SURROGATE.search(turn):
+            raise PromptSetError(f'{where}: "{label}" holds a lone surrogate (\\ud800-\\udfff), not text.')
     return Conversation(tuple(str(t) for t in turns), category.strip())
 
 

@@ -62,6 +62,36 @@ def test_it_refuses_a_bad_file_naming_the_line(client, member):
     assert not PromptSet.objects.filter(name="team prompts").exists()
 
 
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        pytest.param("[" * 100_000 + "]" * 100_000, "its JSON is nested too deeply", id="nested-json"),
+        pytest.param('{"prompt": "x", "n": ' + "9" * 5000 + "}", "a number too long to read", id="huge-int"),
+        pytest.param('{"prompt": "a \\ud800 b"}', "holds a lone surrogate", id="lone-surrogate"),
+        pytest.param('{"prompt": "fine", "category": "\\udfff"}', "holds a lone surrogate", id="surrogate-category"),
+    ],
+)
+def test_it_refuses_a_file_python_cannot_read_as_text_with_a_message(client, member, content, says):
+    client.force_login(member)
+
+    response = _upload(client, content=content)
+
+    assert response.status_code == 400
+    assert says in response.content.decode()
+    assert not PromptSet.objects.filter(name="team prompts").exists()
+
+
+def test_the_api_refuses_a_body_nested_too_deeply_with_a_json_error(client, member):
+    _, token = ApiToken.issue(member)
+    body = '{"name": "deep", "content": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+    response = client.post(
+        "/api/prompt-sets", body, content_type="application/json", headers={"Authorization": f"Bearer {token}"}
+    )
+
+    assert 400 <= response.status_code < 500 and response["Content-Type"].startswith("application/json")
+
+
 def test_it_lets_a_viewer_read_but_not_upload_and_an_outsider_neither(client, viewer, outsider):
     client.force_login(viewer)
     page = client.get("/prompt-sets/")
