@@ -92,6 +92,7 @@ def get_experiment(request: HttpRequest, experiment_id: int):
         "never_pays": report.never_pays,
         "equivalence": prompt_reports.equivalence_json(report.equivalence),
         "categories": report.categories,
+        "deployment": report.deployment.as_json() if report.deployment else None,
         "flags": [serializers.flag_json(flag) for flag in _flags_of(experiment)],
         "suspicions": [serializers.suspicion_json(s) for s in _suspicions_of(experiment)],
         # Throttled runs, runs at other clocks, runs on a changed machine (the runs' own warnings are in `runs`).

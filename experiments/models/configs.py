@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from experiments.formats.prompt_sampling import SampledPrompt
 from experiments.reads.prompt_store import load_sample
+from experiments.rules import model_checks
 
 # Flags that specdash itself sets from the config's fields; `extra_args` may not repeat them, or the
 # stored config would lie about what ran.
@@ -109,6 +110,13 @@ class ServerConfig(models.Model):
     @property
     def is_speculative(self) -> bool:
         return bool(self.speculative_algorithm)
+
+    @property
+    def gpu_count(self) -> int:
+        """The GPUs one server of this config occupies: tp x pp x dp (the last two from its extra args)."""
+        pp = model_checks.int_arg(self.extra_args or [], "--pp-size") or 1
+        dp = model_checks.int_arg(self.extra_args or [], "--dp-size") or 1
+        return max(1, self.tp_size or 1) * pp * dp
 
     def launch_spec(self) -> dict[str, Any]:
         return {field: getattr(self, field) for field in self.LAUNCH_FIELDS}

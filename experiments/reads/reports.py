@@ -20,9 +20,11 @@ from experiments import analysis
 from experiments.analysis import Point, acceptance, mean_interval
 from experiments.analysis.explanations import ExplanatoryModel, RunFacts, explain
 from experiments.charts import comparison as comparison_charts
+from experiments.charts import deployment as deployment_charts
 from experiments.models import Experiment, Measurement, PinnedBaseline, Run, ServerConfig
 from experiments.reads import prompt_reports
 from experiments.reads.config_diff import ConfigDiffRow, config_diff_rows
+from experiments.reads.deployment import DeploymentView, deployment_view
 
 LATENCY_STATS = ("mean", "p99")
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
@@ -90,6 +92,8 @@ class ExperimentReport:
     # Per candidate with kept outputs: the equivalence gate; per config, concurrency and category: its figures.
     equivalence: dict[str, analysis.Equivalence] = field(default_factory=dict)
     categories: list[dict[str, Any]] = field(default_factory=list)
+    # Tokens per GPU against the pace a user sees (reads/deployment.py); None until the baseline has a point.
+    deployment: DeploymentView | None = None
 
     @property
     def measurements(self) -> list[dict[str, Any]]:
@@ -187,6 +191,7 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         never_pays=never_pays,
         equivalence=gates,
         categories=prompt_reports.category_rows(experiment, names),
+        deployment=deployment_view(usable, baseline, candidates),
     )
     report.models = _explanations(experiment, candidates, throughput.get(baseline.name, []), accept)
     if with_figures and report.has_results:
@@ -201,6 +206,11 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
             report.figures["speedup"] = comparison_charts.speedup_figure(rows, break_even=marked, colors=colors)
         if accept:
             report.figures["accept_length"] = comparison_charts.accept_length_figure(accept, colors=colors)
+        if report.deployment is not None:
+            view = report.deployment
+            report.figures["frontier"] = deployment_charts.frontier_figure(
+                view.curves, view.frontier, baseline=baseline.name, colors=colors
+            )
     return report
 
 
@@ -369,6 +379,7 @@ def report_json(report: ExperimentReport) -> dict[str, Any]:
         "measurements": report.measurements,
         "equivalence": prompt_reports.equivalence_json(report.equivalence),
         "categories": report.categories,
+        "deployment": report.deployment.as_json() if report.deployment else None,
     }
 
 

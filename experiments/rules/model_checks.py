@@ -52,13 +52,18 @@ def vocab_problem(target_config: Mapping[str, Any], draft_config: Mapping[str, A
 
 def context_length_arg(extra_args: Sequence[str]) -> int | None:
     """The `--context-length N` (or `=N`) of a config's extra launch args; None if absent or not a number."""
+    return int_arg(extra_args, CONTEXT_LENGTH_FLAG)
+
+
+def int_arg(extra_args: Sequence[str], flag: str) -> int | None:
+    """The value of `flag N` (or `flag=N`) in a config's extra launch args; None if absent or not a number."""
     for i, arg in enumerate(extra_args):
         value = None
-        if arg == CONTEXT_LENGTH_FLAG and i + 1 < len(extra_args):
+        if arg == flag and i + 1 < len(extra_args):
             value = extra_args[i + 1]
-        elif arg.startswith(CONTEXT_LENGTH_FLAG + "="):
+        elif arg.startswith(flag + "="):
             value = arg.split("=", 1)[1]
-        if value is not None and value.isdigit():
+        if value is not None and value.isascii() and value.isdigit():
             return int(value)
     return None
 

@@ -19,22 +19,24 @@ from experiments.rules.log_metrics import (
 
 CATASTROPHIC = r"(?P<x>(a+)+)$"
 EVIL_LINE = "a" * 10_000 + "b"
+# The budgets are timed on this process's CPU clock (time.process_time): a pattern that backtracks spends CPU, and a
+# loaded machine that schedules the test late does not (the wall clock read 194 ms for a 50 ms budget under load).
 
 
 def test_it_reads_a_catastrophic_pattern_on_a_long_line_within_100_ms_and_switches_it_off():
     reader = MetricReader({"x": CATASTROPHIC, "verify_ms": r"Target verify: (?P<verify_ms>[\d.]+) ms"})
 
-    started = time.perf_counter()
+    started = time.process_time()
     batch = reader.read(1, [EVIL_LINE, "Target verify: 4.5 ms"])
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
 
     assert elapsed <= 0.100, f"{elapsed * 1000:.1f} ms"
     assert batch.warnings == [(TIMEOUT_KIND, timeout_warning("x"))]
     assert batch.points == {"verify_ms": [[2, 4.5]]}  # the other metric still reads
     assert list(reader.patterns) == ["verify_ms"]
-    started = time.perf_counter()
+    started = time.process_time()
     assert reader.read(3, [EVIL_LINE]).warnings == []  # off: never tried again, never warned twice
-    assert time.perf_counter() - started < 0.010
+    assert time.process_time() - started < 0.010
 
 
 def test_it_bounds_a_batch_of_lines_that_are_each_just_under_the_line_budget():
@@ -42,10 +44,10 @@ def test_it_bounds_a_batch_of_lines_that_are_each_just_under_the_line_budget():
     reader = MetricReader({"x": CATASTROPHIC}, line_budget=0.025, batch_budget=0.05)
     lines = ["a" * 100 + "b"] * 10_000  # ~5 ms each: 50 s for the batch, without the batch budget
 
-    started = time.perf_counter()
+    started = time.process_time()
     batch = reader.read(1, lines)
 
-    assert time.perf_counter() - started <= 0.100
+    assert time.process_time() - started <= 0.100
     assert batch.warnings == [(TIMEOUT_KIND, timeout_warning("x"))]
 
 
@@ -107,11 +109,11 @@ def test_it_accepts_the_explanatory_models_metrics():
     ],
 )
 def test_it_refuses_counted_repeats_too_large_to_compile_before_compiling_them(pattern):
-    started = time.perf_counter()
+    started = time.process_time()
     (problem,) = log_metrics.pattern_refusals({"x": pattern})
 
     assert "counted repeat" in problem or "nested counted repeats" in problem
-    assert time.perf_counter() - started < 0.05  # refused from the text: nothing was compiled
+    assert time.process_time() - started < 0.05  # refused from the text: nothing was compiled
     with pytest.raises(ValueError):
         log_metrics.compile_pattern(pattern)  # the worker's path refuses it too
 

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from experiments.reads import environments
 from experiments.reads.config_history import block_sources, config_initial, latest_experiment_using, profile_initial
+from experiments.reads.deployment import DEFINITIONS as DEPLOYMENT_DEFINITIONS
 from experiments.reads.listing import STATUSES, ListingQuery, experiments_table
 from experiments.reads.queueing import queued_runs_of
 from experiments.reads.reports import LATENCY_TABLE_HEADINGS, cached_report, comparison_rows_json
@@ -239,6 +240,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             "experiment": experiment,
             "report": report,
             "latency_headings": LATENCY_TABLE_HEADINGS,
+            "deployment_definitions": DEPLOYMENT_DEFINITIONS,
             "comparison": comparison_rows_json(report),
             "configs": [report.baseline, *report.candidates],
             "queue": queued_runs_of(report),

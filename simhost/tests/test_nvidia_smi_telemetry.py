@@ -4,8 +4,11 @@ reasons."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import threading
+from collections.abc import Iterator
 
 from simhost import telemetry
 
@@ -51,8 +54,29 @@ def test_it_reports_a_throttled_servers_gpu_with_low_clocks_and_thermal_reasons(
     env = _env(tmp_path)
     monkeypatch.setenv("SIMHOST_STATE_DIR", str(tmp_path))
     query = "--query-gpu=index,clocks.sm,clocks_throttle_reasons.active,utilization.gpu --format=csv,noheader,nounits"
-    note = telemetry.ActivityNote([0])
-    note.note(False, 1.5)
-    assert _smi(query, env) == ["0, 1980, 0x0000000000000000, 97"]  # busy at full clocks: no reason at all
-    note.note(True, 1.5)  # this process stands for the server: the note lives as long as it does
-    assert _smi(query, env) == ["0, 1320, 0x0000000000000060, 97"]
+    note = telemetry.ActivityNote([0])  # this process stands for the server: the note lives as long as it does
+    with _serving(note, throttled=False):
+        assert _smi(query, env) == ["0, 1980, 0x0000000000000000, 97"]  # busy at full clocks: no reason at all
+    with _serving(note, throttled=True):
+        assert _smi(query, env) == ["0, 1320, 0x0000000000000060, 97"]
+
+
+@contextlib.contextmanager
+def _serving(note: telemetry.ActivityNote, *, throttled: bool) -> Iterator[None]:
+    """Step as an engine does while nvidia-smi answers: it notes its activity all along (a single note made before
+    a slow start of nvidia-smi on a loaded machine would have aged into "idle")."""
+    done = threading.Event()
+
+    def steps() -> None:
+        while not done.is_set():
+            note.note(throttled, 1.5)
+            done.wait(0.05)
+
+    note.note(throttled, 1.5)
+    thread = threading.Thread(target=steps, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

@@ -96,10 +96,11 @@ def test_it_switches_a_slow_log_metric_off_with_a_warning_on_the_run():
     run = Run.objects.select_related("config").get(pk=run.pk)
     server_log = ServerLog(run)
 
-    started = time.perf_counter()
+    started = time.process_time()
     _run(server_log._on_batch(1, [EVIL_LINE, "n=3"], 10_020))
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
 
+    # CPU time of this process (its threads included), which a loaded machine does not inflate.
     assert elapsed < 1.0, f"{elapsed:.2f} s"  # storing and broadcasting included; unguarded, this took minutes
     run.refresh_from_db()
     assert [(w["kind"], w["message"]) for w in run.warnings] == [(TIMEOUT_KIND, timeout_warning("x"))]

@@ -1,0 +1,440 @@
+"""The deployment decision: per-GPU and per-user throughput, the frontier, gains at equal interactivity, SLOs,
+goodput, cost and energy per token, checked against hand computations."""
+
+import math
+
+import pytest
+
+from experiments.analysis.deployment import (
+    CellSamples,
+    ConfigSamples,
+    CurvePoint,
+    best_at_levels,
+    deployment_curve,
+    deployment_curves,
+    gain_at_interactivity,
+    gpu_count,
+    interactivity,
+    pareto_front,
+    throughput_at,
+    tokens_per_gpu,
+    tokens_per_user,
+)
+from experiments.analysis.energy import NO_READING, POWER_NOT_READ, cost_per_million_tokens, energy_per_token
+from experiments.analysis.slo import Slo, goodput, highest_concurrency_meeting, slo_met
+
+T_975_DF2 = 4.302652729749464  # Student's t, 97.5% quantile, 2 degrees of freedom
+
+
+def _point(
+    concurrency: int, pace: float, per_gpu: float, low: float | None = None, high: float | None = None
+) -> CurvePoint:
+    return CurvePoint(concurrency, per_gpu, low, high, pace, None, None, n=1 if low is None else 3)
+
+
+# --- denominators
+
+
+def test_it_divides_throughput_by_every_gpu_the_config_occupies() -> None:
+    assert gpu_count(tp=4, pp=2, dp=1) == 8
+    assert tokens_per_gpu(800.0, gpu_count(tp=8)) == 100.0  # 800 tok/s / 8 GPUs
+    assert tokens_per_gpu(0.0, 2) == 0.0
+
+
+def test_it_divides_output_throughput_by_the_requests_in_flight() -> None:
+    assert tokens_per_user(300.0, 4) == 75.0  # 300 tok/s / 4 requests
+
+
+def test_it_turns_tpot_into_tokens_per_second_per_user() -> None:
+    assert interactivity(20.0) == 50.0  # 1000 ms / 20 ms per token
+    assert interactivity(None) is None
+    assert interactivity(0.0) is None
+    assert interactivity(-5.0) is None
+    assert interactivity(math.nan) is None
+    assert interactivity(math.inf) is None
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: tokens_per_gpu(800.0, 0), "gpus must be an integer of at least 1, got 0"),
+        (lambda: tokens_per_gpu(800.0, True), "gpus must be an integer"),
+        (lambda: tokens_per_gpu(-1.0, 8), "throughput_tok_s must be non-negative and finite"),
+        (lambda: tokens_per_gpu(math.inf, 8), "throughput_tok_s must be non-negative and finite"),
+        (lambda: tokens_per_user(300.0, 0), "concurrency must be an integer of at least 1"),
+        (lambda: tokens_per_user(math.nan, 4), "output_throughput must be non-negative and finite"),
+        (lambda: gpu_count(tp=8, pp=0), "pp must be an integer of at least 1"),
+    ],
+)
+def test_it_refuses_bad_denominators_with_a_message(call, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+# --- curves and the frontier
+
+
+def test_it_builds_a_curve_per_gpu_and_per_user_with_t_intervals_ordered_by_concurrency() -> None:
+    cells = [
+        CellSamples(4, [1200.0], [40.0]),
+        CellSamples(1, [800.0, 820.0], [1000 / 48, 1000 / 50]),
+        CellSamples(1, [840.0], [1000 / 52]),  # another launch of the same cell: pooled
+    ]
+
+    low_c, high_c = deployment_curve(cells, gpus=8)
+
+    assert (low_c.concurrency, high_c.concurrency) == (1, 4)
+    # Per GPU: 100, 102.5, 105 tok/s; mean 102.5, sample sd 2.5, so the half-width is t(2) x 2.5 / sqrt(3).
+    assert low_c.tok_s_per_gpu == pytest.approx(102.5)
+    assert low_c.tok_s_per_gpu_low == pytest.approx(102.5 - T_975_DF2 * 2.5 / math.sqrt(3))
+    assert low_c.tok_s_per_gpu_high == pytest.approx(102.5 + T_975_DF2 * 2.5 / math.sqrt(3))
+    # Interactivity per pass: 48, 50, 52 tok/s/user; mean 50, sample sd 2.
+    assert low_c.interactivity == pytest.approx(50.0)
+    assert low_c.interactivity_low == pytest.approx(50.0 - T_975_DF2 * 2 / math.sqrt(3))
+    assert low_c.interactivity_high == pytest.approx(50.0 + T_975_DF2 * 2 / math.sqrt(3))
+    assert low_c.n == 3
+
+
+def test_it_gives_a_single_pass_no_interval_rather_than_a_zero_width_one() -> None:
+    (point,) = deployment_curve([CellSamples(4, [1200.0], [40.0])], gpus=8)
+
+    assert point.tok_s_per_gpu == 150.0  # 1200 / 8
+    assert point.interactivity == 25.0  # 1000 / 40
+    assert (point.tok_s_per_gpu_low, point.tok_s_per_gpu_high) == (None, None)
+    assert (point.interactivity_low, point.interactivity_high) == (None, None)
+
+
+def test_it_builds_every_configs_curve_with_its_own_gpu_count() -> None:
+    curves = deployment_curves(
+        {
+            "tp8": ConfigSamples(gpus=8, cells=[CellSamples(1, [800.0], [20.0])]),
+            "tp2": ConfigSamples(gpus=2, cells=[CellSamples(1, [800.0], [20.0])]),
+        }
+    )
+
+    assert curves["tp8"][0].tok_s_per_gpu == 100.0
+    assert curves["tp2"][0].tok_s_per_gpu == 400.0
+
+
+@pytest.mark.parametrize(
+    ("cells", "gpus", "message"),
+    [
+        ([CellSamples(1, [800.0], [20.0])], 0, "gpus must be an integer of at least 1"),
+        ([CellSamples(1, [0.0], [20.0])], 8, "output throughput at concurrency 1 must be positive"),
+        ([CellSamples(1, [800.0], [-20.0])], 8, "mean TPOT at concurrency 1 must be positive"),
+        ([CellSamples(2, [800.0], [])], 8, "concurrency 2 needs at least one output throughput and one mean TPOT"),
+        ([CellSamples(0, [800.0], [20.0])], 8, "concurrency must be an integer of at least 1"),
+    ],
+)
+def test_it_refuses_samples_that_are_no_measurement(cells, gpus, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        deployment_curve(cells, gpus=gpus)
+
+
+def test_it_leaves_dominated_points_off_the_frontier() -> None:
+    curves = {
+        "plain": [_point(1, pace=100, per_gpu=50), _point(8, pace=50, per_gpu=200)],
+        # (90, 40) is beaten by plain's (100, 50) on both axes; plain's (50, 200) is beaten by (60, 250).
+        "eagle": [_point(1, pace=90, per_gpu=40), _point(4, pace=60, per_gpu=250), _point(16, pace=30, per_gpu=300)],
+    }
+
+    front = [(found.config, found.point.concurrency) for found in pareto_front(curves)]
+
+    assert front == [("eagle", 16), ("eagle", 4), ("plain", 1)]
+
+
+def test_it_keeps_ties_on_the_frontier_and_drops_a_configs_own_worse_concurrency() -> None:
+    curves = {
+        "a": [_point(1, pace=100, per_gpu=50), _point(8, pace=50, per_gpu=200), _point(16, pace=40, per_gpu=150)],
+        "b": [_point(1, pace=100, per_gpu=50)],  # equal to a's first: neither beats the other
+        "c": [_point(2, pace=90, per_gpu=50)],  # as much per GPU as a's first, slower: not beaten on both axes
+    }
+
+    front = [(found.config, found.point.concurrency) for found in pareto_front(curves)]
+
+    # a at 16 is slower per user and serves less per GPU than a at 8: nobody would deploy it.
+    assert front == [("a", 8), ("c", 2), ("a", 1), ("b", 1)]
+
+
+def test_it_names_the_best_config_at_each_measured_interactivity() -> None:
+    curves = {
+        "plain": [_point(1, pace=100, per_gpu=50), _point(8, pace=50, per_gpu=200)],
+        "eagle": [_point(4, pace=60, per_gpu=250), _point(16, pace=30, per_gpu=300)],
+    }
+
+    best = [(level.interactivity, level.config, level.tok_s_per_gpu) for level in best_at_levels(curves)]
+
+    # At 50: plain measured 200; eagle between (30, 300) and (60, 250), 2/3 of the way: 300 x (250/300)^(2/3).
+    # At 100 only plain reaches; at 30 only eagle.
+    assert best == [
+        (30, "eagle", pytest.approx(300)),
+        (50, "eagle", pytest.approx(300 * (250 / 300) ** (2 / 3))),
+        (60, "eagle", pytest.approx(250)),
+        (100, "plain", pytest.approx(50)),
+    ]
+
+
+# --- gain at a fixed interactivity
+
+BASELINE = [
+    _point(16, pace=20, per_gpu=400, low=360, high=440),
+    _point(4, pace=40, per_gpu=200, low=180, high=220),
+    _point(1, pace=80, per_gpu=100, low=90, high=110),
+]
+CANDIDATE = [
+    _point(16, pace=20, per_gpu=600, low=540, high=660),
+    _point(4, pace=50, per_gpu=300, low=240, high=360),
+]
+
+
+def test_it_reads_a_measured_point_at_its_own_interactivity() -> None:
+    gain = gain_at_interactivity(CANDIDATE, BASELINE, target=20)
+
+    assert gain is not None
+    assert gain.ratio == pytest.approx(600 / 400)
+    # Both sides' relative half-width is ln(660/540)/2 = ln(440/360)/2 = ln(11/9)/2; in quadrature: x sqrt(2).
+    half = math.sqrt(2) * math.log(11 / 9) / 2
+    assert gain.low == pytest.approx(1.5 * math.exp(-half))
+    assert gain.high == pytest.approx(1.5 * math.exp(half))
+    assert gain.target == 20
+
+
+def test_it_interpolates_log_throughput_between_the_measured_neighbours() -> None:
+    # The candidate at 40 lies 2/3 of the way from (20, 600) to (50, 300) in log: 600 x (300/600)^(2/3).
+    assert throughput_at(CANDIDATE, 40) == pytest.approx(600 * 0.5 ** (2 / 3))
+
+    gain = gain_at_interactivity(CANDIDATE, BASELINE, target=40)
+
+    assert gain is not None
+    assert gain.ratio == pytest.approx(600 * 0.5 ** (2 / 3) / 200)
+    # The candidate's log bounds are read the same way: its half-width is 1/3 of ln(660/540)/2 and 2/3 of
+    # ln(360/240)/2; the baseline's at its own point is ln(220/180)/2.
+    candidate_half = math.log(660 / 540) / 2 / 3 + 2 * math.log(360 / 240) / 2 / 3
+    half = math.hypot(candidate_half, math.log(220 / 180) / 2)
+    assert gain.low == pytest.approx(gain.ratio * math.exp(-half))
+    assert gain.high == pytest.approx(gain.ratio * math.exp(half))
+
+
+def test_it_never_extrapolates_beyond_a_curves_measured_range() -> None:
+    assert gain_at_interactivity(CANDIDATE, BASELINE, target=60) is None  # the candidate stops at 50
+    assert gain_at_interactivity(CANDIDATE, BASELINE, target=10) is None  # nobody measured below 20
+    assert gain_at_interactivity([], BASELINE, target=40) is None
+    assert throughput_at(BASELINE, 80.5) is None
+
+
+def test_it_gives_a_gain_without_interval_when_a_side_has_a_single_pass() -> None:
+    single = [_point(16, pace=20, per_gpu=600), _point(4, pace=50, per_gpu=300)]
+
+    gain = gain_at_interactivity(single, BASELINE, target=20)
+
+    assert gain is not None and gain.ratio == pytest.approx(1.5)
+    assert (gain.low, gain.high) == (None, None)
+
+
+def test_it_refuses_a_target_that_is_no_interactivity() -> None:
+    with pytest.raises(ValueError, match="target interactivity must be positive and finite"):
+        gain_at_interactivity(CANDIDATE, BASELINE, target=0)
+
+
+# --- SLOs and goodput
+
+
+def test_it_reads_the_cell_statistic_the_slo_names() -> None:
+    assert Slo("tpot", "p90", 50.0).key == "p90_tpot_ms"
+    assert Slo("e2e_latency", "mean", 1000.0).key == "mean_e2e_latency_ms"
+
+
+def test_it_counts_a_statistic_exactly_at_the_limit_as_met() -> None:
+    slo = Slo("tpot", "p90", 50.0)
+
+    assert slo_met({"p90_tpot_ms": 50.0}, slo) is True
+    assert slo_met({"p90_tpot_ms": 50.01}, slo) is False
+    assert slo_met({"p90_tpot_ms": 12.0}, slo) is True
+
+
+def test_it_does_not_judge_a_missing_statistic() -> None:
+    slo = Slo("ttft", "p99", 200.0)
+
+    assert slo_met({"p90_ttft_ms": 10.0}, slo) is None
+    assert slo_met({"p99_ttft_ms": None}, slo) is None
+    assert slo_met({"p99_ttft_ms": math.nan}, slo) is None
+
+
+@pytest.mark.parametrize(
+    ("metric", "percentile", "limit", "message"),
+    [
+        ("latency", "p90", 50.0, "SLO metric must be one of ttft, tpot, itl, e2e_latency, got 'latency'"),
+        ("tpot", "p95", 50.0, "SLO percentile must be one of mean, median, p90, p99, got 'p95'"),
+        ("tpot", "p90", 0.0, "SLO limit_ms must be positive and finite"),
+        ("tpot", "p90", "50", "SLO limit_ms must be a number"),
+    ],
+)
+def test_it_refuses_an_slo_off_the_allowlist(metric, percentile, limit, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        Slo(metric, percentile, limit)
+
+
+def test_it_finds_the_highest_concurrency_whose_every_cell_meets_the_slo() -> None:
+    slo = Slo("tpot", "p90", 20.0)
+    cells = [
+        (1, {"p90_tpot_ms": 10.0}),
+        (1, {"p90_tpot_ms": 12.0}),
+        (2, {"p90_tpot_ms": 15.0}),
+        (2, {"p90_tpot_ms": 25.0}),  # one launch of 2 misses
+        (4, {"p90_tpot_ms": 20.0}),  # at the limit: met
+        (8, {"p90_tpot_ms": 30.0}),
+        (16, {}),  # not measured: not met
+    ]
+
+    assert highest_concurrency_meeting(cells, slo) == 4
+    assert highest_concurrency_meeting([(8, {"p90_tpot_ms": 30.0})], slo) is None
+    assert highest_concurrency_meeting([], slo) is None
+
+
+def test_it_counts_goodput_per_request_on_its_own_values() -> None:
+    slos = [Slo("ttft", "p99", 100.0), Slo("tpot", "mean", 20.0)]
+    requests: list[dict[str, float | None]] = [
+        {"ttft_ms": 80.0, "tpot_ms": 15.0, "output_tokens": 100},  # met
+        {"ttft_ms": 120.0, "tpot_ms": 10.0, "output_tokens": 50},  # first token too late
+        {"ttft_ms": 100.0, "tpot_ms": 20.0, "output_tokens": 30},  # exactly at both limits: met
+        {"ttft_ms": 50.0, "tpot_ms": None, "output_tokens": 1},  # one token has no TPOT to be late: met
+        {"ttft_ms": None, "tpot_ms": None, "output_tokens": 0},  # failed: not met
+        {"ttft_ms": 50.0, "tpot_ms": None, "output_tokens": 20},  # 20 tokens and no TPOT: unknown, not met
+    ]
+
+    result = goodput(requests, slos, duration_s=2.0)
+
+    assert (result.met, result.total) == (3, 6)
+    assert result.requests_per_s == pytest.approx(3 / 2.0)
+    assert result.output_tok_s == pytest.approx((100 + 30 + 1) / 2.0)
+    assert result.attainment == pytest.approx(3 / 6)
+
+
+def test_it_gives_no_attainment_without_requests() -> None:
+    result = goodput([], [Slo("ttft", "p99", 100.0)], duration_s=10.0)
+
+    assert (result.requests_per_s, result.output_tok_s, result.attainment) == (0.0, 0.0, None)
+
+
+def test_it_refuses_goodput_without_an_slo_or_a_duration() -> None:
+    with pytest.raises(ValueError, match="goodput needs at least one SLO"):
+        goodput([{"ttft_ms": 1.0}], [], duration_s=1.0)
+    with pytest.raises(ValueError, match="duration_s must be positive and finite"):
+        goodput([{"ttft_ms": 1.0}], [Slo("ttft", "p99", 100.0)], duration_s=0.0)
+
+
+# --- cost
+
+
+def test_it_prices_a_million_tokens_from_the_gpu_hours_they_take() -> None:
+    # $2 per GPU-hour x 8 GPUs = $16 an hour for 800 tok/s x 3600 s = 2.88 M tokens: $16 / 2.88 per million.
+    assert cost_per_million_tokens(2.0, 8, 800.0) == pytest.approx(16 / 2.88)
+
+
+def test_it_prices_nothing_without_a_cost_or_a_throughput() -> None:
+    assert cost_per_million_tokens(None, 8, 800.0) is None
+    assert cost_per_million_tokens(2.0, 8, 0.0) is None
+    assert cost_per_million_tokens(2.0, 8, None) is None
+    with pytest.raises(ValueError, match="gpus must be an integer of at least 1"):
+        cost_per_million_tokens(2.0, 0, 800.0)
+    with pytest.raises(ValueError, match="cost_per_gpu_hour must be non-negative"):
+        cost_per_million_tokens(-2.0, 8, 800.0)
+
+
+# --- energy
+
+
+def test_it_sums_the_energy_of_every_gpu_over_the_window() -> None:
+    samples = [(float(t), gpu, 500.0) for t in range(11) for gpu in (0, 1)]
+
+    result = energy_per_token(samples, start=0.0, end=10.0, output_tokens=2000)
+
+    # 2 GPUs x 500 W x 10 s = 10 000 J, over 2000 tokens.
+    assert result.joules == pytest.approx(10_000)
+    assert result.joules_per_token == pytest.approx(5.0)
+    assert (result.gpus, result.gaps) == ((0, 1), ())
+
+
+def test_it_integrates_a_ramp_by_the_trapezoid_rule() -> None:
+    samples = [(0.0, 0, 0.0), (10.0, 0, 100.0)]
+
+    whole = energy_per_token(samples, 0.0, 10.0, output_tokens=100, max_gap_s=10.0)
+    clipped = energy_per_token(samples, 2.0, 8.0, output_tokens=100, max_gap_s=10.0)
+
+    # 0 -> 100 W over 10 s: a triangle of 10 s x 100 W / 2 = 500 J, 5 J for each of 100 tokens.
+    assert (whole.joules, whole.joules_per_token) == (pytest.approx(500), pytest.approx(5.0))
+    # Clipped to [2, 8]: the edges interpolate to 20 W and 80 W, 6 s x (20 + 80) W / 2 = 300 J.
+    assert clipped.joules == pytest.approx(300)
+
+
+def test_it_holds_the_nearest_reading_up_to_the_allowed_gap_at_an_edge() -> None:
+    samples = [(2.0, 0, 500.0), (6.0, 0, 500.0), (10.0, 0, 500.0)]  # the first reading 2 s after the start
+
+    result = energy_per_token(samples, 0.0, 10.0, output_tokens=1000, max_gap_s=5.0)
+
+    assert result.joules == pytest.approx(5000)  # 500 W x 10 s
+    assert result.joules_per_token == pytest.approx(5.0)
+
+
+def test_it_counts_only_the_part_of_a_sampling_interval_inside_the_window() -> None:
+    # Readings 7 s apart, but only 3 s of that interval lie in the window: the edge interpolates, 4/7 of the way.
+    samples = [(-4.0, 0, 100.0), (3.0, 0, 800.0), (8.0, 0, 800.0), (12.0, 0, 800.0)]
+
+    result = energy_per_token(samples, 0.0, 10.0, output_tokens=100, max_gap_s=5.0)
+
+    # At 0 s: 100 + (800 - 100) x 4/7 = 500 W; then 3 s up to 800 W, 7 s at 800 W: 3 x (500 + 800) / 2 + 7 x 800.
+    assert result.gaps == ()
+    assert result.joules == pytest.approx(3 * (500 + 800) / 2 + 7 * 800)
+
+
+def test_it_reports_a_gap_inside_the_window_instead_of_guessing() -> None:
+    samples = [(t, 0, 300.0) for t in (0.0, 1.0, 2.0, 9.0, 10.0)] + [(t, 1, 300.0) for t in range(11)]
+
+    result = energy_per_token(samples, 0.0, 10.0, output_tokens=1000, max_gap_s=5.0)
+
+    assert (result.joules, result.joules_per_token) == (None, None)
+    (gap,) = result.gaps
+    assert (gap.gpu, gap.start, gap.end, gap.seconds, gap.reason) == (0, 2.0, 9.0, 7.0, NO_READING)
+    assert str(gap) == "GPU 0: no power reading for 7.0 s (2.0 s to 9.0 s)"
+
+
+def test_it_reports_readings_that_do_not_reach_the_windows_edges() -> None:
+    late_start = energy_per_token([(6.0, 0, 300.0), (10.0, 0, 300.0)], 0.0, 10.0, output_tokens=10)
+    early_stop = energy_per_token([(0.0, 0, 300.0), (3.0, 0, 300.0)], 0.0, 10.0, output_tokens=10)
+
+    assert late_start.joules_per_token is None
+    assert [(gap.start, gap.end, gap.seconds) for gap in late_start.gaps] == [(0.0, 6.0, 6.0)]
+    assert early_stop.joules_per_token is None
+    assert [(gap.start, gap.end, gap.seconds) for gap in early_stop.gaps] == [(3.0, 10.0, 7.0)]
+
+
+def test_it_reports_a_power_that_was_not_read_inside_the_window() -> None:
+    samples = [(0.0, 0, 300.0), (1.0, 0, None), (2.0, 0, 300.0), (20.0, 0, None)]  # the one at 20 s is outside
+
+    result = energy_per_token(samples, 0.0, 10.0, output_tokens=10, max_gap_s=10.0)
+
+    assert result.joules_per_token is None
+    assert [(gap.gpu, gap.start, gap.end, gap.reason) for gap in result.gaps] == [(0, 0.0, 2.0, POWER_NOT_READ)]
+
+
+def test_it_reports_a_window_without_any_reading() -> None:
+    result = energy_per_token([], 0.0, 10.0, output_tokens=10)
+
+    assert (result.joules_per_token, result.gpus) == (None, ())
+    assert str(result.gaps[0]) == "every GPU: no power reading for 10.0 s (0.0 s to 10.0 s)"
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "tokens", "max_gap", "samples", "message"),
+    [
+        (10.0, 10.0, 10, 5.0, [], "the window must end after it starts"),
+        (0.0, math.inf, 10, 5.0, [], "end must be finite"),
+        (0.0, 10.0, 0, 5.0, [], "output_tokens must be an integer of at least 1"),
+        (0.0, 10.0, 10, 0.0, [], "max_gap_s must be positive and finite"),
+        (0.0, 10.0, 10, 5.0, [(1.0, 0, -3.0)], "power must be non-negative, got -3.0 W for GPU 0"),
+        (0.0, 10.0, 10, 5.0, [(math.nan, 0, 3.0)], "sample times must be finite"),
+    ],
+)
+def test_it_refuses_a_window_or_samples_that_make_no_sense(start, end, tokens, max_gap, samples, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        energy_per_token(samples, start, end, output_tokens=tokens, max_gap_s=max_gap)
