@@ -84,6 +84,7 @@ def host_json(h: Host) -> dict[str, Any]:
         "models_root": h.models_root,
         "launcher": h.launcher,
         "server_port": h.server_port,
+        "cost_per_gpu_hour": h.cost_per_gpu_hour,
         "pinned": h.is_pinned,
         "host_key": h.host_key,
         "gpus": h.gpu_inventory,

@@ -7,7 +7,7 @@ import base64
 import hashlib
 
 from django.conf import settings
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 
@@ -72,6 +72,7 @@ class Host(models.Model):
         "launcher",
         "python",
         "server_port",
+        "cost_per_gpu_hour",
     )
 
     name = models.SlugField(max_length=64, unique=True)
@@ -96,6 +97,13 @@ class Host(models.Model):
     launcher = models.CharField(max_length=255, default="python3 -m sglang.launch_server")
     python = models.CharField(max_length=255, default="python3", help_text="Runs the shipped benchmark client.")
     server_port = models.PositiveIntegerField(default=30000)
+    # What one GPU-hour of this host costs (any currency: the pages show the number as given); blank: no costs shown.
+    cost_per_gpu_hour = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1_000_000.0)],
+        help_text="Price of one GPU-hour, for cost per million tokens (blank: not shown).",
+    )
     # Environment variable prefixes a config may set on this host beyond the built-in allowlist (admins only).
     extra_env_prefixes = models.JSONField(default=list, blank=True)
     # Variables every server on this host gets (the NCCL settings teams keep in their shell profile), held to the

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from experiments.analysis import deployment
+from experiments.analysis import deployment, energy
 from experiments.models import ServerConfig
 
 DEFINITIONS = {
@@ -18,6 +18,8 @@ DEFINITIONS = {
     "(tp x pp x dp); input tokens are not counted",
     "interactivity": "1000 / the cell's mean TPOT (ms): the tokens per second one user sees while an answer streams, "
     "time to the first token left out",
+    "cost_per_million_output_tokens": "the host's price of a GPU-hour x the GPUs one server occupies / (output tok/s "
+    "x 3600) x 1,000,000, at the cell's mean throughput; input tokens ride along free",
     "gain": "the candidate's tok/s per GPU / the baseline's, both read at the same interactivity (log-linear "
     "between measured concurrencies, never beyond them), with an approximate 95% interval",
 }
@@ -26,6 +28,7 @@ DEFINITIONS = {
 @dataclass
 class DeploymentView:
     baseline: str
+    cost_per_gpu_hour: float | None = None
     curves: dict[str, list[deployment.CurvePoint]] = field(default_factory=dict)
     gpus: dict[str, int] = field(default_factory=dict)
     frontier: list[deployment.FrontierPoint] = field(default_factory=list)
@@ -49,11 +52,27 @@ class DeploymentView:
             out.append(f"{where}, {name} serves {gain.ratio:.2f}x{interval} the baseline's tokens per GPU.")
         return out
 
+    def cost(self, name: str, point: deployment.CurvePoint) -> float | None:
+        """Money per million output tokens of config `name` at `point` (None without the host's GPU-hour price)."""
+        gpus = self.gpus[name]
+        return energy.cost_per_million_tokens(self.cost_per_gpu_hour, gpus, point.tok_s_per_gpu * gpus)
+
+    @property
+    def cost_rows(self) -> list[tuple[str, list[tuple[int, float | None]]]]:
+        """Per config, (concurrency, cost per million output tokens) by concurrency; empty without a price."""
+        if self.cost_per_gpu_hour is None:
+            return []
+        return [(name, [(p.concurrency, self.cost(name, p)) for p in points]) for name, points in self.curves.items()]
+
     def as_json(self) -> dict[str, Any]:
         return {
             "definitions": DEFINITIONS,
             "gpus": self.gpus,
-            "curves": {name: [_point_json(p) for p in points] for name, points in self.curves.items()},
+            "cost_per_gpu_hour": self.cost_per_gpu_hour,
+            "curves": {
+                name: [_point_json(p) | {"cost_per_million_output_tokens": self.cost(name, p)} for p in points]
+                for name, points in self.curves.items()
+            },
             "frontier": [{"config": f.config, "concurrency": f.point.concurrency} for f in self.frontier],
             "gains": {
                 name: [
@@ -68,7 +87,11 @@ class DeploymentView:
 
 
 def deployment_view(
-    usable: Sequence[Mapping[str, Any]], baseline: ServerConfig, candidates: Sequence[ServerConfig]
+    usable: Sequence[Mapping[str, Any]],
+    baseline: ServerConfig,
+    candidates: Sequence[ServerConfig],
+    *,
+    cost_per_gpu_hour: float | None = None,
 ) -> DeploymentView | None:
     """The view from usable measurement rows (`run__config__name`, `concurrency`, `output_throughput`,
     `mean_tpot_ms`); None until the baseline has a point (cells without a TPOT are left out)."""
@@ -83,7 +106,7 @@ def deployment_view(
         cell[1].append(tpot)
     if baseline.name not in samples:
         return None
-    view = DeploymentView(baseline.name)
+    view = DeploymentView(baseline.name, cost_per_gpu_hour)
     for name in configs:
         if name not in samples:
             continue

@@ -90,7 +90,12 @@ def test_the_page_the_api_and_the_export_show_it(client, viewer):
         assert deployment["curves"]["baseline"][0]["tok_s_per_gpu"] == 10.0
         assert deployment["gains"]["eagle3"][0]["ratio"] == pytest.approx(_expected_gain())
         assert deployment["gains"]["eagle3"][1] == {"baseline_concurrency": 4, "interactivity": 76.923, "ratio": None}
-        assert set(deployment["definitions"]) == {"tok_s_per_gpu", "interactivity", "gain"}
+        assert set(deployment["definitions"]) == {
+            "tok_s_per_gpu",
+            "interactivity",
+            "gain",
+            "cost_per_million_output_tokens",
+        }
 
 
 def test_there_is_no_view_before_the_baseline_has_a_tpot():
@@ -112,3 +117,21 @@ def test_the_frontier_chart_draws_each_config_and_rings_the_best_points_with_nam
     assert baseline["x"] == pytest.approx([1000 / 13, 1000 / 12]) and baseline["y"] == [37.5, 10.0]
     assert baseline["text"] == ["c=4", "c=1"] and baseline["line"]["dash"] == "dash"
     assert "&lt;b&gt;eagle3&lt;/b&gt;" in figure["data"][2]["text"]
+
+
+def test_a_host_with_a_gpu_hour_price_gets_the_cost_per_million_output_tokens(client, viewer):
+    experiment = _experiment()
+    experiment.host.cost_per_gpu_hour = 2.0
+    experiment.host.save(update_fields=["cost_per_gpu_hour"])
+    experiment.refresh_from_db()
+
+    view = build_report(experiment).deployment
+    client.force_login(viewer)
+    page = client.get(experiment.get_absolute_url()).content.decode()
+
+    assert view is not None
+    # 2.0 per GPU-hour x 8 GPUs / (80 tok/s x 3600 s) x 1e6 tokens
+    assert dict(view.cost_rows)["baseline"][0] == (1, pytest.approx(2.0 * 8 / (80 * 3600) * 1e6))
+    assert view.as_json()["curves"]["baseline"][0]["cost_per_million_output_tokens"] == pytest.approx(55.555, rel=1e-4)
+    assert 'id="deployment-cost"' in page and "55.56" in page
+    assert build_report(_experiment()).deployment.cost_rows == []  # no price, no costs
