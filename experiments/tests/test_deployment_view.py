@@ -134,4 +134,5 @@ def test_a_host_with_a_gpu_hour_price_gets_the_cost_per_million_output_tokens(cl
     assert dict(view.cost_rows)["baseline"][0] == (1, pytest.approx(2.0 * 8 / (80 * 3600) * 1e6))
     assert view.as_json()["curves"]["baseline"][0]["cost_per_million_output_tokens"] == pytest.approx(55.555, rel=1e-4)
     assert 'id="deployment-cost"' in page and "55.56" in page
-    assert build_report(_experiment()).deployment.cost_rows == []  # no price, no costs
+    unpriced = build_report(_experiment()).deployment
+    assert unpriced is not None and unpriced.cost_rows == []  # no price, no costs
