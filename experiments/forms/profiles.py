@@ -20,6 +20,7 @@ from .values import parse_concurrency
 PROFILE_DEFAULTS: dict[str, Any] = {"passes": 3, "launches": 1, "concurrency": [1, 4]}
 # Optional when posted (a form of before prompt sets, a script): the column's default, greedy as before.
 OPTIONAL_FIELDS = ("temperature", "top_p", "gate_within_tokens", "gate_max_share")
+SLO_FIELDS = ("slo_metric", "slo_percentile", "slo_limit_ms")
 # Samples per side the comparison needs before it can draw an interval (a variance on each side).
 MIN_SAMPLES_FOR_INTERVAL = 2
 
@@ -50,6 +51,9 @@ class BenchmarkProfileForm(forms.ModelForm):
             "request_timeout_s",
             "readiness_timeout_s",
             "stall_timeout_s",
+            "slo_metric",
+            "slo_percentile",
+            "slo_limit_ms",
         ]
 
     # Inclusive bounds, far beyond any real benchmark: a context of 1 Mi tokens, a day per timeout, 50 repetitions.
@@ -67,6 +71,7 @@ class BenchmarkProfileForm(forms.ModelForm):
         "request_timeout_s": (1, 24 * 3600),
         "readiness_timeout_s": (10, 24 * 3600),
         "stall_timeout_s": (5, 24 * 3600),
+        "slo_limit_ms": (0.001, 24 * 3600 * 1000),
     }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -77,7 +82,7 @@ class BenchmarkProfileForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.fields["passes"].help_text = "passes × launches ≥ 2 for an interval and a verdict"
         self.fields["prompt_set"].empty_label = "random token ids (seeded)"  # type: ignore[attr-defined]
-        for name in OPTIONAL_FIELDS:
+        for name in (*OPTIONAL_FIELDS, *SLO_FIELDS):
             self.fields[name].required = False
 
     def warnings(self) -> list[str]:
@@ -105,6 +110,10 @@ class BenchmarkProfileForm(forms.ModelForm):
             value = data.get(field)
             if value is not None and not low <= value <= high:
                 self.add_error(field, f"Must be between {low} and {high}.")
+        given = [name for name in SLO_FIELDS if data.get(name) not in (None, "")]
+        if given and len(given) < len(SLO_FIELDS):
+            for name in set(SLO_FIELDS) - set(given):
+                self.add_error(name, "An SLO takes a metric, a percentile and a limit: set all three, or none.")
         if (top_p := data.get("top_p")) is not None and not 0 < top_p <= 1:
             self.add_error("top_p", "Must be above 0 and at most 1.")
         levels = data.get("concurrency_text")

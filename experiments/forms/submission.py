@@ -54,8 +54,8 @@ def config_form_data(payload: dict[str, Any]) -> dict[str, Any]:
 
 def profile_form_data(payload: dict[str, Any]) -> dict[str, Any]:
     data = {k: v.pk if isinstance(v, models.Model) else v for k, v in payload.items() if k != "concurrency"}
-    if data.get("prompt_set") is None:
-        data["prompt_set"] = ""  # random ids, in a form's terms
+    # None is "not set" in a form's terms: random ids for the prompt set, no SLO, a required field left empty.
+    data = {k: "" if v is None else v for k, v in data.items()}
     concurrency = payload.get("concurrency", [])
     data["concurrency_text"] = ", ".join(str(c) for c in concurrency) if isinstance(concurrency, list) else concurrency
     return data

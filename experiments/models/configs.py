@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from experiments.analysis import slo
 from experiments.formats.prompt_sampling import SampledPrompt
 from experiments.reads.prompt_store import load_sample
 from experiments.rules import model_checks
@@ -176,6 +177,13 @@ class BenchmarkProfile(models.Model):
     stall_timeout_s = models.PositiveIntegerField(
         default=300, help_text="No log progress and no port answer for this long while loading = zombie."
     )
+    # A latency objective the results are judged under (analysis/slo.py): `slo_percentile` of `slo_metric` at most
+    # `slo_limit_ms`; blank: none. A judgement, not a condition of the measurement, so not in the series key.
+    slo_metric = models.CharField(
+        max_length=16, blank=True, choices=[(m, m.replace("_", " ").upper()) for m in slo.METRICS], help_text="SLO"
+    )
+    slo_percentile = models.CharField(max_length=8, blank=True, choices=[(p, p) for p in slo.PERCENTILES])
+    slo_limit_ms = models.FloatField(null=True, blank=True, help_text="SLO: at most this many ms")
     series_key = models.CharField(max_length=16, db_index=True, editable=False, default="")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)
@@ -219,6 +227,13 @@ class BenchmarkProfile(models.Model):
 
     # What a request looks like: results of profiles that agree on these are comparable across experiments.
     SERIES_FIELDS = ("dataset", "input_len", "output_len", "num_prompts", "seed", "warmup_requests")
+
+    @property
+    def slo(self) -> slo.Slo | None:
+        """The profile's latency objective, or None when it sets none (the form sets all three or none)."""
+        if not self.slo_metric or not self.slo_percentile or self.slo_limit_ms is None:
+            return None
+        return slo.Slo(self.slo_metric, self.slo_percentile, self.slo_limit_ms)
 
     def compute_series_key(self) -> str:
         shape: dict[str, Any] = {f: getattr(self, f) for f in self.SERIES_FIELDS}

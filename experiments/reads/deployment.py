@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from experiments.analysis import deployment, energy
+from experiments.analysis import deployment, energy, slo
 from experiments.models import ServerConfig
 
 DEFINITIONS = {
@@ -29,6 +29,9 @@ DEFINITIONS = {
 class DeploymentView:
     baseline: str
     cost_per_gpu_hour: float | None = None
+    # The profile's latency objective, and per config the highest measured concurrency whose cells all meet it.
+    slo: slo.Slo | None = None
+    slo_reach: dict[str, int | None] = field(default_factory=dict)
     curves: dict[str, list[deployment.CurvePoint]] = field(default_factory=dict)
     gpus: dict[str, int] = field(default_factory=dict)
     frontier: list[deployment.FrontierPoint] = field(default_factory=list)
@@ -50,7 +53,19 @@ class DeploymentView:
                 continue
             interval = f" [{gain.low:.2f}, {gain.high:.2f}]" if gain.low is not None and gain.high is not None else ""
             out.append(f"{where}, {name} serves {gain.ratio:.2f}x{interval} the baseline's tokens per GPU.")
+        if self.slo is not None:
+            reach = [
+                f"{name} up to c={level}" if level is not None else f"{name} at no measured concurrency"
+                for name, level in self.slo_reach.items()
+            ]
+            out.append(f"Under the SLO ({self.slo_text}): " + "; ".join(reach) + ".")
         return out
+
+    @property
+    def slo_text(self) -> str:
+        if self.slo is None:
+            return ""
+        return f"{self.slo.percentile} {self.slo.metric.replace('_', ' ').upper()} ≤ {self.slo.limit_ms:g} ms"
 
     def cost(self, name: str, point: deployment.CurvePoint) -> float | None:
         """Money per million output tokens of config `name` at `point` (None without the host's GPU-hour price)."""
@@ -82,6 +97,12 @@ class DeploymentView:
                 ]
                 for name, gains in self.gains.items()
             },
+            "slo": (
+                {"metric": self.slo.metric, "percentile": self.slo.percentile, "limit_ms": self.slo.limit_ms}
+                if self.slo
+                else None
+            ),
+            "slo_highest_concurrency": self.slo_reach if self.slo else None,
             "headlines": self.headlines,
         }
 
@@ -92,6 +113,7 @@ def deployment_view(
     candidates: Sequence[ServerConfig],
     *,
     cost_per_gpu_hour: float | None = None,
+    objective: slo.Slo | None = None,
 ) -> DeploymentView | None:
     """The view from usable measurement rows (`run__config__name`, `concurrency`, `output_throughput`,
     `mean_tpot_ms`); None until the baseline has a point (cells without a TPOT are left out)."""
@@ -106,7 +128,7 @@ def deployment_view(
         cell[1].append(tpot)
     if baseline.name not in samples:
         return None
-    view = DeploymentView(baseline.name, cost_per_gpu_hour)
+    view = DeploymentView(baseline.name, cost_per_gpu_hour, objective)
     for name in configs:
         if name not in samples:
             continue
@@ -114,6 +136,10 @@ def deployment_view(
         view.gpus[name] = configs[name].gpu_count
         view.curves[name] = deployment.deployment_curve(cells, view.gpus[name])
     view.frontier = deployment.pareto_front(view.curves)
+    if objective is not None:
+        for name in view.curves:
+            judged = [(m["concurrency"], m) for m in usable if m["run__config__name"] == name]
+            view.slo_reach[name] = slo.highest_concurrency_meeting(judged, objective)
     reference = view.curves[baseline.name]
     for candidate in candidates:
         if candidate.name in view.curves:

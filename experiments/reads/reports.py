@@ -191,7 +191,13 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         never_pays=never_pays,
         equivalence=gates,
         categories=prompt_reports.category_rows(experiment, names),
-        deployment=deployment_view(usable, baseline, candidates, cost_per_gpu_hour=experiment.host.cost_per_gpu_hour),
+        deployment=deployment_view(
+            usable,
+            baseline,
+            candidates,
+            cost_per_gpu_hour=experiment.host.cost_per_gpu_hour,
+            objective=experiment.profile.slo,
+        ),
     )
     report.models = _explanations(experiment, candidates, throughput.get(baseline.name, []), accept)
     if with_figures and report.has_results:

@@ -136,3 +136,44 @@ def test_a_host_with_a_gpu_hour_price_gets_the_cost_per_million_output_tokens(cl
     assert 'id="deployment-cost"' in page and "55.56" in page
     unpriced = build_report(_experiment()).deployment
     assert unpriced is not None and unpriced.cost_rows == []  # no price, no costs
+
+
+def test_a_profiles_slo_says_up_to_which_concurrency_each_config_meets_it():
+    experiment = _experiment()
+    # p90 TPOT <= 12.5 ms: the baseline's is 12 at c=1 and 13 at c=4; eagle3's 10 and 12.5 (at the limit: met).
+    for name, level, p90 in (("baseline", 1, 12.0), ("baseline", 4, 13.0), ("eagle3", 1, 10.0), ("eagle3", 4, 12.5)):
+        Measurement.objects.filter(run__config__name=name, concurrency=level).update(p90_tpot_ms=p90)
+    profile = experiment.profile
+    profile.slo_metric, profile.slo_percentile, profile.slo_limit_ms = "tpot", "p90", 12.5
+    profile.save()
+    experiment.refresh_from_db()
+
+    view = build_report(experiment).deployment
+
+    assert view is not None and view.slo_reach == {"baseline": 1, "eagle3": 4}
+    assert view.headlines[-1] == "Under the SLO (p90 TPOT ≤ 12.5 ms): baseline up to c=1; eagle3 up to c=4."
+    assert view.as_json()["slo"] == {"metric": "tpot", "percentile": "p90", "limit_ms": 12.5}
+
+
+@pytest.mark.parametrize(
+    ("fields", "error_on"),
+    [
+        ({"slo_metric": "tpot"}, "slo_percentile"),
+        ({"slo_metric": "tpot", "slo_percentile": "p90", "slo_limit_ms": -1}, "slo_limit_ms"),
+        ({"slo_metric": "rm -rf", "slo_percentile": "p90", "slo_limit_ms": 50}, "slo_metric"),
+    ],
+)
+def test_a_profile_takes_an_slo_whole_or_not_at_all(fields, error_on):
+    from experiments.forms.profiles import BenchmarkProfileForm
+    from experiments.forms.submission import apply_profile_defaults, profile_form_data
+
+    form = BenchmarkProfileForm(profile_form_data(apply_profile_defaults(fields)))
+
+    assert not form.is_valid() and error_on in form.errors
+    whole = BenchmarkProfileForm(
+        profile_form_data(
+            apply_profile_defaults({"slo_metric": "e2e_latency", "slo_percentile": "p99", "slo_limit_ms": 900})
+        )
+    )
+    assert whole.is_valid(), whole.errors
+    assert whole.save_unsaved(name="p").slo is not None
