@@ -9,7 +9,7 @@ from experiments.tests.factories import make_config, make_eagle_config, make_exp
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-CHARTS = ("throughput-chart", "speedup-chart", "accept-length-chart", "latency-chart")
+CHARTS = ("throughput-chart", "frontier-chart", "speedup-chart", "accept-length-chart", "latency-chart")
 
 
 def _finished_experiment():

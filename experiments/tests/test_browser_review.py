@@ -35,7 +35,7 @@ def _finished(name: str, owner, *, host=None, tags: str = "", candidates=None, s
         Measurement.objects.bulk_create(
             Measurement(run=run, pass_index=p, concurrency=c, completed=16, duration_s=10.0,
                         output_throughput=83.0 * c * factor * (1 + 0.01 * p), total_throughput=1.0,
-                        request_throughput=1.0, mean_ttft_ms=40.0 * c, p99_ttft_ms=80.0 * c)
+                        request_throughput=1.0, mean_ttft_ms=40.0 * c, p99_ttft_ms=80.0 * c, mean_tpot_ms=10.0 + c)
             for c in (1, 2, 4, 8) for p in range(3)
         )  # fmt: skip
     return experiment
@@ -99,6 +99,11 @@ def test_it_fits_a_390_px_screen_with_a_menu_and_follows_a_dark_system_theme(log
         paper = page.evaluate("document.querySelector('#speedup-chart')._fullLayout.paper_bgcolor")
         assert paper.replace(" ", "") == "rgba(0,0,0,0)"
         assert page.evaluate("document.querySelector('#speedup-chart')._fullLayout.font.color") == "#e4e7ec"
+        # The frontier: per GPU against per user, each point labelled with its concurrency, in the dark template.
+        page.locator("#frontier-chart").scroll_into_view_if_needed()
+        page.wait_for_selector("#frontier-chart .main-svg")
+        assert page.evaluate("document.querySelector('#frontier-chart')._fullLayout.font.color") == "#e4e7ec"
+        assert page.locator("#frontier-chart text", has_text="c=1").count() >= 1
     finally:
         context.close()
     assert errors == []
@@ -112,6 +117,10 @@ def test_it_fits_a_390_px_screen_with_a_menu_and_follows_a_dark_system_theme(log
         assert page.is_visible("#main-nav") and not page.is_visible("#menu-button")
         page.wait_for_selector("#throughput-chart .main-svg")
         assert page.evaluate("document.querySelector('#throughput-chart')._fullLayout.paper_bgcolor") == "#fff"
+        page.locator("#frontier-chart").scroll_into_view_if_needed()
+        page.wait_for_selector("#frontier-chart .main-svg")
+        assert page.evaluate("document.querySelector('#frontier-chart')._fullLayout.paper_bgcolor") == "#fff"
+        assert page.locator("#frontier-chart .legendtext", has_text="best (frontier)").count() == 1
         # The latency table is filled when opened, from the page's JSON: 2 configs x 4 concurrencies.
         assert page.locator("#latency tbody tr").count() == 0
         page.click("#latency-details summary")
