@@ -24,3 +24,23 @@ def shell_setup(state_dir: Path, load_seconds: float | str) -> str:
 
 MODELS_ROOT = REPO / "simhost" / "models"
 LAUNCHER = "python -m simhost.launch_server"
+
+
+def processes_of(state_dir: Path) -> list[int]:
+    """The live processes (not zombies) of this simulated host's state dir: every server and scheduler started through
+    its shell setup carries SIMHOST_STATE_DIR in its environment, registered GPU memory or not (a server still
+    loading has none yet). What a demo or a test kills when its host goes away."""
+    needle = f"SIMHOST_STATE_DIR={state_dir}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+        except (OSError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+        found.append(int(entry.name))
+    return found

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from simhost import hostsetup
 from simhost.ports import free_port, port_in_use
 
 REPO = Path(__file__).resolve().parents[3]
@@ -30,6 +31,16 @@ def _start_demo(env: dict[str, str], log: Path) -> subprocess.Popen:
             raise AssertionError(f"the demo did not come up:\n{log.read_text(errors='replace')[-3000:]}")
         time.sleep(0.5)
     return process
+
+
+def _gone_within(processes, timeout: float) -> list[int]:
+    """What `processes()` still lists after up to `timeout` s (a SIGKILLed group leaves the table in moments)."""
+    deadline = time.monotonic() + timeout
+    left = processes()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = processes()
+    return left
 
 
 def _alive(pgid: int, settle: float = 5) -> bool:
@@ -74,3 +85,5 @@ def test_it_stops_every_child_on_a_second_ctrl_c_and_after_a_hard_kill(tmp_path)
     assert not any(_alive(pgid) for pgid in children)
     assert not port_in_use(web_port) and not port_in_use(ssh_port)
     assert not (var / "demo-children.json").exists()
+    # Nor did a simulated server of either demo outlive it (the first one's was loading when its worker died).
+    assert _gone_within(lambda: hostsetup.processes_of(var / "simhost-state"), 10) == []

@@ -268,16 +268,24 @@ class Command(BaseCommand):
         deadline = time.monotonic() + 10
         while any(_start_time(pgid) for pgid in stopped) and time.monotonic() < deadline:
             time.sleep(0.1)  # gone from the process table: their ports are free
+        if stopped:
+            self._kill_leftover_servers()  # its worker died with it: nobody else tears its servers down
         self.children_file.unlink(missing_ok=True)
 
     def _kill_leftover_servers(self) -> None:
-        """Servers of a demo that was killed hard still hold simulated GPUs; the demo's host is this machine."""
-        env = {**os.environ, "SIMHOST_STATE_DIR": str(Path(settings.VAR_DIR) / "simhost-state")}
+        """Servers of a demo that was killed hard, or cut short, still run (and hold simulated GPUs): the demo's host
+        is this machine, and its servers are known by their state dir (loading ones too) and by the GPU registry."""
+        state_dir = Path(settings.VAR_DIR) / "simhost-state"
+        env = {**os.environ, "SIMHOST_STATE_DIR": str(state_dir)}
         query = [str(REPO / "simhost" / "bin" / "nvidia-smi"), "--query-compute-apps=pid", "--format=csv,noheader"]
         result = subprocess.run(query, env=env, capture_output=True, text=True, check=False)
-        for pid in {int(p) for p in result.stdout.split() if p.strip().isdigit()}:
+        pids = {int(p) for p in result.stdout.split() if p.strip().isdigit()} | set(hostsetup.processes_of(state_dir))
+        own_group = os.getpgid(0)
+        for pid in pids - {os.getpid()}:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(os.getpgid(pid), signal.SIGKILL)
+                group = os.getpgid(pid)
+                if group != own_group:  # never this demo itself (nor the shell that started it)
+                    os.killpg(group, signal.SIGKILL)
 
     def _cancel_live_runs(self, timeout: float = 30) -> None:
         """Let the worker tear down what runs now, so no simulated server outlives the demo."""
