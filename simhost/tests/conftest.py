@@ -44,7 +44,8 @@ class Server:
     def text(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def wait_for(self, pattern: str, timeout: float = 15.0) -> re.Match[str]:
+    # A bound on waiting, not a verdict: a fresh-clone run once saw a server's loading log stop for over 15 s.
+    def wait_for(self, pattern: str, timeout: float = 60.0) -> re.Match[str]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             match = re.search(pattern, self.text(), re.M)
