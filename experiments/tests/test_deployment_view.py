@@ -10,7 +10,7 @@ import pytest
 from experiments.models import ApiToken, Experiment, Measurement, Run
 from experiments.reads.reports import build_report
 
-from .factories import make_config, make_eagle_config, make_experiment, make_profile
+from .factories import make_config, make_eagle_config, make_experiment, make_measurement, make_profile
 
 pytestmark = pytest.mark.django_db
 
@@ -30,17 +30,7 @@ def _experiment() -> Experiment:
     for run in experiment.run_set.select_related("config"):
         Run.objects.filter(pk=run.pk).update(state=Run.State.SUCCEEDED)
         for level, (tok_s, tpot) in CELLS[run.config.name].items():
-            Measurement.objects.create(
-                run=run,
-                pass_index=0,
-                concurrency=level,
-                completed=16,
-                duration_s=10.0,
-                output_throughput=tok_s,
-                total_throughput=2 * tok_s,
-                request_throughput=1.0,
-                mean_tpot_ms=tpot,
-            )
+            make_measurement(run, concurrency=level, output_throughput=tok_s, mean_tpot_ms=tpot)
     return experiment
 
 

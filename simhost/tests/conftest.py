@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,3 +115,16 @@ def launch(tmp_path: Path, state_dir: Path) -> Iterator[Callable[..., Server]]:
         server.signal_group(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             server.proc.wait(5)
+
+
+async def e2e_histogram(http: Any) -> tuple[float, float]:
+    """The server's sglang:e2e_request_latency_seconds (_sum, _count): its requests' latencies on the simulated GPU's
+    clock. `http` is an aiohttp session on the server's base URL."""
+    async with http.get("/metrics") as response:
+        text = await response.text()
+    values = {}
+    for line in text.splitlines():
+        name = line.split("{")[0]
+        if name in ("sglang:e2e_request_latency_seconds_sum", "sglang:e2e_request_latency_seconds_count"):
+            values[name] = float(line.rsplit(" ", 1)[1])
+    return values["sglang:e2e_request_latency_seconds_sum"], values["sglang:e2e_request_latency_seconds_count"]

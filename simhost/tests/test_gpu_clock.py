@@ -12,7 +12,7 @@ import pytest
 
 from simhost import speed
 
-from .conftest import EAGLE3_2STEP
+from .conftest import EAGLE3_2STEP, e2e_histogram
 
 
 async def _generate(http: aiohttp.ClientSession, seed: int, output_len: int = 64) -> dict:
@@ -26,18 +26,6 @@ async def _generate(http: aiohttp.ClientSession, seed: int, output_len: int = 64
     return json.loads(last[6:])["meta_info"]
 
 
-async def _e2e_histogram(http: aiohttp.ClientSession) -> tuple[float, float]:
-    async with http.get("/metrics") as r:
-        text = await r.text()
-    values = {}
-    for line in text.splitlines():
-        if line.startswith("sglang:e2e_request_latency_seconds_sum") or line.startswith(
-            "sglang:e2e_request_latency_seconds_count"
-        ):
-            values[line.split("{")[0]] = float(line.rsplit(" ", 1)[1])
-    return values["sglang:e2e_request_latency_seconds_sum"], values["sglang:e2e_request_latency_seconds_count"]
-
-
 async def test_a_stalled_cpu_stretches_the_wall_clock_latency_but_not_the_servers_histogram(launch):
     server = launch("--enable-metrics", env={"SIMHOST_NOISE": "0", "SIMHOST_LAUNCH_NOISE": "0"})
     server.wait_ready()
@@ -46,14 +34,14 @@ async def test_a_stalled_cpu_stretches_the_wall_clock_latency_but_not_the_server
         + 63 * speed.iteration_ms(speed.SpeedParams(), speed.SpecConfig(), 1)
     ) / 1000
     async with aiohttp.ClientSession(server.base) as http:
-        before_sum, before_count = await _e2e_histogram(http)
+        before_sum, before_count = await e2e_histogram(http)
         request = asyncio.create_task(_generate(http, 1))
         await asyncio.sleep(0.2)
         server.signal_group(signal.SIGSTOP)  # what a starved CPU does to the simulation, at its worst
         await asyncio.sleep(1.0)
         server.signal_group(signal.SIGCONT)
         meta = await request
-        after_sum, after_count = await _e2e_histogram(http)
+        after_sum, after_count = await e2e_histogram(http)
 
     assert after_count - before_count == 1
     gpu_s = after_sum - before_sum

@@ -12,7 +12,7 @@ import pytest
 
 from simhost import speed
 
-from .conftest import DRAFT, EAGLE3_2STEP
+from .conftest import DRAFT, EAGLE3_2STEP, e2e_histogram
 
 P = speed.SpeedParams()
 BASELINE = speed.SpecConfig()
@@ -75,22 +75,13 @@ def test_it_costs_more_per_step_with_batch_and_without_graphs():
     assert not speed.uses_cuda_graph(small, 8) and speed.uses_cuda_graph(small, 4)
 
 
-async def _e2e_seconds(http: aiohttp.ClientSession) -> float:
-    """The server's sglang:e2e_request_latency_seconds_sum: its requests' latencies on the simulated GPU's clock."""
-    async with http.get("/metrics") as r:
-        for line in (await r.text()).splitlines():
-            if line.startswith("sglang:e2e_request_latency_seconds_sum"):
-                return float(line.rsplit(" ", 1)[1])
-    raise AssertionError("no e2e latency histogram in /metrics")
-
-
 async def _bench(base: str, n: int, input_len: int = 128, output_len: int = 128) -> tuple[float, float, float]:
     """Sequential streaming requests (concurrency 1) like bench_serving: (output tok/s on the wall clock, output tok/s
     on the server's GPU clock, mean accept length)."""
     tokens = 0
     accept = []
     async with aiohttp.ClientSession(base) as http:
-        gpu_before = await _e2e_seconds(http)
+        gpu_before, _ = await e2e_histogram(http)
         started = time.monotonic()
         for i in range(n):
             params = {"temperature": 0.0, "max_new_tokens": output_len, "ignore_eos": True}
@@ -104,7 +95,7 @@ async def _bench(base: str, n: int, input_len: int = 128, output_len: int = 128)
             tokens += meta["completion_tokens"]
             accept.append(meta.get("spec_accept_length", 1.0))
         wall = time.monotonic() - started
-        gpu = await _e2e_seconds(http) - gpu_before
+        gpu = (await e2e_histogram(http))[0] - gpu_before
         return tokens / wall, tokens / gpu, sum(accept) / len(accept)
 
 
