@@ -285,9 +285,15 @@ if os.environ.get("EMAIL_HOST"):
 else:
     EMAIL_BACKEND = os.environ.get("SPECDASH_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 SPECDASH_NOTIFY_RETRIES = int(os.environ.get("SPECDASH_NOTIFY_RETRIES", "5"))
-# Launches a member may have queued or running at once, and a host may hold queued or running (admins are exempt).
+# Launches a member may have queued or running at once, and a host may hold queued or running (admins are exempt;
+# an admin's value on the member or the host replaces these defaults).
 SPECDASH_QUOTA_LAUNCHES_PER_USER = int(os.environ.get("SPECDASH_QUOTA_LAUNCHES_PER_USER", "200"))
 SPECDASH_QUOTA_LAUNCHES_PER_HOST = int(os.environ.get("SPECDASH_QUOTA_LAUNCHES_PER_HOST", "500"))
+# GPU-hours a member's launches, and all launches on one host, may take in 24 h; a queued or running launch counts at
+# the bound of its profile's timeouts (experiments/rules/gpu_hours.py). An admin's value on the member or the host
+# (Team and Host pages) replaces these defaults.
+SPECDASH_QUOTA_GPU_HOURS_PER_USER_PER_DAY = float(os.environ.get("SPECDASH_QUOTA_GPU_HOURS_PER_USER_PER_DAY", "5000"))
+SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY = float(os.environ.get("SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY", "20000"))
 SPECDASH_NOTIFY_RETRY_DELAY = float(os.environ.get("SPECDASH_NOTIFY_RETRY_DELAY", "30"))
 SPECDASH_WEBHOOK_HOSTS = tuple(_env_list("SPECDASH_WEBHOOK_HOSTS", ""))
 

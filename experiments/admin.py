@@ -1,6 +1,6 @@
-"""The Django admin: users and their roles (admins manage them here or on the Team page), and a read-only view
-of the domain. Hosts, keys and experiments change only through the pages and the API, which validate, audit and
-enqueue; an admin-site edit would do none of that."""
+"""The Django admin: users and their roles and quotas (admins manage them here or on the Team page), and a
+read-only view of the domain. Hosts (their quotas too), keys and experiments change only through the pages and the
+API, which validate, audit and enqueue; an admin-site edit would do none of that."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.contrib.auth.admin import UserAdmin
 
 from . import roles
 from .actions.audit import Actor, record_event
+from .actions.quotas import do_set_member_quota
 from .models import (
     ApiToken,
     AuditEvent,
@@ -19,6 +20,7 @@ from .models import (
     Host,
     LogChunk,
     Measurement,
+    MemberQuota,
     Run,
     ServerConfig,
     SshKey,
@@ -38,7 +40,17 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Host)
 class HostAdmin(ReadOnlyAdmin):
-    list_display = ["name", "address", "port", "username", "ssh_key", "is_dirty", "active_run"]
+    list_display = [
+        "name",
+        "address",
+        "port",
+        "username",
+        "ssh_key",
+        "is_dirty",
+        "active_run",
+        "quota_launches_queued",
+        "quota_gpu_hours_per_day",
+    ]
 
 
 @admin.register(SshKey)
@@ -95,6 +107,27 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ["at", "actor_name", "action", "target_type", "target_label", "via", "ip", "token_name"]
     list_filter = ["action", "via"]
     search_fields = ["actor_name", "target_label"]
+
+
+@admin.register(MemberQuota)
+class MemberQuotaAdmin(admin.ModelAdmin):
+    """A member's own quotas (blank: the default), saved through the action so the audit log has the change; a row
+    is not deleted here (blank both values instead), so every change stays on record."""
+
+    list_display = ["user", "launches_queued", "gpu_hours_per_day", "updated_at"]
+    fields = ["user", *MemberQuota.FIELDS]
+    raw_id_fields = ["user"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["user"] if obj is not None else []
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change) -> None:
+        values = {field: form.cleaned_data.get(field) for field in MemberQuota.FIELDS}
+        saved = do_set_member_quota(obj.user, Actor.of(request), **values)
+        obj.pk = saved.pk
 
 
 User = get_user_model()

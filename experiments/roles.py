@@ -4,7 +4,7 @@ Each role holds the one before it:
 - viewer: reads everything (pages, API, live logs) and has API tokens of their own;
 - member: submits experiments, cancels and re-runs their own, comments on and triages flags;
 - maintainer: cancels and re-runs anyone's work, pins baselines, marks hosts clean;
-- admin: registers and edits hosts and SSH keys (everything that runs on a host) and manages users.
+- admin: registers and edits hosts and SSH keys (everything that runs on a host), manages users and sets quotas.
 A user in no group (an outsider) can log in and see nothing.
 """
 
@@ -56,6 +56,9 @@ _ADMIN = (
     "experiments.delete_sshkey",
     "experiments.view_audit_log",
     "experiments.manage_team_subscriptions",
+    "experiments.view_memberquota",
+    "experiments.add_memberquota",
+    "experiments.change_memberquota",
     "auth.view_user",
     "auth.add_user",
     "auth.change_user",

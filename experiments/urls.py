@@ -88,6 +88,7 @@ urlpatterns = [
     path("tokens/<int:token_id>/revoke/", tokens.revoke_token, name="revoke_token"),
     path("team/", team.user_list, name="user_list"),
     path("team/<int:user_id>/role/", team.set_role, name="set_role"),
+    path("team/<int:user_id>/quota/", team.set_quota, name="set_quota"),
     path("audit/", team.audit_log, name="audit_log"),
     path("notifications/", notifications.notification_settings, name="notification_settings"),
     path("notifications/<int:subscription_id>/delete/", notifications.unsubscribe, name="unsubscribe_notification"),

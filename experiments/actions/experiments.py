@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -13,40 +12,7 @@ from ..analysis.schedule import interleaved_schedule
 from ..models import AuditEvent, BenchmarkProfile, Candidate, Experiment, Host, Run, ServerConfig
 from .audit import SCHEDULER, Actor, record_event
 from .hosts import enqueue_drive_host
-
-
-class QuotaExceeded(Exception):
-    """A submission or re-run would queue more launches than a shared host's quota allows; the message says the
-    limit, what is queued, and who can raise it."""
-
-
-def check_launch_quota(actor: Actor, host: Host, adding: int) -> None:
-    """Refuse `adding` more launches by a person past the quotas of queued and running launches: per member
-    (SPECDASH_QUOTA_LAUNCHES_PER_USER) and per host (SPECDASH_QUOTA_LAUNCHES_PER_HOST). Admins, commands and the
-    beat's own rounds are not held to it: the quota is what one member may take of a host the team shares."""
-    user = actor.user
-    if (
-        actor.via not in ("web", "api")
-        or user is None
-        or not user.is_authenticated
-        or user.has_perm("experiments.add_host")
-    ):
-        return
-    pending = Run.objects.exclude(state__in=Run.TERMINAL_STATES)
-    mine = pending.filter(experiment__created_by=user).count()
-    per_user = settings.SPECDASH_QUOTA_LAUNCHES_PER_USER
-    if mine + adding > per_user:
-        raise QuotaExceeded(
-            f"This would queue {adding} launches; you have {mine} queued or running, and a member may have at most "
-            f"{per_user} (SPECDASH_QUOTA_LAUNCHES_PER_USER). Cancel some, wait for them, or ask an admin to raise it."
-        )
-    on_host = pending.filter(host=host).count()
-    per_host = settings.SPECDASH_QUOTA_LAUNCHES_PER_HOST
-    if on_host + adding > per_host:
-        raise QuotaExceeded(
-            f"This would queue {adding} launches on {host.name}, which has {on_host} queued or running of at most "
-            f"{per_host} (SPECDASH_QUOTA_LAUNCHES_PER_HOST). Wait for its queue to shorten, or ask an admin."
-        )
+from .quotas import check_launch_quota
 
 
 @transaction.atomic
@@ -61,8 +27,8 @@ def do_create_experiment(
     run_candidates_without_baseline: bool = False,
 ) -> Experiment:
     """Save the (validated, unsaved or saved) configs and profile, the experiment and its queued runs. Raises
-    QuotaExceeded (nothing saved) past the submitter's or the host's launch quota."""
-    check_launch_quota(actor, host, profile.launches * (1 + len(candidates)))
+    QuotaExceeded (nothing saved) past the submitter's or the host's quotas (actions/quotas.py)."""
+    check_launch_quota(actor, host, [baseline, *candidates], profile.launches, profile)
     save_submitted(actor, [baseline, *candidates], profile)
     experiment = Experiment.objects.create(
         name=name,
@@ -94,9 +60,9 @@ def save_submitted(actor: Actor, configs: Sequence[ServerConfig], profile: Bench
 @transaction.atomic
 def do_rerun_experiment(experiment: Experiment, *, actor: Actor, launches: int = 1, reason: str = "") -> list[Run]:
     """Queue `launches` more interleaved launches of every config (A B C A B C ...), to confirm a result. Raises
-    QuotaExceeded past the actor's or the host's launch quota."""
+    QuotaExceeded past the actor's or the host's quotas."""
     configs = [experiment.baseline, *experiment.ordered_candidates()]
-    check_launch_quota(actor, experiment.host, launches * len(configs))
+    check_launch_quota(actor, experiment.host, configs, launches, experiment.profile)
     last = experiment.run_set.order_by("-sequence").values_list("sequence", "launch_index").first()
     next_sequence, next_launch = (last[0] + 1, last[1] + 1) if last else (0, 0)
     runs = _queue_runs(experiment, configs, launches, first_sequence=next_sequence, first_launch=next_launch)

@@ -21,6 +21,7 @@ from .experiments import _queue_runs
 from .hosts import do_release_host
 from .notifications import notify_if_experiment_ended
 from .prompts import do_record_equivalence
+from .quotas import QuotaExceeded, check_launch_quota
 from .studies import advance_study_of_run
 
 
@@ -330,6 +331,12 @@ def do_rerun_with_remedy(run: Run, remedy_id: str, actor: Actor) -> tuple[Server
         # Replaced: its launches still queued would only repeat the failure the new version answers.
         for queued in experiment.run_set.queued().filter(config=old):
             do_cancel_run(queued, actor)
+    try:
+        # Each remedy queues a round of launches: held to the quotas like a re-run (the atomic block undoes the
+        # new version on refusal).
+        check_launch_quota(actor, experiment.host, queued_with, experiment.profile.launches, experiment.profile)
+    except QuotaExceeded as exc:
+        raise RemedyRefused(str(exc)) from exc
     last_sequence, last_launch = experiment.run_set.order_by("-sequence").values_list("sequence", "launch_index")[0]
     runs = _queue_runs(
         experiment,

@@ -16,7 +16,8 @@ from experiments.reads.reports import build_report, comparison_rows_json
 from experiments.views.exports import comparison_csv_response
 
 from ..actions.audit import Actor
-from ..actions.experiments import QuotaExceeded, do_create_experiment, do_rerun_experiment, do_set_schedule
+from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
+from ..actions.quotas import QuotaExceeded
 from ..forms import (
     ExperimentSubmission,
     RerunForm,

@@ -85,6 +85,11 @@ def host_json(h: Host) -> dict[str, Any]:
         "launcher": h.launcher,
         "server_port": h.server_port,
         "cost_per_gpu_hour": h.cost_per_gpu_hour,
+        # An admin's quotas for members' launches here (null: the SPECDASH_QUOTA_* default), and what applies.
+        "quota_launches_queued": h.quota_launches_queued,
+        "quota_gpu_hours_per_day": h.quota_gpu_hours_per_day,
+        "launch_quota": h.launch_quota,
+        "gpu_hours_quota": h.gpu_hours_quota,
         "pinned": h.is_pinned,
         "host_key": h.host_key,
         "gpus": h.gpu_inventory,

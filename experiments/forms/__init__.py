@@ -8,6 +8,7 @@ from .hosts import HostForm, SshKeyForm
 from .notes import ExperimentNotesForm, RunNotesForm
 from .profiles import BenchmarkProfileForm
 from .prompts import PromptSetUploadForm
+from .quotas import MemberQuotaForm
 from .review import FlagBulkTriageForm, FlagTriageForm, RerunForm, ScheduleForm
 from .submission import (
     ExperimentForm,
@@ -40,6 +41,7 @@ __all__ = [
     "FlagBulkTriageForm",
     "FlagTriageForm",
     "HostForm",
+    "MemberQuotaForm",
     "PromptSetUploadForm",
     "RerunForm",
     "RunNotesForm",

@@ -23,6 +23,10 @@ OPTIONAL_FIELDS = ("temperature", "top_p", "gate_within_tokens", "gate_max_share
 SLO_FIELDS = ("slo_metric", "slo_percentile", "slo_limit_ms")
 # Samples per side the comparison needs before it can draw an interval (a variance on each side).
 MIN_SAMPLES_FOR_INTERVAL = 2
+# Requests one launch sends (levels x passes x prompts). Each field alone is bounded generously; together they
+# reached 32 x 50 x 100,000 = 160 million requests, weeks of one host. 200,000 is still days at low concurrency;
+# more repetitions of a comparison come from re-runs, which the quotas see.
+MAX_REQUESTS_PER_LAUNCH = 200_000
 
 
 class BenchmarkProfileForm(forms.ModelForm):
@@ -122,6 +126,15 @@ class BenchmarkProfileForm(forms.ModelForm):
                 "num_prompts",
                 f"At least {max(levels)} prompts are needed to keep {max(levels)} requests in flight.",
             )
+        if levels and data.get("num_prompts") and data.get("passes"):
+            requests = len(levels) * data["passes"] * data["num_prompts"]
+            if requests > MAX_REQUESTS_PER_LAUNCH:
+                self.add_error(
+                    "num_prompts",
+                    f"{len(levels)} concurrency levels x {data['passes']} passes x {data['num_prompts']} prompts is "
+                    f"{requests:,} requests per launch; at most {MAX_REQUESTS_PER_LAUNCH:,}. Use fewer levels, passes "
+                    "or prompts (re-run the experiment for more launches).",
+                )
         return data
 
     def save_unsaved(self, name: str) -> BenchmarkProfile:

@@ -1,4 +1,5 @@
-"""The domain of specdash: hosts, configs, profiles, experiments, runs, measurements, logs, review.
+"""The domain of specdash: hosts, configs, profiles, experiments, runs, measurements, logs, review,
+quotas.
 
 One module per concern; everything is importable from `experiments.models`.
 """
@@ -12,6 +13,7 @@ from .log_chunks import LogChunk, LogChunkQuerySet
 from .measurements import Measurement, MeasurementQuerySet
 from .notifications import Delivery, DeliveryQuerySet, Event, Subscription, SubscriptionQuerySet
 from .prompts import PromptResults, PromptSet
+from .quotas import MemberQuota
 from .review import Flag, FlagComment, FlagQuerySet, FlagSeries, PinnedBaseline, PinnedBaselineQuerySet
 from .runs import Run, RunQuerySet
 from .studies import Study, StudyConfig, StudyRound
@@ -44,6 +46,7 @@ __all__ = [
     "LogChunkQuerySet",
     "Measurement",
     "MeasurementQuerySet",
+    "MemberQuota",
     "PinnedBaseline",
     "PinnedBaselineQuerySet",
     "PromptResults",

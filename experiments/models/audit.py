@@ -44,6 +44,7 @@ class AuditEvent(models.Model):
         KEY_EDIT = "key.edit"
         KEY_DELETE = "key.delete"
         ROLES = "user.roles"
+        QUOTA = "user.quota"  # a member's quota set by an admin (a host's is part of its edit)
         TOKEN_CREATE = "token.create"
         TOKEN_REVOKE = "token.revoke"
         SUBSCRIBE = "notifications.subscribe"

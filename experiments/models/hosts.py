@@ -17,6 +17,11 @@ KEY_FILE_NAME = RegexValidator(
 )
 
 
+# The largest quotas an admin may set: beyond any team's hosts, yet bounded so a typo is caught.
+MAX_QUOTA_LAUNCHES = 100_000
+MAX_QUOTA_GPU_HOURS = 10_000_000.0
+
+
 class SshKey(models.Model):
     """A private key the workers hold (in SPECDASH_SSH_KEY_DIR), registered by an admin. It reaches only the
     hosts that name it; a worker refuses the file if its public key is not the registered one."""
@@ -73,6 +78,8 @@ class Host(models.Model):
         "python",
         "server_port",
         "cost_per_gpu_hour",
+        "quota_launches_queued",
+        "quota_gpu_hours_per_day",
     )
 
     name = models.SlugField(max_length=64, unique=True)
@@ -103,6 +110,20 @@ class Host(models.Model):
         blank=True,
         validators=[MinValueValidator(0.0), MaxValueValidator(1_000_000.0)],
         help_text="Price of one GPU-hour, for cost per million tokens (blank: not shown).",
+    )
+    # What the members together may take of this host (admins are exempt); blank: the SPECDASH_QUOTA_* defaults.
+    quota_launches_queued = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(MAX_QUOTA_LAUNCHES)],
+        help_text="Launches members may have queued or running here at once (blank: SPECDASH_QUOTA_LAUNCHES_PER_HOST).",
+    )
+    quota_gpu_hours_per_day = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(MAX_QUOTA_GPU_HOURS)],
+        help_text="GPU-hours members' launches may take here in 24 h, pending ones at their timeouts' bound "
+        "(blank: SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY).",
     )
     # Environment variable prefixes a config may set on this host beyond the built-in allowlist (admins only).
     extra_env_prefixes = models.JSONField(default=list, blank=True)
@@ -138,6 +159,20 @@ class Host(models.Model):
     @property
     def gpu_count(self) -> int:
         return len(self.gpu_inventory)
+
+    @property
+    def launch_quota(self) -> int:
+        """Launches members may have queued or running here at once: the admin's value, else the default."""
+        if self.quota_launches_queued is not None:
+            return self.quota_launches_queued
+        return int(settings.SPECDASH_QUOTA_LAUNCHES_PER_HOST)
+
+    @property
+    def gpu_hours_quota(self) -> float:
+        """GPU-hours members' launches may take here in 24 h: the admin's value, else the default."""
+        if self.quota_gpu_hours_per_day is not None:
+            return self.quota_gpu_hours_per_day
+        return float(settings.SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY)
 
     def effective_env(self, config_env: dict[str, str]) -> dict[str, str]:
         """The environment a server of a config with `config_env` gets here: the host's defaults, then the config's."""

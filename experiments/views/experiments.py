@@ -21,8 +21,9 @@ from experiments.reads.reports import LATENCY_TABLE_HEADINGS, cached_report, com
 from experiments.views.exports import comparison_csv_response, comparison_json_response
 
 from ..actions.audit import Actor
-from ..actions.experiments import QuotaExceeded, do_create_experiment, do_rerun_experiment, do_set_schedule
+from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
 from ..actions.notes import do_set_experiment_notes
+from ..actions.quotas import QuotaExceeded
 from ..forms import (
     BenchmarkProfileForm,
     ExperimentForm,

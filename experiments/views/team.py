@@ -1,7 +1,8 @@
-"""The team: who holds which role (admins change roles here), and the whole audit log (admins)."""
+"""The team: who holds which role and what quota (admins change both here), and the whole audit log (admins)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
@@ -12,8 +13,10 @@ from django.views.decorators.http import require_POST
 
 from .. import roles
 from ..actions.audit import Actor
+from ..actions.quotas import do_set_member_quota
 from ..actions.users import do_set_role
-from ..models import AuditEvent
+from ..forms import MemberQuotaForm, plain_errors
+from ..models import AuditEvent, MemberQuota
 from .access import requires
 
 AUDIT_PAGE = 100
@@ -22,8 +25,32 @@ AUDIT_PAGE = 100
 @requires("auth.view_user")
 def user_list(request: HttpRequest) -> HttpResponse:
     users = get_user_model().objects.order_by("username").prefetch_related("groups")
-    rows = [(user, roles.highest(group.name for group in user.groups.all())) for user in users]
-    return render(request, "experiments/user_list.html", {"rows": rows, "roles": roles.ORDER})
+    quotas = {q.user_id: q for q in MemberQuota.objects.all()}
+    rows = [
+        (user, roles.highest(group.name for group in user.groups.all()), quotas.get(user.pk) or MemberQuota())
+        for user in users
+    ]
+    context = {
+        "rows": rows,
+        "roles": roles.ORDER,
+        "default_launches": settings.SPECDASH_QUOTA_LAUNCHES_PER_USER,
+        "default_gpu_hours": settings.SPECDASH_QUOTA_GPU_HOURS_PER_USER_PER_DAY,
+    }
+    return render(request, "experiments/user_list.html", context)
+
+
+@requires("experiments.change_memberquota")
+@require_POST
+def set_quota(request: HttpRequest, user_id: int) -> HttpResponse:
+    user = get_object_or_404(get_user_model(), pk=user_id)
+    form = MemberQuotaForm(request.POST)
+    if not form.is_valid():
+        problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in plain_errors(form).items())
+        messages.error(request, f"Quota of {user.get_username()} not saved: {problems}")
+        return redirect("user_list")
+    do_set_member_quota(user, Actor.of(request), **form.cleaned_data)
+    messages.success(request, f"Quota of {user.get_username()} saved.")
+    return redirect("user_list")
 
 
 @requires("auth.change_user")

@@ -22,6 +22,7 @@ from django.conf import settings
 from experiments.actions.runs import do_record_measurement, do_record_prompt_results
 from experiments.formats import prompt_sampling
 from experiments.models import BenchmarkProfile, Host, LogChunk, Run
+from experiments.rules import gpu_hours
 
 from .. import sglang
 from ..ssh import HostConnection, quote_command
@@ -32,7 +33,7 @@ BENCHCLIENT_DIR = Path(__file__).resolve().parent.parent / "benchclient"
 # Copied under the host's work directory, into a directory named after its content; run from there as
 # `python -m benchclient`.
 REMOTE_DIR = ".specdash"
-TIMEOUT_MARGIN_S = 60
+TIMEOUT_MARGIN_S = gpu_hours.CELL_MARGIN_S
 # The longest stretch of log read back for one cell's Decode-batch summary.
 MAX_WINDOW_LINES = 500_000
 FLUSH_WAIT_S, FLUSH_RETRY_S = 10.0, 0.1
@@ -245,9 +246,9 @@ def command(
 
 
 def timeout(profile: BenchmarkProfile, concurrency: int) -> float:
-    """Every wave of `concurrency` requests may take a whole request timeout; then a margin for the warm-up."""
-    waves = max(1, profile.num_prompts // concurrency + 1)
-    return profile.request_timeout_s * waves + TIMEOUT_MARGIN_S
+    """Every wave of `concurrency` requests may take a whole request timeout; then a margin for the warm-up. The
+    daily GPU-hour quotas reserve a queued launch's time by the same bound."""
+    return gpu_hours.cell_time_bound_s(profile.num_prompts, concurrency, profile.request_timeout_s)
 
 
 def parse_result(stdout: str) -> dict[str, Any] | None:
