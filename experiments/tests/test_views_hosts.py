@@ -82,3 +82,18 @@ def test_it_shows_the_shell_fields_read_only_to_a_viewer_with_the_hosts_history(
     assert "source /opt/sglang-0.5.10/bin/activate" in page
     assert f'href="/hosts/{host.pk}/edit/"' not in page and "<textarea" not in page
     assert "host.edit" in page and "owner" in page
+
+
+def test_it_keeps_a_hosts_price_of_a_gpu_hour_when_its_page_saves_it(owner_client):
+    host = make_host(cost_per_gpu_hour=2.5)
+
+    page = owner_client.get(f"/hosts/{host.pk}/edit/").content.decode()
+    owner_client.post(f"/hosts/{host.pk}/edit/", {
+        "name": host.name, "address": "127.0.0.1", "port": "22", "username": "gpu", "work_dir": "w",
+        "models_root": "/models", "launcher": "python3 -m sglang.launch_server", "python": "python3",
+        "server_port": "30000", "cost_per_gpu_hour": "3.5",
+    })  # fmt: skip
+
+    assert 'name="cost_per_gpu_hour"' in page and 'value="2.5"' in page
+    host.refresh_from_db()
+    assert host.cost_per_gpu_hour == 3.5
