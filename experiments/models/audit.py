@@ -50,6 +50,9 @@ class AuditEvent(models.Model):
         UNSUBSCRIBE = "notifications.unsubscribe"
         STUDY_START = "study.start"
         STUDY_CANCEL = "study.cancel"
+        LOGIN = "user.login"
+        LOGIN_FAILED = "user.login_failed"
+        LOCKOUT = "user.lockout"  # a login refused because its username and address are locked out
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
