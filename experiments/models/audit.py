@@ -40,6 +40,7 @@ class AuditEvent(models.Model):
         HOST_EDIT = "host.edit"
         HOST_TEST = "host.test"
         HOST_CLEAN = "host.clean"
+        HOST_MODELS = "host.models"  # a worker asked to list the host's models again
         KEY_CREATE = "key.create"
         KEY_EDIT = "key.edit"
         KEY_DELETE = "key.delete"
