@@ -290,6 +290,9 @@ SPECDASH_QUOTA_LAUNCHES_PER_USER = int(os.environ.get("SPECDASH_QUOTA_LAUNCHES_P
 SPECDASH_QUOTA_LAUNCHES_PER_HOST = int(os.environ.get("SPECDASH_QUOTA_LAUNCHES_PER_HOST", "500"))
 SPECDASH_NOTIFY_RETRY_DELAY = float(os.environ.get("SPECDASH_NOTIFY_RETRY_DELAY", "30"))
 SPECDASH_WEBHOOK_HOSTS = tuple(_env_list("SPECDASH_WEBHOOK_HOSTS", ""))
+# Webhooks post only to public addresses; networks listed here (CIDR, comma-separated) are allowed too, e.g. the
+# private address of a team's Slack relay. Checked when an admin saves a webhook and before every delivery.
+SPECDASH_WEBHOOK_ALLOWED_NETWORKS = tuple(_env_list("SPECDASH_WEBHOOK_ALLOWED_NETWORKS", ""))
 
 CELERY_BEAT_SCHEDULE = {
     "reattach-stale-runs": {"task": "workers.tasks.reattach_stale_runs", "schedule": SPECDASH_REATTACH_EVERY},
