@@ -6,9 +6,10 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+
+from experiments.forms import LoginForm
 
 
 def lockout_response(request: HttpRequest, *args: Any) -> HttpResponse:
@@ -21,6 +22,6 @@ def lockout_response(request: HttpRequest, *args: Any) -> HttpResponse:
         "or ask an admin to unlock it.",
     )
     username = request.POST.get("username", "")[:150]
-    form = AuthenticationForm(request, initial={"username": username})
+    form = LoginForm(request, initial={"username": username})
     context = {"form": form, "next": request.POST.get("next", "")}
     return render(request, "registration/login.html", context, status=429)

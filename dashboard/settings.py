@@ -296,6 +296,9 @@ SPECDASH_QUOTA_GPU_HOURS_PER_USER_PER_DAY = float(os.environ.get("SPECDASH_QUOTA
 SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY = float(os.environ.get("SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY", "20000"))
 SPECDASH_NOTIFY_RETRY_DELAY = float(os.environ.get("SPECDASH_NOTIFY_RETRY_DELAY", "30"))
 SPECDASH_WEBHOOK_HOSTS = tuple(_env_list("SPECDASH_WEBHOOK_HOSTS", ""))
+# Webhooks post only to public addresses; networks listed here (CIDR, comma-separated) are allowed too, e.g. the
+# private address of a team's Slack relay. Checked when an admin saves a webhook and before every delivery.
+SPECDASH_WEBHOOK_ALLOWED_NETWORKS = tuple(_env_list("SPECDASH_WEBHOOK_ALLOWED_NETWORKS", ""))
 
 CELERY_BEAT_SCHEDULE = {
     "reattach-stale-runs": {"task": "workers.tasks.reattach_stale_runs", "schedule": SPECDASH_REATTACH_EVERY},

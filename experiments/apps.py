@@ -7,3 +7,6 @@ class ExperimentsConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
+        from .actions import logins
+
+        logins.connect()

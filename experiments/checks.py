@@ -20,3 +20,14 @@ def check_redis_url(app_configs, **kwargs):
     if not settings.REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
         return [checks.Error(f"REDIS_URL {settings.REDIS_URL!r} is not a redis:// URL.", id="specdash.E002")]
     return []
+
+
+@checks.register()
+def check_webhook_networks(app_configs, **kwargs):
+    from .rules import webhook_targets
+
+    try:
+        webhook_targets.networks(settings.SPECDASH_WEBHOOK_ALLOWED_NETWORKS)
+    except ValueError as exc:
+        return [checks.Error(f"SPECDASH_WEBHOOK_ALLOWED_NETWORKS: {exc}", id="specdash.E010")]
+    return []

@@ -63,7 +63,8 @@
 })();
 
 // Model paths: suggest the model directories on the chosen host (those under its models root holding a
-// config.json), listed by a worker over SSH through the JSON API. Typing any path still works.
+// config.json), as a worker last listed them (the JSON API answers from the stored list, with its age in the
+// X-Models-Listed-At header; the host's page lists them again). Typing any path still works.
 (function () {
   const urlsScript = document.getElementById("host-models-urls");
   const hostSelect = document.getElementById("id_experiment-host");
@@ -79,7 +80,7 @@
         .then(async (response) => {
           const body = await response.json().catch(() => ({}));
           if (!response.ok) throw new Error(body.detail || `HTTP ${response.status}`);
-          return body;
+          return { models: body, listedAt: response.headers.get("X-Models-Listed-At") };
         }));
     }
     return listings.get(url);
@@ -91,9 +92,9 @@
     datalist.replaceChildren();
     status.textContent = "";
     if (!url) return;
-    status.textContent = `Listing the models on ${host} …`;
+    status.textContent = `Reading the models listed on ${host} …`;
     try {
-      const models = await listing(url);
+      const { models, listedAt } = await listing(url);
       if (hostSelect.value !== host) return; // the choice changed meanwhile
       for (const model of models) {
         const option = document.createElement("option");
@@ -102,9 +103,12 @@
         option.label = `${model.name}${context}`;
         datalist.append(option);
       }
-      status.textContent = models.length
-        ? `${models.length} model${models.length === 1 ? "" : "s"} on ${host}: the path fields suggest them.`
-        : `No model directories found under ${host}'s models root.`;
+      const when = listedAt ? ` (as listed ${new Date(listedAt).toLocaleString()})` : "";
+      status.textContent = !listedAt
+        ? `The models on ${host} have not been listed yet; a member can list them on the host's page.`
+        : models.length
+          ? `${models.length} model${models.length === 1 ? "" : "s"} on ${host}${when}: the path fields suggest them.`
+          : `No model directories found under ${host}'s models root${when}.`;
     } catch (error) {
       if (hostSelect.value === host) status.textContent = `Could not list the models on ${host}: ${error.message}`;
     }

@@ -145,13 +145,17 @@ def test_host(host_id: int) -> dict:
     return {"ok": True, "host_key": result.host_key, "gpus": result.gpus}
 
 
-@shared_task(name="workers.tasks.list_host_models", ignore_result=False, time_limit=PROBE_TIME_LIMIT)
+@shared_task(name="workers.tasks.list_host_models", ignore_result=True, time_limit=PROBE_TIME_LIMIT)
 def list_host_models(host_id: int) -> dict:
+    """List the host's models and store them; nobody waits for the answer (pages show the stored list's age)."""
     close_old_connections()
-    host = Host.objects.select_related("ssh_key").get(pk=host_id)
+    host = Host.objects.select_related("ssh_key").filter(pk=host_id).first()
+    if host is None:
+        return {"ok": False, "error": "no such host"}
     try:
         models = hosts.list_models(host)
     except SSHError as exc:
+        log.warning("host %s: models not listed: %s", host.name, exc)
         return {"ok": False, "error": str(exc)}
     do_store_model_inventory(host, models)
     return {"ok": True, "models": models}

@@ -41,6 +41,22 @@ ANALYSIS = Actor(None, None, None, "analysis")  # the history check: confirming 
 
 
 def record_event(actor: Actor, action: str, target: models.Model, **detail: Any) -> AuditEvent:
+    return _create(actor, action, target._meta.model_name or "", target.pk, str(target), detail)
+
+
+def record_login_event(request: HttpRequest, action: str, username: str, user: Any = None) -> AuditEvent:
+    """A login, a failed login or a locked-out one, about the username typed (bounded; the password is never
+    passed here). `user` is the account when the login succeeded; a failure names no account, so the log does not
+    say which usernames exist."""
+    name = username[:LOGGED_USERNAME_MAX]
+    actor = Actor(user, request.META.get("REMOTE_ADDR") or None, None, "web")
+    return _create(actor, action, "user", user.pk if user is not None else None, name, {"username": name})
+
+
+LOGGED_USERNAME_MAX = 150  # Django's own bound on a username; anything longer was never a username
+
+
+def _create(actor: Actor, action: str, target_type: str, target_id: Any, label: str, detail: dict) -> AuditEvent:
     user = actor.user if actor.user is not None and actor.user.is_authenticated else None
     return AuditEvent.objects.create(
         actor=user,
@@ -50,8 +66,8 @@ def record_event(actor: Actor, action: str, target: models.Model, **detail: Any)
         token_name=actor.token.name if actor.token else "",
         via=actor.via,
         action=action,
-        target_type=target._meta.model_name or "",
-        target_id=target.pk,
-        target_label=str(target)[:255],
+        target_type=target_type,
+        target_id=target_id,
+        target_label=label[:255],
         detail=detail,
     )

@@ -2,9 +2,10 @@
 name). Callers send after their transaction commits (`transaction.on_commit`), and decide what a broker that cannot
 be reached means for them.
 
-Two kinds of sending: fire-and-forget wake-ups and deliveries, and questions the web tier asks a worker and waits for
-(it holds no SSH keys, so a worker connects and answers). Those block the request for at most WORKER_ANSWER_TIMEOUT;
-the worker itself writes what it learnt (the pinned host key, the GPU inventory), so a caller re-reads the host.
+Two kinds of sending: fire-and-forget wake-ups, deliveries and model listings, and questions the web tier asks a
+worker and waits for (it holds no SSH keys, so a worker connects and answers). Those block the request for at most
+WORKER_ANSWER_TIMEOUT; the worker itself writes what it learnt (the pinned host key, the GPU inventory), so a caller
+re-reads the host. Only admins ask questions (a connection test): nothing another role does waits for a worker.
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ LIST_HOST_MODELS_TASK = "workers.tasks.list_host_models"
 def send_drive_host(host_id: int) -> None:
     """Ask a worker to run the host's next queued run (if the host is free). Raises BrokerUnreachable."""
     current_app.send_task(DRIVE_HOST_TASK, args=[host_id])
+
+
+def send_list_host_models(host_id: int) -> None:
+    """Ask a worker to list the host's models again and store them (the web never waits for it; pages and the API
+    show the stored list). Raises BrokerUnreachable."""
+    current_app.send_task(LIST_HOST_MODELS_TASK, args=[host_id])
 
 
 def send_deliver_notification(delivery_id: int) -> None:
@@ -60,8 +67,3 @@ def test_host_connection(host: Host) -> None:
     """
     _ask_worker(TEST_HOST_TASK, host)
     host.refresh_from_db()
-
-
-def host_models(host: Host) -> list[dict[str, Any]]:
-    """The model directories under the host's models root (those holding a config.json), read by a worker."""
-    return list(_ask_worker(LIST_HOST_MODELS_TASK, host)["models"])

@@ -11,6 +11,7 @@ from django.utils import timezone
 from ..analysis.schedule import interleaved_schedule
 from ..models import AuditEvent, BenchmarkProfile, Candidate, Experiment, Host, Run, ServerConfig
 from .audit import SCHEDULER, Actor, record_event
+from .configs import do_create_config, do_create_profile
 from .hosts import enqueue_drive_host
 from .quotas import check_launch_quota
 
@@ -49,12 +50,8 @@ def do_create_experiment(
 def save_submitted(actor: Actor, configs: Sequence[ServerConfig], profile: BenchmarkProfile) -> None:
     """Save those of a submission's (validated) configs and profile that are new, as the actor's."""
     for config in configs:
-        if config.pk is None:
-            config.created_by = actor.user
-            config.save()
-    if profile.pk is None:
-        profile.created_by = actor.user
-        profile.save()
+        do_create_config(actor, config)
+    do_create_profile(actor, profile)
 
 
 @transaction.atomic

@@ -4,6 +4,7 @@ run at a time, and whether a teardown left it dirty."""
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -42,6 +43,32 @@ def _audited(host: Host, field: str) -> Any:
     is shown to every member)."""
     value = getattr(host, field)
     return launch_policy.masked(value or {}) if field == "default_env" else value
+
+
+MODEL_LISTING_COOLDOWN = timedelta(seconds=30)
+
+
+@transaction.atomic
+def do_request_model_listing(host: Host, actor: Actor) -> bool:
+    """Ask a worker (after the commit) to list the host's models again over SSH and store them; False, and nothing
+    asked, when someone asked less than MODEL_LISTING_COOLDOWN ago (each listing is an SSH session on the host)."""
+    Host.objects.select_for_update().filter(pk=host.pk).first()  # one asker at a time decides
+    recent = AuditEvent.objects.about(host).filter(
+        action=AuditEvent.Action.HOST_MODELS, at__gte=timezone.now() - MODEL_LISTING_COOLDOWN
+    )
+    if recent.exists():
+        return False
+    record_event(actor, AuditEvent.Action.HOST_MODELS, host, models_root=host.models_root)
+    transaction.on_commit(lambda: _send_list_host_models(host.pk))
+    return True
+
+
+def _send_list_host_models(host_id: int) -> None:
+    try:
+        dispatch.send_list_host_models(host_id)
+    except BrokerUnreachable as exc:
+        # The stored list stays as it was, with its age shown; asking again once Redis is back lists them.
+        log.warning("host %s: model listing not sent: %r", host_id, exc)
 
 
 @transaction.atomic

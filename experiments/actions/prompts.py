@@ -11,16 +11,25 @@ from ..models import AuditEvent, Candidate, Experiment, PromptSet
 from .audit import Actor, record_event
 
 
+class PublishRefused(Exception):
+    """The name belongs to a set this user may not add versions to; the message says who may."""
+
+
 @transaction.atomic
 def do_create_prompt_set(actor: Actor, name: str, data: bytes) -> PromptSet:
     """A set from an uploaded file (prompt_sampling.parse_upload; PromptSetError says what is wrong and where). The
-    same name and content again is the same set, not a copy; new content under a name is a new version of it."""
+    same name and content again is the same set, not a copy; new content under a name is a new version of it, which
+    only the name's owner (the creator of its first version), maintainers and admins may publish (PublishRefused);
+    under a built-in set's name only admins."""
     conversations = prompt_sampling.parse_upload(data)
     prompt_set = PromptSet(name=name, kind=PromptSet.Kind.UPLOAD)
     prompt_set.set_conversations(conversations)
     existing = PromptSet.objects.filter(name=name, content_hash=prompt_set.content_hash).first()
     if existing is not None:
         return existing
+    first = PromptSet.objects.first_version(name)
+    if first is not None and not first.can_add_version(actor.user):
+        raise PublishRefused(first.who_may_add_versions())
     prompt_set.created_by = actor.user if actor.user is not None and actor.user.is_authenticated else None
     prompt_set.save()
     record_event(

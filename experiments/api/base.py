@@ -3,9 +3,11 @@ configs, profiles and hosts given inline or by id."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import HttpError
 from ninja.security import HttpBearer, django_auth
@@ -31,7 +33,31 @@ class BearerToken(HttpBearer):
         return api_token.user
 
 
-api = NinjaAPI(title="specdash API", version="1", auth=[BearerToken(), django_auth], urls_namespace="api")
+def _viewers_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The schema and the docs page, like every endpoint: 401 without a session or token, 403 below the viewer
+    role (the schema maps every operation and field an attacker would probe)."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        user = request.user if request.user.is_authenticated else BearerToken()(request)
+        if not user:
+            return JsonResponse({"detail": "Unauthorized"}, status=401)
+        if not user.has_perm(DOCS_PERMISSION):
+            return JsonResponse({"detail": f"Your role does not allow this (it needs {DOCS_PERMISSION})."}, status=403)
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+DOCS_PERMISSION = "experiments.view_experiment"  # every role from viewer up holds it
+
+api = NinjaAPI(
+    title="specdash API",
+    version="1",
+    auth=[BearerToken(), django_auth],
+    urls_namespace="api",
+    docs_decorator=_viewers_only,
+)
 
 
 def require(request: HttpRequest, perm: str) -> None:

@@ -11,6 +11,8 @@ from ninja import Body, Status
 from experiments.api import serializers
 from experiments.reads import config_history
 
+from ..actions.audit import Actor
+from ..actions.configs import do_create_config, do_create_profile
 from ..forms import (
     BenchmarkProfileForm,
     ServerConfigForm,
@@ -20,7 +22,7 @@ from ..forms import (
     profile_form_data,
 )
 from ..models import BenchmarkProfile, ServerConfig
-from .base import api, api_user, require
+from .base import api, require
 
 PROFILE_NAME_MAX = BenchmarkProfile._meta.get_field("name").max_length or 128
 
@@ -45,10 +47,8 @@ def create_config(request: HttpRequest, payload: Body[dict[str, Any]]):
     form = ServerConfigForm(config_form_data(payload))
     if not form.is_valid():
         return Status(422, {"detail": "invalid config", "errors": plain_errors(form)})
-    config = form.save_unsaved()
-    if config.pk is None:  # else the very same stored config (same name and content): reused, not re-owned
-        config.created_by = api_user(request)
-        config.save()
+    # The very same stored config (same name and content) is reused, not re-owned.
+    config = do_create_config(Actor.of(request), form.save_unsaved())
     return Status(201, serializers.config_json(config))
 
 
@@ -71,7 +71,5 @@ def create_profile(request: HttpRequest, payload: Body[dict[str, Any]]):
         if name_problem:
             errors["name"] = [name_problem]
         return Status(422, {"detail": "invalid profile", "errors": errors})
-    profile = form.save_unsaved(name=name)
-    profile.created_by = api_user(request)
-    profile.save()
+    profile = do_create_profile(Actor.of(request), form.save_unsaved(name=name))
     return Status(201, serializers.profile_json(profile))

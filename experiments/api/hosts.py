@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Body, Status
 from ninja.errors import HttpError
@@ -13,7 +13,7 @@ from experiments.actions import dispatch
 from experiments.api import serializers
 
 from ..actions.audit import Actor
-from ..actions.hosts import do_mark_host_clean, do_register_host, do_test_host
+from ..actions.hosts import do_mark_host_clean, do_register_host, do_request_model_listing, do_test_host
 from ..forms import (
     HostForm,
     plain_errors,
@@ -50,19 +50,26 @@ def test_host(request: HttpRequest, host_id: int):
 
 
 @api.get("/hosts/{host_id}/models")
-def host_models(request: HttpRequest, host_id: int):
-    """Model directories found on the host under its models root (those holding a config.json)."""
+def host_models(request: HttpRequest, host_id: int, response: HttpResponse):
+    """Model directories found on the host under its models root (those holding a config.json), as a worker last
+    listed them: the `X-Models-Listed-At` header says when (absent: never). Reading never reaches the host; POST
+    .../models/refresh asks for a new listing."""
     require(request, "experiments.view_host")
     host = get_object_or_404(Host, pk=host_id)
-    try:
-        return dispatch.host_models(host)
-    except dispatch.HostProbeFailed as exc:
-        if request.user.has_perm("experiments.change_host"):
-            raise HttpError(exc.status, str(exc)) from exc
-        # Only admins learn why: the reason would tell others which addresses and ports answer (a port scan).
-        raise HttpError(
-            exc.status, "The host's models could not be listed; ask an admin to test its connection."
-        ) from None
+    listed_at = serializers.models_listed_at(host)
+    if listed_at:
+        response["X-Models-Listed-At"] = listed_at
+    return host.listed_models()
+
+
+@api.post("/hosts/{host_id}/models/refresh", response={202: dict})
+def refresh_host_models(request: HttpRequest, host_id: int):
+    """Ask a worker to list the host's models again (members and up). 202 at once: the listing is stored when the
+    worker is done; `requested` is false when one was asked for moments ago (that one is coming)."""
+    require(request, "experiments.add_experiment")
+    host = get_object_or_404(Host, pk=host_id)
+    requested = do_request_model_listing(host, Actor.of(request))
+    return Status(202, {"id": host.pk, "requested": requested, "models_listed_at": serializers.models_listed_at(host)})
 
 
 @api.post("/hosts/{host_id}/clean")

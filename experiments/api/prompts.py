@@ -11,7 +11,7 @@ from experiments.api import serializers
 from experiments.formats.prompt_sampling import MAX_UPLOAD_BYTES, PromptSetError
 
 from ..actions.audit import Actor
-from ..actions.prompts import do_create_prompt_set
+from ..actions.prompts import PublishRefused, do_create_prompt_set
 from ..forms import PromptSetUploadForm
 from ..models import PromptSet
 from .base import api, require
@@ -23,7 +23,7 @@ def list_prompt_sets(request: HttpRequest):
     return [serializers.prompt_set_json(s) for s in PromptSet.objects.defer("conversations")]
 
 
-@api.post("/prompt-sets", response={201: dict, 422: dict})
+@api.post("/prompt-sets", response={201: dict, 403: dict, 422: dict})
 def create_prompt_set(request: HttpRequest, payload: Body[dict[str, Any]]):
     """`{"name": ..., "content": "<the JSONL or JSON file's text>"}`."""
     require(request, "experiments.add_promptset")
@@ -44,6 +44,8 @@ def create_prompt_set(request: HttpRequest, payload: Body[dict[str, Any]]):
             prompt_set = do_create_prompt_set(Actor.of(request), name, content.encode())
         except PromptSetError as exc:
             errors["content"] = [str(exc)]
+        except PublishRefused as exc:
+            return Status(403, {"detail": str(exc)})
         else:
             return Status(201, serializers.prompt_set_json(prompt_set))
     return Status(422, {"detail": "invalid prompt set", "errors": errors})

@@ -96,7 +96,14 @@ def host_json(h: Host) -> dict[str, Any]:
         "dirty": h.is_dirty,
         "dirty_reason": h.dirty_reason,
         "active_run": h.active_run_id,
+        "models_listed_at": models_listed_at(h),
     }
+
+
+def models_listed_at(h: Host) -> str | None:
+    """When the host's stored model listing was read (None: never, or under another models root)."""
+    listed = h.model_inventory_at is not None and (h.model_inventory or {}).get("models_root") == h.models_root
+    return h.model_inventory_at.isoformat() if listed and h.model_inventory_at else None
 
 
 def profile_json(p: BenchmarkProfile) -> dict[str, Any]:

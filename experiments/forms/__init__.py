@@ -5,6 +5,7 @@ One module per concern; everything is importable from `experiments.forms`.
 
 from .configs import ServerConfigForm
 from .hosts import HostForm, SshKeyForm
+from .logins import LoginForm
 from .notes import ExperimentNotesForm, RunNotesForm
 from .profiles import BenchmarkProfileForm
 from .prompts import PromptSetUploadForm
@@ -41,6 +42,7 @@ __all__ = [
     "FlagBulkTriageForm",
     "FlagTriageForm",
     "HostForm",
+    "LoginForm",
     "MemberQuotaForm",
     "PromptSetUploadForm",
     "RerunForm",

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.validators import EmailValidator, URLValidator
 
 from ..models import Event, Subscription
+from ..rules import webhook_targets
 
 MAX_TARGET = 500
 
@@ -75,10 +76,21 @@ class SubscriptionForm(forms.ModelForm):
 
     def _check_webhook(self, url: str) -> None:
         self._check(url, URLValidator(schemes=["https", "http"], message="Enter an http(s) URL."))
+        if not url or "target" in self.errors:
+            return
         allowed = settings.SPECDASH_WEBHOOK_HOSTS
         host = (urlsplit(url).hostname or "").lower()
-        if url and allowed and host not in allowed:
+        if allowed and host not in allowed:
             self.add_error("target", f"Webhooks may only point at {', '.join(allowed)} (SPECDASH_WEBHOOK_HOSTS).")
+            return
+        # Where it resolves now; the worker checks again right before each delivery.
+        problem = webhook_targets.url_refusal(url) or webhook_targets.target_refusal(
+            url,
+            webhook_targets.resolve(*webhook_targets.endpoint(url)),
+            webhook_targets.networks(settings.SPECDASH_WEBHOOK_ALLOWED_NETWORKS),
+        )
+        if problem:
+            self.add_error("target", problem)
 
     def subscription(self) -> Subscription:
         """The valid subscription, unsaved (the view saves it through `do_subscribe`)."""

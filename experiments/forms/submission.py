@@ -220,7 +220,7 @@ class ExperimentSubmission:
                         form,
                         field,
                         f"{host.name} has no model with a config.json at {data[field]} (its models as listed "
-                        f"{_ago(host)}; reload this page to list them again).",
+                        f"{_ago(host)}; a member can list them again on the host's page).",
                     )
             target, draft = found.get("model_path"), found.get("speculative_draft_model_path")
             if target is None or draft is None:

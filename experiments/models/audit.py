@@ -40,6 +40,7 @@ class AuditEvent(models.Model):
         HOST_EDIT = "host.edit"
         HOST_TEST = "host.test"
         HOST_CLEAN = "host.clean"
+        HOST_MODELS = "host.models"  # a worker asked to list the host's models again
         KEY_CREATE = "key.create"
         KEY_EDIT = "key.edit"
         KEY_DELETE = "key.delete"
@@ -51,6 +52,9 @@ class AuditEvent(models.Model):
         UNSUBSCRIBE = "notifications.unsubscribe"
         STUDY_START = "study.start"
         STUDY_CANCEL = "study.cancel"
+        LOGIN = "user.login"
+        LOGIN_FAILED = "user.login_failed"
+        LOCKOUT = "user.lockout"  # a login refused because its username and address are locked out
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
@@ -95,7 +96,7 @@ class Host(models.Model):
     gpu_inventory = models.JSONField(default=list, blank=True)
     gpus_read_at = models.DateTimeField(null=True, blank=True)
     # The host's models as a worker last listed them ({"models_root", "models"}); the submission checks paths and
-    # model pairs against it. Empty until a first listing (the new-experiment page lists on every visit).
+    # model pairs against it. Empty until a first listing; a member asks for a new one (never a page or a GET).
     model_inventory = models.JSONField(default=dict, blank=True)
     model_inventory_at = models.DateTimeField(null=True, blank=True)
     work_dir = models.CharField(max_length=512, default="specdash-work", help_text="Relative to the login's home.")
@@ -155,6 +156,13 @@ class Host(models.Model):
     @property
     def is_pinned(self) -> bool:
         return bool(self.host_key.strip())
+
+    def listed_models(self) -> list[dict[str, Any]]:
+        """The models as last listed, if listed under the models root the host has now (else none)."""
+        inventory = self.model_inventory or {}
+        if inventory.get("models_root") != self.models_root:
+            return []
+        return list(inventory.get("models") or [])
 
     @property
     def gpu_count(self) -> int:

@@ -13,6 +13,14 @@ from django.utils import timezone
 from experiments.formats import prompt_sampling
 
 
+class PromptSetQuerySet(models.QuerySet["PromptSet"]):
+    def first_version(self, name: str) -> PromptSet | None:
+        """The first version published under `name` (compared ignoring case, so a look-alike name is the same
+        name): its creator owns the name. A built-in version, if there is one, stands for the name."""
+        versions = self.filter(name__iexact=name).select_related("created_by")
+        return versions.exclude(kind=PromptSet.Kind.UPLOAD).first() or versions.order_by("created_at", "id").first()
+
+
 class PromptSet(models.Model):
     class Kind(models.TextChoices):
         # Random token ids drawn by the client with the profile's seed (what every profile sent before sets).
@@ -32,6 +40,8 @@ class PromptSet(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)
 
+    objects = PromptSetQuerySet.as_manager()
+
     class Meta:
         ordering = ["name", "-created_at", "id"]
 
@@ -41,6 +51,32 @@ class PromptSet(models.Model):
     @property
     def short_hash(self) -> str:
         return self.content_hash[:10]
+
+    @property
+    def is_builtin(self) -> bool:
+        """A set every team has (random ids, ShareGPT), seeded by the migrations, not uploaded."""
+        return self.kind != self.Kind.UPLOAD
+
+    def can_add_version(self, user) -> bool:
+        """Of a name's first version: may `user` publish new versions under its name? Its creator, maintainers and
+        admins; under a built-in set's name only admins."""
+        if user.has_perm("experiments.change_host"):  # admins
+            return True
+        if self.is_builtin:
+            return False
+        return user.has_perm("experiments.manage_any_experiment") or (
+            self.created_by_id is not None and self.created_by_id == user.pk
+        )
+
+    def who_may_add_versions(self) -> str:
+        if self.is_builtin:
+            whose, who = "a built-in prompt set", "only admins"
+        elif self.created_by is None:
+            whose, who = "a former user’s prompt set", "only maintainers and admins"
+        else:
+            owner = self.created_by.get_username()
+            whose, who = f"{owner}’s prompt set", f"only {owner}, maintainers and admins"
+        return f"“{self.name}” is {whose}: {who} may publish versions of it."
 
     @property
     def is_random(self) -> bool:

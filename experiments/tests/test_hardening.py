@@ -385,8 +385,9 @@ def test_it_streams_a_run_log_over_the_websocket_within_the_policy(browser_user,
 @pytest.mark.browser
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
-def test_it_renders_the_api_docs_from_this_server_alone(live_web, browser):
+def test_it_renders_the_api_docs_from_this_server_alone(live_web, browser, log_in):
     page = browser.new_context().new_page()
+    log_in(page)  # the docs and the schema need a login, as the API does
     problems, outside = _watch(page, live_web)
 
     page.goto(f"{live_web}/api/docs")

@@ -17,6 +17,7 @@ from experiments.actions.notifications import do_subscribe
 from experiments.actions.runs import do_advance_run, do_cancel_run
 from experiments.formats import notification_texts
 from experiments.models import AuditEvent, Delivery, Event, Flag, Run, Subscription, Suspicion
+from experiments.rules import webhook_targets
 
 from .factories import finish_run, make_experiment, make_history, make_host, make_measurement
 
@@ -116,11 +117,13 @@ def test_a_member_cannot_add_a_webhook(client, member):
 
 
 @pytest.mark.django_db
-def test_an_admin_adds_a_team_webhook_with_a_checked_url(client, owner, settings):
+def test_an_admin_adds_a_team_webhook_with_a_checked_url(client, owner, settings, monkeypatch):
     client.force_login(owner)
     url = reverse("notification_settings")
     bad = client.post(url, {"channel": "webhook", "events": ["flag_raised"], "team": "on", "target": "file:///etc/x"})
     settings.SPECDASH_WEBHOOK_HOSTS = ("hooks.slack.com",)
+    fake_dns = {"hooks.slack.com": ["3.33.200.10"]}  # a public address (no DNS in the test's sandbox)
+    monkeypatch.setattr(webhook_targets, "resolve", lambda host, port: fake_dns.get(host, []))
     elsewhere = client.post(
         url, {"channel": "webhook", "events": ["flag_raised"], "team": "on", "target": "https://evil.example/x"}
     )
@@ -262,7 +265,14 @@ def test_a_worker_delivers_a_flag_webhook_after_the_commit_retrying_a_failure(
 ):
     hook, url = receiver
     hook.failures = 1
-    start_worker(private_queue, "notify", tmp_path / "worker.log", SPECDASH_NOTIFY_RETRY_DELAY="0.2")
+    # The receiver listens on loopback, which webhooks may reach only where an admin allowed it.
+    start_worker(
+        private_queue,
+        "notify",
+        tmp_path / "worker.log",
+        SPECDASH_NOTIFY_RETRY_DELAY="0.2",
+        SPECDASH_WEBHOOK_ALLOWED_NETWORKS="127.0.0.1/32",
+    )
     _subscribe(owner, "webhook", ["host_dirty"], team=True, target=url)
 
     with transaction.atomic():

@@ -21,6 +21,7 @@ from ..actions.hosts import (
     do_mark_host_clean,
     do_register_host,
     do_register_key,
+    do_request_model_listing,
     do_test_host,
 )
 from ..forms import HostForm, SshKeyForm
@@ -41,7 +42,19 @@ def host_detail(request: HttpRequest, host_id: int) -> HttpResponse:
     host = get_object_or_404(Host.objects.select_related("ssh_key", "active_run"), pk=host_id)
     events = AuditEvent.objects.about(host).select_related("actor")[:100]
     default_env = launch_policy.masked(host.default_env or {})
-    return render(request, "experiments/host_detail.html", {"host": host, "events": events, "default_env": default_env})
+    context = {"host": host, "events": events, "default_env": default_env, "models": host.listed_models()}
+    return render(request, "experiments/host_detail.html", context)
+
+
+@requires("experiments.add_experiment")
+@require_POST
+def refresh_host_models(request: HttpRequest, host_id: int) -> HttpResponse:
+    host = get_object_or_404(Host, pk=host_id)
+    if do_request_model_listing(host, Actor.of(request)):
+        messages.success(request, f"A worker is listing the models on {host.name}; reload in a moment to see them.")
+    else:
+        messages.info(request, f"The models on {host.name} were asked for moments ago; reload in a moment.")
+    return redirect("host_detail", host.pk)
 
 
 @requires("experiments.add_host")

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 from experiments.formats.prompt_sampling import PromptSetError
 
 from ..actions.audit import Actor
-from ..actions.prompts import do_create_prompt_set
+from ..actions.prompts import PublishRefused, do_create_prompt_set
 from ..forms import PromptSetUploadForm
 from ..models import PromptSet
 from .access import requires
@@ -32,6 +32,9 @@ def create_prompt_set(request: HttpRequest) -> HttpResponse:
             prompt_set = do_create_prompt_set(Actor.of(request), form.cleaned_data["name"], form.cleaned_data["file"])
         except PromptSetError as exc:
             form.add_error("file", str(exc))
+        except PublishRefused as exc:
+            form.add_error("name", str(exc))
+            return _render_list(request, form, status=403)
         else:
             messages.success(request, f"Prompt set “{prompt_set}” holds {prompt_set.prompt_count} prompts.")
             return redirect("prompt_set_detail", prompt_set.pk)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from experiments.models import ApiToken, Host, SshKey
@@ -36,12 +38,19 @@ def test_it_pins_the_key_reads_gpus_and_lists_models(client, auth, sshd, celery_
     host = client.post("/api/hosts", payload, content_type="application/json", headers=auth).json()
 
     tested = client.post(f"/api/hosts/{host['id']}/test", headers=auth)
-    models = client.get(f"/api/hosts/{host['id']}/models", headers=auth)
+    never_listed = client.get(f"/api/hosts/{host['id']}/models", headers=auth)
+    refresh = client.post(f"/api/hosts/{host['id']}/models/refresh", headers=auth)
+    deadline = time.monotonic() + 60  # the worker lists them after the answer: the request never waits for it
+    while "X-Models-Listed-At" not in (models := client.get(f"/api/hosts/{host['id']}/models", headers=auth)):
+        assert time.monotonic() < deadline, "no worker listed the models"
+        time.sleep(0.2)
 
     assert tested.status_code == 200, tested.content
     assert tested.json()["pinned"] is True
     assert tested.json()["host_key"].split()[:2] == sshd.host_key.split()[:2]
     assert len(tested.json()["gpus"]) == 8 and tested.json()["gpus"][0]["memory_total_mib"] == 143771
+    assert never_listed.json() == [] and "X-Models-Listed-At" not in never_listed
+    assert refresh.status_code == 202 and refresh.json()["requested"] is True
     assert models.status_code == 200, models.content
     by_name = {m["name"]: m for m in models.json()}
     assert set(by_name) >= {"kimi-k2.5-sim", "kimi-k2.5-sim-eagle3", "kimi-k2.5-sim-eagle3-ctx131k"}
