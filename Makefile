@@ -7,9 +7,30 @@ export SPECDASH_VAR_DIR ?= $(CURDIR)/var
 
 .PHONY: demo test lint install system-packages services clean
 
+PIP_INSTALL := -m pip install --quiet --disable-pip-version-check -r requirements.txt
+# Finished virtualenvs are kept here, one per Python and requirements.txt (as a CI cache keeps them): a fresh clone
+# on a machine that has built one links .venv to it instead of installing for two minutes. The newest three are
+# kept. Set it empty to build .venv inside the clone; a clone whose .venv is a real directory keeps it.
+VENV_CACHE ?= $(HOME)/.cache/specdash/venvs
+# mypy's cache, shared the same way: it checks every file's hash, so a cache written by another clone is safe.
+MYPY_CACHE ?= $(HOME)/.cache/specdash/mypy
+
 $(STAMP): requirements.txt
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@set -e; \
+	if [ -n "$(VENV_CACHE)" ] && { [ ! -e $(VENV) ] || [ -L $(VENV) ]; } && mkdir -p "$(VENV_CACHE)" 2>/dev/null; then \
+		key=$$({ python3 -c 'import sys; print(sys.version)'; cat requirements.txt; } | sha256sum | cut -c1-16); \
+		cached="$(VENV_CACHE)/$$key"; \
+		( flock 9; \
+		  if [ ! -f "$$cached/.installed" ]; then \
+			echo "installing requirements.txt into $$cached"; rm -rf "$$cached"; \
+			python3 -m venv "$$cached" && "$$cached/bin/python" $(PIP_INSTALL) && touch "$$cached/.installed"; \
+			ls -1dt "$(VENV_CACHE)"/*/ | tail -n +4 | xargs -r rm -rf; \
+		  fi ) 9> "$(VENV_CACHE)/.lock"; \
+		ln -sfn "$$cached" $(VENV); \
+	else \
+		test -x $(PY) || python3 -m venv $(VENV); \
+		$(PY) $(PIP_INSTALL); \
+	fi
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -48,7 +69,7 @@ demo: install services $(SECRET_KEY_FILE)
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy experiments workers dashboard simhost
+	$(VENV)/bin/mypy --cache-dir "$(MYPY_CACHE)" experiments workers dashboard simhost
 
 # Tests run against PostgreSQL (the Celery worker subprocess must share the test database) and real Redis, in
 # TEST_WORKERS parallel processes: most of the suite's time is spent waiting on simulated servers, not on the CPU.

@@ -100,6 +100,24 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.fixture(autouse=True)
+def _fresh_channel_layer():
+    """Each test gets its own channel layer, and one that leaves a receive in flight fails, named.
+
+    The layer is a process-wide object whose receive lock belongs to the event loop of the first receive; a
+    consumer still receiving when its test's loop closed left it locked, and every later websocket test of that
+    worker then failed with "bound to a different event loop" (13 tests, none of them the culprit)."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    layer = channel_layers.backends.get("default")
+    channel_layers.backends.clear()
+    in_flight = getattr(layer, "receive_count", 0)
+    if in_flight:
+        pytest.fail(f"the test left {in_flight} channel-layer receive(s) in flight (a websocket left connected?)")
+
+
 def _user(django_user_model, username: str, role: str | None):
     from experiments.actions.audit import Actor
     from experiments.actions.users import do_set_role
