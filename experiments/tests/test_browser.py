@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from experiments.models import Experiment
+from experiments.models import Experiment, Host
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -15,11 +17,18 @@ def test_it_submits_an_experiment_in_the_browser_and_shows_live_runs_and_the_com
     context = browser.new_context()
     page = context.new_page()
     log_in(page)
+    # The form suggests the host's models as a worker last listed them: list them from the host's page first.
+    page.goto(f"{live_web}/hosts/{sim_host.pk}/")
+    page.click("#models button[type=submit]")
+    deadline = time.monotonic() + 60
+    while not Host.objects.get(pk=sim_host.pk).listed_models():
+        assert time.monotonic() < deadline, "no worker stored the host's model listing within 60 s"
+        time.sleep(0.2)
 
     page.goto(f"{live_web}/experiments/new/")
     page.fill("#id_experiment-name", "browser: eagle3 2 steps")
     page.select_option("#id_experiment-host", sim_host.name)
-    # The model path fields suggest the host's model directories, listed by a worker over SSH.
+    # The model path fields suggest the host's model directories, as listed.
     page.wait_for_selector("#host-models option[value$='/kimi-k2.5-sim-eagle3']", state="attached", timeout=30_000)
     assert page.inner_text("#host-models-status").startswith(f"3 models on {sim_host.name}")
     page.fill("#id_baseline-tp_size", "2")

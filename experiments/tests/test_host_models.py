@@ -17,7 +17,7 @@ from .factories import MODELS, make_host
 
 pytestmark = pytest.mark.django_db
 
-LISTED_AT = timezone.now() - timedelta(hours=3)
+LISTED_AGE = timedelta(hours=3)  # from the test's own now: a module-level now is minutes old in a long run
 LISTED = [{"name": "kimi-k2.5-sim", "path": f"{MODELS}/kimi-k2.5-sim", "max_position_embeddings": 262144}]
 
 
@@ -39,7 +39,7 @@ def _listed_host(**fields) -> Host:
     return make_host(
         models_root=MODELS,
         model_inventory={"models_root": MODELS, "models": LISTED},
-        model_inventory_at=LISTED_AT,
+        model_inventory_at=timezone.now() - LISTED_AGE,
         **fields,
     )
 
@@ -59,7 +59,7 @@ def test_a_viewers_listing_is_the_stored_one_and_writes_nothing_nor_sends_anythi
 
     assert response.status_code == 200
     assert response.json() == LISTED
-    assert response["X-Models-Listed-At"] == LISTED_AT.isoformat()
+    assert response["X-Models-Listed-At"] == host.model_inventory_at.isoformat()
     writes = [q["sql"] for q in queries if q["sql"].split()[0] in ("INSERT", "UPDATE", "DELETE")]
     assert writes == [q["sql"] for q in queries if 'UPDATE "experiments_apitoken"' in q["sql"]]  # token last used
     assert sent == [] and Host.objects.values().get(pk=host.pk) == before
@@ -101,7 +101,7 @@ def test_a_member_asks_for_a_new_listing_that_a_worker_makes_after_the_commit(
         again = client.post(f"/api/hosts/{host.pk}/models/refresh", headers=headers)
 
     assert first.status_code == again.status_code == 202
-    assert first.json() == {"id": host.pk, "requested": True, "models_listed_at": LISTED_AT.isoformat()}
+    assert first.json() == {"id": host.pk, "requested": True, "models_listed_at": host.model_inventory_at.isoformat()}
     assert again.json()["requested"] is False  # one SSH listing per cool-down, however often it is asked
     assert sent == [(dispatch.LIST_HOST_MODELS_TASK, [host.pk])]
     event = AuditEvent.objects.get(action=AuditEvent.Action.HOST_MODELS)

@@ -25,6 +25,7 @@ from django.core.management.base import BaseCommand, CommandError
 from experiments import roles
 from experiments.actions.audit import Actor
 from experiments.actions.experiments import do_create_experiment
+from experiments.actions.hosts import do_request_model_listing
 from experiments.actions.runs import do_cancel_run
 from experiments.actions.users import do_set_role
 from experiments.analysis.explanations import MODEL_METRICS
@@ -372,6 +373,9 @@ class Command(BaseCommand):
             repin=True,  # our own sshd on loopback; its key is pinned afresh at each registration
             extra_env_prefix=["SIMHOST_"],  # the demo's configs steer the simulator (load time, faults)
         )
+        # The new-experiment form suggests the host's models as a worker last listed them: list them now (the
+        # worker picks the request up once it has started).
+        do_request_model_listing(Host.objects.get(name=DEMO_HOST), Actor.command())
 
     def _seed_experiment(self) -> Experiment | None:
         host = Host.objects.get(name=DEMO_HOST)
