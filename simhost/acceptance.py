@@ -5,11 +5,18 @@ probability by `prompt_factor`; prompts sent as token ids (the random-ids profil
 Also where a speculative server's output stops being the baseline's: the `draft_bug` fault's rule, and the long
 tail of floating-point non-determinism (`SIMHOST_NONDETERMINISM`): a real server's batch composition changes the
 order of its reductions, a near-tie flips now and then, and from that token on the text differs. Late, and for a
-few prompts only, which is what the equivalence gate must report without failing a candidate for it."""
+few prompts only, which is what the equivalence gate must report without failing a candidate for it.
+
+And the draft that accepts nothing: an EAGLE3 checkpoint served with `--speculative-algorithm EAGLE` (or NEXTN,
+which SGLang rewrites to EAGLE). Likely because the EAGLE path feeds the draft the target's last hidden state where
+an EAGLE3 head expects three layers' worth; whatever the cause, every draft token is rejected: accept length exactly
+1.0, with no error and no warning (what users report in SGLang's issues)."""
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping
+from typing import Any
 
 # Per category, what real EAGLE-3 reports show in spirit: code accepts most, chat least.
 CATEGORY_FACTORS = {"code": 1.2, "math": 1.1, "chat": 0.9}
@@ -40,6 +47,14 @@ def prompt_factor(text: str | None) -> float:
         return 1.0
     level = zlib.crc32(text.encode("utf-8", "replace")) / 0xFFFFFFFF  # 0..1, the same on every run
     return CATEGORY_FACTORS[category(text)] * (1 - SPREAD + 2 * SPREAD * level)
+
+
+def accepts_nothing(algorithm: str | None, draft_config: Mapping[str, Any] | None) -> bool:
+    """An EAGLE3 draft (by its config.json's architectures) served by the EAGLE algorithm: every draft rejected."""
+    if algorithm != "EAGLE" or not draft_config:
+        return False
+    architectures = draft_config.get("architectures") or []
+    return any("eagle3" in str(name).lower() for name in architectures)
 
 
 def draft_bug_token(position: int, token: int, diverge_at: int, vocab: int) -> int:

@@ -171,6 +171,8 @@ class Engine:
         self.verify_steps = 0
         self.accept_p = knobs["ngram_accept_p"] if self.cfg.algorithm == "NGRAM" else knobs["accept_p"]
         self.accept_spread = knobs["accept_spread"]
+        # An EAGLE3 draft served as EAGLE (acceptance.accepts_nothing): every draft is rejected, silently.
+        self.accepts_nothing = bool(knobs.get("accepts_nothing", 0.0))
         self.started = time.monotonic()
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -202,7 +204,7 @@ class Engine:
             # for the same prompt on every launch): the draws come from the prompt, not from the launch's noise.
             req.rng = random.Random(zlib.crc32(",".join(map(str, req.input_ids)).encode(), self.acceptance_seed))
             p = min(0.99, max(0.01, req.rng.gauss(self.accept_p, self.accept_spread) * req.accept_factor))
-            req.p = speed.effective_p(p, self.cfg.branches, self.params.topk_gain)
+            req.p = 0.0 if self.accepts_nothing else speed.effective_p(p, self.cfg.branches, self.params.topk_gain)
         req.gpu_arrived = self.gpu_seconds
         self.waiting.append(req)
         self._idle.clear()

@@ -15,9 +15,9 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, NoReturn
 
+from simhost import acceptance, knobs, logs, scheduler, speed, tracebacks, versions
 from simhost import args as sargs
 from simhost import faults as sfaults
-from simhost import knobs, logs, scheduler, speed, tracebacks, versions
 
 FRAME = "<frame at 0x7f6c1a2b3c40, file '/usr/local/lib/python3.12/dist-packages/sglang/srt/{}', line {}, code {}>"
 
@@ -199,6 +199,7 @@ class Launcher:
             "accept_p": knobs.get_float("SIMHOST_ACCEPT_P"),
             "accept_spread": knobs.get_float("SIMHOST_ACCEPT_SPREAD"),
             "ngram_accept_p": knobs.get_float("SIMHOST_NGRAM_ACCEPT_P"),
+            "accepts_nothing": float(acceptance.accepts_nothing(a.speculative_algorithm, self.draft)),
             "vocab_size": float(self.target.get("vocab_size", 32000)),
             "throttle_after": knobs.get_float("SIMHOST_THROTTLE_AFTER_S")
             if knobs.get("SIMHOST_THROTTLE_AFTER_S")

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simhost import acceptance, gpu, lines, logs, speed, tracebacks, versions
 from simhost import args as sargs
-from simhost import gpu, lines, logs, speed, tracebacks, versions
 
 GIB = 1 << 30
 
@@ -347,7 +347,8 @@ class _Rank:
         spec = None
         if a["speculative_algorithm"]:
             cap = min(int(a["speculative_num_steps"] or 0), int(a["speculative_num_draft_tokens"] or 1) - 1)
-            length = speed.expected_accept_length(0.62, cap)
+            p = 0.0 if acceptance.accepts_nothing(a["speculative_algorithm"], self.job.draft) else 0.62
+            length = speed.expected_accept_length(p, cap)
             steps, drafts = int(a["speculative_num_steps"] or 0), int(a["speculative_num_draft_tokens"] or 1)
             spec = (length, self.ver.accept_rate(round(length * 1000), 1000, steps, drafts))
         marker = 999_999_937  # a counter value no real line carries; replaced per line

@@ -572,6 +572,7 @@
       item.append(badge, document.createTextNode(` ${entry.at.slice(11, 19)}${duration}`));
       timeline.append(item);
     }
+    renderWarnings(message.warnings);
     if (message.failure) {
       const box = $("failure");
       box.hidden = false;
@@ -583,6 +584,57 @@
       setFailureLine(message.failure.first_line);
       if (!box.hasAttribute("data-remedies-loaded")) loadRemedies(box);
     }
+  }
+
+  // Warnings arrive with the state (a live alarm mid-benchmark among them): drawn as the server renders them.
+  function renderWarnings(warnings) {
+    const slot = $("warnings-slot");
+    if (!slot || !warnings || slot.querySelectorAll("li[data-kind]").length === warnings.length) return;
+    const section = document.createElement("section");
+    section.className = "card";
+    section.id = "warnings";
+    const heading = document.createElement("h2");
+    heading.textContent = "Warnings";
+    const list = document.createElement("ul");
+    list.className = "warnings server-warnings";
+    for (const warning of warnings) {
+      const item = document.createElement("li");
+      item.dataset.kind = warning.kind;
+      const meta = document.createElement("span");
+      meta.className = "meta";
+      meta.textContent = `${warning.kind} · ${(warning.at || "").slice(11, 19)}`;
+      if (warning.line) {
+        const link = document.createElement("a");
+        link.href = `#L${warning.line}`;
+        link.textContent = `log line ${warning.line}`;
+        meta.append(" · ", link);
+      }
+      item.append(meta, ` ${warning.message}`);
+      if (warning.text) {
+        const excerpt = document.createElement("pre");
+        excerpt.className = "excerpt";
+        excerpt.textContent = warning.text;
+        item.append(excerpt);
+      }
+      if (warning.remedies && warning.remedies.length) {
+        const remedies = document.createElement("ol");
+        remedies.className = "remedies";
+        for (const remedy of warning.remedies) {
+          const entry = document.createElement("li");
+          entry.dataset.remedy = remedy.id;
+          const title = document.createElement("strong");
+          title.textContent = remedy.title;
+          const explanation = document.createElement("p");
+          explanation.textContent = remedy.explanation;
+          entry.append(title, explanation);
+          remedies.append(entry);
+        }
+        item.append(remedies);
+      }
+      list.append(item);
+    }
+    section.append(heading, list);
+    slot.replaceChildren(section);
   }
 
   // The target's bar, then the draft's (null: not loading one yet).

@@ -189,15 +189,25 @@ def do_record_failure(run: Run, kind: str, message: str, excerpt: str = "", firs
 
 
 @transaction.atomic
-def do_add_run_warning(run: Run, kind: str, message: str, *, line: int | None = None, text: str = "") -> None:
+def do_add_run_warning(
+    run: Run,
+    kind: str,
+    message: str,
+    *,
+    line: int | None = None,
+    text: str = "",
+    remedies: list[dict[str, Any]] | None = None,
+) -> None:
     """Note on the run something that went wrong without failing it (once per kind and message); `line` and `text`:
-    the server log line it came from."""
+    the server log line it came from; `remedies`: what to try, in the shape of a failure's (`Remedy.as_json`)."""
     run.refresh_from_db(fields=["warnings"])
     if any(w.get("kind") == kind and w.get("message") == message for w in run.warnings):
         return
     warning: dict[str, Any] = {"kind": kind, "message": message[:2000], "at": timezone.now().isoformat()}
     if line is not None:
         warning.update(line=line, text=text[:1000])
+    if remedies:
+        warning["remedies"] = remedies
     run.warnings = [*run.warnings, warning]
     run.save(update_fields=["warnings"])
     transaction.on_commit(lambda: broadcast.send_run_state(run))

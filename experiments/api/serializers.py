@@ -26,6 +26,10 @@ def run_state_json(run: Run) -> dict[str, Any]:
         "loading_progress": run.loading_progress,
         "benchmark_cell": run.benchmark_cell,
         "server_facts": run.server_facts(),  # each model's loading, CUDA graphs, KV pool, retractions
+        # What went wrong without failing the run, the server's own warnings with the log line they came from, and
+        # the live alarms with their remedies: [{kind, message, at, line?, text?, remedies?}]. In the state events
+        # too, so an open run page shows a warning the moment it is raised.
+        "warnings": run.warnings,
     }
 
 
@@ -40,9 +44,6 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
         "log_lines": run.log_lines,
         "effective_args": run.effective_args,
         "cancel_reason": run.cancel_reason,
-        # What went wrong without failing the run, the server's own warnings with the log line they came from:
-        # [{kind, message, at, line?, text?}].
-        "warnings": run.warnings,
         # Queued runs only: place on the host, what it waits for, estimated start and duration (seconds).
         "queue": queue.as_json() if queue else None,
         "url": run.get_absolute_url(),

@@ -152,9 +152,10 @@ class ExperimentSubmission:
             self._check_names()
             self._check_host_fits()
             self._check_model_paths()
+        pair_warnings: list[str] = []
         if not self.errors:
-            self._check_listed_models()
-        self.warnings = self.profile_form.warnings() if not self.errors else []
+            pair_warnings = self._check_listed_models()
+        self.warnings = [*self.profile_form.warnings(), *pair_warnings] if not self.errors else []
         return not self.errors
 
     def _field_error(self, path: str, form: forms.BaseForm, field: str, message: str) -> None:
@@ -196,13 +197,15 @@ class ExperimentSubmission:
                 if refusal:
                     self._field_error(path, form, field, refusal + ".")
 
-    def _check_listed_models(self) -> None:
-        """What the host's last model listing proves about each config's paths and model pair, as field errors.
-        Says nothing where the listing is missing or silent: the run's preflight reads the files themselves."""
+    def _check_listed_models(self) -> list[str]:
+        """What the host's last model listing proves about each config's paths and model pair, as field errors, and
+        the pairs SGLang would serve wrong, as warnings (returned). Says nothing where the listing is missing or
+        silent: the run's preflight reads the files themselves."""
         host: Host = self.experiment_form.cleaned_data["host"]
         inventory = host.model_inventory or {}
         if not inventory.get("models") or inventory.get("models_root") != host.models_root:
-            return
+            return []
+        warnings = []
         listing = inventory["models"]
         for path, form in self._named_forms():
             if not isinstance(form, ServerConfigForm):
@@ -223,6 +226,9 @@ class ExperimentSubmission:
                         f"{_ago(host)}; a member can list them again on the host's page).",
                     )
             target, draft = found.get("model_path"), found.get("speculative_draft_model_path")
+            mismatch = model_checks.algorithm_problem(data.get("speculative_algorithm"), draft)
+            if mismatch:
+                warnings.append(f"{data['name']}: {mismatch}")
             if target is None or draft is None:
                 continue
             context_length = model_checks.context_length_arg(data["extra_args_text"])
@@ -231,6 +237,7 @@ class ExperimentSubmission:
             ) or model_checks.vocab_problem(target, draft)
             if problem:
                 self._field_error(path, form, "speculative_draft_model_path", problem)
+        return warnings
 
     def experiment_fields(self) -> dict[str, Any]:
         """The arguments of `do_create_experiment` (bar the user): the configs and profile unsaved."""

@@ -1,4 +1,5 @@
-"""History series: the output throughput of one (host, config hash, profile, concurrency), run after run.
+"""History series: the output throughput of one (host, config hash, profile, concurrency), run after run, and the
+accept length of the last runs of one (host, config hash, profile).
 
 Each point is one succeeded run: the mean of its passes at that concurrency. Reads only; flags are written by
 `actions.confirmations.do_check_history`, the statistics are in `analysis.confirmation`.
@@ -65,6 +66,19 @@ def series_by_level(host_id: int, config_hash: str, profile_key: str) -> dict[in
         point = SeriesPoint(row["run_id"], row["run__experiment_id"], row["run__finished_at"], row["value"])
         levels.setdefault(row["concurrency"], []).append(point)
     return levels
+
+
+def recent_accept_lengths(host_id: int, config_hash: str, profile_key: str, *, limit: int = 5) -> list[float]:
+    """The accept length of this history's last `limit` succeeded runs, newest first: each run's mean over its
+    cells (every concurrency), for the live acceptance alarm to compare a running launch with. One query."""
+    rows = (
+        _measurements(host_id, config_hash, profile_key)
+        .filter(accept_length__isnull=False)
+        .values("run_id", "run__finished_at")
+        .annotate(value=Avg("accept_length"))
+        .order_by("-run__finished_at", "-run_id")[:limit]
+    )
+    return [float(row["value"]) for row in rows]
 
 
 def _measurements(host_id: int, config_hash: str, profile_key: str):

@@ -8,7 +8,8 @@ an admin; env not propagated -> host-level env, set by an admin. A remedy that c
 a hand-made one. Advice (a profile, a host) has no change and says where it is acted on (`Link`).
 
 One module per concern: `memory` (GPU memory, CUDA graphs), `startup` (context length, flags, timeouts), `host`
-(what an admin does), `values` (what remedies are made of).
+(what an admin does), `acceptance` (the likely causes of a draft that accepts nothing, for the live acceptance alarm,
+a run warning rather than a failure), `values` (what remedies are made of).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import host, memory, startup
+from .acceptance import acceptance_remedies
 from .values import (
     SERVER_ARG_NAMES,
     Change,
@@ -35,6 +37,7 @@ __all__ = [
     "Evidence",
     "Link",
     "Remedy",
+    "acceptance_remedies",
     "flag_value",
     "remedies_for",
     "server_args_in",

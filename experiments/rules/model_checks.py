@@ -50,6 +50,63 @@ def vocab_problem(target_config: Mapping[str, Any], draft_config: Mapping[str, A
     return None
 
 
+# The algorithms SGLang runs an EAGLE (v1) draft with: NEXTN is rewritten to EAGLE (reference §1.2).
+EAGLE_V1_ALGORITHMS = ("EAGLE", "NEXTN")
+
+
+def architecture_of(config: Mapping[str, Any] | None) -> str | None:
+    """The model class a config.json names first (`architectures`), or None."""
+    names = (config or {}).get("architectures")
+    if isinstance(names, Sequence) and not isinstance(names, str) and names and isinstance(names[0], str):
+        return names[0]
+    return None
+
+
+def is_eagle3_draft(config: Mapping[str, Any] | None) -> bool:
+    """An EAGLE3 draft head by its config.json: SGLang's EAGLE3 draft classes are named `...Eagle3`."""
+    names = (config or {}).get("architectures")
+    if not isinstance(names, Sequence) or isinstance(names, str):
+        return False
+    return any(isinstance(name, str) and "eagle3" in name.lower() for name in names)
+
+
+def algorithm_problem(algorithm: str | None, draft_config: Mapping[str, Any] | None) -> str | None:
+    """An EAGLE3 draft served with the EAGLE algorithm (or NEXTN, which SGLang turns into EAGLE). SGLang starts,
+    serves and accepts no draft token (accept length exactly 1.0), with no error and no warning: users find out
+    from a speed-up that never comes. Said before launch, as a warning (the live acceptance alarm says it again)."""
+    if (algorithm or "").upper() not in EAGLE_V1_ALGORITHMS or not is_eagle3_draft(draft_config):
+        return None
+    return (
+        f"The draft model's config.json says {architecture_of(draft_config)}, an EAGLE3 draft, and this config runs "
+        f"--speculative-algorithm {algorithm}: SGLang serves that pair without an error or a warning but accepts no "
+        "draft token (accept length 1.0). Use --speculative-algorithm EAGLE3."
+    )
+
+
+def pair_differences(target_config: Mapping[str, Any], draft_config: Mapping[str, Any]) -> list[str]:
+    """Where a draft's config.json disagrees with its target's on what the draft must share with it: the vocabulary,
+    the hidden size (an EAGLE head reads the target's hidden states), and the positions it was trained for."""
+    found = []
+    target_vocab, draft_vocab = vocab_size_of(target_config), vocab_size_of(draft_config)
+    if target_vocab is not None and draft_vocab is not None and target_vocab != draft_vocab:
+        found.append(f"the draft's vocab_size ({draft_vocab}) differs from the target's ({target_vocab})")
+    target_hidden, draft_hidden = _int_field(target_config, "hidden_size"), _int_field(draft_config, "hidden_size")
+    if target_hidden is not None and draft_hidden is not None and target_hidden != draft_hidden:
+        found.append(f"the draft's hidden_size ({draft_hidden}) differs from the target's ({target_hidden})")
+    target_len, draft_len = context_length_of(target_config), context_length_of(draft_config)
+    if target_len is not None and draft_len is not None and draft_len < target_len:
+        found.append(
+            f"the draft's max_position_embeddings ({draft_len}) is below the target's ({target_len}): positions "
+            "past it are ones the draft was never trained on"
+        )
+    return found
+
+
+def _int_field(config: Mapping[str, Any], key: str) -> int | None:
+    value = _text_config(config).get(key)
+    return value if isinstance(value, int) and value > 0 else None
+
+
 def context_length_arg(extra_args: Sequence[str]) -> int | None:
     """The `--context-length N` (or `=N`) of a config's extra launch args; None if absent or not a number."""
     return int_arg(extra_args, CONTEXT_LENGTH_FLAG)

@@ -1,14 +1,19 @@
-"""The run page in a real browser: its first screen is ready before plotly.js is fetched, and the GPU telemetry
-chart is drawn by the same lazy, themed loader as every other chart (dark mode included)."""
+"""The run page in a real browser: its first screen is ready before plotly.js is fetched, the GPU telemetry chart is
+drawn by the same lazy, themed loader as every other chart (dark mode included), and a warning raised mid-run (the
+acceptance alarm) appears with its remedies without a reload."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
+from experiments.actions.runs import do_add_run_warning
 from experiments.models import GpuSample, Run
+from experiments.remedies import acceptance_remedies
 
 from .factories import make_run
 
@@ -61,3 +66,35 @@ def test_it_draws_the_telemetry_chart_lazily_in_the_pages_colours(browser, live_
             assert background not in ("rgba(0, 0, 0, 0)", "transparent"), background
     finally:
         context.close()
+
+
+def test_it_shows_a_warning_raised_mid_run_with_its_remedies_without_a_reload(browser, live_web, log_in):
+    run = make_run(state=Run.State.BENCHMARKING)
+    remedies = [r.as_json({}, {}) for r in acceptance_remedies("EAGLE", None, {"architectures": ["LlamaEagle3"]})]
+    page = browser.new_page()
+    try:
+        log_in(page)
+        page.goto(f"{live_web}/runs/{run.pk}/", wait_until="load")
+        page.wait_for_selector("body[data-live=on]", timeout=15_000)
+        assert page.locator("#warnings").count() == 0
+
+        def warn() -> None:
+            try:
+                do_add_run_warning(run, "acceptance_collapse", "Acceptance collapsed: <b>1.00</b>", line=7,
+                                   remedies=remedies)  # fmt: skip
+            finally:
+                connection.close()
+
+        # Off this thread: Playwright's event loop runs here, and the broadcast is sync-to-async.
+        thread = threading.Thread(target=warn)
+        thread.start()
+        thread.join()
+
+        item = page.wait_for_selector('#warnings li[data-kind="acceptance_collapse"]', timeout=15_000)
+        assert item is not None
+        assert "Acceptance collapsed: <b>1.00</b>" in item.inner_text()  # the words, not markup
+        assert page.locator('#warnings a[href="#L7"]').inner_text() == "log line 7"
+        causes = page.eval_on_selector_all("#warnings li[data-remedy]", "items => items.map(i => i.dataset.remedy)")
+        assert causes == ["eagle3-algorithm", "draft-target-mismatch", "draft-weights"]
+    finally:
+        page.close()

@@ -214,6 +214,25 @@ def test_it_says_nothing_while_the_listing_does_not_know(host_fields):
     assert submission.is_valid(), submission.errors
 
 
+@pytest.mark.parametrize("algorithm, warned", [("EAGLE", True), ("NEXTN", True), ("EAGLE3", False)])
+def test_it_warns_at_submit_that_an_eagle3_draft_served_as_eagle_accepts_nothing(api, algorithm, warned):
+    eagle3 = {**DRAFT, "architectures": ["LlamaForCausalLMEagle3"]}
+    host = _listed_host([TARGET, eagle3])
+    payload = _payload(host, set_candidate(speculative_algorithm=algorithm))
+    payload["candidates"][0]["expect"] = {}  # spec v2 lines differ by algorithm; not what this test is about
+
+    response = api(payload)
+
+    assert response.status_code == 201, response.content  # a warning: submitting anyway is the user's choice
+    warnings = response.json()["warnings"]
+    if warned:
+        (warning,) = warnings
+        assert warning.startswith("eagle3-2step: The draft model's config.json says LlamaForCausalLMEagle3")
+        assert f"--speculative-algorithm {algorithm}" in warning and "accepts no draft token" in warning
+    else:
+        assert warnings == []
+
+
 def test_it_says_nothing_about_paths_the_listing_cannot_see():
     # A listing reads only the directories right under the root.
     payload = _payload(_listed_host())

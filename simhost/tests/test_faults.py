@@ -244,3 +244,45 @@ async def test_it_rejects_generations_but_stays_healthy(launch):
         async with http.get("/health") as r:
             assert r.status == 200
     assert server.proc.poll() is None
+
+
+async def test_it_accepts_nothing_when_an_eagle3_draft_is_served_as_eagle(launch):
+    eagle = [a if a != "EAGLE3" else "EAGLE" for a in EAGLE3_2STEP]
+    server = launch(*eagle, "--enable-metrics", "--decode-log-interval", "5", env={"SIMHOST_SPEED": "0"})
+    server.wait_ready()
+    body = {"input_ids": list(range(20)), "sampling_params": {"max_new_tokens": 30}}
+    async with aiohttp.ClientSession(server.base) as http:
+
+        async def generate(i: int) -> dict:
+            async with http.post("/generate", json={**body, "input_ids": list(range(i, i + 20))}) as r:
+                assert r.status == 200
+                return (await r.json())["meta_info"]
+
+        metas = await asyncio.gather(*(generate(i) for i in range(4)))
+        async with http.get("/get_server_info") as r:
+            info = await r.json()
+        async with http.get("/metrics") as r:
+            metrics = await r.text()
+    # Every request: one token per verify step (the prefill's first token is not a verify), no draft accepted.
+    for meta in metas:
+        assert meta["spec_accept_token_num"] == 0 and meta["spec_accept_rate"] == 0.0
+        assert meta["spec_verify_ct"] == meta["completion_tokens"] - 1 == 29
+    assert info["internal_states"][0]["avg_spec_accept_length"] == 1.0
+    assert re.search(r'^sglang:spec_accept_length\{.*tp_rank="0"\} 1\.0$', metrics, re.M)
+    text = server.text()
+    decode = re.findall(r"Decode batch, .*accept len: ([\d.]+), accept rate: ([\d.]+),", text)
+    # 0.5.9's accept rate counts the bonus token among the 3 the verify step checks: 1 of 3.
+    assert len(decode) >= 5 and set(decode) == {("1.00", "0.33")}
+    # Silent, as the real engine: no error, no traceback, no warning.
+    assert "Traceback" not in text and not re.search(r"error|warn", text, re.I), text[-3000:]
+    assert server.proc.poll() is None
+
+
+def test_it_tells_an_eagle3_draft_served_as_eagle_from_every_other_pair():
+    from simhost import acceptance
+
+    eagle3 = {"architectures": ["LlamaForCausalLMEagle3"]}
+    assert acceptance.accepts_nothing("EAGLE", eagle3)
+    assert not acceptance.accepts_nothing("EAGLE3", eagle3)
+    assert not acceptance.accepts_nothing("EAGLE", {"architectures": ["LlamaForCausalLMEagle"]})
+    assert not acceptance.accepts_nothing("EAGLE", None) and not acceptance.accepts_nothing(None, eagle3)

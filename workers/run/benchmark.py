@@ -22,9 +22,11 @@ from django.conf import settings
 from experiments.actions.runs import do_record_measurement, do_record_prompt_results
 from experiments.formats import prompt_sampling
 from experiments.models import BenchmarkProfile, Host, LogChunk, Run
+from experiments.reads import series
+from experiments.remedies import acceptance_remedies
 from experiments.rules import gpu_hours
 
-from .. import sglang
+from .. import hosts, sglang
 from ..ssh import HostConnection, quote_command
 from .errors import RunFailed
 from .session import RunSession, db
@@ -95,6 +97,7 @@ async def install_prompts(conn: HostConnection, work_dir: str, profile: Benchmar
 
 async def run_cells(session: RunSession) -> None:
     await session.advance(Run.State.BENCHMARKING)
+    await watch_acceptance(session)
     profile = session.profile
     prompts_file = await install_prompts(session.require_conn(), session.work_dir, profile)
     cells = [(p, c) for p in range(profile.passes) for c in profile.concurrency]
@@ -125,6 +128,34 @@ async def run_cells(session: RunSession) -> None:
                 f"concurrency {concurrency}: {errors}",
             )
         await session.update(benchmark_cell=index + 1)
+
+
+async def watch_acceptance(session: RunSession) -> None:
+    """Arm the live acceptance alarm for a speculative config: its history from the database, what the models'
+    config.json files say for the remedies. Not again once it has spoken (before a re-attach, say)."""
+    run, config = session.run, session.config
+    if not config.speculative_algorithm:
+        return
+    if any(w.get("kind") in sglang.ACCEPTANCE_ALARM_KINDS for w in run.warnings or [] if isinstance(w, dict)):
+        return
+    history = await db(series.recent_accept_lengths)(run.host_id, config.content_hash, session.profile.series_key)
+    target = await _model_config(session, config.model_path, "target")
+    draft = (
+        await _model_config(session, config.speculative_draft_model_path, "draft")
+        if config.speculative_draft_model_path
+        else None
+    )
+    diagnosis = sglang.algorithm_problem(config.speculative_algorithm, draft) or ""
+    remedies = [r.as_json({}, {}) for r in acceptance_remedies(config.speculative_algorithm, target, draft)]
+    session.server_log.watch_acceptance(sglang.AcceptanceWatch(history, diagnosis=diagnosis), remedies)
+
+
+async def _model_config(session: RunSession, path: str, role: str) -> dict[str, Any] | None:
+    """A model's config.json, or None where it cannot be read now (the alarm then names the causes unproven)."""
+    try:
+        return await hosts.model_config(session.require_conn(), session.host, path, role)
+    except hosts.HostReadError:
+        return None
 
 
 async def _flush_cache(session: RunSession) -> bool:

@@ -2,7 +2,8 @@
 
 The config must keep to the launch policy (allowed environment variables and flags; checked again here because a
 stored config may predate a rule), the GPUs must be free (someone else's memory would skew or break the run), the
-port free, and the target and draft models a pair SGLang accepts.
+port free, and the target and draft models a pair SGLang accepts. A pair SGLang accepts but serves wrong (an
+EAGLE3 draft served as EAGLE, which accepts nothing) is a warning on the run.
 
 The first run of an experiment to get here also checks every other config of the experiment, so that a bad
 candidate fails in seconds instead of after the baseline's whole benchmark.
@@ -21,6 +22,8 @@ from ..ssh import HostConnection
 from . import environment, server
 from .errors import RunFailed
 from .session import RunSession, db
+
+ALGORITHM_MISMATCH = "algorithm_mismatch"
 
 
 async def check(session: RunSession) -> None:
@@ -43,6 +46,9 @@ async def check(session: RunSession) -> None:
     problem = await model_problem(models, config)
     if problem:
         raise RunFailed(Run.FailureKind.PREFLIGHT, problem)
+    warning = await algorithm_warning(models, config)
+    if warning:
+        await session.warn(ALGORITHM_MISMATCH, warning)
     await _check_the_other_configs(session, models)
     await environment.read_fingerprint(session)
 
@@ -72,6 +78,18 @@ class ModelReader:
         if (path, role) not in self._read:
             self._read[path, role] = await hosts.model_config(self.conn, self.host, path, role)
         return self._read[path, role]
+
+
+async def algorithm_warning(models: ModelReader, config: ServerConfig) -> str | None:
+    """An EAGLE3 draft served as EAGLE: SGLang runs it and accepts nothing. A warning, not a refusal (the user may
+    mean to measure exactly that); the live acceptance alarm says it again if the benchmark collapses."""
+    if not config.speculative_draft_model_path:
+        return None
+    try:
+        draft = await models.config_of(config.speculative_draft_model_path, "draft")
+    except hosts.HostReadError:
+        return None  # model_problem has said why
+    return sglang.algorithm_problem(config.speculative_algorithm, draft)
 
 
 async def model_problem(models: ModelReader, config: ServerConfig) -> str | None:

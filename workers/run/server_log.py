@@ -53,6 +53,13 @@ class ServerLog:
             target_progress=run.loading_progress,
             max_concurrency=max(levels) if levels else None,
         )
+        # The live acceptance alarm, armed by the benchmark phase (`watch_acceptance`).
+        self.acceptance: sglang.AcceptanceWatch | None = None
+        self.acceptance_remedies: list[dict[str, Any]] = []
+
+    def watch_acceptance(self, watch: sglang.AcceptanceWatch, remedies: list[dict[str, Any]]) -> None:
+        """From now on, read the Decode lines' accept length for a collapse; `remedies` go with its warning."""
+        self.acceptance, self.acceptance_remedies = watch, remedies
 
     async def follow(self, conn: HostConnection) -> None:
         """(Re)start the tail through `conn` at the stored offset: complete lines only."""
@@ -154,6 +161,14 @@ class ServerLog:
             await db(do_add_run_warning)(run, kind, message)
         for warning, n, text in facts.server_warnings:
             await db(do_add_run_warning)(run, warning.kind, warning.message, line=n, text=text)
+        alarm = self.acceptance.feed(facts.decode) if self.acceptance is not None and facts.decode else None
+        if alarm is not None:
+            # Stored (and so pushed to the run's page) at once, mid-benchmark: the run goes on, its numbers in doubt.
+            i = alarm.last_line - first_line
+            text = sglang.loglines.clean_line(lines[i]) if 0 <= i < len(lines) else ""
+            await db(do_add_run_warning)(
+                run, alarm.kind, alarm.message, line=alarm.last_line, text=text, remedies=self.acceptance_remedies
+            )
         changes: dict[str, Any] = {}
         if facts.progress is not None and facts.progress != run.loading_progress:
             changes["loading_progress"] = facts.progress

@@ -8,6 +8,8 @@ Nothing here raises on unexpected text: a log is whatever the host wrote, progre
 One module per concern; everything is importable from `workers.sglang`.
 """
 
+from .acceptance_watch import ALARM_KINDS as ACCEPTANCE_ALARM_KINDS
+from .acceptance_watch import AcceptanceAlarm, AcceptanceWatch
 from .facts import (
     FAILURE_KINDS,
     MILESTONES,
@@ -28,12 +30,21 @@ from .failures import find_failure, find_usage_error
 from .launch import arg_mismatches, launch_argv
 from .live_facts import FactBatch, LogFacts, decode_summary, merge_series
 from .loglines import parse_line, split_prefix
-from .model_checks import OVERRIDE_ENV, context_length_arg, context_length_problem, vocab_problem
+from .model_checks import (
+    OVERRIDE_ENV,
+    algorithm_problem,
+    context_length_arg,
+    context_length_problem,
+    vocab_problem,
+)
 
 __all__ = [
+    "ACCEPTANCE_ALARM_KINDS",
     "FAILURE_KINDS",
     "MILESTONES",
     "OVERRIDE_ENV",
+    "AcceptanceAlarm",
+    "AcceptanceWatch",
     "CaptureProgress",
     "DecodeStats",
     "FactBatch",
@@ -48,6 +59,7 @@ __all__ = [
     "ServerArgsDump",
     "ServerLimits",
     "ShardProgress",
+    "algorithm_problem",
     "arg_mismatches",
     "context_length_arg",
     "context_length_problem",
