@@ -65,6 +65,8 @@ class Request:
     cached_tokens: int = 0
     verify_ct: int = 0
     accepted_drafts: int = 0
+    # Index i: the verify steps that accepted exactly i drafts (as counted into accepted_drafts).
+    drafts_histogram: list[int] = field(default_factory=list)
     finished: bool = False
     aborted: bool = False
     first_token_at: float | None = None
@@ -205,6 +207,7 @@ class Engine:
             req.rng = random.Random(zlib.crc32(",".join(map(str, req.input_ids)).encode(), self.acceptance_seed))
             p = min(0.99, max(0.01, req.rng.gauss(self.accept_p, self.accept_spread) * req.accept_factor))
             req.p = 0.0 if self.accepts_nothing else speed.effective_p(p, self.cfg.branches, self.params.topk_gain)
+            req.drafts_histogram = [0] * (self.cfg.max_accepted_drafts + 1)
         req.gpu_arrived = self.gpu_seconds
         self.waiting.append(req)
         self._idle.clear()
@@ -360,7 +363,10 @@ class Engine:
             if self.cfg.algorithm:
                 k = speed.draw_accepted(req.rng, req.p, self.cfg.max_accepted_drafts)
                 req.verify_ct += 1
-                req.accepted_drafts += min(k, left - 1)
+                # The last step keeps only the tokens left: the drafts beyond them are not counted as accepted.
+                kept = min(k, left - 1)
+                req.accepted_drafts += kept
+                req.drafts_histogram[kept] += 1
                 step_accepted += k
                 self.stats.spec_accepted += k + 1
                 self.stats.spec_forward_ct += 1
@@ -450,17 +456,30 @@ class Engine:
             return {}
         proposed = ct * max(self.cfg.num_draft_tokens - 1, 1)
         if style == "v057":
-            return {
+            out = {
                 "spec_accept_rate": req.accepted_drafts / proposed,
                 "spec_accept_length": length,
                 "spec_accept_token_num": req.accepted_drafts,
                 "spec_draft_token_num": proposed,
                 "spec_verify_ct": ct,
             }
-        return {
-            "spec_accept_rate": req.accepted_drafts / proposed,
-            "spec_accept_length": length,
-            "spec_num_correct_drafts": req.accepted_drafts,
-            "spec_num_proposed_drafts": proposed,
-            "spec_verify_ct": ct,
-        }
+        else:
+            out = {
+                "spec_accept_rate": req.accepted_drafts / proposed,
+                "spec_accept_length": length,
+                "spec_num_correct_drafts": req.accepted_drafts,
+                "spec_num_proposed_drafts": proposed,
+                "spec_verify_ct": ct,
+            }
+        key = self.ver.spec_histogram_key
+        if key is not None:
+            out[key] = list(req.drafts_histogram)
+        return out
+
+    def spec_tokens_details(self, req: Request) -> dict[str, Any] | None:
+        """`sglext.spec_tokens_details` of a finished request on the OpenAI endpoints (SpecTokensDetails: the
+        0.5.12+ meta_info fields, plus the DSpark ones, null for EAGLE), or None where there is none to give."""
+        if not (self.cfg.algorithm and self.ver.spec_tokens_details and req.finished and req.verify_ct):
+            return None
+        details = self._spec_meta(req, "v0512")
+        return {**details, "spec_cap_length": None, "spec_block_accept_length": None, "spec_cap_lens_histogram": None}

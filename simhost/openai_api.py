@@ -68,6 +68,11 @@ async def openai(request: web.Request) -> web.StreamResponse:
         "model": model_name,
     }
 
+    def sglext() -> dict[str, Any]:
+        """`sglext.spec_tokens_details` once the request has finished, when the body asked for it (0.5.23)."""
+        details = state.engine.spec_tokens_details(req) if body.get("return_spec_tokens_details") is True else None
+        return {} if details is None else {"sglext": {"spec_tokens_details": details}}
+
     def usage(full: bool) -> dict[str, Any]:
         u: dict[str, Any] = {
             "prompt_tokens": len(ids),
@@ -95,15 +100,16 @@ async def openai(request: web.Request) -> web.StreamResponse:
         else:
             choice = {"index": 0, "text": req.text}
         choice |= {"logprobs": None, "finish_reason": "length", "matched_stop": None}
-        return json_response({**head, "choices": [choice], "usage": usage(True), "metadata": None})
+        return json_response({**head, "choices": [choice], "usage": usage(True), "metadata": None, **sglext()})
 
     resp = await sse_response(request)
 
-    def event(choices: list[dict[str, Any]], use: dict[str, Any] | None = None) -> str:
-        return f"data: {dumps({**head, 'choices': choices, 'usage': use})}\n\n"
+    def event(choices: list[dict[str, Any]], use: dict[str, Any] | None = None, last: bool = False) -> str:
+        # The chunk that finishes the choice carries the request's spec details, when asked for.
+        return f"data: {dumps({**head, 'choices': choices, 'usage': use, **(sglext() if last else {})})}\n\n"
 
-    async def send(choices: list[dict[str, Any]], use: dict[str, Any] | None = None) -> None:
-        await resp.write(event(choices, use).encode())
+    async def send(choices: list[dict[str, Any]], use: dict[str, Any] | None = None, last: bool = False) -> None:
+        await resp.write(event(choices, use, last).encode())
 
     def delta(text: str | None, role: str | None = None) -> dict[str, Any]:
         return {"role": role, "content": text, "reasoning_content": None, "tool_calls": None}
@@ -129,7 +135,10 @@ async def openai(request: web.Request) -> web.StreamResponse:
             final = "length" if last and not chat else None
             body_piece: dict[str, Any] = {"delta": delta(piece)} if chat else {"text": piece}
             pieces.append(
-                event([{"index": 0, **body_piece, "logprobs": None, "finish_reason": final, "matched_stop": None}])
+                event(
+                    [{"index": 0, **body_piece, "logprobs": None, "finish_reason": final, "matched_stop": None}],
+                    last=final is not None,
+                )
             )
         sent_steps = len(req.step_ends)
         if pieces:
@@ -144,7 +153,8 @@ async def openai(request: web.Request) -> web.StreamResponse:
                     "finish_reason": "length",
                     "matched_stop": None,
                 }
-            ]
+            ],
+            last=True,
         )
     if (body.get("stream_options") or {}).get("include_usage"):
         await send([], usage(chat))

@@ -163,6 +163,22 @@ class Version:
         return "v057" if not self.at_least("0.5.12") else "v0512"
 
     @property
+    def spec_histogram_key(self) -> str | None:
+        """The meta_info key of a request's accepted-drafts histogram (index i: verify steps that accepted exactly i
+        drafts), or None: `spec_accept_histogram` in 0.5.9 - 0.5.10 (reference §2.5 lists it as optional for
+        0.5.7 - 0.5.10; it came with sglang#18332, merged 2026-02-06, between 0.5.8.post1 and 0.5.9),
+        `spec_correct_drafts_histogram` from 0.5.12."""
+        if not self.at_least("0.5.9"):
+            return None
+        return "spec_accept_histogram" if not self.at_least("0.5.12") else "spec_correct_drafts_histogram"
+
+    @property
+    def spec_tokens_details(self) -> bool:
+        """The OpenAI endpoints answer `return_spec_tokens_details` with `sglext.spec_tokens_details` (0.5.23, the
+        version the reference read it from; earlier ones ignore the field)."""
+        return self.at_least("0.5.23")
+
+    @property
     def health_rid_uuid(self) -> bool:
         return self.at_least("0.5.14")
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from experiments.live import broadcast
 
+from ..analysis import acceptance
 from ..forms import ServerConfigForm, config_form_data, plain_errors
 from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Measurement, PromptResults, Run, ServerConfig
 from ..rules import config_names
@@ -258,6 +259,11 @@ def do_append_log(run: Run, first_line: int, lines: list[str], new_offset: int) 
 @transaction.atomic
 def do_record_measurement(run: Run, pass_index: int, concurrency: int, result: dict[str, Any]) -> Measurement:
     fields = {name: result.get(name) for name in Measurement.LATENCY_FIELDS}
+    # Per-position acceptance comes from a script on the host: a figure that fails its check is stored as null,
+    # with a run warning, and never stops the rest of the cell from being stored.
+    positions, problems = acceptance.position_fields(result)
+    fields |= positions
+    result = acceptance.with_checked_positions(result, positions)
     measurement, _ = Measurement.objects.update_or_create(
         run=run,
         pass_index=pass_index,
@@ -280,6 +286,8 @@ def do_record_measurement(run: Run, pass_index: int, concurrency: int, result: d
             **fields,
         ),
     )
+    for problem in problems:
+        do_add_run_warning(run, "host_output", f"Concurrency {concurrency}, pass {pass_index + 1}: {problem}")
     return measurement
 
 

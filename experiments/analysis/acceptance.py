@@ -12,9 +12,24 @@
   length. It differs from the other two when short and long requests accept differently (a short code completion
   accepts more than a long chat answer), legitimately; comparing configs on it can even flip a verdict, so it is
   shown beside the others, never in their place.
+
+Per draft position, from each request's accepted-drafts histogram (`spec_correct_drafts_histogram` in `meta_info`,
+`spec_accept_histogram` before 0.5.12, or `sglext.spec_tokens_details` on the OpenAI endpoints):
+- **accepted-drafts histogram** (`accepted_drafts_histogram`): summed over the cell's requests, index i is the number
+  of verify steps that accepted exactly i drafts. It adds up to the cell's verify steps.
+- **position acceptance** (`position_acceptance`): for draft position j = 1, 2, ..., the share of verify steps that
+  accepted at least j drafts: how often the j-th draft token was accepted (it counts only if every draft before it
+  was). It falls with j; the rates summed are the accepted drafts per verify step, the accept length less one.
+
+The benchmark client runs on the GPU host, so what it reports is checked here before it is stored.
 """
 
 from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from typing import Any
 
 # Pooled and token-weighted count the same tokens and steps; beyond this relative gap one of them miscounted.
 AGREEMENT_TOLERANCE = 0.01
@@ -32,3 +47,119 @@ def disagreement(token_weighted: float | None, pooled: float | None) -> str | No
         f"The server's counters give {pooled:.3f} tokens per verify step and the requests {token_weighted:.3f} "
         f"({gap:.1%} apart): something else ran on the server during the cell, or requests were still in flight."
     )
+
+
+# A cell's (and each category's) per-position figures, as the benchmark client names them.
+POSITION_KEYS = ("accepted_drafts_histogram", "position_acceptance")
+# What the host may report per cell: more positions than any speculative config drafts is not a measurement.
+MAX_POSITIONS = 64
+MAX_STEPS = 10**15  # verify steps of one histogram bucket (JSON numbers stay exact integers far below this)
+MAX_CATEGORIES = 1000
+MAX_CATEGORY_CHARS = 200
+# The host computes the rates from the histogram in floating point: they agree with ours to rounding.
+RATE_TOLERANCE = 1e-9
+
+
+class BadHostOutput(ValueError):
+    """A figure the benchmark client sent that is not what it should be; the message says why."""
+
+
+def position_rates(histogram: list[int]) -> list[float]:
+    """Position acceptance of an accepted-drafts histogram with at least one verify step (`checked_histogram`)."""
+    steps = sum(histogram)
+    rates, at_least = [], steps
+    for accepted in histogram[:-1]:
+        at_least -= accepted
+        rates.append(at_least / steps)
+    return rates
+
+
+def checked_histogram(value: Any) -> list[int] | None:
+    """An accepted-drafts histogram as reported, checked: None (not reported) or a list of 1 to MAX_POSITIONS + 1
+    whole counts, not all zero; BadHostOutput otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_POSITIONS + 1:
+        raise BadHostOutput(f"an accepted-drafts histogram must be a list of 1 to {MAX_POSITIONS + 1} counts")
+    if not all(type(n) is int and 0 <= n <= MAX_STEPS for n in value):
+        raise BadHostOutput("an accepted-drafts histogram must hold whole, non-negative counts")
+    if not sum(value):
+        raise BadHostOutput("an accepted-drafts histogram counts no verify step")
+    return value
+
+
+def checked_positions(value: Any, histogram: list[int] | None) -> list[float] | None:
+    """Position acceptance as reported, checked: None (not reported) or at most MAX_POSITIONS finite shares in
+    [0, 1], never rising, the rates `histogram` gives. BadHostOutput otherwise."""
+    if value is None:
+        return None
+    if histogram is None:
+        raise BadHostOutput("position acceptance came without the accepted-drafts histogram it is read from")
+    if not isinstance(value, list) or len(value) > MAX_POSITIONS:
+        raise BadHostOutput(f"position acceptance must be a list of at most {MAX_POSITIONS} rates")
+    numbers = (int, float)
+    if not all(isinstance(r, numbers) and not isinstance(r, bool) and math.isfinite(r) and 0 <= r <= 1 for r in value):
+        raise BadHostOutput("position acceptance must hold finite shares between 0 and 1")
+    rates = [float(r) for r in value]
+    if any(later > earlier + RATE_TOLERANCE for earlier, later in itertools.pairwise(rates)):
+        raise BadHostOutput("position acceptance rises with the position, which no histogram gives")
+    expected = position_rates(histogram)
+    if len(expected) != len(rates) or any(abs(a - b) > RATE_TOLERANCE for a, b in zip(expected, rates, strict=True)):
+        raise BadHostOutput("position acceptance does not follow from the accepted-drafts histogram")
+    return rates
+
+
+def _checked_pair(figures: Mapping[str, Any]) -> tuple[list[int] | None, list[float] | None]:
+    histogram = checked_histogram(figures.get("accepted_drafts_histogram"))
+    return histogram, checked_positions(figures.get("position_acceptance"), histogram)
+
+
+def position_fields(result: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The Measurement fields of per-position acceptance from a benchmark client's cell result, and what was wrong
+    with it: a figure that fails its check is None (the cell's other figures are kept), with the reason why."""
+    problems: list[str] = []
+    fields: dict[str, Any] = {
+        "accepted_drafts_histogram": None,
+        "position_acceptance": None,
+        "position_acceptance_by_category": None,
+    }
+    try:
+        fields["accepted_drafts_histogram"], fields["position_acceptance"] = _checked_pair(result)
+    except BadHostOutput as exc:
+        problems.append(f"The cell's per-position acceptance was not stored: {exc}.")
+    categories = result.get("categories")
+    if isinstance(categories, Mapping):
+        try:
+            fields["position_acceptance_by_category"] = _checked_categories(categories)
+        except BadHostOutput as exc:
+            problems.append(f"The cell's per-position acceptance by prompt category was not stored: {exc}.")
+    return fields, problems
+
+
+def _checked_categories(categories: Mapping[Any, Any]) -> dict[str, dict[str, Any]] | None:
+    if len(categories) > MAX_CATEGORIES:
+        raise BadHostOutput(f"more than {MAX_CATEGORIES} categories")
+    out: dict[str, dict[str, Any]] = {}
+    for category, figures in categories.items():
+        if not isinstance(category, str) or len(category) > MAX_CATEGORY_CHARS or not isinstance(figures, Mapping):
+            raise BadHostOutput("a category is not a name with its figures")
+        histogram, rates = _checked_pair(figures)
+        if histogram is not None or rates is not None:
+            out[category] = {"accepted_drafts_histogram": histogram, "position_acceptance": rates}
+    return out or None
+
+
+def with_checked_positions(result: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """`result` with its per-position figures, the cell's and each category's, replaced by the checked `fields` of
+    `position_fields`: what failed its check (a NaN, say, which PostgreSQL's JSON refuses) is not kept anywhere."""
+    kept = {**result, **{key: fields[key] for key in POSITION_KEYS}}
+    categories = result.get("categories")
+    if isinstance(categories, Mapping):
+        checked = fields["position_acceptance_by_category"] or {}
+        kept["categories"] = {
+            name: {**figures, **checked.get(name, dict.fromkeys(POSITION_KEYS))}
+            if isinstance(figures, Mapping)
+            else figures
+            for name, figures in categories.items()
+        }
+    return kept

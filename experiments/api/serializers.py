@@ -64,6 +64,11 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
                 "mean_request_accept_length": m.mean_request_accept_length,
                 "acceptance_disagreement": acceptance.disagreement(m.accept_length, m.pooled_accept_length),
                 "server_mean_e2e_latency_ms": m.server_mean_e2e_latency_ms,
+                # Per draft position (analysis/acceptance.py): the summed accepted-drafts histogram, the share of
+                # verify steps that accepted draft 1, 2, ..., and both per prompt category; null where not reported.
+                "accepted_drafts_histogram": m.accepted_drafts_histogram,
+                "position_acceptance": m.position_acceptance,
+                "position_acceptance_by_category": m.position_acceptance_by_category,
                 **{name: getattr(m, name) for name in m.LATENCY_FIELDS},
             }
             for m in run.measurement_set.all()

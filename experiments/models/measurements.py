@@ -41,6 +41,20 @@ class Measurement(models.Model):
         blank=True,
         help_text="The server's own mean end-to-end latency over the cell's requests (its Prometheus histogram).",
     )
+    # Acceptance per draft position, from the requests' accepted-drafts histograms (analysis/acceptance.py): the
+    # summed histogram (index i: verify steps that accepted exactly i drafts), the share of verify steps that
+    # accepted draft 1, 2, ..., and both per prompt category. Null where the server reported no histogram.
+    accepted_drafts_histogram = models.JSONField(
+        null=True, blank=True, help_text="Index i: the cell's verify steps that accepted exactly i drafts."
+    )
+    position_acceptance = models.JSONField(
+        null=True, blank=True, help_text="Position j (from 1): the share of verify steps that accepted >= j drafts."
+    )
+    position_acceptance_by_category = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Per prompt category: {accepted_drafts_histogram, position_acceptance}.",
+    )
     # The server's own Decode-batch lines logged during the cell: {lines, idle_lines, first_line, last_line,
     # mean_gen_throughput, mean_accept_len, max_running_req}; the means leave out the idle lines.
     server_decode = models.JSONField(default=dict, blank=True)

@@ -22,7 +22,7 @@ from experiments.analysis.explanations import ExplanatoryModel, RunFacts, explai
 from experiments.charts import comparison as comparison_charts
 from experiments.charts import deployment as deployment_charts
 from experiments.models import Experiment, Measurement, PinnedBaseline, Run, ServerConfig
-from experiments.reads import prompt_reports
+from experiments.reads import acceptance_positions, prompt_reports
 from experiments.reads.config_diff import ConfigDiffRow, config_diff_rows
 from experiments.reads.deployment import DeploymentView, deployment_view
 
@@ -62,6 +62,7 @@ MEASUREMENT_COLUMNS = (
     "mean_request_accept_length",
     "server_accept_length",
     "server_mean_e2e_latency_ms",
+    *acceptance_positions.COLUMNS,
     *Measurement.LATENCY_FIELDS,
 )
 # A finished experiment's report is kept this long (it is rebuilt as soon as its runs change anyway).
@@ -94,6 +95,7 @@ class ExperimentReport:
     categories: list[dict[str, Any]] = field(default_factory=list)
     # Tokens per GPU against the pace a user sees (reads/deployment.py); None until the baseline has a point.
     deployment: DeploymentView | None = None
+    positions: acceptance_positions.PositionsView | None = None  # acceptance per draft position, None: no histograms
 
     @property
     def measurements(self) -> list[dict[str, Any]]:
@@ -191,6 +193,7 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         never_pays=never_pays,
         equivalence=gates,
         categories=prompt_reports.category_rows(experiment, names),
+        positions=acceptance_positions.positions_view(usable, baseline.name, names[1:]),
         deployment=deployment_view(
             usable,
             baseline,
@@ -386,6 +389,7 @@ def report_json(report: ExperimentReport) -> dict[str, Any]:
         "equivalence": prompt_reports.equivalence_json(report.equivalence),
         "categories": report.categories,
         "deployment": report.deployment.as_json() if report.deployment else None,
+        "position_acceptance": report.positions.as_json() if report.positions else None,
     }
 
 

@@ -9,7 +9,9 @@ from experiments.tests.factories import make_config, make_eagle_config, make_exp
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-CHARTS = ("throughput-chart", "frontier-chart", "speedup-chart", "accept-length-chart", "latency-chart")
+CHARTS = (
+    "throughput-chart", "frontier-chart", "speedup-chart", "accept-length-chart", "positions-chart", "latency-chart",
+)  # fmt: skip
 
 
 def _finished_experiment():
@@ -32,6 +34,7 @@ def _finished_experiment():
                     run=run, pass_index=pass_index, concurrency=level, completed=16, duration_s=10.0,
                     output_throughput=tok_s, total_throughput=2 * tok_s, request_throughput=1.0,
                     accept_length=2.0 + 0.05 * pass_index if run.config.is_speculative else None,
+                    accepted_drafts_histogram=[10, 20, 70 + pass_index] if run.config.is_speculative else None,
                     mean_ttft_ms=40.0 * level, p99_ttft_ms=80.0 * level, mean_tpot_ms=12.0, p99_tpot_ms=18.0,
                     mean_itl_ms=11.0, p99_itl_ms=25.0,
                 )  # fmt: skip
@@ -54,6 +57,9 @@ def test_it_draws_every_chart_of_the_comparison_and_shows_the_verdict(browser_us
     # The band, the break-even marker and the three latency panels made it into the drawing.
     assert page.locator("#throughput-chart path.js-fill").count() >= 2
     assert page.locator("#latency-chart .xy").count() == 3
+    # Off-screen sections are not laid out (content-visibility), so their text reads empty until scrolled back to.
+    page.locator("#comparison").scroll_into_view_if_needed()
+    page.wait_for_function("document.querySelector('#comparison tbody tr').innerText !== ''", timeout=5_000)
     rows = page.locator("#comparison tbody tr")
     assert rows.count() == 3
     assert "eagle3-2step" in rows.first.inner_text()

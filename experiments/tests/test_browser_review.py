@@ -32,10 +32,20 @@ def _finished(name: str, owner, *, host=None, tags: str = "", candidates=None, s
         run.state = Run.State.SUCCEEDED
         run.save(update_fields=["state"])
         factor = speed if run.config.is_speculative else 1.0
+        # A speculative config's cells have per-position acceptance, overall and per category (their tables scroll
+        # inside the card on a narrow screen).
+        positions = {
+            "accepted_drafts_histogram": [10, 20, 70],
+            "position_acceptance_by_category": {
+                "code": {"accepted_drafts_histogram": [2, 4, 34]},
+                "chat": {"accepted_drafts_histogram": [8, 16, 36]},
+            },
+        }
         Measurement.objects.bulk_create(
             Measurement(run=run, pass_index=p, concurrency=c, completed=16, duration_s=10.0,
                         output_throughput=83.0 * c * factor * (1 + 0.01 * p), total_throughput=1.0,
-                        request_throughput=1.0, mean_ttft_ms=40.0 * c, p99_ttft_ms=80.0 * c, mean_tpot_ms=10.0 + c)
+                        request_throughput=1.0, mean_ttft_ms=40.0 * c, p99_ttft_ms=80.0 * c, mean_tpot_ms=10.0 + c,
+                        **({"accept_length": 2.4, **positions} if run.config.is_speculative else {}))
             for c in (1, 2, 4, 8) for p in range(3)
         )  # fmt: skip
     return experiment

@@ -99,6 +99,9 @@ def test_it_runs_an_experiment_end_to_end_and_eagle3_two_steps_beats_baseline_at
         # Acceptance three ways: the counters over exactly the cell's requests equal their token-weighted figure.
         assert m.pooled_accept_length == pytest.approx(m.accept_length, rel=0.01)
         assert m.mean_request_accept_length is not None
+        # Per draft position, from each request's accepted-drafts histogram (2 steps: drafts 1 and 2).
+        histogram, rates = m.accepted_drafts_histogram or [], m.position_acceptance or []
+        assert len(histogram) == 3 and len(rates) == 2 and 1 >= rates[0] >= rates[1] > 0
         assert m.server_decode["lines"] >= 1 and m.server_decode["mean_accept_len"] > 1.5
 
     # The comparison covers every candidate at every concurrency, and says what DESIGN.md's speed model says:

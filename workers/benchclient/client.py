@@ -143,6 +143,8 @@ def _request_body(config: BenchConfig, prompt: list[int] | str, output_len: int,
             "ignore_eos": True,
             "stream": True,
             "stream_options": {"include_usage": True},
+            # SGLang 0.5.23's per-request spec fields (verify steps, accepted-drafts histogram); ignored before.
+            "return_spec_tokens_details": True,
         }
         if config.top_p != 1:
             body["top_p"] = config.top_p

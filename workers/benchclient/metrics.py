@@ -28,6 +28,9 @@ class RequestRecord:
     output_len: int = 0
     # Verify steps of a speculative server (meta_info.spec_verify_ct); None when the server did not say.
     spec_verify_ct: int | None = None
+    # Index i: the request's verify steps that accepted exactly i drafts (meta_info.spec_correct_drafts_histogram);
+    # None when the server did not say.
+    spec_drafts_histogram: list[int] | None = None
     # What the request sent, from a prompt file: the prompt's index in its set and its category.
     prompt_index: int | None = None
     category: str | None = None
@@ -142,9 +145,42 @@ def mean_request_accept_length(records: Sequence[RequestRecord]) -> float | None
     return sum(lengths) / len(lengths) if lengths else None
 
 
+def drafts_histogram(records: Sequence[RequestRecord]) -> list[int] | None:
+    """The accepted-drafts histogram of the requests that reported one, summed: index i is the number of verify
+    steps that accepted exactly i drafts. None when no request reported one (an older SGLang, a baseline)."""
+    total: list[int] = []
+    for record in records:
+        histogram = record.spec_drafts_histogram
+        if not record.succeeded or histogram is None:
+            continue
+        if len(histogram) > len(total):
+            total.extend([0] * (len(histogram) - len(total)))
+        for accepted, steps in enumerate(histogram):
+            total[accepted] += steps
+    return total if sum(total) > 0 else None
+
+
+def position_acceptance(histogram: Sequence[int] | None) -> list[float] | None:
+    """Per draft position j = 1, 2, ...: the share of verify steps that accepted at least j drafts, i.e. how often
+    the j-th draft token was accepted (a draft counts only if every one before it was). One rate per position the
+    histogram can hold; None without a histogram or without verify steps."""
+    if not histogram:
+        return None
+    steps = sum(histogram)
+    if steps <= 0:
+        return None
+    rates = []
+    at_least = steps
+    for accepted in histogram[:-1]:
+        at_least -= accepted
+        rates.append(at_least / steps)
+    return rates
+
+
 def by_category(records: Sequence[RequestRecord]) -> dict[str, dict[str, Any]]:
-    """Per prompt category: requests, output tokens, accept length (as `accept_length`) and the mean of each
-    request's decode speed (output tokens / e2e latency), the figure that compares categories within one run."""
+    """Per prompt category: requests, output tokens, accept length (as `accept_length`), the mean of each
+    request's decode speed (output tokens / e2e latency), the figure that compares categories within one run, and
+    the accepted-drafts histogram with its per-position acceptance."""
     groups: dict[str, list[RequestRecord]] = {}
     for record in records:
         if record.succeeded and record.category is not None:
@@ -152,11 +188,14 @@ def by_category(records: Sequence[RequestRecord]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for category, members in sorted(groups.items()):
         speeds = [r.output_len / (r.end - r.start) for r in members if r.end > r.start]
+        histogram = drafts_histogram(members)
         out[category] = {
             "requests": len(members),
             "output_tokens": sum(r.output_len for r in members),
             "accept_length": accept_length(members),
             "mean_request_tok_s": math.fsum(speeds) / len(speeds) if speeds else None,
+            "accepted_drafts_histogram": histogram,
+            "position_acceptance": position_acceptance(histogram),
         }
     return out
 
@@ -213,6 +252,9 @@ def summarize(records: Sequence[RequestRecord], *, duration: float, split_itl: b
     result["concurrency_achieved"] = per_second(math.fsum(e2e))
     result["accept_length"] = accept_length(records)
     result["mean_request_accept_length"] = mean_request_accept_length(records)
+    histogram = drafts_histogram(records)
+    result["accepted_drafts_histogram"] = histogram
+    result["position_acceptance"] = position_acceptance(histogram)
     result["max_output_tokens_per_s"] = max_output_tokens_per_s(records)
     if any(record.category is not None or record.keep_output for record in records):
         result["categories"] = by_category(records)

@@ -59,6 +59,23 @@ def _meta_info_of(line: bytes) -> dict[str, Any] | None:
     return meta_info if isinstance(meta_info, dict) else None
 
 
+# The meta_info keys of a request's accepted-drafts histogram: 0.5.12+, and its older name (0.5.9 - 0.5.10).
+_HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
+
+
+def _count_of(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _histogram_of(fields: dict[str, Any]) -> list[int] | None:
+    """The accepted-drafts histogram among a request's spec fields: a list of counts, else None."""
+    for key in _HISTOGRAM_KEYS:
+        value = fields.get(key)
+        if isinstance(value, list) and value and all(_count_of(n) is not None for n in value):
+            return value
+    return None
+
+
 class SglangStream:
     """Follows one native /generate stream, whose chunks are cumulative: the new tokens of a chunk are the
     growth of meta_info.completion_tokens."""
@@ -135,6 +152,7 @@ class SglangStream:
         verify_ct = meta_info.get("spec_verify_ct")
         if isinstance(verify_ct, int):
             self.record.spec_verify_ct = verify_ct
+        self.record.spec_drafts_histogram = _histogram_of(meta_info)
         if self.record.keep_output and self._final is not None:
             line, offset = self._final
             event = json.loads(line[offset:])
@@ -144,13 +162,16 @@ class SglangStream:
 
 
 class OpenAICompletionStream:
-    """Follows one /v1/completions stream: text deltas per chunk, the token count only in the usage chunk."""
+    """Follows one /v1/completions stream: text deltas per chunk, the token count only in the usage chunk, and the
+    spec fields in `sglext.spec_tokens_details` of the chunk that finishes (asked for with
+    `return_spec_tokens_details`; servers before 0.5.23 ignore the field and send none)."""
 
     split_itl = False
 
     def __init__(self, record: RequestRecord) -> None:
         self.record = record
         self.usage_completion_tokens: int | None = None
+        self.spec_details: dict[str, Any] | None = None
 
     def feed(self, line: bytes, offset: int, now: float) -> None:
         event = json.loads(line[offset:])
@@ -167,6 +188,9 @@ class OpenAICompletionStream:
         usage = event.get("usage")
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             self.usage_completion_tokens = usage["completion_tokens"]
+        sglext = event.get("sglext")
+        if isinstance(sglext, dict) and isinstance(sglext.get("spec_tokens_details"), dict):
+            self.spec_details = sglext["spec_tokens_details"]
 
     def finish(self) -> None:
         if self.usage_completion_tokens is not None:
@@ -174,6 +198,9 @@ class OpenAICompletionStream:
         else:
             # A server that ignores include_usage: one token per text chunk is the best remaining guess.
             self.record.output_len = len(self.record.chunk_times)
+        if self.spec_details is not None:
+            self.record.spec_verify_ct = _count_of(self.spec_details.get("spec_verify_ct"))
+            self.record.spec_drafts_histogram = _histogram_of(self.spec_details)
 
 
 Stream = SglangStream | OpenAICompletionStream
