@@ -44,6 +44,11 @@ def _listed_host(**fields) -> Host:
     )
 
 
+def _listed_at(host: Host) -> str:
+    assert host.model_inventory_at is not None
+    return host.model_inventory_at.isoformat()
+
+
 def _bearer(user) -> dict[str, str]:
     _, token = ApiToken.issue(user)
     return {"Authorization": f"Bearer {token}"}
@@ -59,7 +64,7 @@ def test_a_viewers_listing_is_the_stored_one_and_writes_nothing_nor_sends_anythi
 
     assert response.status_code == 200
     assert response.json() == LISTED
-    assert response["X-Models-Listed-At"] == host.model_inventory_at.isoformat()
+    assert response["X-Models-Listed-At"] == _listed_at(host)
     writes = [q["sql"] for q in queries if q["sql"].split()[0] in ("INSERT", "UPDATE", "DELETE")]
     assert writes == [q["sql"] for q in queries if 'UPDATE "experiments_apitoken"' in q["sql"]]  # token last used
     assert sent == [] and Host.objects.values().get(pk=host.pk) == before
@@ -101,7 +106,7 @@ def test_a_member_asks_for_a_new_listing_that_a_worker_makes_after_the_commit(
         again = client.post(f"/api/hosts/{host.pk}/models/refresh", headers=headers)
 
     assert first.status_code == again.status_code == 202
-    assert first.json() == {"id": host.pk, "requested": True, "models_listed_at": host.model_inventory_at.isoformat()}
+    assert first.json() == {"id": host.pk, "requested": True, "models_listed_at": _listed_at(host)}
     assert again.json()["requested"] is False  # one SSH listing per cool-down, however often it is asked
     assert sent == [(dispatch.LIST_HOST_MODELS_TASK, [host.pk])]
     event = AuditEvent.objects.get(action=AuditEvent.Action.HOST_MODELS)
