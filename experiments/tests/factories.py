@@ -246,3 +246,13 @@ def set_baseline(**fields: Any) -> Mutation:
 
 def set_profile(**fields: Any) -> Mutation:
     return lambda p: p["profile"].update(fields)
+
+
+def small_submission(host, launches: int, name: str = "big", **profile: Any) -> dict:
+    """The API body of a one-config experiment of `launches` tiny launches on `host` (the quota tests' unit)."""
+    return {
+        "name": name,
+        "host": host.name,
+        "baseline": {"name": "baseline", "model_path": f"{host.models_root}/kimi-k2.5-sim", "tp_size": 8},
+        "profile": {"concurrency": [1], "num_prompts": 4, "passes": 1, "launches": launches, **profile},
+    }

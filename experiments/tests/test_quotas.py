@@ -7,18 +7,9 @@ import pytest
 
 from experiments.models import ApiToken, Experiment, Run
 
-from .factories import make_host
+from .factories import make_host, small_submission
 
 pytestmark = pytest.mark.django_db
-
-
-def _payload(host, launches: int, name: str = "big") -> dict:
-    return {
-        "name": name,
-        "host": host.name,
-        "baseline": {"name": "baseline", "model_path": f"{host.models_root}/kimi-k2.5-sim", "tp_size": 8},
-        "profile": {"concurrency": [1], "num_prompts": 4, "passes": 1, "launches": launches},
-    }
 
 
 def _headers(user) -> dict:
@@ -31,8 +22,10 @@ def test_a_member_cannot_queue_past_their_quota_by_submitting_or_rerunning(clien
     host = make_host()
     headers = _headers(member)
 
-    first = client.post("/api/experiments", _payload(host, 4), content_type="application/json", headers=headers)
-    over = client.post("/api/experiments", _payload(host, 2, "more"), content_type="application/json", headers=headers)
+    first = client.post("/api/experiments", small_submission(host, 4), content_type="application/json", headers=headers)
+    over = client.post(
+        "/api/experiments", small_submission(host, 2, "more"), content_type="application/json", headers=headers
+    )
     rerun = client.post(
         f"/api/experiments/{first.json()['id']}/rerun",
         {"launches": 2},
@@ -52,8 +45,10 @@ def test_a_host_has_a_quota_of_its_own_and_an_admin_is_not_held_to_either(client
     settings.SPECDASH_QUOTA_LAUNCHES_PER_HOST = 3
     host = make_host()
 
-    admin = client.post("/api/experiments", _payload(host, 5), content_type="application/json", headers=_headers(owner))
-    refused = client.post("/api/experiments", _payload(host, 1, "one"), content_type="application/json",
+    admin = client.post(
+        "/api/experiments", small_submission(host, 5), content_type="application/json", headers=_headers(owner)
+    )
+    refused = client.post("/api/experiments", small_submission(host, 1, "one"), content_type="application/json",
                           headers=_headers(member))  # fmt: skip
 
     assert admin.status_code == 201
@@ -64,7 +59,9 @@ def test_the_page_shows_the_quota_as_the_launches_fields_error(client, member, s
     settings.SPECDASH_QUOTA_LAUNCHES_PER_USER = 1
     host = make_host()
     client.force_login(member)
-    client.post("/api/experiments", _payload(host, 1), content_type="application/json", headers=_headers(member))
+    client.post(
+        "/api/experiments", small_submission(host, 1), content_type="application/json", headers=_headers(member)
+    )
     experiment = Experiment.objects.get()
 
     response = client.post(f"/experiments/{experiment.pk}/rerun/", {"launches": 1}, follow=True)

@@ -8,23 +8,14 @@ import pytest
 
 from experiments.models import ApiToken, AuditEvent, Experiment, Host, MemberQuota, Run
 
-from .factories import make_host
+from .factories import make_host, small_submission
 
 pytestmark = pytest.mark.django_db
 
 
-def _payload(host, launches: int, name: str = "big") -> dict:
-    return {
-        "name": name,
-        "host": host.name,
-        "baseline": {"name": "baseline", "model_path": f"{host.models_root}/kimi-k2.5-sim", "tp_size": 8},
-        "profile": {"concurrency": [1], "num_prompts": 4, "passes": 1, "launches": launches},
-    }
-
-
 def _submit(client, host, launches: int, user, name: str = "big"):
     _, token = ApiToken.issue(user)
-    return client.post("/api/experiments", _payload(host, launches, name), content_type="application/json",
+    return client.post("/api/experiments", small_submission(host, launches, name), content_type="application/json",
                        headers={"Authorization": f"Bearer {token}"})  # fmt: skip
 
 

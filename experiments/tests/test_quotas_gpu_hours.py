@@ -12,7 +12,7 @@ from experiments.models import ApiToken, Experiment, Run, ServerConfig
 from experiments.rules import gpu_hours
 from experiments.rules.gpu_hours import LaunchShape, LaunchSpan
 
-from .factories import make_eagle_config, make_experiment, make_host, make_run
+from .factories import make_eagle_config, make_experiment, make_host, make_run, small_submission
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 # One launch of the API payload below: 8 GPUs, 1 level, 1 pass, 4 prompts, the default timeouts (600 s, 1800 s):
@@ -83,15 +83,6 @@ def test_the_reported_attack_profile_reserves_more_than_any_quota_allows():
 # Through the API, as a member.
 
 
-def _payload(host, launches: int, name: str = "big", **profile) -> dict:
-    return {
-        "name": name,
-        "host": host.name,
-        "baseline": {"name": "baseline", "model_path": f"{host.models_root}/kimi-k2.5-sim", "tp_size": 8},
-        "profile": {"concurrency": [1], "num_prompts": 4, "passes": 1, "launches": launches, **profile},
-    }
-
-
 def _headers(user) -> dict:
     _, token = ApiToken.issue(user)
     return {"Authorization": f"Bearer {token}"}
@@ -109,7 +100,7 @@ def test_a_members_submission_past_their_gpu_hours_is_refused_and_nothing_is_que
     host = make_host()
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        refused = _post(client, "/api/experiments", _payload(host, 9), member)  # 9 x 12.13 = 109 GPU-hours
+        refused = _post(client, "/api/experiments", small_submission(host, 9), member)  # 9 x 12.13 = 109 GPU-hours
 
     assert refused.status_code == 422
     message = refused.json()["errors"]["profile.launches"][0]
@@ -125,7 +116,7 @@ def test_a_members_submission_past_their_gpu_hours_is_refused_and_nothing_is_que
 def test_a_members_rerun_is_bounded_by_the_same_quota(client, member, settings):
     settings.SPECDASH_QUOTA_GPU_HOURS_PER_USER_PER_DAY = 100
     host = make_host()
-    first = _post(client, "/api/experiments", _payload(host, 5), member)  # 60.7 GPU-hours reserved
+    first = _post(client, "/api/experiments", small_submission(host, 5), member)  # 60.7 GPU-hours reserved
 
     rerun = _post(client, f"/api/experiments/{first.json()['id']}/rerun", {"launches": 4}, member)
 
@@ -149,8 +140,8 @@ def test_what_finished_launches_took_today_counts_and_what_they_took_yesterday_d
     make_run(experiment=earlier, state=Run.State.FAILED, started_at=now - timedelta(hours=40),
              finished_at=now - timedelta(hours=30))  # fmt: skip
 
-    refused = _post(client, "/api/experiments", _payload(host, 2), member)  # 24.3 GPU-hours
-    accepted = _post(client, "/api/experiments", _payload(host, 1, "one"), member)
+    refused = _post(client, "/api/experiments", small_submission(host, 2), member)  # 24.3 GPU-hours
+    accepted = _post(client, "/api/experiments", small_submission(host, 1, "one"), member)
 
     assert refused.status_code == 422
     assert (
@@ -166,8 +157,8 @@ def test_a_hosts_gpu_hours_count_everyones_launches_there_and_an_admin_is_not_he
     settings.SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY = 50
     host = make_host()
 
-    admin = _post(client, "/api/experiments", _payload(host, 5), owner)  # 60.7 GPU-hours: past both, exempt
-    refused = _post(client, "/api/experiments", _payload(host, 1, "one"), member)
+    admin = _post(client, "/api/experiments", small_submission(host, 5), owner)  # 60.7 GPU-hours: past both, exempt
+    refused = _post(client, "/api/experiments", small_submission(host, 1, "one"), member)
 
     assert admin.status_code == 201
     assert refused.status_code == 422
@@ -181,7 +172,7 @@ def test_a_hosts_gpu_hours_count_everyones_launches_there_and_an_admin_is_not_he
 def test_the_config_gpus_count_a_tp1_launch_reserves_an_eighth(client, member, settings):
     settings.SPECDASH_QUOTA_GPU_HOURS_PER_USER_PER_DAY = 10
     host = make_host()
-    payload = _payload(host, 5)
+    payload = small_submission(host, 5)
     payload["baseline"]["tp_size"] = 1
 
     assert _post(client, "/api/experiments", payload, member).status_code == 201  # 5 x 1.52 = 7.6
@@ -208,7 +199,7 @@ def test_a_members_remedy_rerun_is_held_to_the_quota(client, member, settings):
 @pytest.mark.django_db
 def test_a_request_of_32_levels_50_passes_100000_prompts_and_day_long_timeouts_is_refused(client, member):
     host = make_host()
-    attack = _payload(host, 50, concurrency=list(range(1, 33)), num_prompts=100_000, passes=50,
+    attack = small_submission(host, 50, concurrency=list(range(1, 33)), num_prompts=100_000, passes=50,
                       request_timeout_s=86_400, readiness_timeout_s=86_400, stall_timeout_s=86_400)  # fmt: skip
 
     response = _post(client, "/api/experiments", attack, member)
@@ -222,7 +213,7 @@ def test_a_request_of_32_levels_50_passes_100000_prompts_and_day_long_timeouts_i
 @pytest.mark.django_db
 def test_a_profile_within_the_request_bound_but_with_day_long_timeouts_is_refused_by_the_gpu_hours(client, member):
     host = make_host()
-    long_waits = _payload(host, 1, concurrency=[1, 2, 4, 8], num_prompts=64, passes=3,
+    long_waits = small_submission(host, 1, concurrency=[1, 2, 4, 8], num_prompts=64, passes=3,
                           request_timeout_s=86_400, readiness_timeout_s=86_400)  # fmt: skip
 
     response = _post(client, "/api/experiments", long_waits, member)
