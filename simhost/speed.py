@@ -132,6 +132,35 @@ def iteration_parts(params: SpeedParams, cfg: SpecConfig, bs: int) -> tuple[floa
     return draft, verify
 
 
+@dataclass(frozen=True)
+class PhaseParts:
+    """One iteration split the way a profiler trace shows it (ms): the draft steps, the target's verify forward (the
+    decode forward of a baseline), the draft model's extend over the accepted tokens, and the rest (scheduling)."""
+
+    draft: float
+    verify: float
+    draft_extend: float
+    other: float
+
+    @property
+    def total(self) -> float:
+        return self.draft + self.verify + self.draft_extend + self.other
+
+
+def phase_parts(params: SpeedParams, cfg: SpecConfig, bs: int) -> PhaseParts:
+    """iteration_parts as a trace splits it, adding up to iteration_ms: the forward figure (which folds in the draft
+    extend and the scheduling overhead) loses one draft forward's cost to the draft extend and the overhead to
+    "other". What the simulated profiler's traces follow (simhost/profiler.py)."""
+    draft, forward = iteration_parts(params, cfg, bs)
+    other = 0.0 if cfg.overlap else params.schedule_overhead_ms
+    extend = 0.0
+    if cfg.algorithm:
+        extend = params.draft_step_ms.get(cfg.algorithm, 1.5) + params.draft_per_req_ms * (bs - 1)
+        if not uses_cuda_graph(cfg, bs):
+            extend *= params.no_graph_factor
+    return PhaseParts(draft=draft, verify=forward - other - extend, draft_extend=extend, other=other)
+
+
 def iteration_ms(params: SpeedParams, cfg: SpecConfig, bs: int) -> float:
     """Duration of one decode step (baseline) or one draft+verify iteration (speculative) at batch bs."""
     draft, verify = iteration_parts(params, cfg, bs)
