@@ -345,12 +345,17 @@ def build_trace(
             if gpu:
                 events.append(_x("gpu_user_annotation", name, gpu_pid, STREAM, t, dur))
                 k = t
-                gap = dur * (1 - sum(share for _, share in KERNELS[kernel_set])) / len(KERNELS[kernel_set])
+                jump = 0.0
+                if kernel_set == "TARGET_VERIFY":  # the fitted jump above 3 tokens is the attention kernel's
+                    jump = min(speed.attention_jump_ms(params, cfg.num_draft_tokens) * step.factor * 1000, dur)
+                rest = dur - jump
+                gap = rest * (1 - sum(share for _, share in KERNELS[kernel_set])) / len(KERNELS[kernel_set])
                 for kernel, share in KERNELS[kernel_set]:
-                    event = _x("kernel", kernel, gpu_pid, STREAM, k, dur * share)
+                    length = rest * share + (jump if kernel == _PREFILL_ATTN else 0.0)
+                    event = _x("kernel", kernel, gpu_pid, STREAM, k, length)
                     event["args"] = {"device": rank, "stream": STREAM, "correlation": correlation}
                     events.append(event)
-                    k += dur * share + gap
+                    k += length + gap
             correlation += 1
             t += dur
         if other > 0 and gpu:

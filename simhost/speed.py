@@ -147,6 +147,15 @@ class PhaseParts:
         return self.draft + self.verify + self.draft_extend + self.other
 
 
+def attention_jump_ms(params: SpeedParams, tokens_per_req: int) -> float:
+    """The part of a batch-1 forward over `tokens_per_req` query tokens above the smooth growth of up to 3 tokens:
+    the fitted data's jump, which the attention kernel switching path explains (the traces put it there)."""
+    if tokens_per_req <= 3 or 3 not in params.verify_ms:
+        return 0.0
+    smooth = params.verify_ms[3] + params.verify_ms_per_extra_token * (tokens_per_req - 3)
+    return max(0.0, forward_ms(params, tokens_per_req, 1) - smooth)
+
+
 def phase_parts(params: SpeedParams, cfg: SpecConfig, bs: int) -> PhaseParts:
     """iteration_parts as a trace splits it, adding up to iteration_ms: the forward figure (which folds in the draft
     extend and the scheduling overhead) loses one draft forward's cost to the draft extend and the overhead to
