@@ -35,7 +35,8 @@ def test_it_profiles_after_the_measured_cells_and_stores_each_ranks_summary(sim_
     traces = list(run.profile_traces.order_by("rank"))
     assert [(t.rank, t.state, t.concurrency) for t in traces] == [(0, "stored", 2), (1, "stored", 2)]
     assert traces[0].file_name == f"specdash-run{run.pk}-c2-TP-0.trace.json.gz"
-    assert bytes(traces[0].trace)[:2] == b"\x1f\x8b" and traces[0].size_bytes == len(bytes(traces[0].trace))
+    data = traces[0].trace
+    assert data is not None and bytes(data)[:2] == b"\x1f\x8b" and traces[0].size_bytes == len(bytes(data))
     summary = traces[0].summary
     assert summary["speculative"] and summary["decode_steps"] >= 1
     assert {r["batch_size"] for r in summary["by_batch_size"]} <= {1, 2}
