@@ -265,6 +265,10 @@ SPECDASH_WAKE_EVERY = float(os.environ.get("SPECDASH_WAKE_EVERY", "30"))
 # The longest a run may own a worker slot (its task is then stopped; the beat hands a live run to another worker).
 SPECDASH_RUN_TIME_LIMIT = int(os.environ.get("SPECDASH_RUN_TIME_LIMIT", str(24 * 3600)))
 # How often the beat reads every host's GPU memory (the Hosts page), and launches scheduled experiments that are due.
+# Profiler traces (workers/run/profiling.py): the steps /start_profile records at each concurrency, and the largest
+# rank trace (gzipped bytes) fetched and stored; a larger one is refused with a message and the run goes on.
+SPECDASH_PROFILE_STEPS = int(os.environ.get("SPECDASH_PROFILE_STEPS", "24"))
+SPECDASH_PROFILE_TRACE_MAX_BYTES = int(os.environ.get("SPECDASH_PROFILE_TRACE_MAX_BYTES", str(64 * 1024 * 1024)))
 SPECDASH_GPU_READ_EVERY = float(os.environ.get("SPECDASH_GPU_READ_EVERY", "60"))
 SPECDASH_SCHEDULE_EVERY = float(os.environ.get("SPECDASH_SCHEDULE_EVERY", "60"))
 

@@ -47,6 +47,12 @@ urlpatterns = [
     path("runs/<int:run_id>/log.txt", runs.run_log_download, name="run_log_download"),
     path("runs/<int:run_id>/notes/", runs.edit_run_notes, name="edit_run_notes"),
     path("runs/<int:run_id>/cancel/", runs.cancel_run, name="cancel_run"),
+    path("runs/<int:run_id>/profile/", runs.profile_run, name="profile_run"),
+    path(
+        "runs/<int:run_id>/traces/<int:trace_id>.trace.json.gz",
+        runs.profile_trace_download,
+        name="profile_trace_download",
+    ),
     path("runs/<int:run_id>/remedy/", runs.rerun_with_remedy, name="rerun_with_remedy"),
     path("configs/", configs.config_list, name="config_list"),
     path("configs/search.json", configs.config_search, name="config_search"),

@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from simhost import acceptance, gpu, lines, logs, speed, telemetry, versions
+from simhost import acceptance, gpu, lines, logs, profiler, speed, telemetry, versions
 
 WORDS = (
     "the of and a to in is that it for on with as was at by this be from are or an which have not one had "
@@ -171,6 +171,8 @@ class Engine:
         self.profile = bool(knobs.get("profile", 0.0)) and bool(self.cfg.algorithm)
         self.profile_every = max(1, int(knobs.get("profile_every", 1)))
         self.verify_steps = 0
+        # /start_profile's torch profiler (simhost/profiler.py): told of every step, writes the traces.
+        self.profiler = profiler.Profiler(self.cfg, params, int(getattr(args, "tp_size", 1) or 1))
         self.accept_p = knobs["ngram_accept_p"] if self.cfg.algorithm == "NGRAM" else knobs["accept_p"]
         self.accept_spread = knobs["accept_spread"]
         # An EAGLE3 draft served as EAGLE (acceptance.accepts_nothing): every draft is rejected, silently.
@@ -242,6 +244,8 @@ class Engine:
                 await self._wake.wait()
                 self._clock_restart = True  # an idle GPU owes no steps
                 continue
+            if self.profiler.frozen:
+                await self.profiler.wait_frozen()
             if self.waiting and len(self.running) < self.max_running:
                 await self._prefill()
             if self.running:
@@ -318,7 +322,9 @@ class Engine:
             batch.append(self.waiting.popleft())
         new_tokens = sum(len(r.input_ids) - r.cached_tokens for r in batch)
         cached = sum(r.cached_tokens for r in batch)
-        await self._advance(speed.prefill_ms(self.params, self.cfg, new_tokens))
+        factor = self.step_factor() if self.speed > 0 else self.slowdown
+        await self._advance(speed.prefill_ms(self.params, self.cfg, new_tokens), factor)
+        self.profiler.on_step("prefill", len(batch), factor, new_tokens)
         now = time.monotonic()
         throughput = self._last_prefill_tokens / max(now - self._last_prefill_log, 1e-6)
         self._last_prefill_log, self._last_prefill_tokens = now, new_tokens
@@ -355,6 +361,7 @@ class Engine:
         bs = len(self.running)
         factor = self.step_factor()
         await self._advance(speed.iteration_ms(self.params, self.cfg, bs), factor)
+        self.profiler.on_step("decode", bs, factor)
         step_accepted = 0
         for req in self.running:
             if req.finished:  # aborted since the last step

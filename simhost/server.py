@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from simhost import args as sargs
-from simhost import logs
+from simhost import logs, profiler
 from simhost.engine import E2E_BUCKETS, Engine, Request
 from simhost.http_common import (
     STATE,
@@ -277,6 +277,14 @@ def _e2e_histogram(st: Any, labels: str) -> list[str]:
     return out
 
 
+async def start_profile(request: web.Request) -> web.Response:
+    return await profiler.start_profile(request, request.app[STATE].engine.profiler)
+
+
+async def stop_profile(request: web.Request) -> web.Response:
+    return await profiler.stop_profile(request, request.app[STATE].engine.profiler)
+
+
 # ----------------------------------------------------------------------------------------------- generation
 
 
@@ -373,4 +381,7 @@ def build_app(state: ServerState) -> web.Application:
     r.add_route("GET", "/flush_cache", flush_cache)
     r.add_route("POST", "/flush_cache", flush_cache)
     r.add_get("/metrics", metrics)
+    for method in ("GET", "POST"):  # both, as SGLang's api_route does
+        r.add_route(method, "/start_profile", start_profile)
+        r.add_route(method, "/stop_profile", stop_profile)
     return app

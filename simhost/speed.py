@@ -132,6 +132,44 @@ def iteration_parts(params: SpeedParams, cfg: SpecConfig, bs: int) -> tuple[floa
     return draft, verify
 
 
+@dataclass(frozen=True)
+class PhaseParts:
+    """One iteration split the way a profiler trace shows it (ms): the draft steps, the target's verify forward (the
+    decode forward of a baseline), the draft model's extend over the accepted tokens, and the rest (scheduling)."""
+
+    draft: float
+    verify: float
+    draft_extend: float
+    other: float
+
+    @property
+    def total(self) -> float:
+        return self.draft + self.verify + self.draft_extend + self.other
+
+
+def attention_jump_ms(params: SpeedParams, tokens_per_req: int) -> float:
+    """The part of a batch-1 forward over `tokens_per_req` query tokens above the smooth growth of up to 3 tokens:
+    the fitted data's jump, which the attention kernel switching path explains (the traces put it there)."""
+    if tokens_per_req <= 3 or 3 not in params.verify_ms:
+        return 0.0
+    smooth = params.verify_ms[3] + params.verify_ms_per_extra_token * (tokens_per_req - 3)
+    return max(0.0, forward_ms(params, tokens_per_req, 1) - smooth)
+
+
+def phase_parts(params: SpeedParams, cfg: SpecConfig, bs: int) -> PhaseParts:
+    """iteration_parts as a trace splits it, adding up to iteration_ms: the forward figure (which folds in the draft
+    extend and the scheduling overhead) loses one draft forward's cost to the draft extend and the overhead to
+    "other". What the simulated profiler's traces follow (simhost/profiler.py)."""
+    draft, forward = iteration_parts(params, cfg, bs)
+    other = 0.0 if cfg.overlap else params.schedule_overhead_ms
+    extend = 0.0
+    if cfg.algorithm:
+        extend = params.draft_step_ms.get(cfg.algorithm, 1.5) + params.draft_per_req_ms * (bs - 1)
+        if not uses_cuda_graph(cfg, bs):
+            extend *= params.no_graph_factor
+    return PhaseParts(draft=draft, verify=forward - other - extend, draft_extend=extend, other=other)
+
+
 def iteration_ms(params: SpeedParams, cfg: SpecConfig, bs: int) -> float:
     """Duration of one decode step (baseline) or one draft+verify iteration (speculative) at batch bs."""
     draft, verify = iteration_parts(params, cfg, bs)

@@ -203,3 +203,18 @@ def asgi_exception_traceback() -> str:
         ),
     ]
     return _tb(frames, "starlette.requests.ClientDisconnect")
+
+
+def profile_error_traceback(message: str) -> str:
+    """What uvicorn logs when /start_profile or /stop_profile is refused: the tokenizer manager raises the
+    scheduler's message as a RuntimeError."""
+    frames = [
+        (
+            "entrypoints/http_server.py",
+            1123,
+            "start_profile_async",
+            "await _global_state.tokenizer_manager.start_profile(",
+        ),
+        ("managers/tokenizer_communicator_mixin.py", 402, "start_profile", "raise RuntimeError(result.message)"),
+    ]
+    return _tb(frames, f"RuntimeError: {message}")

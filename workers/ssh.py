@@ -24,6 +24,12 @@ class ConnectionLost(SSHError):
     """The connection broke under a command; reconnecting may well work (the remote server keeps running)."""
 
 
+class FileTooLarge(SSHError):
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        super().__init__(f"{path} is {size:,} bytes, over the {limit:,}-byte limit")
+        self.path, self.size, self.limit = path, size, limit
+
+
 @dataclass(frozen=True)
 class HostAccess:
     """What is needed to reach a host, detached from the ORM so async code never touches the database."""
@@ -153,6 +159,23 @@ class HostConnection:
                 await remote.write(data)
         except (OSError, asyncssh.Error) as exc:
             raise SSHError(f"Could not write {self.access.name}:{remote_path}: {exc}") from exc
+
+    async def get_bytes(self, remote_path: str, max_bytes: int) -> bytes:
+        """Read the file `remote_path` over SFTP, at most `max_bytes` of it; a larger file raises FileTooLarge
+        before anything past the limit crosses the network."""
+        try:
+            async with self._conn.start_sftp_client() as sftp:
+                size = (await sftp.stat(remote_path)).size or 0
+                if size > max_bytes:
+                    raise FileTooLarge(remote_path, size, max_bytes)
+                async with sftp.open(remote_path, "rb") as remote:
+                    raw: bytes | str = await remote.read(max_bytes + 1)
+        except (OSError, asyncssh.Error) as exc:
+            raise SSHError(f"Could not read {self.access.name}:{remote_path}: {exc}") from exc
+        data = raw if isinstance(raw, bytes) else raw.encode()
+        if len(data) > max_bytes:  # it grew since the stat
+            raise FileTooLarge(remote_path, len(data), max_bytes)
+        return data
 
     async def forward_port(self, remote_port: int) -> int:
         """A local loopback port that reaches 127.0.0.1:`remote_port` on the host through this connection."""

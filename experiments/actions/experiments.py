@@ -26,9 +26,11 @@ def do_create_experiment(
     candidates: Sequence[ServerConfig],
     profile: BenchmarkProfile,
     run_candidates_without_baseline: bool = False,
+    profile_traces: bool = False,
 ) -> Experiment:
     """Save the (validated, unsaved or saved) configs and profile, the experiment and its queued runs. Raises
-    QuotaExceeded (nothing saved) past the submitter's or the host's quotas (actions/quotas.py)."""
+    QuotaExceeded (nothing saved) past the submitter's or the host's quotas (actions/quotas.py). `profile_traces`:
+    every run records profiler traces after its measured cells."""
     check_launch_quota(actor, host, [baseline, *candidates], profile.launches, profile)
     save_submitted(actor, [baseline, *candidates], profile)
     experiment = Experiment.objects.create(
@@ -42,7 +44,9 @@ def do_create_experiment(
     Candidate.objects.bulk_create(
         Candidate(experiment=experiment, config=config, position=i) for i, config in enumerate(candidates)
     )
-    runs = _queue_runs(experiment, [baseline, *candidates], profile.launches, first_sequence=0, first_launch=0)
+    runs = _queue_runs(
+        experiment, [baseline, *candidates], profile.launches, first_sequence=0, first_launch=0, profile=profile_traces
+    )
     record_event(actor, AuditEvent.Action.SUBMIT, experiment, host=host.name, runs=len(runs))
     return experiment
 
@@ -101,6 +105,7 @@ def _queue_runs(
     *,
     first_sequence: int,
     first_launch: int,
+    profile: bool = False,
 ) -> list[Run]:
     now = timezone.now()
     runs = Run.objects.bulk_create(
@@ -112,6 +117,7 @@ def _queue_runs(
             launch_index=first_launch + launch,
             timeline=[{"state": Run.State.QUEUED, "at": now.isoformat()}],
             created_at=now,
+            profile_requested=profile,
         )
         for i, (config, launch) in enumerate(interleaved_schedule(configs, launches))
     )

@@ -35,6 +35,8 @@ class ExperimentIn(Schema):
     candidates: list[dict[str, Any] | int] = []  # none: the baseline measured alone
     profile: dict[str, Any] | int
     run_candidates_without_baseline: bool = False
+    # Every run records profiler traces after its measured cells (summaries in GET /api/runs/{id}).
+    profile_traces: bool = False
     # Value lists whose grid of candidates joins `candidates` (see "Sweeps" below).
     sweep: dict[str, Any] | None = None
 
@@ -47,6 +49,7 @@ def create_experiment(request: HttpRequest, payload: ExperimentIn):
             "name": payload.name,
             "host": host_name(payload.host),
             "run_candidates_without_baseline": payload.run_candidates_without_baseline,
+            "profile_traces": payload.profile_traces,
         },
         config_data(payload.baseline, "baseline"),
         [config_data(c, f"candidates.{i}") for i, c in enumerate(payload.candidates)],

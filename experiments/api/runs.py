@@ -7,9 +7,12 @@ from django.shortcuts import get_object_or_404
 from ninja import Schema, Status
 
 from experiments.api import serializers
+from experiments.reads import profile_traces
 from experiments.reads.queueing import queued_run
 
 from ..actions.audit import Actor
+from ..actions.profile_traces import do_profile_run
+from ..actions.quotas import QuotaExceeded
 from ..actions.runs import RemedyRefused, do_cancel_run, do_rerun_with_remedy
 from ..forms import (
     CONTROL_CHARS,
@@ -27,6 +30,9 @@ def get_run(request: HttpRequest, run_id: int):
     runs = Run.objects.select_related("config", "host", "experiment__profile").prefetch_related("measurement_set")
     run = get_object_or_404(runs, pk=run_id)
     data = serializers.run_json(run, queue=queued_run(run))
+    # Per rank and concurrency, with summaries per speculative phase; and against the experiment's other profiled runs.
+    data["profile_traces"] = [serializers.profile_trace_json(t) for t in profile_traces.traces_of(run)]
+    data["profile_diffs"] = profile_traces.diffs_within_experiment(run) if data["profile_traces"] else []
     if data["failure"] is not None:
         data["failure"]["remedies"] = run.remedy_rows()  # see the remedies section at the end
     return data
@@ -90,3 +96,36 @@ def rerun_with_remedy(request: HttpRequest, run_id: int, payload: RemedyIn):
             ],
         },
     )
+
+
+@api.post("/runs/{run_id}/profile", response={201: dict, 422: dict})
+def profile_run(request: HttpRequest, run_id: int):
+    """Queue a profiled launch of a finished run's config (same host and benchmark profile), as an experiment of its
+    own: 201 {id, url, runs}; its runs' profile_traces fill in once they finish."""
+    require(request, "experiments.add_experiment")
+    run = get_object_or_404(Run.objects.select_related("experiment__profile", "config", "host"), pk=run_id)
+    if not run.is_finished:
+        return Status(422, {"detail": "the run has not finished", "errors": {"run": ["Profile a finished run."]}})
+    try:
+        experiment = do_profile_run(run, actor=Actor.of(request))
+    except QuotaExceeded as exc:
+        return Status(422, {"detail": "over quota", "errors": {"run": [str(exc)]}})
+    runs = experiment.run_set.select_related("config").order_by("sequence")
+    return Status(
+        201,
+        {
+            "id": experiment.pk,
+            "url": experiment.get_absolute_url(),
+            "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs],
+        },
+    )
+
+
+@api.get("/runs/{run_id}/profile-diff")
+def profile_diff(request: HttpRequest, run_id: int, against: int):
+    """How this run's profiled decode step differs from run `against`'s: {phases, lead, lead_family, text}, or
+    {"diff": null} unless both were profiled at a shared concurrency and batch size."""
+    require(request, "experiments.view_run")
+    run = get_object_or_404(Run, pk=run_id)
+    other = get_object_or_404(Run, pk=against)
+    return {"diff": profile_traces.run_diff(other, run)}

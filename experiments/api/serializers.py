@@ -9,7 +9,17 @@ from django.urls import reverse
 
 from experiments.analysis import acceptance
 from experiments.forms import BenchmarkProfileForm
-from experiments.models import BenchmarkProfile, Experiment, Flag, Host, PromptSet, Run, ServerConfig, Suspicion
+from experiments.models import (
+    BenchmarkProfile,
+    Experiment,
+    Flag,
+    Host,
+    ProfileTrace,
+    PromptSet,
+    Run,
+    ServerConfig,
+    Suspicion,
+)
 from experiments.reads import environments
 from experiments.reads.queueing import QueuedRun
 from experiments.rules import launch_policy
@@ -47,6 +57,7 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
         # Queued runs only: place on the host, what it waits for, estimated start and duration (seconds).
         "queue": queue.as_json() if queue else None,
         "url": run.get_absolute_url(),
+        "profile_requested": run.profile_requested,
     }
     if with_measurements:
         data["measurements"] = [
@@ -203,4 +214,21 @@ def config_json(config: ServerConfig) -> dict[str, Any]:
         "derived_from": config.derived_from_id,
         "created_at": config.created_at.isoformat(),
         "url": reverse("config_detail", args=[config.pk]),
+    }
+
+
+def profile_trace_json(trace: ProfileTrace) -> dict[str, Any]:
+    """One rank's profiler trace of a run: where it stands and its summary per speculative phase (the bytes are a
+    download, `download_url`, for a logged-in page session)."""
+    return {
+        "id": trace.pk,
+        "concurrency": trace.concurrency,
+        "rank": trace.rank,
+        "file_name": trace.file_name,
+        "state": trace.state,
+        "message": trace.message,
+        "size_bytes": trace.size_bytes,
+        "steps": trace.steps,
+        "summary": trace.summary,
+        "download_url": reverse("profile_trace_download", args=[trace.run_id, trace.pk]) if trace.has_trace else None,
     }

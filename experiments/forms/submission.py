@@ -28,6 +28,12 @@ class ExperimentForm(forms.Form):
         label="Run candidates without a baseline",
         help_text="Off: when a launch's baseline fails or is cancelled, that launch's candidates are skipped.",
     )
+    profile_traces = forms.BooleanField(
+        required=False,
+        label="Profile",
+        help_text="After the measured cells, record a short profiler trace of each run at each concurrency "
+        "(no measured number is touched).",
+    )
 
     def clean_name(self) -> str:
         value = self.cleaned_data["name"].strip()
@@ -247,6 +253,7 @@ class ExperimentSubmission:
             name=data["name"],
             host=data["host"],
             run_candidates_without_baseline=data["run_candidates_without_baseline"],
+            profile_traces=data["profile_traces"],
             baseline=self.baseline_form.save_unsaved(),
             candidates=[form.save_unsaved() for form in self._all_candidate_forms()],
             profile=self.profile_form.save_unsaved(name=f"{data['name']} profile"),

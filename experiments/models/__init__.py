@@ -12,6 +12,7 @@ from .hosts import KEY_FILE_NAME, Host, HostQuerySet, SshKey
 from .log_chunks import LogChunk, LogChunkQuerySet
 from .measurements import Measurement, MeasurementQuerySet
 from .notifications import Delivery, DeliveryQuerySet, Event, Subscription, SubscriptionQuerySet
+from .profile_traces import ProfileTrace
 from .prompts import PromptResults, PromptSet
 from .quotas import MemberQuota
 from .review import Flag, FlagComment, FlagQuerySet, FlagSeries, PinnedBaseline, PinnedBaselineQuerySet
@@ -49,6 +50,7 @@ __all__ = [
     "MemberQuota",
     "PinnedBaseline",
     "PinnedBaselineQuerySet",
+    "ProfileTrace",
     "PromptResults",
     "PromptSet",
     "Run",

@@ -119,6 +119,9 @@ class Run(models.Model):
     # What went wrong without failing the run: [{"kind", "message", "at"}], shown on the run page.
     warnings = models.JSONField(default=list, blank=True)
     benchmark_cell = models.PositiveIntegerField(default=0)
+    # After the measured cells (never inside one), profile the server at each concurrency of the profile
+    # (workers/run/profiling.py). A fact of this launch, not of the config: its hash and series stay as they are.
+    profile_requested = models.BooleanField(default=False)
     # Queued by the history check to confirm a suspected change (its whole interleaved round, neighbours included).
     confirms = models.ForeignKey(
         "Suspicion", null=True, blank=True, on_delete=models.SET_NULL, related_name="confirming_runs"

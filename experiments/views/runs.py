@@ -8,15 +8,17 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from experiments.charts.telemetry import telemetry_figure
-from experiments.reads import environments
+from experiments.reads import environments, profile_traces
 from experiments.reads.queueing import queued_run
 
 from ..actions.audit import Actor
 from ..actions.notes import do_set_run_notes
+from ..actions.profile_traces import do_profile_run
+from ..actions.quotas import QuotaExceeded
 from ..actions.runs import RemedyRefused, do_cancel_run, do_rerun_with_remedy
 from ..analysis.telemetry import describe as describe_throttling
 from ..forms import RunNotesForm
-from ..models import AuditEvent, LogChunk, Run, RunEnvironment
+from ..models import AuditEvent, LogChunk, ProfileTrace, Run, RunEnvironment
 from .access import require_manage, requires, safe_next
 
 
@@ -45,6 +47,9 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "remedy_runs": Run.objects.filter(config__remedy_for_run=run).select_related("config").order_by("sequence"),
         "standing": queued_run(run),
         "notes_form": RunNotesForm(initial={"notes": run.notes}, auto_id="notes-%s"),
+        "profile_traces": (traces := profile_traces.traces_of(run)),
+        "profile_diffs": profile_traces.diffs_within_experiment(run) if traces else [],
+        "can_profile": run.is_finished and request.user.has_perm("experiments.add_experiment"),
     }
     return render(request, "experiments/run_detail.html", context)
 
@@ -60,6 +65,33 @@ def run_log_download(request: HttpRequest, run_id: int) -> StreamingHttpResponse
     response = StreamingHttpResponse(lines(), content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.log"'
     return response
+
+
+@requires("experiments.view_run")
+def profile_trace_download(request: HttpRequest, run_id: int, trace_id: int) -> HttpResponse:
+    """The stored trace as the server wrote it, to the user's own browser only (open it in Perfetto from disk)."""
+    trace = get_object_or_404(ProfileTrace, pk=trace_id, run_id=run_id, state=ProfileTrace.State.STORED)
+    response = HttpResponse(bytes(trace.trace or b""), content_type="application/gzip")
+    response["Content-Disposition"] = f'attachment; filename="run-{run_id}-{trace.file_name or "trace.json.gz"}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@requires("experiments.add_experiment")
+@require_POST
+def profile_run(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Profile this run: a profiled launch of its config, queued as an experiment of its own."""
+    run = get_object_or_404(Run.objects.select_related("experiment__profile", "config", "host"), pk=run_id)
+    if not run.is_finished:
+        messages.error(request, f"Run {run.pk} has not finished.")
+        return redirect(run)
+    try:
+        experiment = do_profile_run(run, actor=Actor.of(request))
+    except QuotaExceeded as exc:
+        messages.error(request, str(exc))
+        return redirect(run)
+    messages.success(request, f"Queued a profiled launch of {run.config.name}.")
+    return redirect(experiment)
 
 
 @requires("experiments.change_experiment")

@@ -22,7 +22,7 @@ from experiments.models import Run
 
 from ..hosts import host_access
 from ..ssh import ConnectionLost, HostConnection, HostKeyMismatch, SSHError
-from . import benchmark, preflight, startup, teardown, verify
+from . import benchmark, preflight, profiling, startup, teardown, verify
 from .errors import RunCancelled, RunFailed
 from .session import RunSession, db
 
@@ -132,6 +132,7 @@ class RunOrchestrator:
             await verify.verify(session)
         if run.is_before(Run.State.TEARDOWN):
             await benchmark.run_cells(session)
+            await profiling.profile_cells(session)  # after every measured cell, never inside one
 
     async def _watch(self) -> str:
         """Heartbeat every second; returns when the run is cancelled or another worker took it over."""

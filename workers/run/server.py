@@ -205,6 +205,15 @@ class ServerApi:
         except (aiohttp.ClientError, TimeoutError):
             return None
 
+    async def post_json(self, path: str, body: dict[str, Any]) -> tuple[int | None, str]:
+        """A POST with a JSON body: (status, the reply's first 2000 characters), or (None, why) when nothing
+        answered."""
+        try:
+            async with self.session.post(self.base_url + path, json=body) as response:
+                return response.status, (await response.text())[:2000]
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return None, repr(exc)
+
     async def generate(self, body: dict[str, Any]) -> tuple[int, str]:
         """One non-streaming /generate: (status, body text). Raises aiohttp.ClientError or TimeoutError."""
         async with self.session.post(self.base_url + "/generate", json=body) as response:
