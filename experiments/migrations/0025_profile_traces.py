@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0023_audit_kinds'),
+        ('experiments', '0024_acceptance_positions'),
     ]
 
     operations = [
