@@ -47,11 +47,27 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    # The integration tests take seconds to minutes each, the rest milliseconds: started first, the long ones end
-    # while the parallel workers still have short ones to share, instead of one worker finishing them alone. (The
-    # `slow` ones are not put first among them: started together, the CPU-bound API fuzz ran beside the
-    # end-to-end speed verdicts and tilted them.)
-    items.sort(key=lambda item: item.get_closest_marker("integration") is None)
+    # The integration tests take seconds to minutes each, the rest milliseconds. xdist's work stealing first deals
+    # the collection out in contiguous chunks, one per worker, and an idle worker then steals the *tail* of the
+    # longest queue. So each chunk starts with its own share of the long tests (dealt round-robin, the `slow` ones
+    # first), and the short tests fill the tails that idle workers steal: every worker starts on long tests at once,
+    # instead of one worker holding all of them and the last few running alone at the end.
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    long_tests = [item for item in items if item.get_closest_marker("integration") is not None]
+    long_tests.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    short_tests = [item for item in items if item.get_closest_marker("integration") is None]
+    if workers < 2:
+        items[:] = long_tests + short_tests
+        return
+    chunks: list[list[pytest.Item]] = [long_tests[index::workers] for index in range(workers)]
+    remaining = len(items)
+    for index, chunk in enumerate(chunks):
+        size = remaining // (workers - index)  # the sizes xdist's first deal gives, in its order
+        remaining -= size
+        take = max(0, size - len(chunk))
+        chunk += short_tests[:take]
+        del short_tests[:take]
+    items[:] = [item for chunk in chunks for item in chunk] + short_tests
 
 
 def _marked_processes(marker: str, name: str = SESSION_MARKER) -> list[tuple[int, str]]:
