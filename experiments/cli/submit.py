@@ -78,6 +78,7 @@ def submit(args: argparse.Namespace) -> int:
             print(f"Experiment {created['id']} submitted: {api.page_url(created['url'])}")
             for run in created["runs"]:
                 print(f"  run {run['id']} {safe(run['config'])}: {run['state']}")
+            sys.stdout.flush()  # a CI log (a pipe) shows the run ids while the experiment runs
         for warning in created.get("warnings") or []:
             print(f"warning: {safe(warning)}", file=sys.stderr)
         if not (args.wait or args.fail_on):
