@@ -32,9 +32,11 @@ def list_runs(request: HttpRequest, experiment: int | None = None, state: str = 
             422,
             {"detail": "invalid run query", "errors": {"state": [f"One of active, {', '.join(Run.State.values)}."]}},
         )
+    if len(host) > 100 or CONTROL_CHARS.search(host):
+        return Status(422, {"detail": "invalid run query", "errors": {"host": ["A host's name."]}})
     if not 1 <= limit <= MAX_RUNS:
         return Status(422, {"detail": "invalid run query", "errors": {"limit": [f"From 1 to {MAX_RUNS}."]}})
-    rows = run_rows(experiment=experiment, state=state, host=host[:100], limit=limit)
+    rows = run_rows(experiment=experiment, state=state, host=host, limit=limit)
     return [serializers.run_row_json(run) for run in rows]
 
 

@@ -113,7 +113,7 @@ def cancel(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
     elif result["accepted"]:
-        print(f"Run {result['id']}: cancel requested (it was {result['state']}); its server is torn down.")
+        print(f"Run {result['id']}: cancel requested (it was {result['state']}).")
     else:
         print(f"Run {result['id']} has already ended ({result['state']}): nothing to cancel.", file=sys.stderr)
     return 0 if result["accepted"] else 2
