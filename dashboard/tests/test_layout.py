@@ -25,6 +25,10 @@ PURE = (
     "workers.hostreads",
 )
 FRAMEWORKS = ("django", "channels", "celery", "ninja", "asgiref", "daphne", "channels_redis")
+# The `specdash` command, installed alone on laptops and CI runners (pyproject.toml): its own modules, the standard
+# library, httpx and PyYAML.
+CLI = "experiments.cli"
+CLI_DEPENDENCIES = ("httpx", "yaml")
 MAX_LINES = 400
 LONG_MODULE_REASON = "Long module:"  # starts the sentence of a long module's docstring that says why
 
@@ -90,6 +94,10 @@ def violations(root: Path) -> list[str]:
                 top = target.split(".")[0]
                 if top not in (*sys.stdlib_module_names, "aiohttp") and not _within(target, "workers.benchclient"):
                     found.append(f"{where}: the benchmark client ships with the standard library and aiohttp only")
+            if _within(module, CLI) and not test_code:
+                top = target.split(".")[0]
+                if top not in (*sys.stdlib_module_names, *CLI_DEPENDENCIES) and not _within(target, CLI):
+                    found.append(f"{where}: the command line imports the standard library, httpx and yaml only")
             if _within(target, "simhost") and _within(module, PRODUCT) and not test_code:
                 if not _within(module, "dashboard.demo"):
                     found.append(f"{where}: only the demo's wiring imports the simulator")
@@ -237,6 +245,8 @@ def test_it_finds_no_long_module_without_a_reason():
         ("simhost/engine.py", "from experiments.models import Run\n", "imports nothing of the dashboard"),
         ("workers/benchclient/client.py", "import numpy\n", "standard library and aiohttp only"),
         ("workers/tasks.py", "from simhost import hostsetup\n", "only the demo's wiring"),
+        ("experiments/cli/main.py", "from experiments.models import Run\n", "standard library, httpx and yaml"),
+        ("experiments/cli/gates.py", "def f():\n    import django\n", "standard library, httpx and yaml"),
     ],
 )
 def test_it_catches_each_kind_of_forbidden_import(tmp_path, module, source, rule):
@@ -254,6 +264,7 @@ def test_it_allows_what_the_rules_allow(tmp_path):
             "workers/tests/test_x.py": "from simhost import hostsetup\n",
             "experiments/analysis/x.py": "from . import tdist\nimport statistics\n",
             "workers/benchclient/client.py": "import aiohttp\nfrom .transport import HttpPool\n",
+            "experiments/cli/main.py": "import httpx\nimport yaml\nimport json\nfrom . import gates\n",
         },
     )
 

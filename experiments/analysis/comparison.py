@@ -78,6 +78,8 @@ class ComparisonRow:
     baseline_n: int
     candidate_n: int
     runs_needed: int | None
+    # The speed verdict itself (faster, slower, inconclusive), kept when `verdict` says "outputs differ" instead.
+    speed_verdict: str = ""
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,10 @@ def compare_configs(
     usable = [sample for sample in samples if is_usable(sample.output_throughput)]
     rows = compare(usable, baseline=baseline, candidates=candidates, min_effect=min_effect)
     gated = set(outputs_differ)
-    return [dataclasses.replace(row, verdict=OUTPUTS_DIFFER) if row.candidate in gated else row for row in rows]
+    return [
+        dataclasses.replace(row, verdict=OUTPUTS_DIFFER, speed_verdict=row.verdict) if row.candidate in gated else row
+        for row in rows
+    ]
 
 
 def best_row(rows: Sequence[ComparisonRow]) -> ComparisonRow | None:

@@ -11,9 +11,11 @@ from ninja import Body, Schema, Status
 
 from experiments.api import serializers
 from experiments.reads import environments, prompt_reports
+from experiments.reads.acceptance import accept_length_json
+from experiments.reads.listing import ListingQuery, experiments_table
 from experiments.reads.queueing import queued_runs_of
 from experiments.reads.reports import build_report, comparison_rows_json
-from experiments.views.exports import comparison_csv_response
+from experiments.views.exports import comparison_csv_response, comparison_json_response
 
 from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
@@ -74,6 +76,20 @@ def create_experiment(request: HttpRequest, payload: ExperimentIn):
     )
 
 
+@api.get("/experiments")
+def list_experiments(request: HttpRequest):
+    """The experiments table as JSON: the page's filters (`q`, `status`, `host`, `owner`, `tag`, `sort`, `page`),
+    50 a page, newest first; each with its best comparison row."""
+    require(request, "experiments.view_experiment")
+    listing = experiments_table(ListingQuery.from_params(request.GET))
+    return {
+        "count": listing.page.paginator.count,
+        "page": listing.page.number,
+        "pages": listing.page.paginator.num_pages,
+        "experiments": [serializers.experiment_row_json(row) for row in listing.rows],
+    }
+
+
 @api.get("/experiments/{experiment_id}")
 def get_experiment(request: HttpRequest, experiment_id: int):
     require(request, "experiments.view_experiment")
@@ -92,6 +108,9 @@ def get_experiment(request: HttpRequest, experiment_id: int):
         "run_candidates_without_baseline": experiment.run_candidates_without_baseline,
         "schedule": serializers.schedule_json(experiment),
         "comparison": comparison_rows_json(report),
+        "headline": report.headline,
+        # Per speculative candidate: [{concurrency, mean, low, high, reference}] (reads/acceptance.py).
+        "accept_length": accept_length_json(report),
         "break_even": report.break_even,
         "never_pays": report.never_pays,
         "equivalence": prompt_reports.equivalence_json(report.equivalence),
@@ -162,6 +181,14 @@ def rerun_experiment(request: HttpRequest, experiment_id: int, payload: RerunIn)
     return Status(
         201, {"id": experiment.pk, "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs]}
     )
+
+
+@api.get("/experiments/{experiment_id}/export.json", url_name="experiment_export_json_api")
+def export_experiment_json(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    """Every table of the comparison page, as the page's own JSON download."""
+    require(request, "experiments.view_experiment")
+    experiments = Experiment.objects.select_related("host", "baseline", "profile")
+    return comparison_json_response(get_object_or_404(experiments, pk=experiment_id))
 
 
 @api.get("/experiments/{experiment_id}/export.csv", url_name="experiment_export_csv_api")

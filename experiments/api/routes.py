@@ -10,6 +10,7 @@ from . import (  # noqa: F401  (registers the routes)
     runs,
     studies,
     sweeps,
+    users,
 )
 from .base import api
 

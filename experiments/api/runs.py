@@ -9,6 +9,7 @@ from ninja import Schema, Status
 from experiments.api import serializers
 from experiments.reads import profile_traces
 from experiments.reads.queueing import queued_run
+from experiments.reads.runs import MAX_RUNS, run_rows
 
 from ..actions.audit import Actor
 from ..actions.profile_traces import do_profile_run
@@ -22,6 +23,24 @@ from .base import api, require, require_manage
 
 LOG_PAGE_MAX = 10_000
 LOG_QUERY_MAX = 500
+
+
+@api.get("/runs", response={200: list, 422: dict})
+def list_runs(request: HttpRequest, experiment: int | None = None, state: str = "", host: str = "", limit: int = 50):
+    """Runs newest first: of one `experiment`, in one `state` (or `active`: not ended), on one `host`; at most
+    `limit` (up to 200)."""
+    require(request, "experiments.view_run")
+    if state and state != "active" and state not in Run.State.values:
+        return Status(
+            422,
+            {"detail": "invalid run query", "errors": {"state": [f"One of active, {', '.join(Run.State.values)}."]}},
+        )
+    if len(host) > 100 or CONTROL_CHARS.search(host):
+        return Status(422, {"detail": "invalid run query", "errors": {"host": ["A host's name."]}})
+    if not 1 <= limit <= MAX_RUNS:
+        return Status(422, {"detail": "invalid run query", "errors": {"limit": [f"From 1 to {MAX_RUNS}."]}})
+    rows = run_rows(experiment=experiment, state=state, host=host, limit=limit)
+    return [serializers.run_row_json(run) for run in rows]
 
 
 @api.get("/runs/{run_id}")

@@ -21,6 +21,7 @@ from experiments.models import (
     Suspicion,
 )
 from experiments.reads import environments
+from experiments.reads.listing import ExperimentRow
 from experiments.reads.queueing import QueuedRun
 from experiments.rules import launch_policy
 
@@ -85,6 +86,55 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
             for m in run.measurement_set.all()
         ]
     return data
+
+
+def run_row_json(run: Run) -> dict[str, Any]:
+    """A run in a list (`GET /api/runs`, what `specdash runs` prints); `run_json` has the rest. The run should come
+    with its config and host."""
+    return {
+        "id": run.pk,
+        "experiment": run.experiment_id,
+        "config": run.config.name,
+        "host": run.host.name,
+        "launch_index": run.launch_index,
+        "state": run.state,
+        "failure_kind": run.failure_kind or None,
+        "cancel_requested": run.cancel_requested,
+        "log_lines": run.log_lines,
+        "created_at": run.created_at.isoformat(),
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "url": run.get_absolute_url(),
+    }
+
+
+def experiment_row_json(row: ExperimentRow) -> dict[str, Any]:
+    """An experiment in the table (`GET /api/experiments`, `specdash status`): its best cell, not its comparison."""
+    experiment, best = row.experiment, row.best
+    return {
+        "id": experiment.pk,
+        "name": experiment.name,
+        "url": experiment.get_absolute_url(),
+        "host": experiment.host.name,
+        "owner": experiment.created_by.get_username() if experiment.created_by else None,
+        "status": row.status,
+        "baseline": experiment.baseline.name,
+        "candidates": row.candidates,
+        "tags": experiment.tag_list,
+        "created_at": experiment.created_at.isoformat(),
+        "duration_s": row.duration.total_seconds() if row.duration else None,
+        "best": None
+        if best is None
+        else {
+            "candidate": best.candidate,
+            "concurrency": best.concurrency,
+            "speedup": round(best.speedup, 4),
+            "ci_low": None if best.ci_low is None else round(best.ci_low, 4),
+            "ci_high": None if best.ci_high is None else round(best.ci_high, 4),
+            "verdict": best.verdict,
+        },
+        "settling": row.settling,
+    }
 
 
 def host_json(h: Host) -> dict[str, Any]:

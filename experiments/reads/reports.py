@@ -354,6 +354,7 @@ def comparison_rows_json(report: ExperimentReport) -> list[dict[str, Any]]:
             "ci_high": None if row.ci_high is None else round(row.ci_high, 4),
             "verdict": row.verdict,
             "outputs_differ": row.verdict == analysis.OUTPUTS_DIFFER,
+            "speed_verdict": row.speed_verdict or row.verdict,
             "baseline_n": row.baseline_n,
             "candidate_n": row.candidate_n,
             "runs_needed": row.runs_needed,

@@ -1,0 +1,245 @@
+"""The CI gate (pure): `--fail-on regression,outputs-differ,slower,accept-drop:2%` read against an experiment's
+JSON (`GET /api/experiments/{id}`), one check per gate x candidate (x concurrency where the gate has one).
+
+Nothing is recomputed here: each gate reads what the API already decided.
+- `slower`: a comparison row's speed verdict (`speed_verdict`, the verdict before an outputs gate replaced it)
+  "slower" fails; "faster" passes, and so does an inconclusive row whose interval lies above 1 or that more runs
+  would not settle (within the minimum effect: `launches_needed` null with two samples a side); any other
+  inconclusive row is inconclusive.
+- `outputs-differ`: the candidate's `equivalence` gate; none (sampling, nothing compared) is inconclusive.
+- `regression`: an open regression flag (`flags`, triage untriaged or acknowledged) on a config and concurrency of
+  this experiment fails; a suspicion still awaiting its confirming run is inconclusive.
+- `accept-drop:N%`: a cell's accept length more than N% below its reference fails: the same candidate and
+  concurrency in `--against`'s experiment when given, else the series' last value before this experiment
+  (`accept_length[].reference`); no reference is inconclusive.
+An experiment that has not finished, or whose runs failed, adds an error check. Exit: 1 when any check failed, else
+2 when any is inconclusive (unless allowed) or an error, else 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+GATES = ("regression", "outputs-differ", "slower", "accept-drop")
+PASSED, FAILED, INCONCLUSIVE, ERROR = "passed", "failed", "inconclusive", "error"
+DEFAULT_ACCEPT_DROP = 0.02
+OPEN_TRIAGE = ("untriaged", "acknowledged")
+
+
+class GateSpecError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Gate:
+    name: str
+    threshold: float | None = None  # accept-drop: the largest allowed relative drop
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}:{self.threshold * 100:g}%" if self.threshold is not None else self.name
+
+
+@dataclass(frozen=True)
+class Check:
+    gate: str
+    candidate: str  # a config name, or "experiment"
+    concurrency: int | None
+    outcome: str
+    message: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.candidate + (f" c={self.concurrency}" if self.concurrency is not None else "")
+
+
+def parse_fail_on(text: str) -> list[Gate]:
+    """`regression,outputs-differ,slower,accept-drop:2%` -> gates; unknown names and bad thresholds refused."""
+    gates: list[Gate] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, _, value = part.partition(":")
+        if name not in GATES:
+            raise GateSpecError(f"unknown gate {name!r}: choose from {', '.join(GATES)}")
+        if name != "accept-drop":
+            if value:
+                raise GateSpecError(f"the {name} gate takes no value ({part!r})")
+            gates.append(Gate(name))
+            continue
+        gates.append(Gate(name, _percent(value) if value else DEFAULT_ACCEPT_DROP))
+    if not gates:
+        raise GateSpecError("no gate named")
+    if len({g.name for g in gates}) != len(gates):
+        raise GateSpecError("a gate is named twice")
+    return gates
+
+
+def _percent(value: str) -> float:
+    text = value.strip().removesuffix("%")
+    try:
+        number = float(text)
+    except ValueError:
+        raise GateSpecError(f"accept-drop takes a percentage like 2%, not {value!r}") from None
+    if not value.strip().endswith("%"):
+        raise GateSpecError(f"accept-drop takes a percentage like 2% (with the % sign), not {value!r}")
+    if not 0 <= number < 100:
+        raise GateSpecError("accept-drop's percentage is from 0 to 100")
+    return number / 100
+
+
+def evaluate(experiment: dict[str, Any], gates: Sequence[Gate], against: dict[str, Any] | None = None) -> list[Check]:
+    checks = _experiment_checks(experiment)
+    for gate in gates:
+        if gate.name == "slower":
+            checks += _slower(experiment)
+        elif gate.name == "outputs-differ":
+            checks += _outputs_differ(experiment)
+        elif gate.name == "regression":
+            checks += _regression(experiment)
+        else:
+            checks += _accept_drop(experiment, gate, against)
+    return checks
+
+
+def exit_code(checks: Sequence[Check], *, allow_inconclusive: bool = False) -> int:
+    if any(c.outcome == FAILED for c in checks):
+        return 1
+    if any(c.outcome == ERROR or (c.outcome == INCONCLUSIVE and not allow_inconclusive) for c in checks):
+        return 2
+    return 0
+
+
+def _experiment_checks(experiment: dict[str, Any]) -> list[Check]:
+    status = experiment.get("status")
+    if status == "finished":
+        return []
+    if status == "failed":
+        failed = [f"{r['id']} ({r['config']}: {(r.get('failure') or {}).get('kind') or r['state']})"
+                  for r in experiment.get("runs", []) if r["state"] == "failed"]  # fmt: skip
+        return [Check("runs", "experiment", None, ERROR, "runs failed: " + ", ".join(failed), {"failed": len(failed)})]
+    return [Check("runs", "experiment", None, ERROR, f"the experiment has not finished (it is {status})")]
+
+
+def _slower(experiment: dict[str, Any]) -> list[Check]:
+    checks = []
+    rows = experiment.get("comparison") or []
+    for row in rows:
+        speed = row.get("speed_verdict") or row["verdict"]
+        low, high = row.get("ci_low"), row.get("ci_high")
+        numbers = {"speedup": row["speedup"], "ci_low": low, "ci_high": high, "verdict": speed}
+        said = f"{row['speedup']:.3f}x" + (f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else "")
+        if speed == "slower":
+            outcome, message = FAILED, f"slower than the baseline: {said}"
+        elif speed == "faster":
+            outcome, message = PASSED, f"faster: {said}"
+        elif low is not None and low > 1:
+            outcome, message = PASSED, f"not slower (its interval lies above 1): {said}"
+        elif row.get("launches_needed") is None and min(row.get("baseline_n", 0), row.get("candidate_n", 0)) >= 2:
+            outcome, message = PASSED, f"not slower (within the minimum effect of the baseline): {said}"
+        else:
+            needs = row.get("needs") or "more runs"
+            outcome, message = INCONCLUSIVE, f"inconclusive: {said}; {needs}"
+        checks.append(Check("slower", row["candidate"], row["concurrency"], outcome, message, numbers))
+    measured = {row["candidate"] for row in rows}
+    for name in experiment.get("candidates", []):
+        if name not in measured:
+            checks.append(Check("slower", name, None, INCONCLUSIVE, "not measured against the baseline"))
+    return checks
+
+
+def _outputs_differ(experiment: dict[str, Any]) -> list[Check]:
+    gates = experiment.get("equivalence") or {}
+    checks = []
+    for name in experiment.get("candidates", []):
+        gate = gates.get(name)
+        if gate is None:
+            checks.append(
+                Check("outputs-differ", name, None, INCONCLUSIVE,
+                      "no outputs compared (a sampling profile, or no succeeded run of it and of the baseline)")
+            )  # fmt: skip
+            continue
+        numbers = {k: gate.get(k) for k in ("compared", "identical", "early_divergences", "late_divergences",
+                                            "within_tokens", "max_share")}  # fmt: skip
+        said = (
+            f"{gate['early_divergences']} of {gate['compared']} prompts part from the baseline before token "
+            f"{gate['within_tokens']} (at most {gate['max_share']:.0%} may); {gate['identical']} identical, "
+            f"{gate['late_divergences']} part later"
+        )
+        outcome, lead = (FAILED, "outputs differ: ") if gate["outputs_differ"] else (PASSED, "outputs match: ")
+        checks.append(Check("outputs-differ", name, None, outcome, lead + said, numbers))
+    return checks
+
+
+def _regression(experiment: dict[str, Any]) -> list[Check]:
+    configs = [experiment.get("baseline"), *experiment.get("candidates", [])]
+    levels = sorted({row["concurrency"] for row in experiment.get("comparison") or []}) or [None]
+    failing: dict[tuple[str, int | None], list[str]] = {}
+    numbers: dict[tuple[str, int | None], dict[str, Any]] = {}
+    for flag in experiment.get("flags") or []:
+        if flag.get("direction") != "regression" or flag.get("triage") not in OPEN_TRIAGE:
+            continue
+        for series in flag.get("series") or [flag]:
+            key = (series["config"], series["concurrency"])
+            failing.setdefault(key, []).append(
+                f"flag {flag['id']}: {series['change']:+.1%} ({series['baseline_mean']:.1f} -> "
+                f"{series['new_mean']:.1f} tok/s, {flag['triage']})"
+            )
+            numbers[key] = {"flag": flag["id"], "change": series["change"], "baseline_mean": series["baseline_mean"],
+                            "new_mean": series["new_mean"]}  # fmt: skip
+    awaiting = [s for s in experiment.get("suspicions") or [] if s.get("state") == "awaiting"]
+    checks = []
+    keys = [(name, level) for name in configs if name for level in levels]
+    keys += [key for key in failing if key not in keys]
+    for key in keys:
+        name, level = key
+        if key in failing:
+            checks.append(Check("regression", name, level, FAILED, "; ".join(failing[key]), numbers[key]))
+        else:
+            checks.append(Check("regression", name, level, PASSED, "no open regression flag"))
+    for suspicion in awaiting:
+        runs = ", ".join(str(r) for r in suspicion.get("confirming_runs") or []) or "queued"
+        checks.append(
+            Check("regression", "experiment", None, INCONCLUSIVE,
+                  f"suspicion {suspicion['id']} (run {suspicion['run']}) awaits its confirming runs ({runs})")
+        )  # fmt: skip
+    return checks
+
+
+def _accept_drop(experiment: dict[str, Any], gate: Gate, against: dict[str, Any] | None) -> list[Check]:
+    limit = gate.threshold if gate.threshold is not None else DEFAULT_ACCEPT_DROP
+    cells_by_name = experiment.get("accept_length") or {}
+    if not cells_by_name:
+        return [Check(gate.label, "experiment", None, INCONCLUSIVE, "no accept length measured in this experiment")]
+    reference = against or {}
+    reference_cells = {
+        (name, cell["concurrency"]): {"mean": cell["mean"], "experiment": reference.get("id")}
+        for name, cells in (reference.get("accept_length") or {}).items()
+        for cell in cells
+    }
+    checks = []
+    for name, cells in cells_by_name.items():
+        for cell in cells:
+            level = cell["concurrency"]
+            base = reference_cells.get((name, level)) if against is not None else cell.get("reference")
+            if not base or not base.get("mean"):
+                where = f"experiment {reference.get('id')}" if against is not None else "this series before"
+                checks.append(
+                    Check(gate.label, name, level, INCONCLUSIVE, f"no accept length to compare with in {where}")
+                )
+                continue
+            drop = (base["mean"] - cell["mean"]) / base["mean"]
+            numbers = {"accept_length": cell["mean"], "reference": base["mean"], "drop": round(drop, 4),
+                       "limit": limit, "reference_experiment": base.get("experiment")}  # fmt: skip
+            said = (
+                f"accept length {cell['mean']:.3f} against {base['mean']:.3f} "
+                f"(experiment {base.get('experiment')}): {-drop:+.1%}, limit -{limit:.1%}"
+            )
+            outcome = FAILED if drop > limit else PASSED
+            checks.append(
+                Check(gate.label, name, level, outcome, ("dropped: " if outcome == FAILED else "") + said, numbers)
+            )
+    return checks
