@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from experiments.live import broadcast
 
-from ..analysis import acceptance
+from ..analysis import acceptance, steady_state
 from ..forms import ServerConfigForm, config_form_data, plain_errors
 from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Measurement, PromptResults, Run, ServerConfig
 from ..rules import config_names
@@ -263,7 +263,11 @@ def do_record_measurement(run: Run, pass_index: int, concurrency: int, result: d
     # with a run warning, and never stops the rest of the cell from being stored.
     positions, problems = acceptance.position_fields(result)
     fields |= positions
-    result = acceptance.with_checked_positions(result, positions)
+    # So are the steady-state figures: one that is not a finite non-negative number is null, here and in `raw`.
+    steady, steady_problems = steady_state.checked_figures(result)
+    problems += steady_problems
+    fields |= steady
+    result = {**acceptance.with_checked_positions(result, positions), **steady}
     measurement, _ = Measurement.objects.update_or_create(
         run=run,
         pass_index=pass_index,

@@ -76,6 +76,11 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
                 "mean_request_accept_length": m.mean_request_accept_length,
                 "acceptance_disagreement": acceptance.disagreement(m.accept_length, m.pooled_accept_length),
                 "server_mean_e2e_latency_ms": m.server_mean_e2e_latency_ms,
+                # Over the longest stretch with 80% of the concurrency in flight (analysis/steady_state.py); null
+                # where none qualified, the accept length also for a non-speculative config.
+                "steady_state_output_throughput": m.steady_state_output_throughput,
+                "steady_state_window_s": m.steady_state_window_s,
+                "steady_state_accept_length": m.steady_state_accept_length,
                 # Per draft position (analysis/acceptance.py): the summed accepted-drafts histogram, the share of
                 # verify steps that accepted draft 1, 2, ..., and both per prompt category; null where not reported.
                 "accepted_drafts_histogram": m.accepted_drafts_histogram,

@@ -41,6 +41,15 @@ class Measurement(models.Model):
         blank=True,
         help_text="The server's own mean end-to-end latency over the cell's requests (its Prometheus histogram).",
     )
+    # Over the longest stretch of the cell with at least 80% of its concurrency in flight, ramp-up and tail left out
+    # (analysis/steady_state.py); null where no stretch qualified.
+    steady_state_output_throughput = models.FloatField(
+        null=True, blank=True, help_text="Output tok/s over the steady-state window."
+    )
+    steady_state_window_s = models.FloatField(null=True, blank=True, help_text="The steady-state window's length (s).")
+    steady_state_accept_length = models.FloatField(
+        null=True, blank=True, help_text="Output tokens per verify step over the steady-state window."
+    )
     # Acceptance per draft position, from the requests' accepted-drafts histograms (analysis/acceptance.py): the
     # summed histogram (index i: verify steps that accepted exactly i drafts), the share of verify steps that
     # accepted draft 1, 2, ..., and both per prompt category. Null where the server reported no histogram.

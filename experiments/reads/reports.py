@@ -17,7 +17,7 @@ from django.db.models import Count, JSONField, Max, Q
 from django.db.models.expressions import RawSQL
 
 from experiments import analysis
-from experiments.analysis import Point, acceptance, mean_interval
+from experiments.analysis import Point, acceptance, mean_interval, steady_state
 from experiments.analysis.explanations import ExplanatoryModel, RunFacts, explain
 from experiments.charts import comparison as comparison_charts
 from experiments.charts import deployment as deployment_charts
@@ -62,6 +62,7 @@ MEASUREMENT_COLUMNS = (
     "mean_request_accept_length",
     "server_accept_length",
     "server_mean_e2e_latency_ms",
+    *steady_state.KEYS,
     *acceptance_positions.COLUMNS,
     *Measurement.LATENCY_FIELDS,
 )
@@ -170,9 +171,7 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
     measured = {row.candidate for row in rows}
     break_even = {c.name: analysis.break_even_concurrency(rows, c.name) for c in candidates if c.name in measured}
     never_pays = [c.name for c in candidates if analysis.never_pays(rows, c.name)]
-    throughput = points_series(
-        ((m["run__config__name"], m["concurrency"], m["output_throughput"]) for m in usable), names
-    )
+    throughput = points_series(((m["run__config__name"], m["concurrency"], m[THROUGHPUT]) for m in usable), names)
     speculative = [c.name for c in candidates if c.is_speculative]
     accept = points_series(
         ((m["run__config__name"], m["concurrency"], m["accept_length"]) for m in usable), speculative, positive=True

@@ -45,7 +45,9 @@ def _finished(name: str, owner, *, host=None, tags: str = "", candidates=None, s
             Measurement(run=run, pass_index=p, concurrency=c, completed=16, duration_s=10.0,
                         output_throughput=83.0 * c * factor * (1 + 0.01 * p), total_throughput=1.0,
                         request_throughput=1.0, mean_ttft_ms=40.0 * c, p99_ttft_ms=80.0 * c, mean_tpot_ms=10.0 + c,
-                        **({"accept_length": 2.4, **positions} if run.config.is_speculative else {}))
+                        steady_state_output_throughput=86.0 * c * factor, steady_state_window_s=9.2,
+                        **({"accept_length": 2.4, "steady_state_accept_length": 2.45, **positions}
+                           if run.config.is_speculative else {}))
             for c in (1, 2, 4, 8) for p in range(3)
         )  # fmt: skip
     return experiment
@@ -100,6 +102,9 @@ def test_it_fits_a_390_px_screen_with_a_menu_and_follows_a_dark_system_theme(log
         # Charts: drawn when scrolled to, at the screen's width, in the dark template.
         page.goto(f"{live_web}{first.get_absolute_url()}")
         assert page.locator("#latency-chart .main-svg").count() == 0  # below the fold: not drawn yet
+        # The steady-state table, opened, scrolls inside its card too.
+        page.click("#steady-state summary")
+        assert page.is_visible("#steady-cells") and page.evaluate(NO_SIDEWAYS_SCROLL)
         page.locator("#speedup-chart").scroll_into_view_if_needed()
         page.wait_for_selector("#speedup-chart .main-svg")
         width = page.evaluate("document.querySelector('#speedup-chart .main-svg').getBoundingClientRect().width")

@@ -91,6 +91,9 @@ def test_it_runs_an_experiment_end_to_end_and_eagle3_two_steps_beats_baseline_at
     for m in Measurement.objects.filter(run__experiment_id=created["id"]):
         assert m.completed == 4 and m.failed == 0
         assert m.output_throughput > 0 and m.mean_ttft_ms is not None
+        # The steady-state window, from the client on the host: inside the cell (its tail left out).
+        assert m.steady_state_window_s is not None and 0 < m.steady_state_window_s <= m.duration_s
+        assert (m.steady_state_accept_length is None) == (m.run.config.name == "baseline")
     speculative = Measurement.objects.filter(run__experiment_id=created["id"], run__config__name="eagle3-2step")
     assert all(m.accept_length and m.accept_length > 1.5 for m in speculative)
     # The server's own counters (reset by /flush_cache before each cell) agree with the requests' meta_info.

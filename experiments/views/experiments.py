@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from experiments.reads import environments
+from experiments.reads import environments, steady_state
 from experiments.reads.config_history import block_sources, config_initial, latest_experiment_using, profile_initial
 from experiments.reads.deployment import DEFINITIONS as DEPLOYMENT_DEFINITIONS
 from experiments.reads.listing import STATUSES, ListingQuery, experiments_table
@@ -243,6 +243,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             "latency_headings": LATENCY_TABLE_HEADINGS,
             "deployment_definitions": DEPLOYMENT_DEFINITIONS,
             "comparison": comparison_rows_json(report),
+            "steady_cells": steady_state.cells(report.measurement_values),
             "configs": [report.baseline, *report.candidates],
             "queue": queued_runs_of(report),
             "reproducibility": environments.reproducibility_warnings(experiment, report.runs),

@@ -11,6 +11,7 @@ import asyncio
 import json
 import sys
 
+from . import steady_state
 from .client import BACKENDS, BenchConfig, run_benchmark
 from .transport import parse_base_url
 
@@ -44,6 +45,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _ratio(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="benchclient",
@@ -64,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--prompts-file", help="a sampled prompt set (JSONL); replaces random ids")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument(
+        "--steady-state-concurrency-ratio",
+        type=_ratio,
+        default=steady_state.DEFAULT_RATIO,
+        help="steady state: the longest stretch with at least this share of the concurrency in flight",
+    )
     parser.add_argument("--keep-outputs", action="store_true", help="report each request's output token ids")
     return parser
 
@@ -85,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         temperature=args.temperature,
         top_p=args.top_p,
         keep_outputs=args.keep_outputs,
+        steady_state_ratio=args.steady_state_concurrency_ratio,
     )
     result, exit_code = asyncio.run(run_benchmark(config))
     sys.stdout.write(json.dumps(result, allow_nan=False) + "\n")

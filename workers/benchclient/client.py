@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from . import prometheus
+from . import prometheus, steady_state
 from .metrics import RequestRecord, summarize
 from .streams import OpenAICompletionStream, SglangStream, SseReceiver, Stream, StreamError
 from .transport import ConnectError, HttpError, HttpPool, parse_base_url
@@ -50,6 +50,8 @@ class BenchConfig:
     top_p: float = 1.0
     # Keep each request's output token ids in the result (the equivalence gate compares them across configs).
     keep_outputs: bool = False
+    # The share of the concurrency that must be in flight for the steady-state window (steady_state.py).
+    steady_state_ratio: float = steady_state.DEFAULT_RATIO
 
 
 @dataclass(frozen=True)
@@ -216,7 +218,12 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
                 RequestRecord(prompt_len=prompt.input_len, start=0.0, error=f"model lookup failed: {exc}")
                 for prompt in prompts
             ]
-            return header | summarize(records, duration=0.0, split_itl=False), 1 if unreachable else 0
+            result = (
+                header
+                | summarize(records, duration=0.0, split_itl=False)
+                | steady_state.figures(records, config.concurrency)
+            )
+            return result, 1 if unreachable else 0
 
     pool = HttpPool(host, port)
     semaphore = asyncio.Semaphore(config.concurrency)
@@ -266,6 +273,8 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
         pool.close()
 
     result = header | summarize(records, duration=duration, split_itl=split_itl)
+    # Over the longest stretch with the concurrency held (steady_state.py), beside the whole-cell figures.
+    result |= steady_state.figures(records, config.concurrency, ratio=config.steady_state_ratio)
     result["pooled_accept_length"] = prometheus.pooled_accept_length(counters_before, counters_after)
     result["server_mean_e2e_latency_ms"] = prometheus.server_mean_e2e_latency_ms(counters_before, counters_after)
     all_unreachable = all(record.unreachable for record in records)
