@@ -10,14 +10,9 @@ from experiments import roles
 
 def create_builtin_sets(apps, schema_editor):
     """The two sets every team has: random ids (what profiles sent before sets) and ShareGPT from its package."""
-    from experiments.reads.prompt_store import SHAREGPT_NAME, sharegpt_file_hash
+    from experiments.actions.defaults import ensure_builtin_prompt_sets
 
-    PromptSet = apps.get_model("experiments", "PromptSet")
-    if not PromptSet.objects.filter(kind="random").exists():
-        PromptSet.objects.create(name="random token ids", kind="random", content_hash="random")
-    digest = sharegpt_file_hash()
-    if digest and not PromptSet.objects.filter(kind="sharegpt", content_hash=digest).exists():
-        PromptSet.objects.create(name=SHAREGPT_NAME, kind="sharegpt", content_hash=digest)
+    ensure_builtin_prompt_sets(apps.get_model("experiments", "PromptSet"))
 
 
 class Migration(migrations.Migration):

@@ -334,3 +334,20 @@ def test_it_records_a_role_change_made_in_the_admin_site_and_keeps_hosts_out_of_
     assert event.detail == {"before": "viewer", "after": "member"}
     # Hosts are edited only where the edit is validated and audited.
     assert client.post(f"/admin/experiments/host/{world.host.pk}/change/", {"name": "x"}).status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flushed_database_gets_its_role_groups_and_builtin_prompt_sets_back():
+    from django.contrib.auth.models import Group
+    from django.core.management import call_command
+
+    from experiments.models import PromptSet
+
+    call_command("flush", interactive=False, verbosity=0)
+
+    assert set(Group.objects.values_list("name", flat=True)) == set(roles.ORDER)
+    member = Group.objects.get(name=roles.MEMBER)
+    assert {f"{p.content_type.app_label}.{p.codename}" for p in member.permissions.all()} == set(
+        roles.PERMISSIONS[roles.MEMBER]
+    )
+    assert PromptSet.objects.filter(kind="random").exists()
