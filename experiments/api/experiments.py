@@ -64,16 +64,7 @@ def create_experiment(request: HttpRequest, payload: ExperimentIn):
         experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())
     except QuotaExceeded as exc:
         return Status(422, {"detail": "over quota", "errors": {"profile.launches": [str(exc)]}})
-    runs = experiment.run_set.select_related("config").order_by("sequence")
-    return Status(
-        201,
-        {
-            "id": experiment.pk,
-            "url": experiment.get_absolute_url(),
-            "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs],
-            "warnings": submission.warnings,
-        },
-    )
+    return Status(201, serializers.queued_experiment_json(experiment, warnings=submission.warnings))
 
 
 @api.get("/experiments")

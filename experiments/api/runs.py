@@ -129,15 +129,7 @@ def profile_run(request: HttpRequest, run_id: int):
         experiment = do_profile_run(run, actor=Actor.of(request))
     except QuotaExceeded as exc:
         return Status(422, {"detail": "over quota", "errors": {"run": [str(exc)]}})
-    runs = experiment.run_set.select_related("config").order_by("sequence")
-    return Status(
-        201,
-        {
-            "id": experiment.pk,
-            "url": experiment.get_absolute_url(),
-            "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs],
-        },
-    )
+    return Status(201, serializers.queued_experiment_json(experiment))
 
 
 @api.get("/runs/{run_id}/profile-diff")

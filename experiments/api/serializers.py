@@ -113,6 +113,17 @@ def run_row_json(run: Run) -> dict[str, Any]:
     }
 
 
+def queued_experiment_json(experiment: Experiment, **extra: Any) -> dict[str, Any]:
+    """What a POST that queues an experiment answers (a submission, a profiled re-run): its id, page and runs."""
+    runs = experiment.run_set.select_related("config").order_by("sequence")
+    return {
+        "id": experiment.pk,
+        "url": experiment.get_absolute_url(),
+        "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs],
+        **extra,
+    }
+
+
 def experiment_row_json(row: ExperimentRow) -> dict[str, Any]:
     """An experiment in the table (`GET /api/experiments`, `specdash status`): its best cell, not its comparison."""
     experiment, best = row.experiment, row.best
