@@ -303,6 +303,12 @@ def _shared_batch_size(before: dict[str, Any], after: dict[str, Any]) -> int | N
     return max(shared, key=lambda t: (t[0], -t[1]))[1] if shared else None
 
 
+def shared_batch_sizes(before: dict[str, Any], after: dict[str, Any]) -> list[int]:
+    """Every batch size both summaries measured, smallest first."""
+    sizes = {r["batch_size"] for r in before.get("by_batch_size") or []}
+    return sorted(sizes & {r["batch_size"] for r in after.get("by_batch_size") or []})
+
+
 def _pct(a: float, b: float) -> float | None:
     return (b - a) / a * 100 if a > 0 else None
 
@@ -323,7 +329,10 @@ def diff(before: dict[str, Any], after: dict[str, Any], batch_size: int | None =
     phases = []
     for p in PHASES:
         x, y = a["phases"].get(p, 0.0), b["phases"].get(p, 0.0)
-        phases.append({"phase": p, "before_ms": x, "after_ms": y, "delta_ms": round(y - x, 4), "pct": _pct(x, y)})
+        phases.append(
+            {"phase": p, "label": PHASE_LABELS[p], "before_ms": x, "after_ms": y, "delta_ms": round(y - x, 4),
+             "pct": _pct(x, y)}
+        )  # fmt: skip
     lead = max(phases, key=lambda r: abs(r["delta_ms"]))
     family = None
     if lead["phase"] in ("draft", "verify"):

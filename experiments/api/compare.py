@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Query, Status
 
+from experiments.reads import profile_traces
 from experiments.reads.comparisons import MAX_PICKS, NotComparable, build_comparison, parse_picks
 
 from .base import api, require
@@ -50,4 +51,6 @@ def compare(request: HttpRequest, pick: Query[list[str]] = None):  # type: ignor
         ],
         "break_even": result.break_even,
         "never_pays": result.never_pays,
+        # Each profiled pick's decode-step breakdown against the profiled reference (reads.profile_traces).
+        "profile_diffs": profile_traces.diffs_of_picks(result.picked),
     }

@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from experiments.reads import profile_traces
 from experiments.reads.comparisons import MAX_PICKS, NotComparable, PickedComparison, build_comparison, parse_picks
 
 from ..models import Experiment
@@ -35,6 +36,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         suggestions=_suggestions(result),
         picks_query=urlencode([("pick", t) for t in kept]),
         remove_urls=[_address([t for t in kept if t != token]) for token in kept],
+        profile_diffs=profile_traces.diffs_of_picks(result.picked),
     )
     return render(request, "experiments/compare.html", context)
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from experiments.charts.history import HistoryEntry, history_figure
-from experiments.reads import environments, series
+from experiments.reads import environments, profile_traces, series
 from experiments.views.exports import flags_csv_response
 
 from ..actions.audit import Actor
@@ -23,6 +23,7 @@ from ..models import (
     FlagSeries,
     Host,
     PinnedBaseline,
+    Run,
     ServerConfig,
     SuspectSeries,
     Suspicion,
@@ -93,6 +94,7 @@ def flag_detail(request: HttpRequest, flag_id: int) -> HttpResponse:
     else:
         form = FlagTriageForm(initial={"triage": flag.triage, "assignee": flag.assignee})
     held = flag.series.select_related("config", "change_run", "last_before_run", "confirmed_by")
+    before = environments.last_run_before(flag.run)
     context = {
         "flag": flag,
         "held": held,
@@ -102,9 +104,24 @@ def flag_detail(request: HttpRequest, flag_id: int) -> HttpResponse:
         "rerun_form": RerunForm(),
         "can_rerun": flag.run.experiment.can_be_managed_by(request.user),
         # What changed on the machine between the last run before the change and the flag's first run after it.
-        "environment_diff": environments.diff_before_change(flag.run),
+        "environment_diff": environments.diff_runs(before, flag.run) if before is not None else None,
+        **_profile_beside(request, before, flag.run),
     }
     return render(request, "experiments/flag_detail.html", context)
+
+
+def _profile_beside(request: HttpRequest, before: Run | None, after: Run) -> dict:
+    """The breakdown diff of the run before the change and the flag's run when both were profiled; else which of
+    the two a member may still profile (the run page's Profile this run)."""
+    sides = [run for run in (before, after) if run is not None]
+    profiled = profile_traces.profiled_run_ids([run.pk for run in sides])
+    both = before is not None and {before.pk, after.pk} <= profiled
+    may_profile = request.user.has_perm("experiments.add_experiment")
+    return {
+        "profile_diff": profile_traces.run_diff(before, after) if both and before is not None else None,
+        "profile_both": both,
+        "to_profile": [run for run in sides if run.pk not in profiled and run.is_finished] if may_profile else [],
+    }
 
 
 @requires("experiments.view_flag")
