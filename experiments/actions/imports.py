@@ -77,9 +77,7 @@ def do_import_runs(
     Measurement.objects.bulk_create(
         measurement for row, (_, run) in zip(runs, pairs, strict=True) for measurement in _measurements(row, run)
     )
-    record_event(
-        actor, AuditEvent.Action.IMPORT, experiment, files=[f.name for f in files], runs=[r.pk for r in runs]
-    )
+    record_event(actor, AuditEvent.Action.IMPORT, experiment, files=[f.name for f in files], runs=[r.pk for r in runs])
     return experiment, runs
 
 

@@ -39,12 +39,7 @@ _SGLANG_OPTIONAL = {
     "accept_length": "accept_length",
     **{f"{s}_{m}_ms": f"{s}_{m}_ms" for m in _LATENCIES for s in _STATS},
 }
-_VLLM_REQUIRED = {
-    "duration": "duration_s",
-    "completed": "completed",
-    "output_throughput": "output_throughput",
-    "request_throughput": "request_throughput",
-}
+_VLLM_REQUIRED = _SGLANG_REQUIRED  # the same names
 _VLLM_OPTIONAL = {
     "total_token_throughput": "total_throughput",
     "failed": "failed",
@@ -116,7 +111,11 @@ def detect(content: str) -> str:
         whole = json.loads(text)
     except ValueError:
         return SGLANG  # JSON lines (or nothing readable, which the SGLang reader then says line by line)
-    if isinstance(whole, dict) and "server_info" not in whole and ("total_token_throughput" in whole or "model_id" in whole):
+    if (
+        isinstance(whole, dict)
+        and "server_info" not in whole
+        and ("total_token_throughput" in whole or "model_id" in whole)
+    ):
         return VLLM
     return SGLANG
 
@@ -161,7 +160,9 @@ def _parse_sglang(content: str) -> list[ImportedRun]:
             continue
         if cell.metrics.get("total_throughput") is None:
             # Older bench_serving lines: input + output throughput is what later ones call total.
-            cell.metrics["total_throughput"] = cell.metrics["output_throughput"] + (cell.metrics["input_throughput"] or 0)
+            cell.metrics["total_throughput"] = cell.metrics["output_throughput"] + (
+                cell.metrics["input_throughput"] or 0
+            )
         states = (info or {}).get("internal_states")
         if isinstance(states, list) and states and isinstance(states[0], dict):
             cell.metrics["server_accept_length"] = check.number(states[0], "avg_spec_accept_length", optional=True)
@@ -238,7 +239,8 @@ def _parse_vllm(content: str) -> list[ImportedRun]:
     try:
         row = json.loads(content)
     except (ValueError, RecursionError) as exc:
-        raise ResultFileError([f"line 1: not JSON ({exc})" if isinstance(exc, ValueError) else "line 1: not JSON"])
+        message = f"line 1: not JSON ({exc})" if isinstance(exc, ValueError) else "line 1: not JSON"
+        raise ResultFileError([message]) from None
     if not isinstance(row, dict):
         raise ResultFileError(["line 1: not a JSON object (vllm bench serve writes one object)"])
     model = row.get("model_id")
