@@ -153,7 +153,7 @@ class Run(models.Model):
 
     @property
     def imported_label(self) -> str:
-        """"imported from <file> (<tool> <version>)", or "" for a run specdash launched."""
+        """The provenance line: "imported from <file> (<tool> <version>)"; "" for a run specdash launched."""
         if self.imported_from is None:
             return ""
         source = self.imported_from
