@@ -6,6 +6,7 @@ from . import (  # noqa: F401  (registers the routes)
     environments,
     experiments,
     hosts,
+    imports,
     prompts,
     runs,
     studies,

@@ -59,6 +59,9 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
         "queue": queue.as_json() if queue else None,
         "url": run.get_absolute_url(),
         "profile_requested": run.profile_requested,
+        # Null for a run specdash launched; for one imported from a result file: {file, format, tool, version,
+        # command, lines}.
+        "imported_from": run.imported_from,
     }
     if with_measurements:
         data["measurements"] = [
@@ -110,6 +113,7 @@ def run_row_json(run: Run) -> dict[str, Any]:
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "url": run.get_absolute_url(),
+        "imported": run.imported_from is not None,
     }
 
 

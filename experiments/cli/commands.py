@@ -1,10 +1,11 @@
-"""The commands that read or change one thing: login, status, runs, cancel, export, logs."""
+"""The commands that read or change one thing: login, status, runs, cancel, export, import, logs."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
 import json
+import os
 import sys
 import time
 from urllib.parse import urlsplit
@@ -15,6 +16,7 @@ from .output import emit_json, safe, table, verdict_table
 
 LOG_PAGE = 1000
 MIN_POLL_S = 0.2
+IMPORT_FORMATS = ("auto", "sglang-bench-serving", "vllm-bench-serve")
 
 
 def connect() -> Api:
@@ -130,6 +132,35 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
+def import_files(args: argparse.Namespace) -> int:
+    """Post the files to `POST /api/imports`: every file is checked by the server and, on one error anywhere,
+    nothing is imported (the error names the file, the line and the field)."""
+    files = []
+    for path in args.files:
+        try:
+            if path == "-":
+                name, content = "stdin", sys.stdin.read()
+            else:
+                with open(path, encoding="utf-8") as file:
+                    name, content = os.path.basename(path), file.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ApiError(f"cannot read {path}: {exc}") from None
+        files.append({"name": name, "format": args.format, "content": content})
+    body: dict = {"files": files}
+    for key in ("experiment", "name", "host"):
+        if getattr(args, key) is not None:
+            body[key] = getattr(args, key)
+    with connect() as api:
+        result = api.post("/imports", body)
+        if args.json:
+            emit_json(result)
+            return 0
+        print(f"Imported {len(result['runs'])} run(s) into experiment {result['id']}: {api.page_url(result['url'])}")
+    rows = [(r["id"], r["config"], r["measurements"], r["imported_from"]["file"]) for r in result["runs"]]
+    print(table(("run", "config", "cells", "file"), rows))
+    return 0
+
+
 def logs(args: argparse.Namespace) -> int:
     """The run's stored log from line `--after`; with `-f`, polling for new lines until the run has ended and every
     line is read (the API's `after` cursor: nothing is printed twice or skipped)."""
@@ -156,4 +187,4 @@ def _json_line(line: dict) -> str:
     return json.dumps({"n": line["n"], "text": line["text"]})
 
 
-__all__ = ["ApiError", "cancel", "connect", "export", "login", "logs", "runs", "status"]
+__all__ = ["ApiError", "cancel", "connect", "export", "import_files", "login", "logs", "runs", "status"]

@@ -67,6 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     export.set_defaults(handler=commands.export)
 
+    bring = sub.add_parser("import", help="import result files (bench_serving JSONL, vllm bench serve JSON) as runs")
+    bring.add_argument("files", nargs="+", metavar="FILE", help="result files; - for stdin")
+    bring.add_argument("--experiment", type=int, help="import into this experiment (else a new one on --host)")
+    bring.add_argument("--name", help="the new experiment's name (default: from the file names)")
+    bring.add_argument("--host", help="the registered host a new experiment is filed under")
+    bring.add_argument("--format", choices=commands.IMPORT_FORMATS, default="auto", help="the files' format")
+    _json_flag(bring)
+    bring.set_defaults(handler=commands.import_files)
+
     logs = sub.add_parser("logs", help="a run's server log; -f follows it until the run ends")
     logs.add_argument("run", type=int)
     logs.add_argument("-f", "--follow", action="store_true")

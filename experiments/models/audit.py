@@ -23,6 +23,7 @@ class AuditEvent(models.Model):
     class Action(models.TextChoices):
         SUBMIT = "experiment.submit"
         RERUN = "experiment.rerun"
+        IMPORT = "experiment.import"  # runs imported from result files made outside specdash
         SCHEDULE = "experiment.schedule"
         NOTES = "experiment.notes"  # notes or tags edited
         RUN_NOTES = "run.notes"

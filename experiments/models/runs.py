@@ -131,6 +131,9 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # Markdown, rendered through the same sanitiser as an experiment's notes.
     notes = models.TextField(blank=True, default="")
+    # A run measured outside specdash and imported from a result file (actions/imports.py): {file, tool, version,
+    # command, format, lines}. Null for the runs specdash launched; an imported run has no log and no worker.
+    imported_from = models.JSONField(null=True, blank=True, editable=False)
 
     objects = RunQuerySet.as_manager()
 
@@ -143,6 +146,19 @@ class Run(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("run_detail", args=[self.pk])
+
+    @property
+    def is_imported(self) -> bool:
+        return self.imported_from is not None
+
+    @property
+    def imported_label(self) -> str:
+        """The provenance line: "imported from <file> (<tool> <version>)"; "" for a run specdash launched."""
+        if self.imported_from is None:
+            return ""
+        source = self.imported_from
+        tool = " ".join(part for part in (source.get("tool", ""), source.get("version", "")) if part)
+        return f"imported from {source.get('file', '')} ({tool})" if tool else f"imported from {source.get('file', '')}"
 
     @property
     def is_finished(self) -> bool:

@@ -1,0 +1,186 @@
+"""Importing runs measured outside specdash (bench_serving, vllm bench serve) into an experiment, all or nothing."""
+
+from __future__ import annotations
+
+import posixpath
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from ..formats.imported_results import ImportedRun, Server
+from ..models import AuditEvent, BenchmarkProfile, Candidate, Experiment, Host, Measurement, Run, ServerConfig
+from .audit import Actor, record_event
+from .configs import do_create_config, do_create_profile
+
+NAME_MAX = 128  # ServerConfig.name
+
+
+@dataclass(frozen=True)
+class ImportedFile:
+    name: str
+    format: str
+    runs: list[ImportedRun]
+
+
+@transaction.atomic
+def do_import_runs(
+    *,
+    actor: Actor,
+    files: Sequence[ImportedFile],
+    experiment: Experiment | None = None,
+    name: str = "",
+    host: Host | None = None,
+) -> tuple[Experiment, list[Run]]:
+    """File every run of the (parsed, valid) files as a succeeded, imported run with its measurements: into
+    `experiment`, or a new one on `host` whose baseline is the first run without speculation (the first run when all
+    speculate) and whose candidates are the other servers. Configs are found by content hash or created; nothing is
+    queued, so no worker ever takes an imported run."""
+    pairs = [(file, run) for file in files for run in file.runs]
+    configs = _configs_of(actor, [run.server for _, run in pairs])
+    if experiment is None:
+        assert host is not None, "a new experiment needs a host"
+        experiment = _new_experiment(actor, name or _default_name(files), host, configs, pairs)
+    else:
+        _add_candidates(experiment, configs)
+    last = experiment.run_set.aggregate(sequence=Max("sequence"), launch=Max("launch_index"))
+    first_sequence = 0 if last["sequence"] is None else last["sequence"] + 1
+    launch = 0 if last["launch"] is None else last["launch"] + 1
+    now = timezone.now()
+    runs = Run.objects.bulk_create(
+        Run(
+            experiment=experiment,
+            config=configs[run.server.key],
+            host_id=experiment.host_id,
+            sequence=first_sequence + i,
+            launch_index=launch,
+            state=Run.State.SUCCEEDED,
+            timeline=[{"state": Run.State.SUCCEEDED, "at": now.isoformat()}],
+            created_at=now,
+            finished_at=now,
+            effective_args=run.server_args,
+            launch_command=run.command,
+            imported_from={
+                "file": file.name,
+                "format": file.format,
+                "tool": run.tool,
+                "version": run.version,
+                "command": run.command,
+                "lines": [cell.line for cell in run.cells],
+            },
+        )
+        for i, (file, run) in enumerate(pairs)
+    )
+    Measurement.objects.bulk_create(
+        measurement for row, (_, run) in zip(runs, pairs, strict=True) for measurement in _measurements(row, run)
+    )
+    record_event(actor, AuditEvent.Action.IMPORT, experiment, files=[f.name for f in files], runs=[r.pk for r in runs])
+    return experiment, runs
+
+
+def _configs_of(actor: Actor, servers: Sequence[Server]) -> dict[tuple, ServerConfig]:
+    """Each server's config: the stored one with the same content (under any name), else a new one."""
+    found: dict[tuple, ServerConfig] = {}
+    for server in servers:
+        if server.key in found:
+            continue
+        config = ServerConfig(name=_config_name(server), model_path=server.model_path, tp_size=server.tp_size)
+        for field, value in server.speculative.items():
+            setattr(config, field, value)
+        stored = ServerConfig.objects.with_hash(config.compute_hash()).first()
+        if stored is None and any(c.name == config.name for c in found.values()):
+            config.name = f"{config.name[: NAME_MAX - 11]} {config.compute_hash()[:10]}"
+        found[server.key] = stored or do_create_config(actor, config)
+    return found
+
+
+def _config_name(server: Server) -> str:
+    model = posixpath.basename(server.model_path.rstrip("/")) or server.model_path
+    spec = server.speculative
+    parts = [model]
+    if spec:
+        parts.append(spec["speculative_algorithm"].lower())
+        for field, letter in (
+            ("speculative_num_steps", "s"),
+            ("speculative_eagle_topk", "k"),
+            ("speculative_num_draft_tokens", "d"),
+        ):
+            if spec.get(field) is not None:
+                parts.append(f"{letter}{spec[field]}")
+    if server.tp_size > 1:
+        parts.append(f"tp{server.tp_size}")
+    return " ".join(parts)[:NAME_MAX]
+
+
+def _new_experiment(
+    actor: Actor,
+    name: str,
+    host: Host,
+    configs: dict[tuple, ServerConfig],
+    pairs: list[tuple[ImportedFile, ImportedRun]],
+) -> Experiment:
+    ordered = list(dict.fromkeys(configs.values()))
+    baseline = next((c for c in ordered if not c.is_speculative), ordered[0])
+    first = pairs[0][1]
+    passes = max(Counter(cell.concurrency for cell in run.cells).most_common(1)[0][1] for _, run in pairs)
+    shape = {
+        "dataset": first.dataset,
+        "input_len": first.input_len,
+        "output_len": first.output_len,
+        "num_prompts": first.num_prompts,
+        "concurrency": sorted({cell.concurrency for _, run in pairs for cell in run.cells}),
+        "passes": passes,
+        "launches": 1,
+        "prompt_set": None,
+    }
+    label = f"imported: {first.dataset} {first.input_len} in / {first.output_len} out, {first.num_prompts} prompts"
+    profile = BenchmarkProfile.objects.filter(name=label[:128], **shape).order_by("-created_at").first()
+    profile = profile or do_create_profile(actor, BenchmarkProfile(name=label[:128], **shape))
+    experiment = Experiment.objects.create(
+        name=name[:200], host=host, baseline=baseline, profile=profile, created_by=actor.user
+    )
+    Candidate.objects.bulk_create(
+        Candidate(experiment=experiment, config=config, position=i)
+        for i, config in enumerate(c for c in ordered if c != baseline)
+    )
+    return experiment
+
+
+def _add_candidates(experiment: Experiment, configs: dict[tuple, ServerConfig]) -> None:
+    """Configs new to an existing experiment join it as candidates, after those it has."""
+    known = {experiment.baseline_id, *experiment.candidate_set.values_list("config_id", flat=True)}
+    position = (experiment.candidate_set.aggregate(last=Max("position"))["last"] or -1) + 1
+    for config in dict.fromkeys(configs.values()):
+        if config.pk not in known:
+            Candidate.objects.create(experiment=experiment, config=config, position=position)
+            known.add(config.pk)
+            position += 1
+
+
+def _measurements(run: Run, imported: ImportedRun) -> list[Measurement]:
+    passes: Counter[int] = Counter()
+    out = []
+    for cell in imported.cells:
+        metrics = dict(cell.metrics)
+        out.append(
+            Measurement(
+                run=run,
+                pass_index=passes[cell.concurrency],
+                concurrency=cell.concurrency,
+                completed=metrics.pop("completed"),
+                failed=metrics.pop("failed", None) or 0,
+                input_throughput=metrics.pop("input_throughput", None) or 0,
+                raw={"imported": True, "line": cell.line, **cell.raw},
+                **metrics,
+            )
+        )
+        passes[cell.concurrency] += 1
+    return out
+
+
+def _default_name(files: Sequence[ImportedFile]) -> str:
+    names = ", ".join(f.name for f in files)
+    return f"imported: {names}"

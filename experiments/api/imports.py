@@ -1,0 +1,121 @@
+"""Imports: runs measured outside specdash (result files of bench_serving, vllm bench serve) filed as imported runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Body, Status
+
+from experiments.formats import imported_results
+
+from ..actions.audit import Actor
+from ..actions.imports import ImportedFile, do_import_runs
+from ..models import Experiment, Host
+from .base import api, require, require_manage
+
+MAX_FILES = 20
+MAX_FILE_CHARS = 2_000_000  # the request body is bounded by DATA_UPLOAD_MAX_MEMORY_SIZE as well
+MAX_FILE_NAME = 255
+EXPERIMENT_NAME_MAX = 200
+FORMATS = (imported_results.AUTO, *imported_results.FORMATS)
+
+
+@api.post("/imports", response={201: dict, 403: dict, 422: dict})
+def import_results(request: HttpRequest, payload: Body[dict[str, Any]]):
+    """`{"experiment"?: id, "name"?, "host"?: name, "files": [{"name", "format"?: auto | sglang-bench-serving |
+    vllm-bench-serve, "content": "<the file's text>"}]}`: every file is read and checked first; one error anywhere
+    (named `files[i]`, with the line and the field) and nothing is written."""
+    require(request, "experiments.add_experiment")
+    errors: dict[str, list[str]] = {}
+    experiment, host = _target(request, payload, errors)
+    name = payload.get("name") or ""
+    if not isinstance(name, str) or len(name) > EXPERIMENT_NAME_MAX:
+        errors["name"] = [f"Text of at most {EXPERIMENT_NAME_MAX} characters."]
+    files = _read_files(payload.get("files"), errors)
+    if errors:
+        return Status(422, {"detail": "invalid import", "errors": errors})
+    experiment, runs = do_import_runs(
+        actor=Actor.of(request), files=files, experiment=experiment, name=str(name), host=host
+    )
+    return Status(
+        201,
+        {
+            "id": experiment.pk,
+            "url": experiment.get_absolute_url(),
+            "runs": [
+                {
+                    "id": r.pk,
+                    "config": r.config.name,
+                    "config_id": r.config_id,
+                    "state": r.state,
+                    "imported_from": r.imported_from,
+                    "measurements": len(r.imported_from["lines"]) if r.imported_from else 0,
+                    "url": r.get_absolute_url(),
+                }
+                for r in runs
+            ],
+        },
+    )
+
+
+def _target(
+    request: HttpRequest, payload: dict[str, Any], errors: dict[str, list[str]]
+) -> tuple[Experiment | None, Host | None]:
+    """The existing experiment to import into (the caller must manage it), or the host of a new one."""
+    experiment_id = payload.get("experiment")
+    if experiment_id is not None:
+        if isinstance(experiment_id, bool) or not isinstance(experiment_id, int):
+            errors["experiment"] = ["An experiment id (a number)."]
+            return None, None
+        experiment = Experiment.objects.select_related("host").filter(pk=experiment_id).first()
+        if experiment is None:
+            errors["experiment"] = [f"No experiment with id {experiment_id}."]
+            return None, None
+        require_manage(request, experiment)
+        return experiment, None
+    host_name = payload.get("host")
+    if not isinstance(host_name, str) or not host_name:
+        errors["host"] = ["A new experiment needs the name of a registered host (or give an experiment id)."]
+        return None, None
+    host = Host.objects.filter(name=host_name[:MAX_FILE_NAME]).first()
+    if host is None:
+        errors["host"] = [f"No host named {host_name[:80]!r}."]
+    return None, host
+
+
+def _read_files(value: Any, errors: dict[str, list[str]]) -> list[ImportedFile]:
+    if not isinstance(value, list) or not value:
+        errors["files"] = ["At least one file: [{name, format?, content}]."]
+        return []
+    if len(value) > MAX_FILES:
+        errors["files"] = [f"At most {MAX_FILES} files at once."]
+        return []
+    files = []
+    for i, item in enumerate(value):
+        where = f"files[{i}]"
+        if not isinstance(item, dict):
+            errors[where] = ["An object {name, format?, content}."]
+            continue
+        name, fmt, content = item.get("name"), item.get("format") or imported_results.AUTO, item.get("content")
+        problems = []
+        if not isinstance(name, str) or not name.strip() or len(name) > MAX_FILE_NAME:
+            problems.append(f"name: a file name of at most {MAX_FILE_NAME} characters")
+        if fmt not in FORMATS:
+            problems.append(f"format: one of {', '.join(FORMATS)}")
+        if not isinstance(content, str):
+            problems.append("content: the file's text is required")
+        elif len(content) > MAX_FILE_CHARS:
+            problems.append(f"content: at most {MAX_FILE_CHARS} characters are accepted")
+        if problems:
+            errors[where] = problems
+            continue
+        assert isinstance(name, str) and isinstance(content, str)
+        detected = imported_results.detect(content) if fmt == imported_results.AUTO else fmt
+        try:
+            runs = imported_results.parse(content, detected)
+        except imported_results.ResultFileError as exc:
+            errors[where] = [f"{name[:80]}: {message}" for message in exc.errors]
+            continue
+        files.append(ImportedFile(name=name.strip(), format=detected, runs=runs))
+    return files

@@ -1,0 +1,320 @@
+"""Importing result files made outside specdash: the readers on the repository's hand-checked files (bench_serving
+JSONL lines with their server_info, a vllm bench serve JSON), malformed files refused by line and field, the API
+(runs usable by the comparison, nothing written on an error, roles), the pages and `specdash import`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.cli import credentials
+from experiments.formats import imported_results
+from experiments.formats.imported_results import ResultFileError, parse
+from experiments.models import ApiToken, AuditEvent, Experiment, Measurement, Run, ServerConfig
+from experiments.reads.reports import build_report
+
+from .cli_support import IN_PROCESS_URL
+from .factories import make_experiment, make_host
+
+DATA = Path(__file__).parent / "data"
+BASELINE = (DATA / "bench_serving_baseline.jsonl").read_text()
+EAGLE3 = (DATA / "bench_serving_eagle3.jsonl").read_text()
+VLLM = (DATA / "vllm_bench_serve.json").read_text()
+
+
+def _line(text: str, n: int = 0) -> dict:
+    return json.loads(text.splitlines()[n])
+
+
+def _with(text: str, n: int, **changes) -> str:
+    lines = text.splitlines()
+    row = json.loads(lines[n])
+    row.update(changes)
+    lines[n] = json.dumps(row)
+    return "\n".join(lines) + "\n"
+
+
+# The readers (pure) -------------------------------------------------------------------------------------------------
+
+
+def test_it_reads_bench_serving_lines_with_their_server_info():
+    [run] = parse(EAGLE3)
+
+    assert run.tool == "sglang bench_serving" and run.version == "0.5.9"
+    assert run.server.model_path == "/models/kimi-k2.5-sim" and run.server.tp_size == 8
+    assert run.server.speculative == {
+        "speculative_algorithm": "EAGLE3",
+        "speculative_draft_model_path": "/models/kimi-k2.5-sim-eagle3",
+        "speculative_num_steps": 2,
+        "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 3,
+    }
+    assert (run.dataset, run.input_len, run.output_len, run.num_prompts) == ("random", 128, 128, 16)
+    one, four = run.cells
+    # 2048 output tokens in 20.48 s and 6.4 s; 16 requests; input + output tokens over the duration.
+    assert (one.concurrency, one.line, four.concurrency, four.line) == (1, 1, 4, 2)
+    assert one.metrics["output_throughput"] == 100.0 and four.metrics["output_throughput"] == 320.0
+    assert one.metrics["request_throughput"] == 0.78125 and one.metrics["total_throughput"] == 200.0
+    assert one.metrics["input_throughput"] == 100.0 and one.metrics["duration_s"] == 20.48
+    assert one.metrics["completed"] == 16 and one.metrics["accept_length"] == 2.41
+    assert one.metrics["server_accept_length"] == 2.41  # internal_states[0].avg_spec_accept_length
+    assert one.metrics["median_ttft_ms"] == 35.28 and one.metrics["p90_tpot_ms"] == 10.56
+    assert one.metrics["p99_e2e_latency_ms"] == 1631.76  # the file's, as bench_serving wrote it
+    # No column for std and p95: kept raw, as is what the tool adds; the infinite request rate is no JSON.
+    assert one.raw["std_ttft_ms"] == 1.8 and one.raw["p95_itl_ms"] == 26.57 and one.raw["concurrency"] == 0.97
+    assert "request_rate" not in one.raw and "server_info" not in one.raw
+    assert run.server_args["speculative_num_steps"] == 2 and "internal_states" not in run.server_args
+
+
+def test_it_reads_a_baseline_server_as_no_speculation():
+    [run] = parse(BASELINE)
+
+    assert run.server.speculative == {}
+    assert [c.metrics["output_throughput"] for c in run.cells] == [80.0, 256.0]
+    assert run.cells[0].metrics["accept_length"] is None and run.cells[0].metrics["server_accept_length"] is None
+
+
+def test_it_reads_a_vllm_bench_serve_json():
+    assert imported_results.detect(VLLM) == imported_results.VLLM
+    [run] = parse(VLLM)
+
+    [cell] = run.cells
+    assert run.tool == "vllm bench serve" and run.server.model_path == "/models/kimi-k2.5-sim"
+    assert (run.input_len, run.output_len, run.num_prompts) == (256, 128, 32)  # from the token totals
+    assert cell.concurrency == 4 and cell.metrics["output_throughput"] == 256.0
+    assert cell.metrics["total_throughput"] == 768.0 and cell.metrics["failed"] == 0
+    assert cell.metrics["accept_length"] == 2.41  # spec_decode_acceptance_length
+    assert cell.metrics["p90_e2e_latency_ms"] == 2030.5 and cell.metrics["median_e2e_latency_ms"] == 1920.0
+    assert cell.raw["spec_decode_acceptance_rate"] == 70.5 and cell.raw["std_itl_ms"] == 3.1
+
+
+def test_lines_of_two_servers_become_two_runs_and_a_repeated_concurrency_a_second_pass():
+    [baseline, eagle] = parse(BASELINE + EAGLE3 + EAGLE3.splitlines()[0] + "\n")
+
+    assert baseline.server.speculative == {} and [c.concurrency for c in eagle.cells] == [1, 4, 1]
+    assert [c.line for c in eagle.cells] == [3, 4, 5]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (_with(BASELINE, 1, output_throughput="fast"), "line 2: output_throughput: not a number"),
+        (_with(BASELINE, 0, duration=None), "line 1: duration: missing"),
+        (_with(BASELINE, 0, completed=3.5), "line 1: completed: not a whole number of at least 0"),
+        (_with(BASELINE, 0, max_concurrency=None), "line 1: max_concurrency: missing"),
+        (_with(BASELINE, 1, median_ttft_ms=-1), "line 2: median_ttft_ms: negative"),
+        (_with(BASELINE, 0, accept_length=True), "line 1: accept_length: not a number"),
+        (_with(BASELINE, 0, server_info=None), "line 1: server_info: missing (null)"),
+        (_with(BASELINE, 0, server_info={"tp_size": 1}), "line 1: server_info.model_path: missing or not text"),
+        (BASELINE + "{not json\n", "line 3: not JSON"),
+        (BASELINE + "[1, 2]\n", "line 3: not a JSON object"),
+        ("\n\n", "the file holds no result line"),
+    ],
+)
+def test_a_malformed_bench_serving_file_is_refused_naming_the_line_and_field(content, message):
+    with pytest.raises(ResultFileError) as caught:
+        parse(content)
+
+    assert any(error.startswith(message) for error in caught.value.errors), caught.value.errors
+
+
+def test_a_malformed_vllm_file_is_refused_naming_the_field():
+    row = json.loads(VLLM)
+    row["output_throughput"] = "NaN"
+    del row["total_token_throughput"]
+
+    with pytest.raises(ResultFileError) as caught:
+        parse(json.dumps(row), imported_results.VLLM)
+
+    assert caught.value.errors == ["line 1: output_throughput: not a number"]
+    del row["output_throughput"]
+    row["output_throughput"] = 1.0
+    with pytest.raises(ResultFileError, match="total_token_throughput: missing"):
+        parse(json.dumps(row), imported_results.VLLM)
+
+
+# The API ------------------------------------------------------------------------------------------------------------
+
+
+def _post(client, user, body):
+    _, token = ApiToken.issue(user)
+    return client.post(
+        "/api/imports", json.dumps(body), content_type="application/json", headers={"Authorization": f"Bearer {token}"}
+    )
+
+
+def _files(*pairs):
+    return [{"name": name, "content": content} for name, content in pairs]
+
+
+@pytest.mark.django_db
+def test_it_imports_a_baseline_and_a_speculative_file_into_one_comparable_experiment(client, member):
+    host = make_host(name="gpu-8")
+
+    response = _post(
+        client,
+        member,
+        {
+            "host": "gpu-8",
+            "name": "eagle3 from the archive",
+            "files": _files(("base.jsonl", BASELINE), ("eagle.jsonl", EAGLE3)),
+        },
+    )
+
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    experiment = Experiment.objects.get(pk=body["id"])
+    assert experiment.name == "eagle3 from the archive" and experiment.host == host
+    assert not experiment.baseline.is_speculative
+    [candidate] = experiment.ordered_candidates()
+    assert candidate.speculative_algorithm == "EAGLE3" and candidate.speculative_num_steps == 2
+    assert experiment.profile.concurrency == [1, 4] and experiment.profile.input_len == 128
+    runs = list(experiment.run_set.order_by("sequence"))
+    assert [r.state for r in runs] == [Run.State.SUCCEEDED] * 2
+    assert runs[1].imported_from == {
+        "file": "eagle.jsonl",
+        "format": "sglang-bench-serving",
+        "tool": "sglang bench_serving",
+        "version": "0.5.9",
+        "command": "",
+        "lines": [1, 2],
+    }
+    assert runs[1].imported_label == "imported from eagle.jsonl (sglang bench_serving 0.5.9)"
+    assert runs[1].effective_args["speculative_eagle_topk"] == 1
+    assert not Run.objects.queued().exists()  # nothing for a worker to take
+
+    # The comparison reads them as any succeeded runs: 100 / 80 and 320 / 256 tok/s.
+    rows = {row["concurrency"]: row for row in client_get(client, member, experiment.pk)["comparison"]}
+    assert rows[1]["speedup"] == pytest.approx(1.25) and rows[4]["speedup"] == pytest.approx(1.25)
+    assert rows[1]["candidate"] == candidate.name
+    assert Measurement.objects.of_succeeded_runs().filter(run__experiment=experiment).count() == 4
+    event = AuditEvent.objects.get(action=AuditEvent.Action.IMPORT)
+    assert event.target_id == experiment.pk and event.detail["files"] == ["base.jsonl", "eagle.jsonl"]
+    assert event.actor == member
+
+
+def client_get(client, user, experiment_id):
+    _, token = ApiToken.issue(user)
+    return client.get(f"/api/experiments/{experiment_id}", headers={"Authorization": f"Bearer {token}"}).json()
+
+
+@pytest.mark.django_db
+def test_the_report_compares_imported_measurements(client, member):
+    make_host(name="gpu-8")
+    body = _post(client, member, {"host": "gpu-8", "files": _files(("b.jsonl", BASELINE), ("e.jsonl", EAGLE3))}).json()
+    experiment = Experiment.objects.get(pk=body["id"])
+
+    report = build_report(experiment, with_figures=False)  # its rows are analysis.compare_configs's
+
+    assert report.status == "finished"
+    assert [(row.concurrency, round(row.speedup, 3)) for row in report.rows] == [(1, 1.25), (4, 1.25)]
+
+
+@pytest.mark.django_db
+def test_it_imports_into_an_existing_experiment_reusing_a_config_of_the_same_content(client, owner):
+    make_host(name="gpu-8")
+    first = _post(client, owner, {"host": "gpu-8", "files": _files(("b.jsonl", BASELINE))}).json()
+    configs = ServerConfig.objects.count()
+
+    again = _post(client, owner, {"experiment": first["id"], "files": _files(("b2.jsonl", BASELINE))})
+
+    assert again.status_code == 201 and again.json()["id"] == first["id"]
+    assert ServerConfig.objects.count() == configs  # same content hash: the same config
+    runs = Run.objects.filter(experiment_id=first["id"]).order_by("sequence")
+    assert [(r.sequence, r.launch_index) for r in runs] == [(0, 0), (1, 1)]
+
+
+@pytest.mark.django_db
+def test_a_bad_second_file_is_refused_by_line_and_field_and_nothing_is_written(client, member):
+    make_host(name="gpu-8")
+    before = (
+        Experiment.objects.count(),
+        Run.objects.count(),
+        ServerConfig.objects.count(),
+        Measurement.objects.count(),
+    )
+    bad = _with(EAGLE3, 1, output_throughput="fast")
+
+    response = _post(client, member, {"host": "gpu-8", "files": _files(("b.jsonl", BASELINE), ("e.jsonl", bad))})
+
+    assert response.status_code == 422
+    assert response.json()["errors"] == {"files[1]": ["e.jsonl: line 2: output_throughput: not a number"]}
+    after = (Experiment.objects.count(), Run.objects.count(), ServerConfig.objects.count(), Measurement.objects.count())
+    assert after == before and not AuditEvent.objects.filter(action=AuditEvent.Action.IMPORT).exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"files": [{"name": "b.jsonl", "content": "{}"}]}, "host"),
+        ({"host": "nowhere", "files": [{"name": "b.jsonl", "content": BASELINE}]}, "host"),
+        ({"experiment": 999999, "files": [{"name": "b.jsonl", "content": BASELINE}]}, "experiment"),
+        ({"host": "gpu-8", "files": []}, "files"),
+        ({"host": "gpu-8", "files": [{"name": "b.jsonl", "format": "csv", "content": BASELINE}]}, "files[0]"),
+        ({"host": "gpu-8", "files": [{"name": "b.jsonl", "content": "x" * 2_000_001}]}, "files[0]"),
+    ],
+)
+def test_a_bad_request_is_refused_with_the_field(client, member, body, field):
+    make_host(name="gpu-8")
+
+    response = _post(client, member, body)
+
+    assert response.status_code == 422 and field in response.json()["errors"], response.json()
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_viewer_may_not_import_nor_a_member_into_someone_elses_experiment(client, viewer, member):
+    make_host(name="gpu-8")
+    theirs = make_experiment(with_runs=False)
+
+    as_viewer = _post(client, viewer, {"host": "gpu-8", "files": _files(("b.jsonl", BASELINE))})
+    into_theirs = _post(client, member, {"experiment": theirs.pk, "files": _files(("b.jsonl", BASELINE))})
+
+    assert as_viewer.status_code == 403 and into_theirs.status_code == 403
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_pages_say_a_run_was_imported_and_show_no_live_log(client, member):
+    make_host(name="gpu-8")
+    body = _post(client, member, {"host": "gpu-8", "files": _files(("vllm.json", VLLM))}).json()
+    client.force_login(member)
+    run_id = body["runs"][0]["id"]
+
+    run_page = client.get(f"/runs/{run_id}/").content.decode()
+    experiment_page = client.get(f"/experiments/{body['id']}/").content.decode()
+    api_run = client.get(f"/api/runs/{run_id}").json()
+
+    assert "imported from vllm.json (vllm bench serve)" in run_page and 'id="log-section"' not in run_page
+    assert "imported from vllm.json (vllm bench serve)" in experiment_page
+    assert api_run["imported_from"]["tool"] == "vllm bench serve"
+    assert api_run["measurements"][0]["output_throughput"] == 256.0
+
+
+# The command --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_specdash_import_posts_the_files_and_exits_2_on_a_malformed_one(cli, owner, tmp_path):
+    _, token = ApiToken.issue(owner)
+    credentials.save(IN_PROCESS_URL, token)
+    make_host(name="gpu-8")
+    good, bad = tmp_path / "base.jsonl", tmp_path / "eagle.jsonl"
+    good.write_text(BASELINE)
+    bad.write_text(_with(EAGLE3, 0, duration="long"))
+
+    refused = cli("import", str(good), str(bad), "--host", "gpu-8")
+    bad.write_text(EAGLE3)
+    done = cli("import", str(good), str(bad), "--host", "gpu-8", "--name", "archive", "--json")
+
+    assert refused.code == 2 and "files[1]: eagle.jsonl: line 1: duration: not a number" in refused.err
+    assert done.code == 0, done.err
+    result = json.loads(done.out)
+    assert [r["imported_from"]["file"] for r in result["runs"]] == ["base.jsonl", "eagle.jsonl"]
+    assert Experiment.objects.get().name == "archive" and Run.objects.count() == 2
+    text = cli("import", str(good), "--experiment", str(result["id"]))
+    assert text.code == 0 and f"into experiment {result['id']}" in text.out and "base.jsonl" in text.out
