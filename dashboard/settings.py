@@ -206,7 +206,9 @@ if STATIC_COLLECTED:
 # string predicates in the browser tests) keep working. test_hardening.py checks the pages raise no report.
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
-SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Pages that open specdash stay cut off from it; a window specdash opens (Perfetto's UI, handed a profile trace by
+# postMessage from the run page) keeps its opener, which "same-origin" would sever.
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin-allow-popups"
 X_FRAME_OPTIONS = "DENY"
 _CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {

@@ -710,3 +710,57 @@
   jumpToHashLine();
   renderSoon();
 })();
+
+// "Open in Perfetto": fetch the trace from specdash (same origin, the reader's session) and hand its bytes to a
+// Perfetto UI window with postMessage, Perfetto's documented way in: its page asks for nothing and uploads nothing;
+// the trace stays in this browser. The window is opened at the click (popup blockers allow only that), then pinged
+// until Perfetto answers PONG, then sent the buffer.
+(function () {
+  const PERFETTO = "https://ui.perfetto.dev";
+  const PING_EVERY_MS = 100;
+  const GIVE_UP_MS = 30000;
+
+  function open(button) {
+    const status = button.parentElement.querySelector(".perfetto-status");
+    const say = (text) => { if (status) status.textContent = text; };
+    const win = window.open(`${PERFETTO}/#!/`);
+    if (!win) { say("The browser blocked the Perfetto window; allow pop-ups for this site, or download the trace."); return; }
+    say("Fetching the trace …");
+    fetch(button.dataset.traceUrl, { credentials: "same-origin" })
+      .then((response) => {
+        if (!response.ok) throw new Error(`HTTP ${response.status}`);
+        return response.arrayBuffer();
+      })
+      .then((buffer) => {
+        say("Waiting for Perfetto to open …");
+        let answered = false;
+        const started = Date.now();
+        const onMessage = (event) => {
+          if (event.origin !== PERFETTO || event.source !== win || event.data !== "PONG" || answered) return;
+          answered = true;
+          window.removeEventListener("message", onMessage);
+          win.postMessage(
+            { perfetto: { buffer, title: button.dataset.title, fileName: button.dataset.fileName } }, PERFETTO, [buffer]);
+          say("Opened in Perfetto.");
+        };
+        window.addEventListener("message", onMessage);
+        const ping = () => {
+          if (answered) return;
+          if (win.closed || Date.now() - started > GIVE_UP_MS) {
+            window.removeEventListener("message", onMessage);
+            say("Perfetto did not answer; download the trace and open it there.");
+            return;
+          }
+          win.postMessage("PING", PERFETTO);
+          setTimeout(ping, PING_EVERY_MS);
+        };
+        ping();
+      })
+      .catch((error) => say(`Could not fetch the trace: ${error.message}`));
+  }
+
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("button.open-perfetto");
+    if (button) open(button);
+  });
+})();

@@ -98,3 +98,56 @@ def test_it_shows_a_warning_raised_mid_run_with_its_remedies_without_a_reload(br
         assert causes == ["eagle3-algorithm", "draft-target-mismatch", "draft-weights"]
     finally:
         page.close()
+
+
+# A stand-in for ui.perfetto.dev, served by the browser's own routing (nothing leaves the machine): it answers PING
+# with PONG as Perfetto does, and keeps what it is sent.
+PERFETTO_STUB = """<!doctype html><title>perfetto stub</title><script>
+window.received = null;
+window.addEventListener("message", (event) => {
+  if (event.data === "PING") { event.source.postMessage("PONG", event.origin); return; }
+  if (event.data && event.data.perfetto) {
+    const p = event.data.perfetto;
+    window.received = {bytes: Array.from(new Uint8Array(p.buffer)), title: p.title, fileName: p.fileName,
+                       from: event.origin};
+  }
+});
+</script>"""
+
+
+def test_it_hands_a_profile_trace_to_perfetto_in_the_browser_and_nowhere_else(browser, live_web, log_in):
+    import gzip
+
+    from experiments.models import ProfileTrace
+
+    run = make_run(state=Run.State.SUCCEEDED, profile_requested=True)
+    trace = gzip.compress(b'{"traceEvents": []}')
+    ProfileTrace.objects.create(
+        run=run, concurrency=2, rank=0, file_name="p-TP-0.trace.json.gz", state=ProfileTrace.State.STORED,
+        size_bytes=len(trace), steps=4, trace=trace, summary={"speculative": True, "by_batch_size": []},
+    )  # fmt: skip
+    context = browser.new_context()
+    perfetto_requests: list[str] = []
+
+    def stub(route):
+        perfetto_requests.append(route.request.method)
+        route.fulfill(status=200, content_type="text/html", body=PERFETTO_STUB)
+
+    context.route("https://ui.perfetto.dev/**", stub)
+    page = context.new_page()
+    try:
+        log_in(page)
+        page.goto(f"{live_web}/runs/{run.pk}/")
+        with context.expect_page() as opened:
+            page.click("button.open-perfetto")
+        perfetto = opened.value
+        perfetto.wait_for_function("window.received !== null", timeout=30_000)
+        received = perfetto.evaluate("window.received")
+
+        assert bytes(received["bytes"]) == trace  # the stored trace, byte for byte, gzip and all
+        assert received["title"] == f"run {run.pk} · c=2 · TP-0" and received["fileName"] == "p-TP-0.trace.json.gz"
+        assert received["from"] == live_web  # handed over by the run page itself
+        assert perfetto_requests == ["GET"]  # Perfetto's page was loaded, and nothing was sent to it over the network
+        page.wait_for_selector(".perfetto-status:text('Opened in Perfetto.')", timeout=10_000)
+    finally:
+        context.close()

@@ -36,7 +36,7 @@ def test_it_shows_the_summary_and_serves_the_trace_to_a_reader(client, viewer):
 
     assert "<td>15.60</td>" in html and "fused_moe_kernel" in html and "3.40 ms (22%)" in html
     assert 'id="profile-run"' not in html  # a viewer may not queue launches
-    assert "sends it nowhere" in html and "ui.perfetto.dev" in html
+    assert "Open in Perfetto" in html and "never to a server" in html  # handed over in the browser, not uploaded
     assert download.status_code == 200 and gzip.decompress(download.content) == b'{"traceEvents": []}'
     assert download["Content-Disposition"] == f'attachment; filename="run-{run.pk}-p-TP-0.trace.json.gz"'
 
