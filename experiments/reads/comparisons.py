@@ -136,7 +136,9 @@ def build_comparison(picks: Sequence[Pick]) -> PickedComparison:
             latency_table(usable, labels), baseline=reference, colors=colors
         )
         if result.rows:
-            marked = {name: level for name, level in result.break_even.items() if name not in result.never_pays}
+            # Marked only where the speedup crosses 1 between two conclusive cells (never at an inconclusive one).
+            found = {name: analysis.settled_break_even(result.rows, name) for name in result.break_even}
+            marked = {name: level for name, level in found.items() if level is not None}
             result.figures["speedup"] = comparison_charts.speedup_figure(result.rows, break_even=marked, colors=colors)
     return result
 

@@ -120,6 +120,20 @@ class ExperimentReport:
         return analysis.headline(self.rows, self.experiment.profile.passes)
 
     @property
+    def cards(self) -> list[analysis.VerdictCard]:
+        """One sentence per candidate, read from the rows the verdict table shows."""
+        names = [c.name for c in self.candidates]
+        return analysis.verdict_cards(
+            self.rows, baseline=self.baseline.name, candidates=names, passes_per_launch=self.experiment.profile.passes
+        )
+
+    @property
+    def settled_break_even(self) -> dict[str, int]:
+        """Per candidate, the break-even the page may mark: a crossing between two conclusive cells only."""
+        found = {name: analysis.settled_break_even(self.rows, name) for name in self.break_even}
+        return {name: level for name, level in found.items() if level is not None}
+
+    @property
     def acceptance_disagrees(self) -> bool:
         return any(cell["disagreement"] for cell in self.acceptance_cells)
 
@@ -209,9 +223,10 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
             "latency": comparison_charts.latency_figure(report.latency, baseline=baseline.name, colors=colors),
         }
         if rows:
-            # A candidate that never pays has no break-even point to mark (its lowest level is not one).
-            marked = {name: level for name, level in break_even.items() if name not in never_pays}
-            report.figures["speedup"] = comparison_charts.speedup_figure(rows, break_even=marked, colors=colors)
+            # Marked only where the speedup crosses 1 between two conclusive cells (never at an inconclusive one).
+            report.figures["speedup"] = comparison_charts.speedup_figure(
+                rows, break_even=report.settled_break_even, colors=colors
+            )
         if accept:
             report.figures["accept_length"] = comparison_charts.accept_length_figure(accept, colors=colors)
         if report.deployment is not None:
