@@ -11,7 +11,7 @@
 """
 
 from .breakeven import BreakEven, break_even_accept_length
-from .cards import VerdictCard, settled_break_even, verdict_cards
+from .cards import VerdictCard, settled_break_even, settled_break_evens, verdict_cards
 from .comparison import (
     CONFIDENCE,
     FASTER,
@@ -104,6 +104,7 @@ __all__ = [
     "never_pays",
     "sample_variance",
     "settled_break_even",
+    "settled_break_evens",
     "settling_note",
     "suspect",
     "suspect_since",

@@ -10,7 +10,7 @@ one sentence that claims no more than the statistics do, and the launches that w
 """
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .comparison import FASTER, INCONCLUSIVE, SLOWER, ComparisonRow, launches_to_settle
@@ -50,6 +50,12 @@ def settled_break_even(rows: Sequence[ComparisonRow], candidate: str) -> int | N
         if before.verdict == FASTER and after.verdict == SLOWER:
             return after.concurrency
     return None
+
+
+def settled_break_evens(rows: Sequence[ComparisonRow], candidates: Iterable[str]) -> dict[str, int]:
+    """`settled_break_even` of each of `candidates` that has one."""
+    found = {name: settled_break_even(rows, name) for name in candidates}
+    return {name: level for name, level in found.items() if level is not None}
 
 
 def _card(name: str, rows: list[ComparisonRow], passes: int) -> VerdictCard:
