@@ -168,3 +168,24 @@ def test_a_visitor_reads_the_card_without_the_button(client, django_user_model) 
     card = _card_text(client.get(experiment.get_absolute_url()).content.decode())
 
     assert "would likely settle it" in card and "<button" not in card
+
+
+@pytest.mark.django_db
+def test_the_warnings_fold_into_one_line_per_kind(owner_client) -> None:
+    experiment = _finished(CELLS)
+    run = experiment.run_set.exclude(config=experiment.baseline).get()
+    run.warnings = [
+        {"kind": "deprecated-flag", "message": "--foo is deprecated", "line": 12},
+        {"kind": "deprecated-flag", "message": "--bar is deprecated", "line": 13},
+        {"kind": "memory", "message": "KV cache is small", "line": 40},
+    ]
+    run.save(update_fields=["warnings"])
+
+    page = owner_client.get(experiment.get_absolute_url()).content.decode()
+    folded = page[page.index('<details id="warnings">') : page.index('id="experiment-diff-form"')]
+
+    assert "{#" not in page and "3 warnings</strong>" in folded and "server warnings (3)" in folded
+    kinds = re.findall(r"<summary>The servers warned: ([\w-]+) · (\d+)</summary>", folded)
+    assert kinds == [("deprecated-flag", "2"), ("memory", "1")]
+    assert "--foo is deprecated" in folded and "KV cache is small" in folded  # the details, a click away
+    assert page.index('id="verdict-cards"') < page.index('<details id="warnings">') < page.index('id="runs-card"')
