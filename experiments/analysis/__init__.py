@@ -11,6 +11,7 @@
 """
 
 from .breakeven import BreakEven, break_even_accept_length
+from .cards import VerdictCard, settled_break_even, settled_break_evens, verdict_cards
 from .comparison import (
     CONFIDENCE,
     FASTER,
@@ -85,6 +86,7 @@ __all__ = [
     "RegressionFlag",
     "Sample",
     "SuspectedChange",
+    "VerdictCard",
     "Watch",
     "assess_series",
     "best_row",
@@ -101,9 +103,12 @@ __all__ = [
     "mean_interval",
     "never_pays",
     "sample_variance",
+    "settled_break_even",
+    "settled_break_evens",
     "settling_note",
     "suspect",
     "suspect_since",
     "t_quantile",
     "verdict",
+    "verdict_cards",
 ]

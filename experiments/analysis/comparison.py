@@ -161,7 +161,8 @@ def compare(
 
     baseline_levels = {level for (config, level) in cells if config == baseline}
     rows = []
-    for candidate in candidates:
+    # A config compared with itself says nothing (and a candidate that is the baseline is no candidate).
+    for candidate in (name for name in candidates if name != baseline):
         levels = sorted(baseline_levels & {level for (config, level) in cells if config == candidate})
         for level in levels:
             base = _LogSummary.of(cells[baseline, level])

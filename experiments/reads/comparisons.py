@@ -18,8 +18,8 @@ from django.db.models import Q
 from experiments import analysis
 from experiments.charts import comparison as comparison_charts
 from experiments.models import Candidate, Experiment, Measurement, Run, ServerConfig
+from experiments.reads.cells import latency_table, points_series
 from experiments.reads.config_diff import ConfigDiffRow, DiffCell, config_diff_rows
-from experiments.reads.reports import latency_table, points_series
 
 MAX_PICKS = 8
 _PICK = re.compile(r"r(\d{1,12})|c(\d{1,12})-(\d{1,12})")
@@ -136,7 +136,8 @@ def build_comparison(picks: Sequence[Pick]) -> PickedComparison:
             latency_table(usable, labels), baseline=reference, colors=colors
         )
         if result.rows:
-            marked = {name: level for name, level in result.break_even.items() if name not in result.never_pays}
+            # Marked only where the speedup crosses 1 between two conclusive cells (never at an inconclusive one).
+            marked = analysis.settled_break_evens(result.rows, result.break_even)
             result.figures["speedup"] = comparison_charts.speedup_figure(result.rows, break_even=marked, colors=colors)
     return result
 

@@ -165,4 +165,15 @@ def reproducibility_warnings(experiment: Experiment, runs: list[Run]) -> dict[st
             ]
             if found:
                 machine.append({"run": run, "against": reference, "text": ", ".join(c.describe() for c in found)})
-    return {"telemetry": telemetry_warnings(finished), "server": warnings, "machine": machine}
+    telemetry = telemetry_warnings(finished)
+    # One line per kind on the page (the details folded under it): the servers' warnings by their kind.
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for warning in warnings:
+        by_kind.setdefault(str(warning.get("kind") or "other"), []).append(warning)
+    return {
+        "telemetry": telemetry,
+        "server": warnings,
+        "server_kinds": sorted(by_kind.items()),
+        "machine": machine,
+        "count": len(telemetry) + len(warnings) + len(machine),
+    }

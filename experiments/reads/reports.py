@@ -6,8 +6,7 @@ succeeded speculative runs that the explanatory model reads."""
 from __future__ import annotations
 
 import functools
-import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,35 +16,16 @@ from django.db.models import Count, JSONField, Max, Q
 from django.db.models.expressions import RawSQL
 
 from experiments import analysis
-from experiments.analysis import Point, acceptance, mean_interval, steady_state
+from experiments.analysis import Point, acceptance, steady_state
 from experiments.analysis.explanations import ExplanatoryModel, RunFacts, explain
 from experiments.charts import comparison as comparison_charts
 from experiments.charts import deployment as deployment_charts
 from experiments.models import Experiment, Measurement, PinnedBaseline, Run, ServerConfig
 from experiments.reads import acceptance_positions, prompt_reports
+from experiments.reads.cells import latency_table, points_series
 from experiments.reads.config_diff import ConfigDiffRow, config_diff_rows
 from experiments.reads.deployment import DeploymentView, deployment_view
 
-LATENCY_STATS = ("mean", "p99")
-LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
-LATENCY_COLUMNS = tuple(f"{stat}_{metric}" for metric in LATENCY_METRICS for stat in LATENCY_STATS)
-# The folded latency table: the client's statistics, then the server's own mean end-to-end latency (the gap between
-# the two E2E means is what the network and the client added). The page's script reads the order from the header.
-SERVER_E2E = "server_mean_e2e_latency_ms"
-LATENCY_TABLE_HEADINGS = (
-    ("config", "Config"),
-    ("concurrency", "Concurrency"),
-    ("n", "n"),
-    ("mean_ttft_ms", "TTFT mean"),
-    ("p99_ttft_ms", "TTFT p99"),
-    ("mean_tpot_ms", "TPOT mean"),
-    ("p99_tpot_ms", "TPOT p99"),
-    ("mean_itl_ms", "ITL mean"),
-    ("p99_itl_ms", "ITL p99"),
-    ("mean_e2e_latency_ms", "E2E mean"),
-    ("p99_e2e_latency_ms", "E2E p99"),
-    (SERVER_E2E, "Server E2E mean"),
-)
 # The per-run measurements table of the export: a Measurement's own columns, without the raw client output.
 MEASUREMENT_COLUMNS = (
     "pass_index",
@@ -118,6 +98,18 @@ class ExperimentReport:
     def headline(self) -> str | None:
         """The answer the page leads with (the same best row as the experiments table)."""
         return analysis.headline(self.rows, self.experiment.profile.passes)
+
+    @property
+    def cards(self) -> list[analysis.VerdictCard]:
+        """One sentence per candidate, from the rows the verdict table shows; the break-evens the page may mark."""
+        names, passes = [c.name for c in self.candidates], self.experiment.profile.passes
+        return analysis.verdict_cards(
+            self.rows, baseline=self.baseline.name, candidates=names, passes_per_launch=passes
+        )
+
+    @property
+    def settled_break_even(self) -> dict[str, int]:
+        return analysis.settled_break_evens(self.rows, self.break_even)
 
     @property
     def acceptance_disagrees(self) -> bool:
@@ -209,8 +201,7 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
             "latency": comparison_charts.latency_figure(report.latency, baseline=baseline.name, colors=colors),
         }
         if rows:
-            # A candidate that never pays has no break-even point to mark (its lowest level is not one).
-            marked = {name: level for name, level in break_even.items() if name not in never_pays}
+            marked = report.settled_break_even  # a crossing between two conclusive cells, never an inconclusive one
             report.figures["speedup"] = comparison_charts.speedup_figure(rows, break_even=marked, colors=colors)
         if accept:
             report.figures["accept_length"] = comparison_charts.accept_length_figure(accept, colors=colors)
@@ -286,48 +277,6 @@ def _model_facts(experiment: Experiment, configs: Sequence[ServerConfig]) -> dic
             points = [(p["n"], p.get("running_req")) for p in decode or [] if "n" in p]
             out.setdefault(config_id, []).append((metrics or {}, points))
     return out
-
-
-def points_series(
-    cells: Iterable[tuple[str, int, float | None]], config_names: Sequence[str], *, positive: bool = False
-) -> dict[str, list[Point]]:
-    """Per config (in `config_names` order, others after) the mean and 95% interval at each concurrency.
-
-    The interval is of the mean over every pass of every launch, the same samples the speedup uses; a cell
-    with one sample has none. With `positive`, the lower bound is clipped at 0 (an accept length cannot be
-    negative, whatever the spread says). Configs without values are left out.
-    """
-    grouped: dict[str, dict[int, list[float]]] = {name: {} for name in config_names}
-    for name, level, value in cells:
-        if value is not None and name in grouped:
-            grouped[name].setdefault(level, []).append(value)
-    series: dict[str, list[Point]] = {}
-    for name, by_level in grouped.items():
-        points = []
-        for level in sorted(by_level):
-            mean, low, high = mean_interval(by_level[level])
-            if positive and low is not None:
-                low = max(low, 0.0)
-            points.append((level, mean, low, high))
-        if points:
-            series[name] = points
-    return series
-
-
-def latency_table(usable: list[dict[str, Any]], config_names: Sequence[str]) -> list[dict[str, Any]]:
-    """Per config and concurrency: the mean over passes of each latency statistic (mean and p99 per metric)."""
-    cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for m in usable:
-        cells.setdefault((m["run__config__name"], m["concurrency"]), []).append(m)
-    order = {name: i for i, name in enumerate(config_names)}
-    table = []
-    for (name, level), group in sorted(cells.items(), key=lambda item: (order.get(item[0][0], 1 << 30), item[0][1])):
-        row: dict[str, Any] = {"config": name, "concurrency": level, "n": len(group)}
-        for column in (*LATENCY_COLUMNS, SERVER_E2E):
-            present = [m[column] for m in group if m.get(column) is not None]
-            row[column] = round(statistics.fmean(present), 3) if present else None
-        table.append(row)
-    return table
 
 
 def _measurement_row(m: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,11 +13,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from experiments.reads import environments, steady_state
+from experiments.reads.cells import LATENCY_TABLE_HEADINGS
 from experiments.reads.config_history import block_sources, config_initial, latest_experiment_using, profile_initial
 from experiments.reads.deployment import DEFINITIONS as DEPLOYMENT_DEFINITIONS
 from experiments.reads.listing import STATUSES, ListingQuery, experiments_table
 from experiments.reads.queueing import queued_runs_of
-from experiments.reads.reports import LATENCY_TABLE_HEADINGS, cached_report, comparison_rows_json
+from experiments.reads.reports import cached_report, comparison_rows_json
 from experiments.views.exports import comparison_csv_response, comparison_json_response
 
 from ..actions.audit import Actor

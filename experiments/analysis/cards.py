@@ -1,0 +1,145 @@
+"""The verdict card of a candidate: its comparison rows (`compare_configs`, the same rows the verdict table shows) in
+one sentence that claims no more than the statistics do, and the launches that would settle its open cells.
+
+- A cell is "faster" or "slower" only where its verdict says so; an inconclusive cell is said to be inconclusive,
+  never to pay or to stop paying.
+- The launches come from `launches_to_settle`, the function the verdict table and Compare read: one launch queues
+  every config once, so the card asks for the most any of its open cells needs.
+- `settled_break_even` marks a break-even only where the speedup crosses 1 between two neighbouring conclusive
+  cells (faster, then slower); anywhere else the crossing is not known.
+"""
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .comparison import FASTER, INCONCLUSIVE, SLOWER, ComparisonRow, launches_to_settle
+from .equivalence import OUTPUTS_DIFFER
+
+# The smallest effect `compare_configs` calls faster or slower (its default).
+MIN_EFFECT = 0.02
+
+
+@dataclass(frozen=True)
+class VerdictCard:
+    candidate: str
+    sentence: str
+    # The card's overall kind, for its colour: faster, slower, inconclusive, mixed or outputs differ.
+    kind: str
+    # More launches of every config that would likely settle the inconclusive cells; None when none would.
+    launches: int | None
+
+
+def verdict_cards(
+    rows: Sequence[ComparisonRow], *, baseline: str, candidates: Sequence[str], passes_per_launch: int
+) -> list[VerdictCard]:
+    """One card per measured candidate, in candidate order; the baseline is never a candidate of its own."""
+    cards = []
+    for name in candidates:
+        own = sorted((row for row in rows if row.candidate == name), key=lambda row: row.concurrency)
+        if name != baseline and own:
+            cards.append(_card(name, own, passes_per_launch))
+    return cards
+
+
+def settled_break_even(rows: Sequence[ComparisonRow], candidate: str) -> int | None:
+    """The lowest concurrency where `candidate` is slower right after a level where it is faster (both verdicts
+    conclusive); None where the rows show no such crossing."""
+    own = sorted((row for row in rows if row.candidate == candidate), key=lambda row: row.concurrency)
+    for before, after in itertools.pairwise(own):
+        if before.verdict == FASTER and after.verdict == SLOWER:
+            return after.concurrency
+    return None
+
+
+def settled_break_evens(rows: Sequence[ComparisonRow], candidates: Iterable[str]) -> dict[str, int]:
+    """`settled_break_even` of each of `candidates` that has one."""
+    found = {name: settled_break_even(rows, name) for name in candidates}
+    return {name: level for name, level in found.items() if level is not None}
+
+
+def _card(name: str, rows: list[ComparisonRow], passes: int) -> VerdictCard:
+    levels = [row.concurrency for row in rows]
+    if any(row.verdict == OUTPUTS_DIFFER for row in rows):
+        best = max(rows, key=lambda row: row.speedup)
+        sentence = (
+            f"{name}'s outputs differ from the baseline's at temperature 0, so its speed is no win "
+            f"(it ran {_ratio(best)} at c={best.concurrency})."
+        )
+        return VerdictCard(name, sentence, OUTPUTS_DIFFER, None)
+    faster = [row for row in rows if row.verdict == FASTER]
+    slower = [row for row in rows if row.verdict == SLOWER]
+    open_rows = [row for row in rows if row.verdict == INCONCLUSIVE]
+    settleable = [row for row in open_rows if row.runs_needed is not None]
+    too_few = [
+        row
+        for row in open_rows
+        if row.runs_needed is None and min(row.baseline_n, row.candidate_n) < 2 and abs(row.speedup - 1) >= MIN_EFFECT
+    ]
+    within = [row for row in open_rows if row not in settleable and row not in too_few]
+
+    clauses = []
+    if faster:
+        clauses.append(f"{name} is faster at {_levels(faster, levels)} ({_ratios(faster)})")
+    if slower:
+        subject = "slower" if faster else f"{name} is slower"
+        clauses.append(f"{subject} at {_levels(slower, levels)} ({_ratios(slower)})")
+    if not clauses:
+        clauses.append(f"{name} is not yet faster or slower than the baseline")
+    launches = None
+    if settleable:
+        launches = max(launches_to_settle(row, passes) or 1 for row in settleable)
+        verb, pronoun = _agree(settleable)
+        clauses.append(
+            f"{_levels(settleable, levels)} {verb} inconclusive ({_ratios(settleable)}): about {launches} more "
+            f"launch{'es' if launches != 1 else ''} would likely settle {pronoun}"
+        )
+    if too_few:
+        verb, _ = _agree(too_few)
+        clauses.append(
+            f"{_levels(too_few, levels)} {verb} inconclusive with one sample a side: a second launch would measure "
+            "the spread"
+        )
+    if within:
+        verb, _ = _agree(within)
+        clauses.append(
+            f"{_levels(within, levels)} {verb} within 2% of the baseline ({_ratios(within)}): more runs would not "
+            "make it faster or slower"
+        )
+    kind = FASTER if faster and not slower else SLOWER if slower and not faster else "mixed"
+    if not faster and not slower:
+        kind = INCONCLUSIVE
+    return VerdictCard(name, "; ".join(clauses) + ".", kind, launches)
+
+
+def _agree(rows: list[ComparisonRow]) -> tuple[str, str]:
+    return ("is", "it") if len(rows) == 1 else ("are", "them")
+
+
+def _ratio(row: ComparisonRow) -> str:
+    if row.ci_low is None or row.ci_high is None:
+        return f"{row.speedup:.2f}x, no interval"
+    return f"{row.speedup:.2f}x [{row.ci_low:.2f}, {row.ci_high:.2f}]"
+
+
+def _ratios(rows: list[ComparisonRow]) -> str:
+    if len(rows) == 1:
+        return _ratio(rows[0])
+    low, high = min(rows, key=lambda r: r.speedup), max(rows, key=lambda r: r.speedup)
+    return f"{_ratio(low)} to {_ratio(high)}"
+
+
+def _levels(rows: list[ComparisonRow], measured: list[int]) -> str:
+    """The concurrencies of `rows` as stretches of the measured levels: "c=1-2", "c=1-2 and c=16"."""
+    chosen = {row.concurrency for row in rows}
+    stretches: list[list[int]] = []
+    previous = False
+    for level in measured:
+        inside = level in chosen
+        if inside and previous:
+            stretches[-1].append(level)
+        elif inside:
+            stretches.append([level])
+        previous = inside
+    parts = [f"{s[0]}" if len(s) == 1 else f"{s[0]}-{s[-1]}" for s in stretches]
+    return "c=" + " and c=".join(parts)
