@@ -358,6 +358,8 @@ def test_it_draws_the_comparison_under_the_policy_with_names_as_text(browser_use
 
     page.goto(f"{live_web}{experiment.get_absolute_url()}")
 
+    # The charts are drawn as they scroll into view; the throughput chart sits below the verdict cards.
+    page.locator("#throughput-chart").scroll_into_view_if_needed()
     page.wait_for_selector("#throughput-chart .legend", timeout=15_000)
     legend = page.locator("#throughput-chart .legend").text_content() or ""
     assert HOSTILE[0] in legend  # shown as the text it is
