@@ -619,16 +619,7 @@
       if (warning.remedies && warning.remedies.length) {
         const remedies = document.createElement("ol");
         remedies.className = "remedies";
-        for (const remedy of warning.remedies) {
-          const entry = document.createElement("li");
-          entry.dataset.remedy = remedy.id;
-          const title = document.createElement("strong");
-          title.textContent = remedy.title;
-          const explanation = document.createElement("p");
-          explanation.textContent = remedy.explanation;
-          entry.append(title, explanation);
-          remedies.append(entry);
-        }
+        for (const remedy of warning.remedies) remedies.append(remedyItem(remedy));
         item.append(remedies);
       }
       list.append(item);
@@ -660,16 +651,22 @@
       .catch(() => box.removeAttribute("data-remedies-loaded"));
   }
 
+  // One remedy as a list item, its title and explanation written as text (a failure's and a warning's alike).
+  function remedyItem(remedy) {
+    const item = document.createElement("li");
+    item.dataset.remedy = remedy.id;
+    const title = document.createElement("strong");
+    title.textContent = remedy.title;
+    const explanation = document.createElement("p");
+    explanation.textContent = remedy.explanation;
+    item.append(title, explanation);
+    return item;
+  }
+
   function showRemedies(remedies) {
     const form = $("remedy-form");
     $("remedy-list").replaceChildren(...remedies.map((remedy) => {
-      const item = document.createElement("li");
-      item.dataset.remedy = remedy.id;
-      const title = document.createElement("strong");
-      title.textContent = remedy.title;
-      const explanation = document.createElement("p");
-      explanation.textContent = remedy.explanation;
-      item.append(title, explanation);
+      const item = remedyItem(remedy);
       if (remedy.change) {
         const change = document.createElement("p");
         change.className = "meta";
