@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from experiments.models import Measurement, Run
+from experiments.reads import series
 from experiments.reads.reports import ExperimentReport
 
 
@@ -37,14 +37,8 @@ def _references(report: ExperimentReport, hashes: list[str]) -> dict[tuple[str, 
         return {}
     experiment = report.experiment
     rows = (
-        Measurement.objects.filter(
-            run__host_id=experiment.host_id,
-            run__config__content_hash__in=hashes,
-            run__experiment__profile__series_key=experiment.profile.series_key,
-            run__state=Run.State.SUCCEEDED,
-            run__finished_at__lt=experiment.created_at,
-            accept_length__isnull=False,
-        )
+        series.history_cells(experiment.host_id, experiment.profile.series_key, hashes)
+        .filter(run__finished_at__lt=experiment.created_at, accept_length__isnull=False)
         .exclude(run__experiment=experiment)
         .order_by("run__finished_at", "run_id")
         .values_list("run__config__content_hash", "concurrency", "run_id", "run__experiment_id", "accept_length")

@@ -81,15 +81,20 @@ def recent_accept_lengths(host_id: int, config_hash: str, profile_key: str, *, l
     return [float(row["value"]) for row in rows]
 
 
-def _measurements(host_id: int, config_hash: str, profile_key: str):
-    """The measured cells of one history, every concurrency: succeeded runs only, failed cells left out."""
+def history_cells(host_id: int, profile_key: str, config_hashes: list[str]):
+    """The cells of the succeeded runs of these histories (one host and request shape, these configs' contents),
+    every concurrency."""
     return Measurement.objects.filter(
         run__host_id=host_id,
-        run__config__content_hash=config_hash,
+        run__config__content_hash__in=config_hashes,
         run__experiment__profile__series_key=profile_key,
         run__state=Run.State.SUCCEEDED,
-        output_throughput__gt=0,
     )
+
+
+def _measurements(host_id: int, config_hash: str, profile_key: str):
+    """The measured cells of one history, every concurrency: succeeded runs only, failed cells left out."""
+    return history_cells(host_id, profile_key, [config_hash]).filter(output_throughput__gt=0)
 
 
 def keys_of_run(run: Run) -> list[SeriesKey]:
