@@ -46,20 +46,39 @@ def pytest_configure(config) -> None:
         settings.CELERY_TASK_DEFAULT_QUEUE = f"specdash-{settings.SPECDASH_INSTANCE}"
 
 
+def _shares_module_fixture(item: pytest.Item) -> bool:
+    fixture_info = getattr(item, "_fixtureinfo", None)
+    if fixture_info is None:
+        return False
+    return any(
+        definition.scope in ("module", "class", "package")
+        for definitions in fixture_info.name2fixturedefs.values()
+        for definition in definitions
+        if definition.baseid.startswith(item.nodeid.split("::", 1)[0])
+    )
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     # The integration tests take seconds to minutes each, the rest milliseconds. xdist's work stealing first deals
     # the collection out in contiguous chunks, one per worker, and an idle worker then steals the *tail* of the
     # longest queue. So each chunk starts with its own share of the long tests (dealt round-robin, the `slow` ones
     # first), and the short tests fill the tails that idle workers steal: every worker starts on long tests at once,
     # instead of one worker holding all of them and the last few running alone at the end.
+    # Long tests that share a module-scoped fixture (a whole experiment run once for several assertions) are dealt
+    # together: split over two workers, each would build the fixture.
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-    long_tests = [item for item in items if item.get_closest_marker("integration") is not None]
-    long_tests.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        if item.get_closest_marker("integration") is not None:
+            units.setdefault(item.module.__name__ if _shares_module_fixture(item) else item.nodeid, []).append(item)
+    long_units = sorted(units.values(), key=lambda unit: unit[0].get_closest_marker("slow") is None)
     short_tests = [item for item in items if item.get_closest_marker("integration") is None]
     if workers < 2:
-        items[:] = long_tests + short_tests
+        items[:] = [item for unit in long_units for item in unit] + short_tests
         return
-    chunks: list[list[pytest.Item]] = [long_tests[index::workers] for index in range(workers)]
+    chunks: list[list[pytest.Item]] = [
+        [item for unit in long_units[index::workers] for item in unit] for index in range(workers)
+    ]
     remaining = len(items)
     for index, chunk in enumerate(chunks):
         size = remaining // (workers - index)  # the sizes xdist's first deal gives, in its order
@@ -290,7 +309,7 @@ def sim_host(sshd, tmp_path, settings, task_queue):
         host_key=sshd.host_key,
         work_dir=str(tmp_path / "work"),
         models_root=str(hostsetup.MODELS_ROOT),
-        shell_setup=hostsetup.shell_setup(state_dir, load_seconds=0.5),
+        shell_setup=hostsetup.shell_setup(state_dir, 0.5, hostsetup.FAST_HEALTH_POLL_SECONDS),
         launcher=hostsetup.LAUNCHER,
         python="python",
         server_port=free_port(),

@@ -6,10 +6,16 @@ import shlex
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# A /health answer latency for the test suite's hosts (SGLang's, and simhost's default, is 1 s): every launch waits
+# through it at least twice (loading, then warm-up), ~2 s a launch over the suite's few hundred launches.
+FAST_HEALTH_POLL_SECONDS = 0.2
 
 
-def shell_setup(state_dir: Path, load_seconds: float | str) -> str:
-    """Put the nvidia-smi shim and the venv on PATH (a real host activates its SGLang venv here)."""
+def shell_setup(state_dir: Path, load_seconds: float | str, health_poll_seconds: float | None = None) -> str:
+    """Put the nvidia-smi shim and the venv on PATH (a real host activates its SGLang venv here).
+
+    `health_poll_seconds` shortens /health's answer latency (SGLang's 1 s poll, simhost's default): the suite's
+    launches then spend a fraction of a second, not two, between the weights loaded and the worker seeing it."""
     path = f"{shlex.quote(str(REPO / 'simhost' / 'bin'))}:{shlex.quote(str(REPO / '.venv' / 'bin'))}"
     return "\n".join(
         [
@@ -19,6 +25,7 @@ def shell_setup(state_dir: Path, load_seconds: float | str) -> str:
             f"export SIMHOST_STATE_DIR={shlex.quote(str(state_dir))}",
             f"export SIMHOST_LOAD_SECONDS={shlex.quote(str(load_seconds))}",
         ]
+        + ([f"export SIMHOST_HEALTH_POLL_SECONDS={float(health_poll_seconds)}"] if health_poll_seconds else [])
     )
 
 

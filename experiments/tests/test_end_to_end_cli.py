@@ -67,7 +67,8 @@ def _member_token_and_host(sshd, work: Path) -> tuple[str, str]:
     host = Host.objects.create(
         name=f"sim-cli-{uuid.uuid4().hex[:6]}", address="127.0.0.1", port=sshd.port, username=sshd.username,
         ssh_key=key, host_key=sshd.host_key, work_dir=str(work / "host-work"),
-        models_root=str(hostsetup.MODELS_ROOT), shell_setup=hostsetup.shell_setup(state_dir, load_seconds=0.5),
+        models_root=str(hostsetup.MODELS_ROOT),
+        shell_setup=hostsetup.shell_setup(state_dir, 0.5, hostsetup.FAST_HEALTH_POLL_SECONDS),
         launcher=hostsetup.LAUNCHER, python="python", server_port=free_port(),
         gpu_inventory=[{"index": i, "name": "NVIDIA H200 (simulated)"} for i in range(8)],
         extra_env_prefixes=["SIMHOST_"],
