@@ -1,4 +1,4 @@
-"""specdash settings: every knob is an environment variable with a safe default (see README)."""
+"""specdash settings: every knob is an environment variable with a safe default (see docs/team.md, "Configuration")."""
 
 import hashlib
 import json
@@ -32,7 +32,7 @@ def _secret_key_file() -> str:
 
 
 # Production mode: HTTPS only (secure cookies, HSTS, redirect), collected static files, and system checks that
-# refuse a debug or keyless instance. See "Deploying for a team" in the README.
+# refuse a debug or keyless instance. See "Deploying for a team" in docs/team.md.
 PRODUCTION = _env_bool("SPECDASH_PRODUCTION", False)
 DEBUG = _env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY", "") or _secret_key_file()
@@ -168,7 +168,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "dashboard.login_throttle.lockout_response"
 # The address is REMOTE_ADDR: behind a proxy, daphne's --proxy-headers sets it from X-Forwarded-For, which the
-# proxy must overwrite (README, "Deploying for a team").
+# proxy must overwrite (docs/team.md, "Deploying for a team").
 AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
 
 LANGUAGE_CODE = "en-us"
