@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from datetime import timedelta
+import math
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -12,7 +13,7 @@ from django.utils import timezone
 
 from experiments.live import broadcast
 
-from ..analysis import acceptance, steady_state
+from ..analysis import acceptance, slo, steady_state
 from ..forms import ServerConfigForm, config_form_data, plain_errors
 from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Measurement, PromptResults, Run, ServerConfig
 from ..rules import config_names
@@ -267,7 +268,13 @@ def do_record_measurement(run: Run, pass_index: int, concurrency: int, result: d
     steady, steady_problems = steady_state.checked_figures(result)
     problems += steady_problems
     fields |= steady
+    # The request rows have a column of their own (a cell of a thousand requests should not weigh on `raw`).
+    requests, request_problems = slo.checked_requests(result.get("requests"))
+    problems += request_problems
+    ended_at = _ended_at(result.get("ended_at"))
     result = {**acceptance.with_checked_positions(result, positions), **steady}
+    result.pop("requests", None)
+    result.pop("ended_at", None)
     measurement, _ = Measurement.objects.update_or_create(
         run=run,
         pass_index=pass_index,
@@ -287,12 +294,21 @@ def do_record_measurement(run: Run, pass_index: int, concurrency: int, result: d
             server_mean_e2e_latency_ms=result.get("server_mean_e2e_latency_ms"),
             server_decode=result.get("server_decode") or {},
             raw=result,
+            requests=requests,
+            ended_at=ended_at,
             **fields,
         ),
     )
     for problem in problems:
         do_add_run_warning(run, "host_output", f"Concurrency {concurrency}, pass {pass_index + 1}: {problem}")
     return measurement
+
+
+def _ended_at(stamp: Any) -> datetime | None:
+    # The worker's own time.time(), so a number; anything else is no stamp rather than a guessed one.
+    if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp) or stamp <= 0:
+        return None
+    return datetime.fromtimestamp(stamp, UTC)
 
 
 def do_record_prompt_results(run: Run, pass_index: int, concurrency: int, requests: list[dict[str, Any]]) -> None:

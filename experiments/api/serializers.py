@@ -90,6 +90,9 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
                 "position_acceptance": m.position_acceptance,
                 "position_acceptance_by_category": m.position_acceptance_by_category,
                 **{name: getattr(m, name) for name in m.LATENCY_FIELDS},
+                # The worker's clock as the cell's client returned (its window ran duration_s before); null before
+                # specdash stamped it.
+                "ended_at": m.ended_at.isoformat() if m.ended_at else None,
             }
             for m in run.measurement_set.all()
         ]

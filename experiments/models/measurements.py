@@ -84,6 +84,12 @@ class Measurement(models.Model):
     p90_e2e_latency_ms = models.FloatField(null=True)
     p99_e2e_latency_ms = models.FloatField(null=True)
     raw = models.JSONField(default=dict)
+    # Each measured request's own latencies (the benchmark client's request rows, checked by analysis/slo.py:
+    # {ok, output_len, ttft_ms, tpot_ms, itl_ms, e2e_latency_ms}), what goodput under an SLO counts; empty where the
+    # client did not report them (runs measured before, imports).
+    requests = models.JSONField(default=list, blank=True)
+    # The worker's clock (the GPU samples' clock) when the client returned: the cell ran for `duration_s` before it.
+    ended_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     LATENCY_FIELDS = tuple(

@@ -1,17 +1,21 @@
 """The deployment view of an experiment: each config's frontier (output tok/s per GPU against the pace a user sees,
 1000 / TPOT) over the measured concurrencies, the frontier's best points, and each candidate's gain in tokens per GPU
-at the pace the baseline's users get. Built from the cells `reports.build_report` found usable; pure reading."""
+at the pace the baseline's users get; per config and concurrency its goodput and SLO attainment under the profile's
+SLO, its cost per million tokens and its energy per token. Built from the cells `reports.build_report` found usable
+(`deployment_view`, pure), with the request rows and power samples `cell_facts` reads (two queries)."""
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from experiments.analysis import deployment, energy, slo
-from experiments.models import ServerConfig
+from experiments.models import GpuSample, Measurement, ServerConfig
 
 DEFINITIONS = {
     "tok_s_per_gpu": "output tokens per second of the whole benchmark cell / the GPUs one server occupies "
@@ -22,7 +26,95 @@ DEFINITIONS = {
     "x 3600) x 1,000,000, at the cell's mean throughput; input tokens ride along free",
     "gain": "the candidate's tok/s per GPU / the baseline's, both read at the same interactivity (log-linear "
     "between measured concurrencies, never beyond them), with an approximate 95% interval",
+    "cost_per_million_input_tokens": "the same GPU time charged to the input tokens instead: the host's price of a "
+    "GPU-hour x the GPUs / (input tok/s x 3600) x 1,000,000; the two costs do not add up, each pays for it all",
+    "slo_met": "the profile's SLO statistic of every pass at that concurrency (e.g. p90 TPOT over the pass's "
+    "requests) at most the limit; a config meets it up to the highest concurrency where it does",
+    "goodput": "requests per second (and their output tokens per second) of the requests that meet the SLO on their "
+    "own value (their TTFT, their TPOT, the mean of their inter-token gaps, or their end-to-end latency; the "
+    "percentile does not apply to one request), over the cells' wall time, as vLLM's --goodput counts them",
+    "slo_attainment": "the share of all the cells' requests, failed ones included, that meet the SLO on their own",
+    "joules_per_output_token": "each GPU's power integrated over the cell's window (trapezoid rule, interpolated at "
+    "the window's edges), summed over every GPU the host reported (one run holds the host, idle GPUs included), "
+    "/ the cell's output tokens; none when a GPU's samples leave more than 3 s of the window unread",
 }
+# A longer gap between two power samples is no measurement (reference d8: aggregate_power's 3 s).
+MAX_POWER_GAP_S = 3.0
+WINDOW_NOT_RECORDED = "the cell's window was not recorded (measured before specdash stamped it, or imported)"
+
+
+@dataclass(frozen=True)
+class CellFacts:
+    """What the usable cells' rows of `build_report` do not carry: each measurement's request rows and the end of
+    its window, and each run's power samples ((t seconds, gpu, watts), by time)."""
+
+    requests: Mapping[int, list[dict[str, Any]]] = field(default_factory=dict)
+    ended_at: Mapping[int, datetime | None] = field(default_factory=dict)
+    power: Mapping[int, list[tuple[float, int, float | None]]] = field(default_factory=dict)
+
+
+def cell_facts(usable: Sequence[Mapping[str, Any]], *, with_requests: bool) -> CellFacts:
+    """The request rows (only `with_requests`: only an SLO reads them) and window ends of the `usable` cells, and
+    the power samples of their runs: two queries, whatever the experiment's size."""
+    ids = [m["id"] for m in usable]
+    if not ids:
+        return CellFacts()
+    columns = ("id", "ended_at", "requests") if with_requests else ("id", "ended_at")
+    requests, ended_at = {}, {}
+    for row in Measurement.objects.filter(pk__in=ids).values_list(*columns):
+        ended_at[row[0]] = row[1]
+        if with_requests:
+            requests[row[0]] = row[2] or []
+    power: dict[int, list[tuple[float, int, float | None]]] = defaultdict(list)
+    runs = {m["run_id"] for m in usable if ended_at.get(m["id"]) is not None}
+    samples = GpuSample.objects.filter(run_id__in=runs).order_by("run_id", "at", "gpu")
+    for run_id, at, gpu, watts in samples.values_list("run_id", "at", "gpu", "power_w").iterator():
+        power[run_id].append((at.timestamp(), gpu, watts))
+    return CellFacts(requests, ended_at, power)
+
+
+@dataclass(frozen=True)
+class CellEnergy:
+    joules_per_token: float | None
+    joules: float | None
+    # Why there is no figure: the gaps in the samples, named by run, pass and GPU (seconds from the cell's start).
+    gaps: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeploymentCell:
+    """One config at one concurrency, its passes pooled: mean throughputs and what they cost, the SLO (statistic
+    met by every pass, and goodput and attainment from the request rows), and energy per output token."""
+
+    concurrency: int
+    passes: int
+    output_throughput: float
+    input_throughput: float
+    cost_per_million_output_tokens: float | None
+    cost_per_million_input_tokens: float | None
+    slo_met: bool | None
+    goodput: slo.Goodput | None
+    energy: CellEnergy
+
+    def as_json(self) -> dict[str, Any]:
+        g = self.goodput
+        return {
+            "concurrency": self.concurrency,
+            "passes": self.passes,
+            "output_throughput": self.output_throughput,
+            "input_throughput": self.input_throughput,
+            "cost_per_million_output_tokens": self.cost_per_million_output_tokens,
+            "cost_per_million_input_tokens": self.cost_per_million_input_tokens,
+            "slo_met": self.slo_met,
+            "goodput_requests_per_s": g.requests_per_s if g else None,
+            "goodput_output_tok_s": g.output_tok_s if g else None,
+            "slo_attainment": g.attainment if g else None,
+            "slo_requests": g.total if g else None,
+            "slo_requests_met": g.met if g else None,
+            "joules_per_output_token": self.energy.joules_per_token,
+            "joules": self.energy.joules,
+            "energy_gaps": list(self.energy.gaps),
+        }
 
 
 @dataclass
@@ -32,6 +124,11 @@ class DeploymentView:
     # The profile's latency objective, and per config the highest measured concurrency whose cells all meet it.
     slo: slo.Slo | None = None
     slo_reach: dict[str, int | None] = field(default_factory=dict)
+    slo_meeting: dict[str, list[int]] = field(default_factory=dict)
+    # Per candidate, the comparison's verdict by concurrency (for the sentence under the SLO).
+    verdicts: dict[str, dict[int, str]] = field(default_factory=dict)
+    # Per config, its cells by ascending concurrency.
+    cells: dict[str, list[DeploymentCell]] = field(default_factory=dict)
     curves: dict[str, list[deployment.CurvePoint]] = field(default_factory=dict)
     gpus: dict[str, int] = field(default_factory=dict)
     frontier: list[deployment.FrontierPoint] = field(default_factory=list)
@@ -54,18 +151,29 @@ class DeploymentView:
             interval = f" [{gain.low:.2f}, {gain.high:.2f}]" if gain.low is not None and gain.high is not None else ""
             out.append(f"{where}, {name} serves {gain.ratio:.2f}x{interval} the baseline's tokens per GPU.")
         if self.slo is not None:
-            reach = [
-                f"{name} up to c={level}" if level is not None else f"{name} at no measured concurrency"
-                for name, level in self.slo_reach.items()
-            ]
-            out.append(f"Under the SLO ({self.slo_text}): " + "; ".join(reach) + ".")
+            out.extend(self.slo_headlines)
         return out
 
     @property
-    def slo_text(self) -> str:
+    def slo_headlines(self) -> list[str]:
+        """Per candidate: up to which concurrency it is faster while it meets the SLO, and where each meets it."""
         if self.slo is None:
-            return ""
-        return f"{self.slo.percentile} {self.slo.metric.replace('_', ' ').upper()} ≤ {self.slo.limit_ms:g} ms"
+            return []
+        reach = self.slo_reach.get(self.baseline)
+        candidates = [name for name in self.slo_reach if name != self.baseline]
+        if not candidates:
+            where = f"up to c={reach}" if reach is not None else "at no measured concurrency"
+            return [f"Under the SLO ({self.slo_text}), {self.baseline} meets it {where}."]
+        return [
+            slo.candidate_headline(
+                name, self.slo, self.verdicts.get(name, {}), self.slo_meeting.get(name, []), self.baseline, reach
+            )
+            for name in candidates
+        ]
+
+    @property
+    def slo_text(self) -> str:
+        return "" if self.slo is None else slo.describe(self.slo)
 
     def cost(self, name: str, point: deployment.CurvePoint) -> float | None:
         """Money per million output tokens of config `name` at `point` (None without the host's GPU-hour price)."""
@@ -78,6 +186,11 @@ class DeploymentView:
         if self.cost_per_gpu_hour is None:
             return []
         return [(name, [(p.concurrency, self.cost(name, p)) for p in points]) for name, points in self.curves.items()]
+
+    @property
+    def cell_rows(self) -> list[tuple[str, DeploymentCell]]:
+        """(config, cell) for the page's table, config by config."""
+        return [(name, cell) for name, cells in self.cells.items() for cell in cells]
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +216,8 @@ class DeploymentView:
                 else None
             ),
             "slo_highest_concurrency": self.slo_reach if self.slo else None,
+            "slo_concurrencies_meeting": self.slo_meeting if self.slo else None,
+            "cells": {name: [cell.as_json() for cell in cells] for name, cells in self.cells.items()},
             "headlines": self.headlines,
         }
 
@@ -114,9 +229,13 @@ def deployment_view(
     *,
     cost_per_gpu_hour: float | None = None,
     objective: slo.Slo | None = None,
+    verdicts: Iterable[tuple[str, int, str]] = (),
+    facts: CellFacts | None = None,
 ) -> DeploymentView | None:
-    """The view from usable measurement rows (`run__config__name`, `concurrency`, `output_throughput`,
-    `mean_tpot_ms`); None until the baseline has a point (cells without a TPOT are left out)."""
+    """The view from usable measurement rows (`id`, `run_id`, `run__config__name`, `concurrency`, `pass_index`,
+    `duration_s`, `output_throughput`, `input_throughput`, `mean_tpot_ms` and the SLO's statistic); None until the
+    baseline has a point (cells without a TPOT are left out of the curves, not of the cells). `verdicts`: the
+    comparison's (candidate, concurrency, verdict); `facts`: what `cell_facts` read for these rows."""
     configs = {c.name: c for c in (baseline, *candidates)}
     samples: dict[str, dict[int, tuple[list[float], list[float]]]] = defaultdict(dict)
     for m in usable:
@@ -139,7 +258,14 @@ def deployment_view(
     if objective is not None:
         for name in view.curves:
             judged = [(m["concurrency"], m) for m in usable if m["run__config__name"] == name]
-            view.slo_reach[name] = slo.highest_concurrency_meeting(judged, objective)
+            view.slo_meeting[name] = slo.concurrencies_meeting(judged, objective)
+            view.slo_reach[name] = max(view.slo_meeting[name], default=None)
+    for compared, level, verdict in verdicts:
+        view.verdicts.setdefault(compared, {})[level] = verdict
+    facts = facts or CellFacts()
+    for name in view.curves:
+        own = [m for m in usable if m["run__config__name"] == name]
+        view.cells[name] = _cells(own, view.gpus[name], cost_per_gpu_hour, objective, facts)
     reference = view.curves[baseline.name]
     for candidate in candidates:
         if candidate.name in view.curves:
@@ -152,6 +278,92 @@ def deployment_view(
                 for point in reference
             ]
     return view
+
+
+def _cells(
+    rows: Sequence[Mapping[str, Any]],
+    gpus: int,
+    cost_per_gpu_hour: float | None,
+    objective: slo.Slo | None,
+    facts: CellFacts,
+) -> list[DeploymentCell]:
+    by_level: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    for m in rows:
+        by_level[m["concurrency"]].append(m)
+    cells = []
+    for level, passes in sorted(by_level.items()):
+        output = sum(m["output_throughput"] for m in passes) / len(passes)
+        given = [m.get("input_throughput") for m in passes]
+        input_tok_s = sum(v for v in given if isinstance(v, int | float) and math.isfinite(v)) / len(passes)
+        met = None
+        if objective is not None:
+            judged = [slo.slo_met(m, objective) for m in passes]
+            met = None if None in judged else all(judged)
+        cells.append(
+            DeploymentCell(
+                concurrency=level,
+                passes=len(passes),
+                output_throughput=output,
+                input_throughput=input_tok_s,
+                cost_per_million_output_tokens=energy.cost_per_million_tokens(cost_per_gpu_hour, gpus, output),
+                cost_per_million_input_tokens=energy.cost_per_million_tokens(cost_per_gpu_hour, gpus, input_tok_s),
+                slo_met=met,
+                goodput=_goodput(passes, objective, facts) if objective is not None else None,
+                energy=_energy(passes, facts),
+            )
+        )
+    return cells
+
+
+def _goodput(passes: Sequence[Mapping[str, Any]], objective: slo.Slo, facts: CellFacts) -> slo.Goodput | None:
+    """Pooled over the passes: their requests together over their summed wall time; None when a pass has no
+    request rows (a part would pass for the whole)."""
+    requests = [facts.requests.get(m["id"]) for m in passes]
+    if not all(requests):
+        return None
+    duration = sum(m["duration_s"] for m in passes)
+    return slo.goodput([r for rows in requests for r in rows or []], [objective], duration)
+
+
+def _energy(passes: Sequence[Mapping[str, Any]], facts: CellFacts) -> CellEnergy:
+    """Joules over the passes' windows together per output token; no figure when any pass lacks one."""
+    joules, tokens, gaps = 0.0, 0, []
+    for m in passes:
+        label = f"run {m['run_id']} pass {m['pass_index'] + 1}"
+        ended = facts.ended_at.get(m["id"])
+        if ended is None or not m["duration_s"] > 0:
+            gaps.append(f"{label}: {WINDOW_NOT_RECORDED}")
+            continue
+        end = ended.timestamp()
+        start = end - m["duration_s"]
+        cell_tokens = max(round(m["output_throughput"] * m["duration_s"]), 1)
+        samples = _near(facts.power.get(m["run_id"], []), start, end)
+        # On the cell's own clock (seconds from its start), so that a gap reads as a place in the cell.
+        found = energy.energy_per_token(
+            [(t - start, gpu, watts) for t, gpu, watts in samples],
+            0.0,
+            end - start,
+            cell_tokens,
+            max_gap_s=MAX_POWER_GAP_S,
+        )
+        if found.joules is None:
+            gaps.extend(f"{label}: {gap}" for gap in found.gaps)
+            continue
+        joules += found.joules
+        tokens += cell_tokens
+    if gaps:
+        return CellEnergy(None, None, tuple(gaps))
+    return CellEnergy(joules / tokens, joules)
+
+
+def _near(
+    samples: list[tuple[float, int, float | None]], start: float, end: float
+) -> list[tuple[float, int, float | None]]:
+    """The samples of [start - MAX_POWER_GAP_S, end + MAX_POWER_GAP_S] (sorted by time): the window's and its
+    neighbours, which the edges are interpolated from; a farther one could only bridge a gap that is one anyway."""
+    low = bisect.bisect_left(samples, start - MAX_POWER_GAP_S, key=lambda sample: sample[0])
+    high = bisect.bisect_right(samples, end + MAX_POWER_GAP_S, key=lambda sample: sample[0])
+    return samples[low:high]
 
 
 def _positive(value: Any) -> float | None:

@@ -1,7 +1,8 @@
 """The comparison of an experiment, read from the database in a constant number of queries (six); pages and the API
 both show it (statistics in `analysis`, figures in `charts/comparison.py`). Four queries whatever the experiment's
 size: the runs with their configs, the candidates, every measurement as plain values, and the few live facts of the
-succeeded speculative runs that the explanatory model reads."""
+succeeded speculative runs that the explanatory model reads; and two for the deployment view (the cells' request rows
+and window ends, the runs' power samples)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from experiments.models import Experiment, Measurement, PinnedBaseline, Run, Ser
 from experiments.reads import acceptance_positions, prompt_reports
 from experiments.reads.cells import latency_table, points_series
 from experiments.reads.config_diff import ConfigDiffRow, config_diff_rows
-from experiments.reads.deployment import DeploymentView, deployment_view
+from experiments.reads.deployment import DeploymentView, cell_facts, deployment_view
 
 # The per-run measurements table of the export: a Measurement's own columns, without the raw client output.
 MEASUREMENT_COLUMNS = (
@@ -147,7 +148,7 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
     values = list(
         Measurement.objects.filter(run__experiment=experiment)
         .order_by("run__sequence", "pass_index", "concurrency")
-        .values("run_id", "run__config__name", "run__launch_index", "run__state", *MEASUREMENT_COLUMNS)
+        .values("id", "run_id", "run__config__name", "run__launch_index", "run__state", *MEASUREMENT_COLUMNS)
     )
     # Passes that say something about speed, of runs that succeeded; the others stay in the measurements table.
     usable = [m for m in values if m["run__state"] == Run.State.SUCCEEDED and analysis.is_usable(m[THROUGHPUT])]
@@ -191,6 +192,8 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
             candidates,
             cost_per_gpu_hour=experiment.host.cost_per_gpu_hour,
             objective=experiment.profile.slo,
+            verdicts=[(row.candidate, row.concurrency, row.verdict) for row in rows],
+            facts=cell_facts(usable, with_requests=experiment.profile.slo is not None),
         ),
     )
     report.models = _explanations(experiment, candidates, throughput.get(baseline.name, []), accept)

@@ -294,12 +294,12 @@ def test_it_finds_the_highest_concurrency_whose_every_cell_meets_the_slo() -> No
 def test_it_counts_goodput_per_request_on_its_own_values() -> None:
     slos = [Slo("ttft", "p99", 100.0), Slo("tpot", "mean", 20.0)]
     requests: list[dict[str, float | None]] = [
-        {"ttft_ms": 80.0, "tpot_ms": 15.0, "output_tokens": 100},  # met
-        {"ttft_ms": 120.0, "tpot_ms": 10.0, "output_tokens": 50},  # first token too late
-        {"ttft_ms": 100.0, "tpot_ms": 20.0, "output_tokens": 30},  # exactly at both limits: met
-        {"ttft_ms": 50.0, "tpot_ms": None, "output_tokens": 1},  # one token has no TPOT to be late: met
-        {"ttft_ms": None, "tpot_ms": None, "output_tokens": 0},  # failed: not met
-        {"ttft_ms": 50.0, "tpot_ms": None, "output_tokens": 20},  # 20 tokens and no TPOT: unknown, not met
+        {"ttft_ms": 80.0, "tpot_ms": 15.0, "output_len": 100},  # met
+        {"ttft_ms": 120.0, "tpot_ms": 10.0, "output_len": 50},  # first token too late
+        {"ttft_ms": 100.0, "tpot_ms": 20.0, "output_len": 30},  # exactly at both limits: met
+        {"ttft_ms": 50.0, "tpot_ms": None, "output_len": 1},  # one token has no TPOT to be late: met
+        {"ttft_ms": None, "tpot_ms": None, "output_len": 0},  # failed: not met
+        {"ttft_ms": 50.0, "tpot_ms": None, "output_len": 20},  # 20 tokens and no TPOT: unknown, not met
     ]
 
     result = goodput(requests, slos, duration_s=2.0)
@@ -438,3 +438,44 @@ def test_it_reports_a_window_without_any_reading() -> None:
 def test_it_refuses_a_window_or_samples_that_make_no_sense(start, end, tokens, max_gap, samples, message) -> None:
     with pytest.raises(ValueError, match=message):
         energy_per_token(samples, start, end, output_tokens=tokens, max_gap_s=max_gap)
+
+
+def test_it_keeps_request_rows_only_as_numbers_a_request_can_have() -> None:
+    from experiments.analysis.slo import checked_requests
+
+    good = {"ok": True, "output_len": 5, "ttft_ms": 100, "tpot_ms": 20.0, "itl_ms": None, "e2e_latency_ms": 180.0}
+    rows, problems = checked_requests(
+        [
+            good | {"category": "chat", "output_ids": [1, 2]},  # extras dropped, not stored twice
+            good | {"ttft_ms": float("nan")},
+            good | {"tpot_ms": -1.0},
+            good | {"output_len": "5; rm -rf /"},
+            good | {"ok": "yes"},
+            "not a row",
+        ]
+    )
+
+    assert rows == [good | {"ttft_ms": 100.0}]
+    assert problems == ["5 of the cell's 6 request rows were refused (not numbers a request can have)."]
+    assert checked_requests(None) == ([], [])
+    assert checked_requests({"a": 1})[0] == [] and checked_requests({"a": 1})[1]
+
+
+def test_it_says_up_to_which_concurrency_a_candidate_is_faster_while_it_meets_the_slo() -> None:
+    from experiments.analysis.slo import candidate_headline
+
+    objective = Slo("tpot", "p90", 50)
+    verdicts = {1: "faster", 4: "faster", 8: "faster", 16: "slower"}
+
+    # c=8 is faster but misses the SLO: the run of faster levels within it stops at c=4.
+    assert candidate_headline("eagle3", objective, verdicts, [1, 2, 4, 16], "baseline", 16) == (
+        "Under the SLO (p90 TPOT ≤ 50 ms), eagle3 is faster up to c=4 and meets the SLO up to c=16; "
+        "baseline meets it up to c=16."
+    )
+    assert candidate_headline("eagle3", objective, {1: "inconclusive"}, [1], "baseline", None) == (
+        "Under the SLO (p90 TPOT ≤ 50 ms), eagle3 is not faster at c=1 (inconclusive) and meets the SLO up to c=1; "
+        "baseline meets it at no measured concurrency."
+    )
+    assert candidate_headline("eagle3", objective, verdicts, [], "baseline", 4).startswith(
+        "Under the SLO (p90 TPOT ≤ 50 ms), eagle3 misses it at c=1 and meets the SLO at no measured concurrency"
+    )

@@ -4,10 +4,12 @@ baseline's pace, on the page, in the API and in the export (hand-computed figure
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from experiments.models import ApiToken, Experiment, Measurement, Run
+from experiments.models import ApiToken, Experiment, GpuSample, Measurement, Run
+from experiments.reads.deployment import WINDOW_NOT_RECORDED
 from experiments.reads.reports import build_report
 
 from .factories import make_config, make_eagle_config, make_experiment, make_measurement, make_profile
@@ -80,11 +82,15 @@ def test_the_page_the_api_and_the_export_show_it(client, viewer):
         assert deployment["curves"]["baseline"][0]["tok_s_per_gpu"] == 10.0
         assert deployment["gains"]["eagle3"][0]["ratio"] == pytest.approx(_expected_gain())
         assert deployment["gains"]["eagle3"][1] == {"baseline_concurrency": 4, "interactivity": 76.923, "ratio": None}
-        assert set(deployment["definitions"]) == {
+        assert set(deployment["definitions"]) >= {
             "tok_s_per_gpu",
             "interactivity",
             "gain",
             "cost_per_million_output_tokens",
+            "cost_per_million_input_tokens",
+            "goodput",
+            "slo_attainment",
+            "joules_per_output_token",
         }
 
 
@@ -123,7 +129,7 @@ def test_a_host_with_a_gpu_hour_price_gets_the_cost_per_million_output_tokens(cl
     # 2.0 per GPU-hour x 8 GPUs / (80 tok/s x 3600 s) x 1e6 tokens
     assert dict(view.cost_rows)["baseline"][0] == (1, pytest.approx(2.0 * 8 / (80 * 3600) * 1e6))
     assert view.as_json()["curves"]["baseline"][0]["cost_per_million_output_tokens"] == pytest.approx(55.555, rel=1e-4)
-    assert 'id="deployment-cost"' in page and "55.56" in page
+    assert 'id="deployment-cells"' in page and "55.56" in page
     unpriced = build_report(_experiment()).deployment
     assert unpriced is not None and unpriced.cost_rows == []  # no price, no costs
 
@@ -141,7 +147,11 @@ def test_a_profiles_slo_says_up_to_which_concurrency_each_config_meets_it():
     view = build_report(experiment).deployment
 
     assert view is not None and view.slo_reach == {"baseline": 1, "eagle3": 4}
-    assert view.headlines[-1] == "Under the SLO (p90 TPOT ≤ 12.5 ms): baseline up to c=1; eagle3 up to c=4."
+    # One pass each: no verdict settles, so the candidate is not called faster anywhere.
+    assert view.headlines[-1] == (
+        "Under the SLO (p90 TPOT ≤ 12.5 ms), eagle3 is not faster at c=1 (inconclusive) and meets the SLO up to c=4; "
+        "baseline meets it up to c=1."
+    )
     assert view.as_json()["slo"] == {"metric": "tpot", "percentile": "p90", "limit_ms": 12.5}
 
 
@@ -167,3 +177,118 @@ def test_a_profile_takes_an_slo_whole_or_not_at_all(fields, error_on):
     )
     assert whole.is_valid(), whole.errors
     assert whole.save_unsaved(name="p").slo is not None
+
+
+def _with_slo(experiment: Experiment) -> Experiment:
+    Measurement.objects.update(p90_tpot_ms=12.0)
+    profile = experiment.profile
+    profile.slo_metric, profile.slo_percentile, profile.slo_limit_ms = "tpot", "p90", 12.5
+    profile.save()
+    experiment.refresh_from_db()
+    return experiment
+
+
+def test_a_cell_has_goodput_and_attainment_from_its_own_requests(client, viewer):
+    experiment = _with_slo(_experiment())
+    met = {"ok": True, "ttft_ms": 50.0, "itl_ms": 10.0, "e2e_latency_ms": 900.0}
+    Measurement.objects.filter(run__config__name="baseline", concurrency=1).update(
+        requests=[
+            met | {"output_len": 100, "tpot_ms": 10.0},
+            met | {"output_len": 50, "tpot_ms": 12.5},  # at the limit: met
+            met | {"output_len": 100, "tpot_ms": 13.0},  # too slow
+            {"ok": False, "output_len": 0, "ttft_ms": None, "tpot_ms": None, "itl_ms": None, "e2e_latency_ms": None},
+        ]
+    )
+
+    view = build_report(experiment).deployment
+    client.force_login(viewer)
+    page = client.get(experiment.get_absolute_url()).content.decode()
+
+    assert view is not None
+    one = view.cells["baseline"][0]
+    # 2 of the 4 requests met it, in the cell's 10 s: 0.2 req/s and (100 + 50) / 10 tok/s
+    assert one.goodput is not None
+    assert (one.goodput.requests_per_s, one.goodput.output_tok_s, one.goodput.attainment) == (0.2, 15.0, 0.5)
+    assert one.slo_met is True  # its p90 TPOT, 12 ms, is within 12.5 ms
+    assert view.cells["baseline"][1].goodput is None  # no request rows: no goodput, rather than a wrong one
+    cell = view.as_json()["cells"]["baseline"][0]
+    assert (cell["goodput_requests_per_s"], cell["slo_attainment"], cell["slo_requests_met"]) == (0.2, 0.5, 2)
+    assert "0.500 (2 of 4)" in page and "on their own value" in page
+
+
+def test_a_cell_has_its_energy_per_token_from_the_power_samples_and_says_why_not_when_they_leave_gaps():
+    experiment = _experiment()
+    baseline_run = experiment.run_set.get(config__name="baseline")
+    end = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    one = Measurement.objects.get(run=baseline_run, concurrency=1)
+    four = Measurement.objects.get(run=baseline_run, concurrency=4)
+    Measurement.objects.filter(pk=one.pk).update(ended_at=end)
+    Measurement.objects.filter(pk=four.pk).update(ended_at=end + timedelta(minutes=1))
+    samples = []
+    # c=1, a 10 s window: GPU 0 ramps from 200 W to 400 W (every 2.5 s), GPU 1 holds 100 W (a sample before and after).
+    for seconds, watts in ((-10, 200.0), (-7.5, 250.0), (-5, 300.0), (-2.5, 350.0), (0, 400.0)):
+        samples.append(GpuSample(run=baseline_run, at=end + timedelta(seconds=seconds), gpu=0, power_w=watts))
+    for seconds in (-11, -8, -5, -2, 1):
+        samples.append(GpuSample(run=baseline_run, at=end + timedelta(seconds=seconds), gpu=1, power_w=100.0))
+    # c=4: GPU 0 only at its start, 4 s in and its end: 4 s and then 6 s unread, both over the 3 s allowed.
+    for seconds in (-10, -6, 0):
+        samples.append(GpuSample(run=baseline_run, at=end + timedelta(seconds=60 + seconds), gpu=0, power_w=300.0))
+    GpuSample.objects.bulk_create(samples)
+
+    view = build_report(experiment).deployment
+
+    assert view is not None
+    c1, c4 = view.cells["baseline"]
+    # (300 W mean x 10 s + 100 W x 10 s) / (80 tok/s x 10 s)
+    assert c1.energy.joules == pytest.approx(4000.0)
+    assert c1.energy.joules_per_token == pytest.approx(5.0)
+    assert c4.energy.joules_per_token is None
+    assert c4.energy.gaps == (
+        f"run {baseline_run.pk} pass 1: GPU 0: no power reading for 4.0 s (0.0 s to 4.0 s)",
+        f"run {baseline_run.pk} pass 1: GPU 0: no power reading for 6.0 s (4.0 s to 10.0 s)",
+    )
+    eagle = view.as_json()["cells"]["eagle3"][0]
+    assert eagle["joules_per_output_token"] is None and WINDOW_NOT_RECORDED in eagle["energy_gaps"][0]
+
+
+def test_a_priced_host_gets_the_cost_per_million_input_tokens_too():
+    experiment = _experiment()
+    experiment.host.cost_per_gpu_hour = 2.0
+    experiment.host.save(update_fields=["cost_per_gpu_hour"])
+    Measurement.objects.filter(run__config__name="baseline", concurrency=1).update(input_throughput=40.0)
+    experiment.refresh_from_db()
+
+    cell = build_report(experiment).deployment.as_json()["cells"]["baseline"][0]  # type: ignore[union-attr]
+
+    # 2.0 per GPU-hour x 8 GPUs / (40 input tok/s x 3600 s) x 1e6, beside the output's at 80 tok/s
+    assert cell["cost_per_million_input_tokens"] == pytest.approx(2.0 * 8 / (40 * 3600) * 1e6)
+    assert cell["cost_per_million_output_tokens"] == pytest.approx(2.0 * 8 / (80 * 3600) * 1e6)
+
+
+def test_a_recorded_cell_keeps_its_checked_request_rows_and_its_windows_end_and_refuses_the_rest(client, viewer):
+    from experiments.actions.runs import do_record_measurement
+
+    run = _experiment().run_set.get(config__name="baseline")
+    good = {"index": 0, "ok": True, "output_len": 4, "ttft_ms": 9.0, "tpot_ms": 3.0, "itl_ms": 3.0}
+    result = {
+        "completed": 2,
+        "duration_s": 1.0,
+        "output_throughput": 8.0,
+        "total_throughput": 16.0,
+        "request_throughput": 2.0,
+        "ended_at": 1_764_590_400.5,
+        "requests": [good | {"e2e_latency_ms": 18.0, "output_ids": [1, 2, 3, 4]}, good | {"e2e_latency_ms": "1e999"}],
+    }
+
+    cell = do_record_measurement(run, 1, 1, result)
+    client.force_login(viewer)
+    api = client.get(f"/api/runs/{run.pk}").json()["measurements"]
+
+    cell.refresh_from_db()
+    assert cell.requests == [{k: v for k, v in good.items() if k != "index"} | {"e2e_latency_ms": 18.0}]
+    assert cell.ended_at == datetime(2025, 12, 1, 12, 0, 0, 500000, tzinfo=UTC)
+    assert "requests" not in cell.raw and "ended_at" not in cell.raw
+    assert [w["kind"] for w in Run.objects.get(pk=run.pk).warnings] == ["host_output"]
+    assert [m["ended_at"] for m in api if m["pass"] == 1] == ["2025-12-01T12:00:00.500000+00:00"]
+    nowhere = do_record_measurement(run, 2, 1, result | {"ended_at": "yesterday", "requests": None})
+    assert (nowhere.ended_at, nowhere.requests) == (None, [])

@@ -200,8 +200,10 @@ def by_category(records: Sequence[RequestRecord]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def request_rows(records: Sequence[RequestRecord]) -> list[dict[str, Any]]:
-    """One row per measured request, in sending order: the per-prompt results (and outputs, when kept)."""
+def request_rows(records: Sequence[RequestRecord], *, split_itl: bool) -> list[dict[str, Any]]:
+    """One row per measured request, in sending order: the per-prompt results (and outputs, when kept) and the
+    request's own latencies in ms (ttft, tpot, itl: the mean of its gaps, e2e_latency), what goodput judges each
+    request by. A failed request's latencies are None; so are TPOT and ITL of a one-token answer."""
     rows = []
     for record in records:
         row: dict[str, Any] = {
@@ -211,10 +213,26 @@ def request_rows(records: Sequence[RequestRecord]) -> list[dict[str, Any]]:
             "output_len": record.output_len,
             "accept_length": record.output_len / record.spec_verify_ct if record.spec_verify_ct else None,
         }
+        row |= _latencies_ms(record, split_itl=split_itl)
         if record.keep_output:
             row["output_ids"] = record.output_ids
         rows.append(row)
     return rows
+
+
+def _latencies_ms(record: RequestRecord, *, split_itl: bool) -> dict[str, float | None]:
+    if not record.succeeded or not record.chunk_times:
+        return dict.fromkeys(REQUEST_LATENCY_KEYS)
+    timing = request_timings(record, split_itl=split_itl)
+    return {
+        "ttft_ms": timing.ttft * 1000.0,
+        "tpot_ms": None if timing.tpot is None else timing.tpot * 1000.0,
+        "itl_ms": math.fsum(timing.itl) / len(timing.itl) * 1000.0 if timing.itl else None,
+        "e2e_latency_ms": timing.latency * 1000.0,
+    }
+
+
+REQUEST_LATENCY_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
 
 
 def summarize(records: Sequence[RequestRecord], *, duration: float, split_itl: bool) -> dict[str, Any]:
@@ -258,5 +276,6 @@ def summarize(records: Sequence[RequestRecord], *, duration: float, split_itl: b
     result["max_output_tokens_per_s"] = max_output_tokens_per_s(records)
     if any(record.category is not None or record.keep_output for record in records):
         result["categories"] = by_category(records)
-        result["requests"] = request_rows(records)
+    # Every cell's requests, for goodput under an SLO set (or changed) after the measurement.
+    result["requests"] = request_rows(records, split_itl=split_itl)
     return result

@@ -111,11 +111,14 @@ async def run_cells(session: RunSession) -> None:
         # The first cell keeps every request's outputs (greedy runs: the equivalence gate reads them).
         keep_outputs = index == 0 and profile.is_greedy
         result = await _run_client(session, concurrency, prompts_file, keep_outputs)
+        # The worker's clock (the GPU samples' clock) as the client returned: the cell's window ends here, and began
+        # its duration before (the client's start-up and warm-up are not in it).
+        result["ended_at"] = time.time()
         result.update(await _server_figures(session, window_start))
         if not flushed:
             result["server_accept_length"] = None  # it counts the cell before too: no figure beats a wrong one
-        requests = result.pop("requests", None)
-        if requests is not None and index == 0:
+        requests = result.get("requests")
+        if requests is not None and index == 0 and "categories" in result:
             await db(do_record_prompt_results)(session.run, pass_index, concurrency, requests)
         await db(do_record_measurement)(session.run, pass_index, concurrency, result)
         if result.get("failed"):

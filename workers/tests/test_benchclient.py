@@ -132,6 +132,22 @@ def test_it_summarizes_throughputs_latencies_and_accept_length() -> None:
     assert result["max_output_tokens_per_s"] == pytest.approx(8.0)
 
 
+def test_it_reports_each_requests_own_latencies_for_goodput() -> None:
+    first = _record(0.0, [(0.1, 1), (0.3, 2), (0.5, 2)], end=0.5, prompt_len=8)
+    one_token = _record(0.2, [(0.45, 1)], end=0.45, prompt_len=8)
+    failed = RequestRecord(prompt_len=8, start=0.0, end=0.1, error="HTTP 500: boom")
+
+    rows = summarize([first, one_token, failed], duration=2.0, split_itl=True)["requests"]
+
+    # first: ttft 0.1 s, e2e 0.5 s, tpot (0.5 - 0.1) / 4, its four split gaps of 0.1 s each
+    assert rows[0]["ttft_ms"] == pytest.approx(100.0) and rows[0]["e2e_latency_ms"] == pytest.approx(500.0)
+    assert rows[0]["tpot_ms"] == pytest.approx(100.0) and rows[0]["itl_ms"] == pytest.approx(100.0)
+    assert (rows[0]["ok"], rows[0]["output_len"]) == (True, 5)
+    # one token: no time per output token, no gap
+    assert rows[1]["ttft_ms"] == pytest.approx(250.0) and (rows[1]["tpot_ms"], rows[1]["itl_ms"]) == (None, None)
+    assert rows[2]["ok"] is False and rows[2]["ttft_ms"] is None and rows[2]["e2e_latency_ms"] is None
+
+
 def test_it_reports_no_accept_length_for_a_non_speculative_server() -> None:
     record = _record(0.0, [(0.1, 1), (0.2, 1)], end=0.2)
 
