@@ -51,6 +51,28 @@
     exported.before(link);
   }
 
+  // A queued run's estimated start counts down between reloads; an estimate that has passed says so.
+  function durationText(seconds) {  // as the `duration` template filter writes it
+    seconds = Math.max(0, Math.round(seconds));
+    if (seconds < 90) return `${seconds} s`;
+    let minutes = Math.round(seconds / 60);
+    if (minutes < 90) return `${minutes} min`;
+    const hours = Math.floor(minutes / 60);
+    minutes %= 60;
+    return minutes ? `${hours} h ${minutes} min` : `${hours} h`;
+  }
+  const shownAt = Date.now();
+  const countdowns = document.querySelectorAll(".countdown[data-seconds]");
+  if (countdowns.length) {
+    setInterval(() => {
+      const elapsed = (Date.now() - shownAt) / 1000;
+      for (const countdown of countdowns) {
+        const left = Number(countdown.dataset.seconds) - elapsed;
+        countdown.textContent = left > 0 ? `starts in ~${durationText(left)}` : "should start any moment";
+      }
+    }, 1000);
+  }
+
   const table = document.getElementById("runs");
   if (!table) return;
   const finished = new Set(["succeeded", "failed", "cancelled"]);
@@ -69,8 +91,8 @@
       const progress = row.querySelector('[data-field="progress"]');
       if (message.state === "loading" && message.loading_progress !== null) {
         progress.textContent = `${message.loading_progress}%`;
-      } else if (message.state === "benchmarking") {
-        progress.textContent = `cell ${message.benchmark_cell}`;
+      } else if (message.state === "benchmarking" && message.benchmark_progress) {
+        progress.textContent = message.benchmark_progress.label;
       } else {
         progress.textContent = "";
       }

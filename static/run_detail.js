@@ -551,6 +551,9 @@
     const current = message.phases && message.phases[message.phases.length - 1];
     $("fact-phase-since").textContent = current ? `since ${current.at.slice(11, 19)}` : "";
     const server = message.server_facts || { shown: {} };
+    const benchmark = $("benchmark-progress");
+    benchmark.hidden = !message.benchmark_progress;
+    benchmark.querySelector("[data-field]").textContent = message.benchmark_progress ? message.benchmark_progress.label : "";
     const bars = $("loading-progress");
     bars.hidden = !(message.state === "loading" && message.loading_progress !== null);
     setBar("target", message.loading_progress);

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,6 +134,39 @@ class HostConnection:
             raise ConnectionLost(f"SSH connection to {self.access.name} failed: {exc!r}") from exc
         exit_status = result.exit_status if result.exit_status is not None else 255
         return CommandResult(exit_status, _text(result.stdout), _text(result.stderr))
+
+    async def run_reading_stderr(
+        self,
+        command: str,
+        *,
+        on_stderr_line: Callable[[str], Awaitable[None]],
+        timeout: float | None = 60.0,
+        max_line: int = 4096,
+    ) -> CommandResult:
+        """`run`, with each line of stderr handed to `on_stderr_line` as it arrives (a client's progress), and kept
+        for the result as `run` keeps it. Lines are cut at `max_line` characters."""
+
+        async def execute() -> CommandResult:
+            process = await self._conn.create_process(self.script(command), encoding="utf-8", errors="replace")
+            try:
+                stdout_task = asyncio.ensure_future(process.stdout.read())
+                stderr_lines: list[str] = []
+                while line := await process.stderr.readline():  # "" at the end of the stream
+                    stderr_lines.append(line)
+                    await on_stderr_line(line[:max_line])
+                stdout = await stdout_task
+                completed = await process.wait(check=False)
+            finally:
+                process.close()
+            exit_status = completed.exit_status if completed.exit_status is not None else 255
+            return CommandResult(exit_status, _text(stdout), "".join(stderr_lines))
+
+        try:
+            return await asyncio.wait_for(execute(), timeout)
+        except TimeoutError as exc:
+            raise SSHError(f"Command timed out after {timeout} s on {self.access.name}: {command[:200]}") from exc
+        except (OSError, asyncssh.Error) as exc:
+            raise ConnectionLost(f"SSH connection to {self.access.name} failed: {exc!r}") from exc
 
     async def start(self, command: str) -> asyncssh.SSHClientProcess:
         """A long-running remote command whose stdout is read as bytes (the log tail)."""

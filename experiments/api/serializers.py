@@ -36,6 +36,8 @@ def run_state_json(run: Run) -> dict[str, Any]:
         "cancel_requested": run.cancel_requested,
         "loading_progress": run.loading_progress,
         "benchmark_cell": run.benchmark_cell,
+        # While benchmarking: {concurrency, pass, passes, cell, cells, requests_done, requests, percent, label}.
+        "benchmark_progress": run.benchmark_progress(),
         "server_facts": run.server_facts(),  # each model's loading, CUDA graphs, KV pool, retractions
         # What went wrong without failing the run, the server's own warnings with the log line they came from, and
         # the live alarms with their remedies: [{kind, message, at, line?, text?, remedies?}]. In the state events

@@ -169,7 +169,8 @@ def _progress_line(run: dict[str, Any]) -> str:
     if run["state"] == "loading" and run.get("loading_progress") is not None:
         line += f" {run['loading_progress']}%"
     if run["state"] == "benchmarking":
-        line += f", cell {run.get('benchmark_cell', 0) + 1}"
+        progress = run.get("benchmark_progress")  # from servers that report it: "c=4 · pass 2/3 · 61%"
+        line += f", {safe(progress['label'])}" if progress else f", cell {run.get('benchmark_cell', 0) + 1}"
     if run.get("failure"):
         line += f" ({safe(run['failure'].get('kind'))}: {safe(run['failure'].get('message'))[:200]})"
     return line

@@ -225,6 +225,11 @@ class BenchmarkProfile(models.Model):
     def cells_per_run(self) -> int:
         return self.passes * len(self.concurrency)
 
+    def benchmark_cells(self) -> list[tuple[int, int]]:
+        """(pass index, concurrency) of each benchmark cell of a run, in the order a run measures them: every
+        concurrency once per pass, so a pass's cells are measured close together in time."""
+        return [(pass_index, concurrency) for pass_index in range(self.passes) for concurrency in self.concurrency]
+
     # What a request looks like: results of profiles that agree on these are comparable across experiments.
     SERIES_FIELDS = ("dataset", "input_len", "output_len", "num_prompts", "seed", "warmup_requests")
 

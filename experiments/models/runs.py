@@ -119,6 +119,9 @@ class Run(models.Model):
     # What went wrong without failing the run: [{"kind", "message", "at"}], shown on the run page.
     warnings = models.JSONField(default=list, blank=True)
     benchmark_cell = models.PositiveIntegerField(default=0)
+    # The benchmark client's own count of the current cell's requests (finished, of all), about once a second.
+    cell_requests_done = models.PositiveIntegerField(default=0)
+    cell_requests_total = models.PositiveIntegerField(default=0)
     # After the measured cells (never inside one), profile the server at each concurrency of the profile
     # (workers/run/profiling.py). A fact of this launch, not of the config: its hash and series stay as they are.
     profile_requested = models.BooleanField(default=False)
@@ -181,6 +184,33 @@ class Run(models.Model):
     @property
     def is_live(self) -> bool:
         return not self.is_finished and self.state != self.State.QUEUED
+
+    def benchmark_progress(self) -> dict[str, Any] | None:
+        """Where a benchmarking run is ("c=4 · pass 2/3 · 61%"): the current cell's concurrency and pass, and the
+        share of the run's benchmark done, counting the current cell's finished requests. None unless benchmarking
+        (so only live runs read their profile)."""
+        if self.state != self.State.BENCHMARKING:
+            return None
+        profile = self.experiment.profile
+        cells = profile.benchmark_cells()
+        if not cells:
+            return None
+        index = min(self.benchmark_cell, len(cells) - 1)
+        pass_index, concurrency = cells[index]
+        total = self.cell_requests_total
+        within = min(self.cell_requests_done, total) / total if total else 0.0
+        percent = int(100 * (min(self.benchmark_cell, len(cells)) + within) / len(cells))
+        return {
+            "concurrency": concurrency,
+            "pass": pass_index + 1,
+            "passes": profile.passes,
+            "cell": index + 1,
+            "cells": len(cells),
+            "requests_done": self.cell_requests_done if total else None,
+            "requests": total or None,
+            "percent": min(percent, 100),
+            "label": f"c={concurrency} · pass {pass_index + 1}/{profile.passes} · {min(percent, 100)}%",
+        }
 
     def phases(self) -> list[dict[str, Any]]:
         """Each state the run went through with its start and duration in seconds (the last is open if live)."""

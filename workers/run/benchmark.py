@@ -11,6 +11,7 @@ import functools
 import hashlib
 import json
 import logging
+import re
 import shlex
 import time
 import uuid
@@ -100,8 +101,7 @@ async def run_cells(session: RunSession) -> None:
     await watch_acceptance(session)
     profile = session.profile
     prompts_file = await install_prompts(session.require_conn(), session.work_dir, profile)
-    cells = [(p, c) for p in range(profile.passes) for c in profile.concurrency]
-    for index, (pass_index, concurrency) in enumerate(cells):
+    for index, (pass_index, concurrency) in enumerate(profile.benchmark_cells()):
         if index < session.run.benchmark_cell:
             continue  # done before a re-attach
         # /flush_cache also resets the server's accept-length counters (SGLang 0.5.9), so what
@@ -130,7 +130,7 @@ async def run_cells(session: RunSession) -> None:
                 f"{result['failed']} of {result['failed'] + result['completed']} requests failed at "
                 f"concurrency {concurrency}: {errors}",
             )
-        await session.update(benchmark_cell=index + 1)
+        await session.update(benchmark_cell=index + 1, cell_requests_done=0, cell_requests_total=0)
 
 
 async def watch_acceptance(session: RunSession) -> None:
@@ -200,9 +200,17 @@ async def _run_client(
         prompts_file=prompts_file,
         keep_outputs=keep_outputs,
     )
-    result = await session.require_conn().run(
-        argv,
-        timeout=timeout(session.profile, concurrency),
+    reported = (0, 0)
+
+    async def on_progress(line: str) -> None:
+        nonlocal reported
+        counts = progress_counts(line)
+        if counts is not None and counts != reported:
+            reported = counts
+            await session.update(cell_requests_done=counts[0], cell_requests_total=counts[1])
+
+    result = await session.require_conn().run_reading_stderr(
+        argv, on_stderr_line=on_progress, timeout=timeout(session.profile, concurrency)
     )
     data = parse_result(result.stdout)
     if not result.ok or data is None or not data.get("completed"):
@@ -232,6 +240,17 @@ async def stop_client(session: RunSession) -> None:
 
 
 # ---- the client's command line and output (pure) ---------------------------------------------------------
+
+_PROGRESS_LINE = re.compile(r"benchclient: (\d{1,9})/(\d{1,9}) done")
+
+
+def progress_counts(line: str) -> tuple[int, int] | None:
+    """(finished, all) from the client's progress line on stderr (`benchclient: 12/32 done, 0 failed`), else None."""
+    match = _PROGRESS_LINE.match(line.strip())
+    if match is None:
+        return None
+    done, total = int(match[1]), int(match[2])
+    return (done, total) if 0 <= done <= total else None
 
 
 def command(

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workers.ssh import HostConnection, env_assignments, quote_command
+from workers.ssh import HostConnection, SSHError, env_assignments, quote_command
 
 pytestmark = pytest.mark.integration
 
@@ -58,3 +58,29 @@ def test_it_runs_the_shell_setup_before_every_command(connection):
     result = loop.run_until_complete(conn.run("printenv SPECDASH_SETUP_RAN"))
 
     assert result.stdout.strip() == "1"
+
+
+def test_it_hands_over_each_stderr_line_as_it_arrives_and_keeps_stdout_whole(connection):
+    loop, conn = connection
+    seen: list[tuple[str, float]] = []
+
+    async def on_line(line: str) -> None:
+        seen.append((line, loop.time()))
+
+    command = "echo result; echo 'benchclient: 1/2 done' >&2; sleep 0.5; echo 'benchclient: 2/2 done' >&2; exit 3"
+    started = loop.time()
+    result = loop.run_until_complete(conn.run_reading_stderr(command, on_stderr_line=on_line, timeout=30))
+
+    assert [line for line, _ in seen] == ["benchclient: 1/2 done\n", "benchclient: 2/2 done\n"]
+    assert seen[0][1] - started < seen[1][1] - started - 0.3  # the first arrived before the command went on
+    assert result.exit_status == 3 and result.stdout == "result\n" and "2/2 done" in result.stderr
+
+
+def test_a_command_reading_stderr_that_outlives_its_timeout_is_an_error(connection):
+    loop, conn = connection
+
+    async def ignore(line: str) -> None:
+        pass
+
+    with pytest.raises(SSHError, match=r"timed out after 0\.5 s"):
+        loop.run_until_complete(conn.run_reading_stderr("sleep 5", on_stderr_line=ignore, timeout=0.5))

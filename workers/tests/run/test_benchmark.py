@@ -130,3 +130,11 @@ async def test_it_waits_for_the_server_to_flush_before_a_cell_and_says_when_it_n
     assert await benchmark._flush_cache(never) is False  # type: ignore[arg-type]
     unreachable = SimpleNamespace(api=_FlushingApi([None]), run=SimpleNamespace(pk=1))
     assert await benchmark._flush_cache(unreachable) is False  # type: ignore[arg-type]
+
+
+def test_it_reads_the_clients_progress_lines_and_nothing_else():
+    assert benchmark.progress_counts("benchclient: 12/32 done, 0 failed\n") == (12, 32)
+    assert benchmark.progress_counts("benchclient: 32/32 done, 3 failed") == (32, 32)
+    for line in ("benchclient: warming up with 1 request(s)", "benchclient: 33/32 done", "12/32 done",
+                 "benchclient: 1/9999999999 done", "Traceback (most recent call last):"):  # fmt: skip
+        assert benchmark.progress_counts(line) is None, line

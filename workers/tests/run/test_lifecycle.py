@@ -37,7 +37,7 @@ def test_it_succeeds_and_leaves_the_gpus_free(sim_host, owner):
     # Each request's own latencies and the cell's window on the worker's clock: what goodput and energy read.
     cell = run.measurement_set.get()
     assert len(cell.requests) == cell.completed and all(r["ok"] and r["ttft_ms"] > 0 for r in cell.requests)
-    assert cell.ended_at is not None and cell.ended_at <= run.finished_at
+    assert cell.ended_at is not None and run.finished_at is not None and cell.ended_at <= run.finished_at
     assert "\n".join(c.text for c in run.logchunk_set.order_by("first_line")).split("\n") == lines_on_host(run)
     assert held_gpu_memory(sim_host) == ""
     sim_host.refresh_from_db()
