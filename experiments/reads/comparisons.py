@@ -83,6 +83,20 @@ class PickedComparison:
     def series_key(self) -> str:
         return self.reference.experiment.profile.series_key
 
+    @property
+    def cards(self) -> list[analysis.VerdictCard]:
+        """One sentence per pick against the reference: the experiment page's verdict cards over these rows."""
+        passes = min(p.experiment.profile.passes for p in self.picked)
+        others = [p.label for p in self.picked[1:]]
+        return analysis.verdict_cards(
+            self.rows, baseline=self.reference.label, candidates=others, passes_per_launch=passes
+        )
+
+    @property
+    def settled_break_even(self) -> dict[str, int]:
+        """The break-evens a page may state: where the speedup crosses 1 between two conclusive cells."""
+        return analysis.settled_break_evens(self.rows, self.break_even)
+
 
 def parse_picks(tokens: Sequence[str]) -> list[Pick]:
     picks = list({pick.token: pick for pick in (Pick.parse(token) for token in tokens if token.strip())}.values())

@@ -153,3 +153,30 @@ def test_it_answers_the_comparison_as_json_and_422_with_the_reason(client, owner
     refused = client.get("/api/compare", {"pick": [picks[0], "r999999999999"]}, headers=auth)
     assert refused.status_code == 422 and "no run" in refused.json()["errors"]["pick"][0]
     assert client.get("/api/compare", {"pick": picks}).status_code == 401
+
+
+def test_it_leads_with_a_verdict_card_per_pick_against_the_reference(owner_client, two_experiments):
+    first, second = two_experiments
+    picks = [_pick(first, "baseline"), _pick(first, "eagle3-2step"), _pick(second, "eagle3-3step")]
+
+    page = owner_client.get("/compare/", {"pick": picks}).content.decode()
+
+    cards = page[page.index('id="verdict-cards"') :].split("</section>")[0]
+    assert page.index('id="verdict-cards"') < page.index('id="picks"') < page.index('id="throughput"')
+    assert cards.count("verdict-card ") == 2 and "verdict-card-faster" in cards and "verdict-card-slower" in cards
+    assert "eagle3-2step" in cards and "faster" in cards and "[" in cards  # its interval
+
+
+def test_an_empty_page_invites_a_pick_and_a_bad_addition_keeps_the_comparison(owner_client, two_experiments):
+    first, second = two_experiments
+    empty = owner_client.get("/compare/")
+    assert empty.status_code == 200
+    assert 'id="compare-start"' in empty.content.decode() and "Cannot compare" not in empty.content.decode()
+
+    picks = [_pick(first, "baseline"), _pick(first, "eagle3-2step")]
+    response = owner_client.get("/compare/", {"pick": picks, "add": "r99999999"})
+
+    page = response.content.decode()
+    assert response.status_code == 200 and 'id="compare-add-error"' in page and "r99999999" in page
+    assert 'id="comparison"' in page and "Cannot compare" not in page
+    assert f'value="{picks[0]}"' in page and 'value="r99999999"' not in page  # the next Add keeps the good picks

@@ -22,14 +22,24 @@ def compare(request: HttpRequest) -> HttpResponse:
     # "Add" field: a run id (12), a pick as written in the address (r12, c3-7), or several, space-separated.
     added = [t if t[:1] in "rc" else f"r{t}" for t in request.GET.get("add", "").replace(",", " ").split()[:MAX_PICKS]]
     context: dict = {"tokens": tokens + added, "max_picks": MAX_PICKS}
+    if not tokens and not added:
+        return render(request, "experiments/compare.html", context)  # nothing picked yet: the page explains
     try:
         result = build_comparison(parse_picks(tokens + added))
     except NotComparable as refused:
-        context["error"] = str(refused)
-        context["picks_left"] = [(token, _address([t for t in tokens if t != token])) for token in tokens]
-        return render(
-            request, "experiments/compare.html", context, status=400 if tokens or added else 200
-        )  # nothing picked yet: the page explains
+        if not added or not tokens:
+            context["error"] = str(refused)
+            context["picks_left"] = [(token, _address([t for t in tokens if t != token])) for token in tokens]
+            return render(request, "experiments/compare.html", context, status=400)
+        # What was just added does not fit: say why above the comparison it would have joined, which stays.
+        try:
+            result = build_comparison(parse_picks(tokens))
+        except NotComparable:
+            context["error"] = str(refused)
+            context["picks_left"] = [(token, _address([t for t in tokens if t != token])) for token in tokens]
+            return render(request, "experiments/compare.html", context, status=400)
+        context["add_error"] = f"Not added ({' '.join(added)[:80]}): {refused}"
+        context["tokens"] = tokens
     kept = [p.pick.token for p in result.picked]
     context.update(
         result=result,
