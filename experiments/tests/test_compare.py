@@ -168,7 +168,7 @@ def test_it_leads_with_a_verdict_card_per_pick_against_the_reference(owner_clien
 
 
 def test_an_empty_page_invites_a_pick_and_a_bad_addition_keeps_the_comparison(owner_client, two_experiments):
-    first, second = two_experiments
+    first, _ = two_experiments
     empty = owner_client.get("/compare/")
     assert empty.status_code == 200
     assert 'id="compare-start"' in empty.content.decode() and "Cannot compare" not in empty.content.decode()
