@@ -70,6 +70,7 @@ def notify_if_experiment_ended(experiment_id: int) -> None:
     if not claimed:
         return
     event = Event.EXPERIMENT_FAILED if status == Experiment.Status.FAILED else Event.EXPERIMENT_FINISHED
+    report = build_report(experiment, with_figures=False)
     message = notification_texts.experiment_ended(
         event=event,
         name=experiment.name,
@@ -77,8 +78,9 @@ def notify_if_experiment_ended(experiment_id: int) -> None:
         host=experiment.host.name,
         failed_runs=sum(run.state == Run.State.FAILED for run in runs),
         runs=len(runs),
-        verdicts=verdict_lines(build_report(experiment, with_figures=False).rows),
+        verdicts=verdict_lines(report.rows),
         url=absolute_url(experiment.get_absolute_url()),
+        answers=[card.sentence for card in report.cards],
     )
     notify(message, Subscription.objects.for_event(event, experiment_owner_id=experiment.created_by_id))
 

@@ -4,6 +4,7 @@ each medium (Slack's `&`, `<`, `>` control characters; e-mail is plain text)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,14 +48,25 @@ def _subject(text: str) -> str:
 
 
 def experiment_ended(
-    *, event: str, name: str, owner: str, host: str, failed_runs: int, runs: int, verdicts: list[str], url: str
+    *,
+    event: str,
+    name: str,
+    owner: str,
+    host: str,
+    failed_runs: int,
+    runs: int,
+    verdicts: list[str],
+    url: str,
+    answers: Sequence[str] = (),
 ) -> Message:
-    """`verdicts`: one line per candidate and concurrency, already worded by the comparison."""
+    """`answers`: the experiment page's verdict card sentences, one per candidate, what the message leads with;
+    `verdicts`: one line per candidate and concurrency, already worded by the comparison."""
     if failed_runs:
         subject = _subject(f"Experiment {_name(name)} failed: {failed_runs} of {runs} runs failed")
     else:
         subject = _subject(f"Experiment {_name(name)} finished")
-    lines = [f"Experiment: {name}", f"Owner: {owner}", f"Host: {host}", f"Runs: {runs}, failed: {failed_runs}"]
+    lines = [*answers, ""] if answers else []
+    lines += [f"Experiment: {name}", f"Owner: {owner}", f"Host: {host}", f"Runs: {runs}, failed: {failed_runs}"]
     if verdicts:
         lines += ["", "Verdicts:", *(f"- {v}" for v in verdicts)]
     return Message(event, subject, "\n".join(lines), url)

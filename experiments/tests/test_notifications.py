@@ -17,6 +17,7 @@ from experiments.actions.notifications import do_subscribe
 from experiments.actions.runs import do_advance_run, do_cancel_run
 from experiments.formats import notification_texts
 from experiments.models import AuditEvent, Delivery, Event, Flag, Run, Subscription, Suspicion
+from experiments.reads.reports import build_report
 from experiments.rules import webhook_targets
 
 from .factories import finish_run, make_experiment, make_history, make_host, make_measurement
@@ -204,6 +205,9 @@ def test_an_experiment_that_ends_tells_its_subscribers_once(owner, member, viewe
     assert deliveries[0].url.endswith(f"/experiments/{experiment.pk}/")
     candidate = experiment.ordered_candidates()[0].name
     assert f"- {candidate} at c=1: 1.146x [" in deliveries[0].body
+    # It leads with the experiment page's card: the same sentence, first.
+    report = build_report(experiment, with_figures=False)
+    assert deliveries[0].body.startswith(report.cards[0].sentence + "\n\nExperiment: ")
 
 
 @pytest.mark.django_db
