@@ -24,8 +24,10 @@ FORMATS = (imported_results.AUTO, *imported_results.FORMATS)
 @api.post("/imports", response={201: dict, 403: dict, 422: dict})
 def import_results(request: HttpRequest, payload: Body[dict[str, Any]]):
     """`{"experiment"?: id, "name"?, "host"?: name, "files": [{"name", "format"?: auto | sglang-bench-serving |
-    vllm-bench-serve, "content": "<the file's text>"}]}`: every file is read and checked first; one error anywhere
-    (named `files[i]`, with the line and the field) and nothing is written."""
+    vllm-bench-serve | specforge-benchmark, "content": "<the file's text>", "given"?: {...}}]}`: every file is read
+    and checked first; one error anywhere (named `files[i]`, with the line and the field) and nothing is written.
+    A SpecForge file names neither its model nor its concurrency: `given` states them (`model_path`,
+    `concurrency`, and optionally `tp_size` and the speculative settings), as the specforge command line had them."""
     require(request, "experiments.add_experiment")
     errors: dict[str, list[str]] = {}
     experiment, host = _target(request, payload, errors)
@@ -98,7 +100,11 @@ def _read_files(value: Any, errors: dict[str, list[str]]) -> list[ImportedFile]:
             errors[where] = ["An object {name, format?, content}."]
             continue
         name, fmt, content = item.get("name"), item.get("format") or imported_results.AUTO, item.get("content")
+        given = item.get("given") or {}  # what the format does not hold (SpecForge: model_path, concurrency, ...)
         problems = []
+        if not isinstance(given, dict) or len(given) > len(imported_results.SPECFORGE_GIVEN):
+            problems.append(f"given: an object of at most: {', '.join(imported_results.SPECFORGE_GIVEN)}")
+            given = {}
         if not isinstance(name, str) or not name.strip() or len(name) > MAX_FILE_NAME:
             problems.append(f"name: a file name of at most {MAX_FILE_NAME} characters")
         if fmt not in FORMATS:
@@ -113,7 +119,7 @@ def _read_files(value: Any, errors: dict[str, list[str]]) -> list[ImportedFile]:
         assert isinstance(name, str) and isinstance(content, str)
         detected = imported_results.detect(content) if fmt == imported_results.AUTO else fmt
         try:
-            runs = imported_results.parse(content, detected)
+            runs = imported_results.parse(content, detected, given)
         except imported_results.ResultFileError as exc:
             errors[where] = [f"{name[:80]}: {message}" for message in exc.errors]
             continue

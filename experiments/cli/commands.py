@@ -16,7 +16,7 @@ from .output import emit_json, safe, table, verdict_table
 
 LOG_PAGE = 1000
 MIN_POLL_S = 0.2
-IMPORT_FORMATS = ("auto", "sglang-bench-serving", "vllm-bench-serve")
+IMPORT_FORMATS = ("auto", "sglang-bench-serving", "vllm-bench-serve", "specforge-benchmark")
 
 
 def connect() -> Api:
@@ -132,6 +132,21 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stated_server(args: argparse.Namespace) -> dict:
+    """What a SpecForge file does not hold, from the flags its benchmark was run with."""
+    pairs = (
+        ("model_path", args.model),
+        ("concurrency", args.concurrency),
+        ("tp_size", args.tp_size),
+        ("speculative_algorithm", args.speculative_algorithm),
+        ("speculative_draft_model_path", args.draft_model),
+        ("speculative_num_steps", args.num_steps),
+        ("speculative_eagle_topk", args.topk),
+        ("speculative_num_draft_tokens", args.num_draft_tokens),
+    )
+    return {key: value for key, value in pairs if value is not None}
+
+
 def import_files(args: argparse.Namespace) -> int:
     """Post the files to `POST /api/imports`: every file is checked by the server and, on one error anywhere,
     nothing is imported (the error names the file, the line and the field)."""
@@ -145,7 +160,11 @@ def import_files(args: argparse.Namespace) -> int:
                     name, content = os.path.basename(path), file.read()
         except (OSError, UnicodeDecodeError) as exc:
             raise ApiError(f"cannot read {path}: {exc}") from None
-        files.append({"name": name, "format": args.format, "content": content})
+        entry: dict = {"name": name, "format": args.format, "content": content}
+        given = _stated_server(args)
+        if given:
+            entry["given"] = given
+        files.append(entry)
     body: dict = {"files": files}
     for key in ("experiment", "name", "host"):
         if getattr(args, key) is not None:

@@ -67,12 +67,23 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     export.set_defaults(handler=commands.export)
 
-    bring = sub.add_parser("import", help="import result files (bench_serving JSONL, vllm bench serve JSON) as runs")
+    bring = sub.add_parser(
+        "import", help="import result files (bench_serving JSONL, vllm bench serve JSON, SpecForge JSON) as runs"
+    )
     bring.add_argument("files", nargs="+", metavar="FILE", help="result files; - for stdin")
     bring.add_argument("--experiment", type=int, help="import into this experiment (else a new one on --host)")
     bring.add_argument("--name", help="the new experiment's name (default: from the file names)")
     bring.add_argument("--host", help="the registered host a new experiment is filed under")
     bring.add_argument("--format", choices=commands.IMPORT_FORMATS, default="auto", help="the files' format")
+    stated = bring.add_argument_group("what a specforge-benchmark file does not hold (its benchmark's own flags)")
+    stated.add_argument("--model", help="the served model's path")
+    stated.add_argument("--concurrency", type=int, help="the concurrency it was run at")
+    stated.add_argument("--tp-size", type=int)
+    stated.add_argument("--speculative-algorithm")
+    stated.add_argument("--draft-model", help="the draft model's path")
+    stated.add_argument("--num-steps", type=int)
+    stated.add_argument("--topk", type=int)
+    stated.add_argument("--num-draft-tokens", type=int)
     _json_flag(bring)
     bring.set_defaults(handler=commands.import_files)
 

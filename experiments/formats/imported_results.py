@@ -1,5 +1,6 @@
-"""Benchmark result files made outside specdash (pure): SGLang `bench_serving` JSONL (its `--output-file` lines)
-and `vllm bench serve` JSON, read into runs of cells whose metrics carry `Measurement`'s names.
+"""Benchmark result files made outside specdash (pure): SGLang `bench_serving` JSONL (its `--output-file` lines),
+`vllm bench serve` JSON and `specforge benchmark --output-json` JSON, read into runs of cells whose metrics carry
+`Measurement`'s names.
 
 A file becomes one run per server it measured (the model and speculative settings that `server_info` reports), and
 each of its lines (a vLLM file is one result) one cell at the line's `max_concurrency`; a concurrency seen twice is
@@ -11,12 +12,28 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 SGLANG = "sglang-bench-serving"
 VLLM = "vllm-bench-serve"
-FORMATS = (SGLANG, VLLM)
+SPECFORGE = "specforge-benchmark"
+FORMATS = (SGLANG, VLLM, SPECFORGE)
+# What a SpecForge benchmark file does not hold and its importer states (specforge benchmark's own --model and
+# --concurrency flags, and the server's speculative settings): `given` of `parse`.
+SPECFORGE_GIVEN = (
+    "model_path",
+    "concurrency",
+    "tp_size",
+    *(
+        "speculative_algorithm",
+        "speculative_draft_model_path",
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_num_draft_tokens",
+    ),
+)
 AUTO = "auto"
 
 MAX_LINES = 10_000
@@ -120,14 +137,17 @@ def detect(content: str) -> str:
     return SGLANG
 
 
-def parse(content: str, fmt: str = AUTO) -> list[ImportedRun]:
-    """The runs of a file's text; raises ResultFileError naming each bad line and field."""
+def parse(content: str, fmt: str = AUTO, given: Mapping[str, Any] | None = None) -> list[ImportedRun]:
+    """The runs of a file's text; raises ResultFileError naming each bad line and field. `given`: what the
+    importer states that the format does not hold (SpecForge's model and concurrency: SPECFORGE_GIVEN)."""
     if fmt == AUTO:
         fmt = detect(content)
     if fmt == SGLANG:
         return _parse_sglang(content)
     if fmt == VLLM:
         return _parse_vllm(content)
+    if fmt == SPECFORGE:
+        return _parse_specforge(content, given or {})
     raise ResultFileError([f"format: unknown {fmt!r} (one of {', '.join((AUTO, *FORMATS))})"])
 
 
@@ -266,6 +286,84 @@ def _parse_vllm(content: str) -> list[ImportedRun]:
             input_len=_length(row.get("random_input_len"), row, "total_input_tokens"),
             output_len=_length(row.get("random_output_len"), row, "total_output_tokens"),
             num_prompts=_num_prompts(row),
+            cells=[cell],
+        )
+    ]
+
+
+def _parse_specforge(content: str, given: Mapping[str, Any]) -> list[ImportedRun]:
+    """`specforge benchmark --output-json`: `{backend, dataset, samples, output_tokens, latency_seconds,
+    throughput_tokens_per_second, average_acceptance_length, spec_verify_count}` for one model at one concurrency,
+    neither of which the file names, so the importer states them (`given`). Its accept length is the unweighted
+    mean of the requests' own (kept raw under that name); specdash's column takes the token-weighted figure,
+    output_tokens / spec_verify_count, when the file has both."""
+    errors: list[str] = []
+    check = _Checker(1, errors)
+    try:
+        row = json.loads(content)
+    except (ValueError, RecursionError) as exc:
+        message = f"line 1: not JSON ({exc})" if isinstance(exc, ValueError) else "line 1: not JSON"
+        raise ResultFileError([message]) from None
+    if not isinstance(row, dict):
+        raise ResultFileError(["line 1: not a JSON object (specforge benchmark writes one object)"])
+    samples = check.integer(row, "samples", minimum=1)
+    latency = check.number(row, "latency_seconds")
+    throughput = check.number(row, "throughput_tokens_per_second")
+    output_tokens = check.integer(row, "output_tokens", optional=True)
+    verify = check.integer(row, "spec_verify_count", optional=True)
+    mean_accept = check.number(row, "average_acceptance_length", optional=True)
+    stated = _Checker(0, errors)
+    for name in given:
+        if name not in SPECFORGE_GIVEN:
+            errors.append(f"{name}: not something a SpecForge import states (one of {', '.join(SPECFORGE_GIVEN)})")
+    model = given.get("model_path")
+    if not isinstance(model, str) or not model.strip() or len(model) > MAX_TEXT:
+        errors.append(f"model_path: the served model's path is required (the file does not hold it; <= {MAX_TEXT})")
+    concurrency = stated.integer(dict(given), "concurrency", minimum=1)
+    tp = stated.integer(dict(given), "tp_size", optional=True, minimum=1)
+    spec: dict[str, Any] = {}
+    for name in SPEC_FIELDS:
+        value = given.get(name)
+        if value is None:
+            continue
+        if name in ("speculative_algorithm", "speculative_draft_model_path"):
+            if not isinstance(value, str) or len(value) > MAX_TEXT:
+                errors.append(f"{name}: text of at most {MAX_TEXT} characters")
+            else:
+                spec[name] = value
+        elif (number := stated.integer(dict(given), name, minimum=1)) is not None:
+            spec[name] = number
+    if latency == 0:
+        check.fail("latency_seconds", "zero: no throughput can be read")
+    if errors or samples is None or latency is None or throughput is None or concurrency is None:
+        raise ResultFileError([e.replace("line 0: ", "") for e in errors][:MAX_ERRORS])
+    assert isinstance(model, str)
+    accept = output_tokens / verify if output_tokens and verify else mean_accept
+    metrics = {
+        "duration_s": latency,
+        "completed": samples,
+        "output_throughput": throughput,
+        # The file counts no input tokens: its total is its output, and says so (raw).
+        "total_throughput": throughput,
+        "request_throughput": samples / latency,
+        "accept_length": accept,
+    }
+    mapped = {"samples", "latency_seconds", "throughput_tokens_per_second"}
+    raw = {k: v for k, v in row.items() if k not in mapped and _is_scalar(v)}
+    raw["total_throughput_counts"] = "output tokens only: the file holds no input token count"
+    cell = Cell(concurrency=concurrency, line=1, metrics=metrics, raw=raw)
+    output_len = max(1, round(output_tokens / samples)) if output_tokens else 1
+    return [
+        ImportedRun(
+            tool="specforge benchmark",
+            version="",
+            command="",
+            server=Server(model_path=model.strip()[:MAX_TEXT], tp_size=tp or 1, speculative=spec),
+            server_args={},
+            dataset=_text(row.get("dataset"))[:DATASET_MAX] or "specforge",
+            input_len=1,
+            output_len=output_len,
+            num_prompts=samples,
             cells=[cell],
         )
     ]

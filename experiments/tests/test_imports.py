@@ -318,3 +318,66 @@ def test_specdash_import_posts_the_files_and_exits_2_on_a_malformed_one(cli, own
     assert Experiment.objects.get().name == "archive" and Run.objects.count() == 2
     text = cli("import", str(good), "--experiment", str(result["id"]))
     assert text.code == 0 and f"into experiment {result['id']}" in text.out and "base.jsonl" in text.out
+
+
+# SpecForge: a file without its model or concurrency, which the importer states ----------------------------------------
+
+SPECFORGE = (DATA / "specforge_benchmark.json").read_text()
+SPECFORGE_SERVER = {"model_path": "/models/kimi", "concurrency": 4, "tp_size": 8, "speculative_algorithm": "EAGLE3",
+                    "speculative_draft_model_path": "/models/kimi-eagle3", "speculative_num_steps": 3}  # fmt: skip
+
+
+def test_it_reads_a_specforge_benchmark_with_the_model_and_concurrency_stated():
+    (run,) = parse(SPECFORGE, imported_results.SPECFORGE, SPECFORGE_SERVER)
+
+    assert run.tool == "specforge benchmark" and run.dataset == "mt-bench" and run.num_prompts == 80
+    assert run.server.model_path == "/models/kimi" and run.server.tp_size == 8
+    assert run.server.speculative == {"speculative_algorithm": "EAGLE3",
+                                      "speculative_draft_model_path": "/models/kimi-eagle3",
+                                      "speculative_num_steps": 3}  # fmt: skip
+    (cell,) = run.cells
+    assert cell.concurrency == 4 and run.output_len == 512  # 40960 tokens / 80 samples
+    assert cell.metrics["output_throughput"] == 320.0 and cell.metrics["request_throughput"] == 80 / 128.0
+    # Token-weighted (40960 / 13653 = 3.0), not the file's unweighted mean of requests (2.9), which is kept raw.
+    assert round(cell.metrics["accept_length"], 3) == 3.0 and cell.raw["average_acceptance_length"] == 2.9
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"concurrency": 4}, "model_path: the served model's path is required"),
+        ({"model_path": "/m"}, "concurrency: missing"),
+        ({"model_path": "/m", "concurrency": 0}, "concurrency: not a whole number of at least 1"),
+        ({"model_path": "/m", "concurrency": 4, "trust_remote_code": True}, "trust_remote_code: not something"),
+        ({"model_path": "/m", "concurrency": 4, "speculative_num_steps": "3; rm"}, "speculative_num_steps: not a"),
+    ],
+)
+def test_a_specforge_file_without_what_it_lacks_stated_is_refused_naming_it(given, message):
+    with pytest.raises(ResultFileError) as refused:
+        parse(SPECFORGE, imported_results.SPECFORGE, given)
+    assert any(message in error for error in refused.value.errors), refused.value.errors
+    with pytest.raises(ResultFileError, match="latency_seconds: missing"):
+        parse(json.dumps({"samples": 3, "throughput_tokens_per_second": 1.0}), imported_results.SPECFORGE, given)
+
+
+@pytest.mark.django_db
+def test_specdash_import_files_a_specforge_result_with_its_benchmark_flags(cli, owner, tmp_path):
+    _, token = ApiToken.issue(owner)
+    credentials.save(IN_PROCESS_URL, token)
+    make_host(name="gpu-8")
+    path = tmp_path / "specforge.json"
+    path.write_text(SPECFORGE)
+    flags = ["--format", "specforge-benchmark", "--host", "gpu-8", "--json"]
+
+    refused = cli("import", str(path), *flags)
+    stated = ["--model", "/models/kimi", "--concurrency", "4", "--tp-size", "8", "--speculative-algorithm", "EAGLE3",
+              "--draft-model", "/models/kimi-eagle3", "--num-steps", "3"]  # fmt: skip
+    done = cli("import", str(path), *flags, *stated)
+
+    assert refused.code == 2 and "model_path: the served model's path is required" in refused.err
+    assert done.code == 0, done.err
+    (run,) = json.loads(done.out)["runs"]
+    stored = Run.objects.get(pk=run["id"])
+    assert stored.imported_from["tool"] == "specforge benchmark"
+    assert stored.config.speculative_algorithm == "EAGLE3" and stored.config.tp_size == 8
+    assert Measurement.objects.get(run=stored).concurrency == 4
