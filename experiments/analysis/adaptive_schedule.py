@@ -10,7 +10,7 @@ that band, which the verification experiment measures rather than this module gu
 One server runs one algorithm, one draft model and topk 1 under adaptive speculation, so a band whose winner needs
 anything else is said, never silently changed: a topk > 1 winner is written as its steps at topk 1 (the nearest
 schedule SGLang can run), a winner with another algorithm or draft keeps the band at the server's own steps nearest
-to it.
+to it, and a winner with other flags or variables (NCCL_PROTO=LL) gets its steps under the server's settings.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ class BandWinner:
     num_steps: int | None = None
     topk: int | None = None
     draft_model_path: str | None = None
+    # The winner's other launch settings (extra flags, NAME=VALUE variables): one server has one launch.
+    settings: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -98,9 +100,18 @@ def build_adaptive_schedule(bands: Sequence[BandWinner]) -> AdaptiveSchedule:
                     f"{band.label}: {band.config} uses topk {band.topk}; SGLang's adaptive speculation runs topk 1 "
                     f"only, so this band gets {steps} steps at topk 1, which the study did not measure."
                 )
+            if band.settings != server.settings:
+                notes.append(
+                    f"{band.label}: {band.config} launches with {_settings(band)}; one server launches with "
+                    f"{_settings(server)}, so this band runs its steps with the server's."
+                )
         config[str(band.low)] = {"candidate_steps": [steps]}
     initial = int(server.num_steps or 0)
     return AdaptiveSchedule(config, server.algorithm, server.draft_model_path, initial, notes)
+
+
+def _settings(band: BandWinner) -> str:
+    return " ".join(band.settings) or "no extra settings"
 
 
 def _same_server(band: BandWinner, server: BandWinner) -> bool:

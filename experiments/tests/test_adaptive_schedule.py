@@ -92,3 +92,32 @@ def test_the_launch_policy_refuses_unbounded_or_unknown_simulation_values(env):
 def test_a_member_never_names_the_adaptive_config_file():
     assert extra_args_refusals(["--speculative-adaptive-config", "/etc/passwd"])
     assert extra_args_refusals(["--speculative-adaptive", "yes"])  # a switch takes no value
+
+
+def test_a_studys_bands_become_a_schedule_with_their_launch_differences_said():
+    from experiments.rules import sweeps
+    from experiments.tuning import recommend
+    from experiments.tuning.plan import BASELINE
+    from experiments.tuning.space import SearchSpace
+
+    base = {"name": "eagle3", "speculative_algorithm": "EAGLE3", "speculative_draft_model_path": DRAFT,
+            "extra_args": [], "env": {}}  # fmt: skip
+    sweep = sweeps.Sweep(steps=(1, 3), topk=(1,), env=(("NCCL_PROTO", ("LL", "Simple")),))
+    space = SearchSpace.build(base, sweep)
+    names = {name.split(" ")[0] + " " + name.split(" ")[1]: name for name in space.names}
+    bands = [
+        recommend.Band(1, 2, names["s3-k1-d4 NCCL_PROTO=LL"], []),
+        recommend.Band(4, 4, names["s1-k1-d2 NCCL_PROTO=Simple"], []),
+        recommend.Band(8, 16, BASELINE, []),
+    ]
+    schedule = build_adaptive_schedule(recommend.band_winners(bands, space))
+    assert schedule.config == {
+        "1": {"candidate_steps": [3]},
+        "4": {"candidate_steps": [1]},
+        "8": {"candidate_steps": [0]},
+    }
+    (note,) = schedule.notes
+    assert note == (
+        "c = 4: s1-k1-d2 NCCL_PROTO=Simple launches with NCCL_PROTO=Simple; one server launches with NCCL_PROTO=LL, "
+        "so this band runs its steps with the server's."
+    )
