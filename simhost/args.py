@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from simhost import knobs, versions
+from simhost import adaptive, knobs, versions
 
 _STR: dict[str, Any] = {"type": str}
 _INT: dict[str, Any] = {"type": int}
@@ -155,7 +155,17 @@ _ERA_C_FIELDS: list[tuple[str, Any, list[str], dict[str, Any], str]] = [
     ),
     ("disable_decode_cuda_graph", False, [], _TRUE, "No decode CUDA graphs (slower steps)."),
     ("disable_prefill_cuda_graph", False, [], _TRUE, "Accepted, no effect."),
-    ("speculative_adaptive", False, [], _TRUE, "Accepted, no effect."),
+    (
+        "speculative_adaptive",
+        False,
+        [],
+        _TRUE,
+        "Move the speculative steps with the batch size (EAGLE/EAGLE3, topk 1; simhost/adaptive.py).",
+    ),
+    ("speculative_adaptive_config", None, [], _STR, "JSON file of the adaptive schedule; default SGLang's."),
+    ("enable_multi_layer_eagle", False, [], _TRUE, "Accepted; rules out --speculative-adaptive."),
+    ("enable_two_batch_overlap", False, [], _TRUE, "Accepted; rules out --speculative-adaptive."),
+    ("enable_pdmux", False, [], _TRUE, "Accepted; rules out --speculative-adaptive."),
 ]
 # 0.5.3 only: the beta spec flag that SGLANG_ENABLE_SPEC_V2 replaced in 0.5.4.
 _BETA_SPEC_FIELD: tuple[str, Any, list[str], dict[str, Any], str] = (
@@ -351,6 +361,8 @@ def resolve(argv: list[str], env: dict[str, str]) -> tuple[Any, list[str]]:
     algo = args.speculative_algorithm
     if algo is not None and algo not in SPEC_ALGORITHMS:
         raise ValueError(f"simhost does not simulate speculative algorithm {algo!r}; use one of {SPEC_ALGORITHMS}")
+    if getattr(args, "speculative_adaptive", False):
+        warnings += _adaptive_rules(args)
     if algo in EAGLE_FAMILY:
         if args.max_running_requests is None:
             args.max_running_requests = 48
@@ -408,6 +420,32 @@ def resolve(argv: list[str], env: dict[str, str]) -> tuple[Any, list[str]]:
             reserved += 2 * 1024
         args.mem_fraction_static = round((gpu_mib - reserved) / gpu_mib, 3)
     return args, deprecations + warnings
+
+
+def _adaptive_rules(args: Any) -> list[str]:
+    """SGLang's `_maybe_disable_adaptive` then `_init_adaptive_speculative_params`: an unsupported combination
+    falls back to static speculation with a warning; otherwise topk defaults to 1, the steps to the middle
+    candidate, given steps must be a candidate, and the draft tokens follow the steps. The config file is read
+    here, as SGLang reads it while resolving the server args (a bad one is a ValueError from the main process)."""
+    reason = adaptive.unsupported_reason(args)
+    if reason is not None:
+        args.speculative_adaptive = False
+        return [f"speculative_adaptive disabled: {reason}. Falling back to static speculative params."]
+    text = None
+    if args.speculative_adaptive_config is not None:
+        text = Path(args.speculative_adaptive_config).read_text()
+    candidates = adaptive.candidate_steps(adaptive.parse_config(text))
+    if args.speculative_eagle_topk is None:
+        args.speculative_eagle_topk = 1
+    if args.speculative_num_steps is None:
+        args.speculative_num_steps = candidates[len(candidates) // 2]
+    if args.speculative_num_steps not in candidates:
+        raise ValueError(
+            f"--speculative-num-steps={args.speculative_num_steps} is not in the adaptive config candidate_steps "
+            f"{candidates}. Pass one of those values."
+        )
+    args.speculative_num_draft_tokens = args.speculative_num_steps + 1
+    return []
 
 
 def _overlap_rules(args: Any, algo: str, env: dict[str, str], ver: versions.Version) -> list[str]:

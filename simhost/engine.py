@@ -4,15 +4,18 @@ sleeping what the speed model says, and prints the rank-0 `Prefill batch` / `Dec
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 import uuid
 import zlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from simhost import acceptance, gpu, lines, logs, profiler, speed, telemetry, versions
+from simhost import acceptance, adaptive, gpu, lines, logs, profiler, speed, telemetry, versions
 
 WORDS = (
     "the of and a to in is that it for on with as was at by this be from are or an which have not one had "
@@ -65,6 +68,9 @@ class Request:
     cached_tokens: int = 0
     verify_ct: int = 0
     accepted_drafts: int = 0
+    # Drafts the verify steps proposed: steps x verify ct on a static server, the sum of each step's own steps under
+    # --speculative-adaptive.
+    proposed_drafts: int = 0
     # Index i: the verify steps that accepted exactly i drafts (as counted into accepted_drafts).
     drafts_histogram: list[int] = field(default_factory=list)
     finished: bool = False
@@ -86,11 +92,15 @@ class Request:
             self.finished_at = time.monotonic()
             self.changed.set()
 
-    def emit(self, count: int, vocab: int) -> None:
+    def emit(self, count: int, vocab: int, token: int | None = None) -> None:
+        """Append `count` output tokens: the request's own text, or `token` repeated (simulated acceptance's fixed
+        token mode writes one token id for everything a verify step accepts)."""
         start = len(self.output_ids)
         seed = sum(self.input_ids[:8]) + len(self.input_ids)
         new = [((seed + 7 * i) % len(WORDS) + 1000 * ((seed + i) % 7)) % vocab for i in range(start, start + count)]
-        if self.diverge_at >= 0:
+        if token is not None:
+            new = [token % vocab] * count
+        elif self.diverge_at >= 0:
             new = [acceptance.draft_bug_token(start + j, t, self.diverge_at, vocab) for j, t in enumerate(new)]
         self.output_ids += new
         self.text += "".join([_SPACED_WORDS[t % len(WORDS)] for t in new])
@@ -123,6 +133,10 @@ class Stats:
     spec_total_forward_ct: int = 0
     last_accept_length: float = 0.0
     last_accept_rate: float = 0.0
+    # sglang:spec_num_steps / spec_num_draft_tokens: the steps of the batch at the last Decode line (they move under
+    # --speculative-adaptive)
+    last_num_steps: int = 0
+    last_num_draft_tokens: int = 0
     # sglang:e2e_request_latency_seconds, on the simulated GPU's clock: sum, count and per-bucket counts
     e2e_latency_sum: float = 0.0
     e2e_latency_count: int = 0
@@ -146,6 +160,7 @@ class Engine:
         seed: int,
         ver: versions.Version | None = None,
         acceptance_seed: int = 0,
+        simulated: adaptive.SimulatedAcceptance | None = None,
     ) -> None:
         self.args = args
         self.ver = ver or versions.Version.parse(versions.DEFAULT)
@@ -177,6 +192,19 @@ class Engine:
         self.accept_spread = knobs["accept_spread"]
         # An EAGLE3 draft served as EAGLE (acceptance.accepts_nothing): every draft is rejected, silently.
         self.accepts_nothing = bool(knobs.get("accepts_nothing", 0.0))
+        # SGLANG_SIMULATE_ACC_LEN: every verify step accepts a set length whatever the draft (simhost/adaptive.py);
+        # its draws have their own generator, so turning it on leaves the noise draws of the steps as they were.
+        self.simulated = simulated if self.cfg.algorithm in ("EAGLE", "EAGLE3", "STANDALONE") else None
+        self.simulated_rng = random.Random(seed ^ 0x5A5A)
+        # What the first verify step raises when the simulation is misconfigured; main wires it to a scheduler crash.
+        self.on_fatal: Callable[[str], None] | None = None
+        self.adaptive: adaptive.AdaptiveSteps | None = None
+        if getattr(args, "speculative_adaptive", False) and self.cfg.algorithm:
+            path = getattr(args, "speculative_adaptive_config", None)
+            graph_bs = ready.get("cuda_graph_bs") if self.cfg.cuda_graph else None
+            self.adaptive = adaptive.AdaptiveSteps(
+                adaptive.parse_config(Path(path).read_text() if path else None), self.cfg.num_steps, graph_bs
+            )
         self.started = time.monotonic()
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -196,6 +224,30 @@ class Engine:
         self._tokens_since_log = 0
         self._last_prefill_log = time.monotonic()
         self._last_prefill_tokens = 0
+        self.stats_init_steps()
+
+    def stats_init_steps(self) -> None:
+        self.stats.last_num_steps = self.cfg.num_steps
+        self.stats.last_num_draft_tokens = self.cfg.num_draft_tokens
+        if self.adaptive is not None:
+            self._log(self.adaptive.init_line)
+
+    @property
+    def max_accepted_drafts(self) -> int:
+        """The most drafts any verify step of this server can accept (the size of a request's histogram)."""
+        if self.adaptive is not None:
+            return self.adaptive.max_steps
+        return self.cfg.max_accepted_drafts
+
+    def step_config(self, bs: int) -> speed.SpecConfig:
+        """The speculation a decode step at batch bs runs: the server's, or under --speculative-adaptive the steps
+        its batch-size slot chose now (draft tokens = steps + 1 at topk 1; 0 steps = a plain decode step)."""
+        if self.adaptive is None:
+            return self.cfg
+        steps = self.adaptive.steps_for_batch(bs)
+        if steps == 0:
+            return dataclasses.replace(self.cfg, algorithm=None, num_steps=0, num_draft_tokens=1)
+        return dataclasses.replace(self.cfg, num_steps=steps, num_draft_tokens=steps + 1)
 
     # -- public
     @property
@@ -209,7 +261,7 @@ class Engine:
             req.rng = random.Random(zlib.crc32(",".join(map(str, req.input_ids)).encode(), self.acceptance_seed))
             p = min(0.99, max(0.01, req.rng.gauss(self.accept_p, self.accept_spread) * req.accept_factor))
             req.p = 0.0 if self.accepts_nothing else speed.effective_p(p, self.cfg.branches, self.params.topk_gain)
-            req.drafts_histogram = [0] * (self.cfg.max_accepted_drafts + 1)
+            req.drafts_histogram = [0] * (self.max_accepted_drafts + 1)
         req.gpu_arrived = self.gpu_seconds
         self.waiting.append(req)
         self._idle.clear()
@@ -359,50 +411,80 @@ class Engine:
 
     async def _decode(self) -> None:
         bs = len(self.running)
+        cfg = self.step_config(bs)
+        simulated_length = self._simulated_length(cfg)
         factor = self.step_factor()
-        await self._advance(speed.iteration_ms(self.params, self.cfg, bs), factor)
+        await self._advance(speed.iteration_ms(self.params, cfg, bs), factor)
         self.profiler.on_step("decode", bs, factor)
         step_accepted = 0
+        accepted_per_request: list[int] = []
+        token = None
+        if simulated_length is not None and self.simulated and self.simulated.token_mode == "fixed":
+            token = adaptive.FIXED_TOKEN_ID
         for req in self.running:
             if req.finished:  # aborted since the last step
                 continue
             left = req.max_new_tokens - len(req.output_ids)
             if self.cfg.algorithm:
-                k = speed.draw_accepted(req.rng, req.p, self.cfg.max_accepted_drafts)
+                if simulated_length is not None:
+                    k = simulated_length - 1
+                else:
+                    k = speed.draw_accepted(req.rng, req.p, cfg.max_accepted_drafts)
+                # A 0-step adaptive iteration is counted as a verify of no drafts: one token per forward, so the
+                # request's accept length (tokens / verify ct) stays the tokens per forward it really got.
                 req.verify_ct += 1
+                req.proposed_drafts += max(cfg.num_draft_tokens - 1, 0)
                 # The last step keeps only the tokens left: the drafts beyond them are not counted as accepted.
                 kept = min(k, left - 1)
                 req.accepted_drafts += kept
                 req.drafts_histogram[kept] += 1
                 step_accepted += k
+                accepted_per_request.append(k)
                 self.stats.spec_accepted += k + 1
                 self.stats.spec_forward_ct += 1
                 n = min(k + 1, left)
             else:
                 n = 1
-            req.emit(n, self.vocab)
+            req.emit(n, self.vocab, token)
             self._count_finished(req)
             self.stats.generation_tokens += n
             self._tokens_since_log += n
         self.decode_ct += 1
+        if self.adaptive is not None:
+            change = self.adaptive.on_verify(accepted_per_request, bs)
+            if change is not None:
+                self._log(change.log_line)
         if self.profile:
             self.verify_steps += 1
             if self.verify_steps % self.profile_every == 0:
-                self._log_profile(bs, factor, step_accepted)
+                self._log_profile(bs, factor, step_accepted, cfg)
         if self.decode_ct % max(1, int(self.args.decode_log_interval)) == 0:
-            self._log_decode(bs)
+            self._log_decode(bs, cfg)
         self.running = [r for r in self.running if not r.finished]
 
-    def _log_profile(self, bs: int, factor: float, accepted: int) -> None:
+    def _simulated_length(self, cfg: speed.SpecConfig) -> int | None:
+        """This step's simulated accept length (one for the whole batch, as SGLang draws it), or None when the
+        simulation is off or the step drafts nothing. A misconfigured simulation fails here, at the first verify."""
+        if self.simulated is None or not cfg.algorithm:
+            return None
+        error = self.simulated.error
+        if error is not None:
+            if self.on_fatal is not None:
+                self.on_fatal(error)
+                self.on_fatal = None
+            return None
+        return self.simulated.draw(self.simulated_rng, cfg.max_accepted_drafts + 1)
+
+    def _log_profile(self, bs: int, factor: float, accepted: int, cfg: speed.SpecConfig) -> None:
         """`EAGLE3 profile: step=N bs=B draft: X ms (S steps) Target verify: Y ms accepted: A` (README)."""
-        draft_ms, verify_ms = speed.iteration_parts(self.params, self.cfg, bs)
+        draft_ms, verify_ms = speed.iteration_parts(self.params, cfg, bs)
         scale = factor / self.speed if self.speed > 0 else factor
         self._log(
             f"EAGLE3 profile: step={self.verify_steps} bs={bs} draft: {draft_ms * scale:.2f} ms "
-            f"({self.cfg.num_steps} steps) Target verify: {verify_ms * scale:.2f} ms accepted: {accepted}"
+            f"({cfg.num_steps} steps) Target verify: {verify_ms * scale:.2f} ms accepted: {accepted}"
         )
 
-    def _log_decode(self, bs: int) -> None:
+    def _log_decode(self, bs: int, cfg: speed.SpecConfig) -> None:
         now = time.monotonic()
         st = self.stats
         st.last_gen_throughput = self._tokens_since_log / max(now - self._last_decode_log, 1e-6)
@@ -413,13 +495,14 @@ class Engine:
             ct = max(st.spec_forward_ct, 1)
             st.last_accept_length = st.spec_accepted / ct
             st.last_accept_rate = self.ver.accept_rate(
-                st.spec_accepted, ct, self.cfg.num_steps, self.cfg.num_draft_tokens
+                st.spec_accepted, ct, max(cfg.num_steps, 1), max(cfg.num_draft_tokens, 2)
             )
+            st.last_num_steps, st.last_num_draft_tokens = cfg.num_steps, cfg.num_draft_tokens
             spec = (st.last_accept_length, st.last_accept_rate)
             st.spec_total_accepted += st.spec_accepted
             st.spec_total_forward_ct += st.spec_forward_ct
             st.spec_accepted = st.spec_forward_ct = 0
-        graph = speed.uses_cuda_graph(self.cfg, bs)
+        graph = speed.uses_cuda_graph(cfg, bs)
         self._log(lines.decode(self.ver, bs, used, usage, spec, graph, st.last_gen_throughput, len(self.waiting)))
 
     # -- results
@@ -461,7 +544,7 @@ class Engine:
             return out
         if not ct:
             return {}
-        proposed = ct * max(self.cfg.num_draft_tokens - 1, 1)
+        proposed = max(req.proposed_drafts, 1)
         if style == "v057":
             out = {
                 "spec_accept_rate": req.accepted_drafts / proposed,

@@ -15,7 +15,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, NoReturn
 
-from simhost import acceptance, knobs, logs, scheduler, speed, tracebacks, versions
+from simhost import acceptance, adaptive, knobs, logs, scheduler, speed, tracebacks, versions
 from simhost import args as sargs
 from simhost import faults as sfaults
 
@@ -67,6 +67,8 @@ class Launcher:
         self.args, warnings = sargs.resolve(argv, dict(os.environ))
         a = self.args
         self.target = sargs.read_model_config(a.model_path)
+        # Read once at startup, as SGLang's envs are: a value that is not a float fails here, from the main process.
+        self.simulated = adaptive.SimulatedAcceptance.from_env(os.environ, self.ver.simulate_acc_default_method)
         self.draft: dict[str, Any] | None = None
         if a.speculative_algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
             if not a.speculative_draft_model_path:
@@ -174,10 +176,11 @@ class Launcher:
         for proc in self.procs:
             proc.join(max(0.0, deadline - time.monotonic()))
 
-    def crash_schedulers(self) -> None:
+    def crash_schedulers(self, error: str | None = None) -> None:
+        """Every scheduler fails: with the request-crash traceback, or with the ValueError `error` names."""
         for conn in self.conns:
             with contextlib.suppress(OSError):
-                conn.send(("crash",))
+                conn.send(("crash",) if error is None else ("crash", error))
 
     # -- serving
     async def serve(self, ready: dict[str, Any]) -> int:
@@ -209,8 +212,16 @@ class Launcher:
             "profile_every": float(os.environ.get("EAGLE3_PROFILE_EVERY") or 1),
         }
         engine = Engine(
-            a, ready, speed.SpeedParams(), engine_knobs, seed, self.ver, acceptance_seed=int(seed_text or 0)
+            a,
+            ready,
+            speed.SpeedParams(),
+            engine_knobs,
+            seed,
+            self.ver,
+            acceptance_seed=int(seed_text or 0),
+            simulated=self.simulated,
         )
+        engine.on_fatal = self.crash_schedulers
         state = ServerState(
             args=a,
             engine=engine,

@@ -329,6 +329,8 @@ class _Rank:
             except (EOFError, OSError):
                 message = ("parent_gone",)
             if message[0] == "crash":
+                if len(message) > 1:  # the engine's own error (a misconfigured simulation)
+                    self.fail(tracebacks.simulated_acceptance_traceback(str(message[1])))
                 self.fail(tracebacks.request_crash_traceback(bool(self.a["speculative_algorithm"])))
             if message[0] == "flood":
                 threading.Thread(target=self.flood, args=(float(message[1]),), daemon=True).start()

@@ -234,6 +234,11 @@ async def metrics(request: web.Request) -> web.Response:
         ("spec_accept_rate", "The average acceptance rate of speculative decoding.", st.last_accept_rate),
         ("is_cuda_graph", "Whether the batch is using CUDA graph.", float(not sargs.cuda_graph_disabled(state.args))),
     ]
+    if e.cfg.algorithm and e.ver.spec_step_gauges:
+        gauges += [
+            ("spec_num_steps", "Currently active speculative_num_steps.", st.last_num_steps),
+            ("spec_num_draft_tokens", "Currently active speculative_num_draft_tokens.", st.last_num_draft_tokens),
+        ]
     counters = [
         ("prompt_tokens_total", "Number of prefill tokens processed.", st.prompt_tokens),
         ("generation_tokens_total", "Number of generation tokens processed.", st.finished_generation_tokens),

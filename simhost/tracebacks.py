@@ -180,6 +180,30 @@ def request_crash_traceback(speculative: bool) -> str:
     return _tb(frames, "AttributeError: 'NoneType' object has no attribute 'shape'")
 
 
+def simulated_acceptance_traceback(error: str) -> str:
+    """A misconfigured SGLANG_SIMULATE_ACC_METHOD / _TOKEN_MODE: the ValueError of the first verify step."""
+    frames = [
+        ("managers/scheduler.py", 3114, "run_scheduler_process", "scheduler.event_loop_normal()"),
+        ("managers/scheduler.py", 1061, "event_loop_normal", "result = self.run_batch(batch)"),
+        (
+            "managers/scheduler.py",
+            2283,
+            "run_batch",
+            "batch_result = self.model_worker.forward_batch_generation(batch_or_worker_batch)",
+        ),
+        ("speculative/eagle_worker.py", 301, "forward_batch_generation", "self.verify(batch, spec_info)"),
+        ("speculative/eagle_info.py", 402, "verify", "accept_index = generate_simulated_accept_index("),
+        (
+            "speculative/spec_utils.py",
+            612,
+            "generate_simulated_accept_index",
+            "simulate_acc_len = _sample_simulated_acc_len(",
+        ),
+        ("speculative/spec_utils.py", 590, "_sample_simulated_acc_len", "raise ValueError("),
+    ]
+    return _tb(frames, f"ValueError: {error}")
+
+
 def asgi_exception_traceback() -> str:
     """What uvicorn logs when a request handler raises (here: the client closed the stream); the server serves on."""
     frames = [

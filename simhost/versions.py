@@ -179,6 +179,17 @@ class Version:
         return self.at_least("0.5.23")
 
     @property
+    def simulate_acc_default_method(self) -> str:
+        """SGLANG_SIMULATE_ACC_METHOD's default: `match-expected` in 0.5.23 (reference d4), `multinomial` in the older
+        envs tables. The version that switched is not in the reference; simhost switches at 0.5.23."""
+        return "match-expected" if self.at_least("0.5.23") else "multinomial"
+
+    @property
+    def spec_step_gauges(self) -> bool:
+        """sglang:spec_num_steps and sglang:spec_num_draft_tokens on /metrics (0.5.23 adds them, reference §2.8)."""
+        return self.at_least("0.5.23")
+
+    @property
     def health_rid_uuid(self) -> bool:
         return self.at_least("0.5.14")
 

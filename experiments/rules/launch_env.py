@@ -11,7 +11,7 @@ NCCL_COMM_ID, GLOO_SOCKET_IFNAME, the KV-transfer engines' MC_* and UCX_*).
 
 from __future__ import annotations
 
-from .launch_values import BOOL, Choice, Int, Pattern, Rule, Secret, words
+from .launch_values import BOOL, Choice, Float, Int, Pattern, Rule, Secret, words
 
 _INTERFACES = Pattern(r"[\^=]{0,2}[A-Za-z0-9_.:-]{1,32}(,[A-Za-z0-9_.:-]{1,32}){0,31}", "a list of device names")
 _NAME_LIST = Pattern(r"[A-Za-z0-9_+-]{1,32}(,[A-Za-z0-9_+.-]{1,32}){0,63}", "a comma-separated list of names")
@@ -44,6 +44,13 @@ ENV_GROUPS: dict[str, dict[str, Rule]] = {
         "SGLANG_ENABLE_JIT_DEEPGEMM": BOOL,
         "SGLANG_LOG_MS": BOOL,
         "SGLANG_LOG_FORWARD_ITERS": BOOL,
+    },
+    # A set accept length instead of the draft's (SGLang's spec_utils): what a better draft would be worth. Bounded
+    # to what a verify step can accept (1 to steps + 1; no server runs more than 32 steps), the methods SGLang knows.
+    "simulated acceptance": {
+        "SGLANG_SIMULATE_ACC_LEN": Float(1, 33),
+        "SGLANG_SIMULATE_ACC_METHOD": Choice(("match-expected", "multinomial")),
+        "SGLANG_SIMULATE_ACC_TOKEN_MODE": Choice(("fixed", "real-draft-token")),
     },
     "CUDA and PyTorch runtime": {
         "CUDA_VISIBLE_DEVICES": Pattern(

@@ -93,6 +93,10 @@ FLAG_GROUPS: dict[str, dict[str, Rule]] = {
         "--speculative-attention-mode": Choice(("prefill", "decode")),
         "--speculative-accept-threshold-single": Float(0, 1),
         "--speculative-accept-threshold-acc": Float(0, 1),
+        # The steps move with the batch size (SGLang 0.5.23, EAGLE/EAGLE3 at topk 1). Its schedule file,
+        # --speculative-adaptive-config, names a path: specdash writes and ships that file itself, a member never
+        # names one (a path read wherever it says is the kind of flag this list never takes).
+        "--speculative-adaptive": Switch(),
     },
     # Within one host: more processes on the GPUs the run holds, never another node.
     "parallelism on the host's GPUs": {

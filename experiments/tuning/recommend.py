@@ -7,7 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..analysis import comparison
+from ..analysis.adaptive_schedule import BandWinner
+from ..rules import sweeps
 from .plan import BASELINE, History, Settings, races
+from .space import SearchSpace
 
 
 @dataclass(frozen=True)
@@ -77,4 +80,30 @@ def bands(best: list[Best]) -> list[Band]:
             out[-1] = Band(last.low, item.concurrency, item.config, [*last.best, item])
         else:
             out.append(Band(item.concurrency, item.concurrency, item.config, [item]))
+    return out
+
+
+def band_winners(bands_: list[Band], space: SearchSpace) -> list[BandWinner]:
+    """The bands with their winners' speculative fields and launch settings, as the adaptive schedule reads them
+    (`analysis.adaptive_schedule.build_adaptive_schedule`)."""
+    out = []
+    for band in bands_:
+        if band.config == BASELINE:
+            out.append(BandWinner(band.low, band.high, band.config))
+            continue
+        candidate = space.candidate(band.config)
+        env = candidate.get("env") or {}
+        settings = (*[str(arg) for arg in candidate.get("extra_args") or []], *(f"{k}={env[k]}" for k in sorted(env)))
+        out.append(
+            BandWinner(
+                band.low,
+                band.high,
+                band.config,
+                candidate.get("speculative_algorithm"),
+                candidate.get(sweeps.STEPS),
+                candidate.get(sweeps.TOPK),
+                candidate.get("speculative_draft_model_path"),
+                tuple(settings),
+            )
+        )
     return out
