@@ -136,6 +136,18 @@ def pytest_sessionfinish(session, exitstatus) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _tasks_out_of_a_session_workers_reach(request):
+    """A transactional test commits its runs, and a run released or finished enqueues its host's next turn: a
+    session worker that an earlier test on this process started would claim the test's runs behind its back (a
+    claim the test makes then finds none). Unless the test works with that worker, its tasks go to a queue nobody
+    reads."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = marker is not None and bool(marker.kwargs.get("transaction") or marker.args[:1] == (True,))
+    if transactional and "celery_worker_process" not in request.fixturenames:
+        request.getfixturevalue("private_queue")
+
+
+@pytest.fixture(autouse=True)
 def _fresh_channel_layer():
     """Each test gets its own channel layer, and one that leaves a receive in flight fails, named.
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import functools
-import math
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -13,9 +12,8 @@ from django.utils import timezone
 
 from experiments.live import broadcast
 
-from ..analysis import acceptance, slo, steady_state
 from ..forms import ServerConfigForm, config_form_data, plain_errors
-from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Measurement, PromptResults, Run, ServerConfig
+from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Run, ServerConfig
 from ..rules import config_names
 from .audit import Actor, record_event
 from .confirmations import queue_confirmation_again
@@ -255,68 +253,6 @@ def do_append_log(run: Run, first_line: int, lines: list[str], new_offset: int) 
     LogChunk.objects.create(run=run, first_line=first_line, line_count=len(lines), text="\n".join(lines))
     run.log_lines = first_line - 1 + len(lines)
     run.log_offset = new_offset
-
-
-@transaction.atomic
-def do_record_measurement(run: Run, pass_index: int, concurrency: int, result: dict[str, Any]) -> Measurement:
-    fields = {name: result.get(name) for name in Measurement.LATENCY_FIELDS}
-    # Per-position acceptance comes from a script on the host: a figure that fails its check is stored as null,
-    # with a run warning, and never stops the rest of the cell from being stored.
-    positions, problems = acceptance.position_fields(result)
-    fields |= positions
-    # So are the steady-state figures: one that is not a finite non-negative number is null, here and in `raw`.
-    steady, steady_problems = steady_state.checked_figures(result)
-    problems += steady_problems
-    fields |= steady
-    # The request rows have a column of their own (a cell of a thousand requests should not weigh on `raw`).
-    requests, request_problems = slo.checked_requests(result.get("requests"))
-    problems += request_problems
-    ended_at = _ended_at(result.get("ended_at"))
-    result = {**acceptance.with_checked_positions(result, positions), **steady}
-    result.pop("requests", None)
-    result.pop("ended_at", None)
-    measurement, _ = Measurement.objects.update_or_create(
-        run=run,
-        pass_index=pass_index,
-        concurrency=concurrency,
-        defaults=dict(
-            completed=result["completed"],
-            failed=result.get("failed", 0),
-            duration_s=result["duration_s"],
-            output_throughput=result["output_throughput"],
-            total_throughput=result["total_throughput"],
-            request_throughput=result["request_throughput"],
-            input_throughput=result.get("input_throughput", 0.0),
-            accept_length=result.get("accept_length"),
-            pooled_accept_length=result.get("pooled_accept_length"),
-            mean_request_accept_length=result.get("mean_request_accept_length"),
-            server_accept_length=result.get("server_accept_length"),
-            server_mean_e2e_latency_ms=result.get("server_mean_e2e_latency_ms"),
-            server_decode=result.get("server_decode") or {},
-            raw=result,
-            requests=requests,
-            ended_at=ended_at,
-            **fields,
-        ),
-    )
-    for problem in problems:
-        do_add_run_warning(run, "host_output", f"Concurrency {concurrency}, pass {pass_index + 1}: {problem}")
-    return measurement
-
-
-def _ended_at(stamp: Any) -> datetime | None:
-    # The worker's own time.time(), so a number; anything else is no stamp rather than a guessed one.
-    if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp) or stamp <= 0:
-        return None
-    return datetime.fromtimestamp(stamp, UTC)
-
-
-def do_record_prompt_results(run: Run, pass_index: int, concurrency: int, requests: list[dict[str, Any]]) -> None:
-    """Each prompt's result of one cell (its category, output length, accept length and, at temperature 0, its
-    output token ids): the per-prompt view and what the equivalence gate compares."""
-    PromptResults.objects.update_or_create(
-        run=run, defaults={"pass_index": pass_index, "concurrency": concurrency, "requests": requests}
-    )
 
 
 # ---- re-running a failed run with a remedy -------------------------------------------------------------------

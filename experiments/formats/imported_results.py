@@ -6,6 +6,9 @@ A file becomes one run per server it measured (the model and speculative setting
 each of its lines (a vLLM file is one result) one cell at the line's `max_concurrency`; a concurrency seen twice is
 a second pass. Validation is strict and every error names the line and the field, so nothing is guessed: a file
 with any error is refused whole.
+
+Long module: the three tools' readers share one checker (every error names the line and the field), one cell and
+one server type, which would otherwise be imported across three modules; each reader is a screen long.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from experiments.actions.runs import do_record_measurement
+from experiments.actions.measurements import do_record_measurement
 from experiments.analysis import acceptance
 from experiments.charts.positions import position_figure
 from experiments.models import Measurement, Run

@@ -71,5 +71,5 @@ def test_it_draws_every_chart_of_the_comparison_and_shows_the_verdict(browser_us
     assert same.is_visible()
     page.check("#only-differences")
     assert not same.is_visible()
-    assert page.locator("a.export-link").count() == 5  # runs, verdict, deployment gains, latency, configs
+    assert page.locator("a.export-link").count() == 6  # runs, verdict, deployment gains and cells, latency, configs
     assert errors == []

@@ -266,7 +266,7 @@ def test_a_priced_host_gets_the_cost_per_million_input_tokens_too():
 
 
 def test_a_recorded_cell_keeps_its_checked_request_rows_and_its_windows_end_and_refuses_the_rest(client, viewer):
-    from experiments.actions.runs import do_record_measurement
+    from experiments.actions.measurements import do_record_measurement
 
     run = _experiment().run_set.get(config__name="baseline")
     good = {"index": 0, "ok": True, "output_len": 4, "ttft_ms": 9.0, "tpot_ms": 3.0, "itl_ms": 3.0}

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from experiments.actions.runs import do_record_measurement
+from experiments.actions.measurements import do_record_measurement
 from experiments.analysis import steady_state
 from experiments.models import Measurement, Run
 

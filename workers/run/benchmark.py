@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 
-from experiments.actions.runs import do_record_measurement, do_record_prompt_results
+from experiments.actions.measurements import do_record_measurement, do_record_prompt_results
 from experiments.formats import prompt_sampling
 from experiments.models import BenchmarkProfile, Host, LogChunk, Run
 from experiments.reads import series
