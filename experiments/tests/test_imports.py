@@ -378,6 +378,6 @@ def test_specdash_import_files_a_specforge_result_with_its_benchmark_flags(cli, 
     assert done.code == 0, done.err
     (run,) = json.loads(done.out)["runs"]
     stored = Run.objects.get(pk=run["id"])
-    assert stored.imported_from["tool"] == "specforge benchmark"
+    assert stored.imported_from is not None and stored.imported_from["tool"] == "specforge benchmark"
     assert stored.config.speculative_algorithm == "EAGLE3" and stored.config.tp_size == 8
     assert Measurement.objects.get(run=stored).concurrency == 4
