@@ -23,20 +23,6 @@ SGLANG = "sglang-bench-serving"
 VLLM = "vllm-bench-serve"
 SPECFORGE = "specforge-benchmark"
 FORMATS = (SGLANG, VLLM, SPECFORGE)
-# What a SpecForge benchmark file does not hold and its importer states (specforge benchmark's own --model and
-# --concurrency flags, and the server's speculative settings): `given` of `parse`.
-SPECFORGE_GIVEN = (
-    "model_path",
-    "concurrency",
-    "tp_size",
-    *(
-        "speculative_algorithm",
-        "speculative_draft_model_path",
-        "speculative_num_steps",
-        "speculative_eagle_topk",
-        "speculative_num_draft_tokens",
-    ),
-)
 AUTO = "auto"
 
 MAX_LINES = 10_000
@@ -76,6 +62,9 @@ SPEC_FIELDS = (
     "speculative_eagle_topk",
     "speculative_num_draft_tokens",
 )
+# What a SpecForge benchmark file does not hold and its importer states (specforge benchmark's own --model and
+# --concurrency flags, and the server's speculative settings): `given` of `parse`.
+SPECFORGE_GIVEN = ("model_path", "concurrency", "tp_size", *SPEC_FIELDS)
 # vLLM's `speculative_config.method` -> SGLang's algorithm names, which specdash's configs use.
 _VLLM_METHODS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "deepseek_mtp": "NEXTN", "ngram": "NGRAM"}
 _VLLM_METHODS["draft_model"] = "STANDALONE"
@@ -259,13 +248,7 @@ def _sglang_run(group: list[tuple[Cell, dict[str, Any], Server, dict[str, Any]]]
 def _parse_vllm(content: str) -> list[ImportedRun]:
     errors: list[str] = []
     check = _Checker(1, errors)
-    try:
-        row = json.loads(content)
-    except (ValueError, RecursionError) as exc:
-        message = f"line 1: not JSON ({exc})" if isinstance(exc, ValueError) else "line 1: not JSON"
-        raise ResultFileError([message]) from None
-    if not isinstance(row, dict):
-        raise ResultFileError(["line 1: not a JSON object (vllm bench serve writes one object)"])
+    row = _one_object(content, "vllm bench serve")
     model = row.get("model_id")
     if not isinstance(model, str) or not model:
         check.fail("model_id", "missing or not text")
@@ -302,13 +285,7 @@ def _parse_specforge(content: str, given: Mapping[str, Any]) -> list[ImportedRun
     output_tokens / spec_verify_count, when the file has both."""
     errors: list[str] = []
     check = _Checker(1, errors)
-    try:
-        row = json.loads(content)
-    except (ValueError, RecursionError) as exc:
-        message = f"line 1: not JSON ({exc})" if isinstance(exc, ValueError) else "line 1: not JSON"
-        raise ResultFileError([message]) from None
-    if not isinstance(row, dict):
-        raise ResultFileError(["line 1: not a JSON object (specforge benchmark writes one object)"])
+    row = _one_object(content, "specforge benchmark")
     samples = check.integer(row, "samples", minimum=1)
     latency = check.number(row, "latency_seconds")
     throughput = check.number(row, "throughput_tokens_per_second")
@@ -370,6 +347,18 @@ def _parse_specforge(content: str, given: Mapping[str, Any]) -> list[ImportedRun
             cells=[cell],
         )
     ]
+
+
+def _one_object(content: str, tool: str) -> dict[str, Any]:
+    """The one JSON object a tool writes, or ResultFileError saying what the text is instead."""
+    try:
+        row = json.loads(content)
+    except (ValueError, RecursionError) as exc:
+        message = f"line 1: not JSON ({exc})" if isinstance(exc, ValueError) else "line 1: not JSON"
+        raise ResultFileError([message]) from None
+    if not isinstance(row, dict):
+        raise ResultFileError([f"line 1: not a JSON object ({tool} writes one object)"])
+    return row
 
 
 def _vllm_speculative(row: dict[str, Any], check: _Checker) -> dict[str, Any]:
