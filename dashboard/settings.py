@@ -146,6 +146,15 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 6 * 3600}
+# A broker restart must not take the worker down: Redis is only the doorbell, the runs' facts are in the database
+# and their servers keep running. The transport turns kombu's failure to close a dropped connection under a
+# running task into a reconnect (dashboard/broker.py); the worker then waits for the broker for as long as it
+# takes, from its start too, and leaves its running runs alone meanwhile (cancelling one would only make another
+# worker re-attach to it later).
+CELERY_BROKER_TRANSPORT = "dashboard.broker:Transport"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

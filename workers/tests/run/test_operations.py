@@ -108,30 +108,39 @@ def test_it_finishes_an_experiment_across_a_redis_restart(
 ):
     log_path = tmp_path / "worker.log"
     redis_env = {"REDIS_URL": private_redis.url, "SPECDASH_WAKE_EVERY": "1"}
-    start_worker(private_queue, "ops", log_path, beat_schedule=tmp_path / "beat", **redis_env)
+    # Two slots, as the demo's worker has: its consumer keeps reading the broker while a run's task holds its
+    # message unacknowledged, so it meets the dropped connection at once (the path that took the worker down).
+    worker = start_worker(private_queue, "ops", log_path, beat_schedule=tmp_path / "beat", concurrency=2, **redis_env)
     # The submission's own wake-up goes to this test's broker, which the worker does not read: the beat starts the
     # first run as well.
-    first, second = _queue_launches(sim_host, owner, 2)
+    runs = _queue_launches(sim_host, owner, 3)
+    first, second = runs[0], runs[1]
 
     wait_for_state(first, {Run.State.BENCHMARKING}, timeout=60)
     private_redis.kill()
+    _wait_for_log(log_path, "Connection to broker lost", timeout=15)
     first.refresh_from_db()
     assert not first.is_finished
     # Redis stays down until the first run is over, so the wake-up its end sends for the second run is lost.
     wait_for_state(first, FINISHED, timeout=60)
-    private_redis.start()
+    private_redis.start()  # empty: no queued message, no channel group survived
     back_at = time.monotonic()
     wait_for_state(second, set(Run.State.values) - {Run.State.QUEUED}, timeout=60)
     woken_after = time.monotonic() - back_at
-    wait_for_state(second, FINISHED, timeout=60)
+    for run in runs:
+        wait_for_state(run, FINISHED, timeout=60)
 
-    assert first.state == Run.State.SUCCEEDED, first.failure()
-    assert second.state == Run.State.SUCCEEDED, second.failure()
-    assert woken_after < 30  # the worker's reconnection to Redis, then the beat's next wake-up (every second here)
-    # The second run's wake-up was lost (Redis was down when the first run ended); the beat woke the host after.
+    assert [run.state for run in runs] == [Run.State.SUCCEEDED] * 3, [run.failure() for run in runs]
+    # The worker that met the restart drove them all: it reconnected instead of exiting.
     log = log_path.read_text()
+    assert worker.poll() is None, log[-3000:]
+    assert "Unrecoverable error" not in log
+    assert all(os.getpgid(int(run.worker.rsplit(":", 1)[1])) == worker.pid for run in runs)  # its pool's pids
+    assert woken_after < 15, woken_after  # the worker's reconnection to Redis, then the beat's next wake-up
+    # The second run's wake-up was lost (Redis was down when the first run ended); the beat woke the host after.
     lost = log.index(f"host {sim_host.pk}: wake-up not sent")
     assert re.search(rf"wake_idle_hosts\[[\w-]+\] succeeded in [\d.]+s: \[{sim_host.pk}\]", log[lost:])
+    print(f"Redis restart: the next queued run left the queue {woken_after:.1f} s after Redis was back")
 
 
 # ---- a second deployment on the same Redis -----------------------------------------------------------------
