@@ -345,6 +345,84 @@ def test_it_finishes_a_run_across_a_postgresql_restart(
     assert log_lines == sum(n for _, n in chunks) == len(lines_on_host(Run(log_path=log_path_on_host)))
 
 
+# The experiment of a longer outage: two launches whose benchmark (two concurrencies, two passes) lasts a few
+# seconds, so the outage meets a run while it stores its measurements.
+SUBMIT_EXPERIMENT = """
+import os
+from django.contrib.auth import get_user_model
+from django.core import serializers
+from experiments.actions.audit import Actor
+from experiments.actions.experiments import do_create_experiment
+from experiments.models import BenchmarkProfile
+from workers.tests.run.simruns import SMALL_PROFILE, sim_config
+for row in serializers.deserialize("json", os.environ["OPS_ROWS"]):
+    row.save()
+host = row.object
+owner = get_user_model().objects.create_user("owner")
+profile = BenchmarkProfile(name="p", **{**SMALL_PROFILE, "concurrency": [1, 2], "num_prompts": 4, "output_len": 32,
+                                        "passes": 2, "launches": 2})
+experiment = do_create_experiment(actor=Actor(owner), name="postgres-outage", host=host,
+                                  baseline=sim_config(host), candidates=[], profile=profile)
+print(*experiment.run_set.order_by("sequence").values_list("pk", flat=True))
+"""
+
+
+def test_it_finishes_every_run_of_an_experiment_across_a_postgresql_outage_longer_than_its_window(
+    sim_host, private_postgres, private_queue, start_worker, tmp_path
+):
+    env = {
+        **os.environ,
+        "DATABASE_URL": private_postgres.url,
+        "SECRET_KEY": "test-only",
+        "SPECDASH_QUEUE": private_queue,
+    }
+    _manage("migrate", "-v0", env=env)
+    env["OPS_ROWS"] = serializers.serialize("json", [sim_host.ssh_key, sim_host])
+    run_ids = [int(pk) for pk in _manage("shell", "-c", SUBMIT_EXPERIMENT, env=env).split()[-2:]]
+    log_path = tmp_path / "worker.log"
+    # The run's writes wait 2 s for the database, less than the outage: its worker leaves it, and the beat hands it
+    # to a worker (here the same one) once the database is back and its heartbeat is stale.
+    outage_env = {"SPECDASH_DB_OUTAGE_WINDOW": "2", "SPECDASH_HEARTBEAT_STALE": "3", "SPECDASH_REATTACH_EVERY": "1",
+                  "SPECDASH_WAKE_EVERY": "1"}  # fmt: skip
+    worker = start_worker(private_queue, "pg", log_path, beat_schedule=tmp_path / "beat", concurrency=2,
+                          DATABASE_URL=private_postgres.url, **outage_env)  # fmt: skip
+
+    def states() -> list[str]:
+        rows = dict(private_postgres.query("SELECT id, state FROM experiments_run WHERE id = ANY(%s)", run_ids))
+        return [rows[pk] for pk in run_ids]
+
+    deadline = time.monotonic() + 60
+    while states()[0] != Run.State.BENCHMARKING and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert states()[0] == Run.State.BENCHMARKING
+    private_postgres.stop()
+    _wait_for_log(log_path, "leaving it for a worker to re-attach", timeout=30)
+    private_postgres.start()
+    back_at = time.monotonic()
+    deadline = time.monotonic() + 90
+    while not set(states()) <= FINISHED and time.monotonic() < deadline:
+        time.sleep(0.2)
+    recovered_after = time.monotonic() - back_at
+
+    runs = private_postgres.query(
+        "SELECT id, state, failure_message FROM experiments_run WHERE id = ANY(%s) ORDER BY sequence", run_ids
+    )
+    assert [state for _, state, _ in runs] == [Run.State.SUCCEEDED] * 2, runs
+    # Every cell of every run was measured once: 2 passes x 2 concurrencies, none lost or stored twice.
+    cells = private_postgres.query(
+        "SELECT run_id, pass_index, concurrency, count(*) FROM experiments_measurement WHERE run_id = ANY(%s) "
+        "GROUP BY run_id, pass_index, concurrency",
+        run_ids,
+    )
+    assert sorted((run, p, c, n) for run, p, c, n in cells) == [
+        (run, p, c, 1) for run in sorted(run_ids) for p in range(2) for c in (1, 2)
+    ]
+    log = log_path.read_text()
+    assert re.search(rf"run {run_ids[0]}: re-attached in state", log), log[-3000:]
+    assert worker.poll() is None and "Unrecoverable error" not in log
+    print(f"PostgreSQL outage: the experiment finished {recovered_after:.1f} s after the database was back")
+
+
 def test_it_raises_the_error_of_a_working_connection_at_once():
     # Only a connection that is gone is waited for; a query the database refused is the caller's error.
     def timed_out_query() -> None:
