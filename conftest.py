@@ -461,11 +461,14 @@ def celery_worker_process(django_db_setup, sshd, task_queue, tmp_path_factory):
 
 @pytest.fixture
 def start_worker(server_process, sshd):
-    """Start a one-slot `celery worker` of the test's own (a test that kills workers needs its own): on `queue`,
-    named `name`, logging to `log_path`, with the beat when `beat_schedule` is given; stopped after the test."""
+    """Start a `celery worker` of the test's own (a test that kills workers needs its own): on `queue`, named
+    `name`, logging to `log_path`, with `concurrency` slots (one unless told), with the beat when `beat_schedule`
+    is given; stopped after the test."""
 
-    def start(queue: str, name: str, log_path: Path, *, beat_schedule: Path | None = None, **env: str):
-        argv = _celery_worker_argv(queue, concurrency=1, name=name, beat_schedule=beat_schedule)
+    def start(
+        queue: str, name: str, log_path: Path, *, beat_schedule: Path | None = None, concurrency: int = 1, **env: str
+    ):
+        argv = _celery_worker_argv(queue, concurrency=concurrency, name=name, beat_schedule=beat_schedule)
         return server_process(argv, log_path, SPECDASH_QUEUE=queue, SPECDASH_SSH_KEY_DIR=str(sshd.key_dir), **env)
 
     return start

@@ -99,6 +99,8 @@ DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'specdash.sqlite3'}"),
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        # A kept connection that a database restart broke is replaced before a request or task uses it.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -146,6 +148,15 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 6 * 3600}
+# A broker restart must not take the worker down: Redis is only the doorbell, the runs' facts are in the database
+# and their servers keep running. The transport turns kombu's failure to close a dropped connection under a
+# running task into a reconnect (dashboard/broker.py); the worker then waits for the broker for as long as it
+# takes, from its start too, and leaves its running runs alone meanwhile (cancelling one would only make another
+# worker re-attach to it later).
+CELERY_BROKER_TRANSPORT = "dashboard.broker:Transport"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -261,6 +272,9 @@ SPECDASH_TELEMETRY_MS = int(os.environ.get("SPECDASH_TELEMETRY_MS", "1000"))
 SPECDASH_HEARTBEAT_STALE = float(os.environ.get("SPECDASH_HEARTBEAT_STALE", "20"))
 SPECDASH_REATTACH_EVERY = float(os.environ.get("SPECDASH_REATTACH_EVERY", "10"))
 SPECDASH_RECONNECT_WINDOW = float(os.environ.get("SPECDASH_RECONNECT_WINDOW", "60"))
+# A run's database writes wait out a database outage (a restart, a failover) for SPECDASH_DB_OUTAGE_WINDOW
+# seconds; after a longer one its worker leaves it, untouched, for the re-attach above (workers/run/database.py).
+SPECDASH_DB_OUTAGE_WINDOW = float(os.environ.get("SPECDASH_DB_OUTAGE_WINDOW", "30"))
 # Queued runs are woken by a message when they are queued and when the host frees up; a message lost on the way
 # (a Redis restart, a flush) is made good by the beat within SPECDASH_WAKE_EVERY seconds.
 SPECDASH_WAKE_EVERY = float(os.environ.get("SPECDASH_WAKE_EVERY", "30"))

@@ -23,6 +23,7 @@ from experiments.models import Run
 from ..hosts import host_access
 from ..ssh import ConnectionLost, HostConnection, HostKeyMismatch, SSHError
 from . import benchmark, preflight, profiling, startup, teardown, verify
+from .database import DatabaseUnreachable
 from .errors import RunCancelled, RunFailed
 from .session import RunSession, db
 
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 
 CANCEL_POLL = 1.0
 SUPERSEDED, CANCELLED = "superseded", "cancelled"  # why the watcher stopped the phases
+LEFT = "left"  # the database stayed away: the run is left as it is, for a worker to re-attach
 
 
 async def drive_run(run_id: int) -> str:
@@ -39,7 +41,8 @@ async def drive_run(run_id: int) -> str:
         return await RunOrchestrator(run).execute()
     finally:
         # The ORM ran in sync_to_async's thread; its connection must not outlive this event loop.
-        await db(connections.close_all)()
+        with contextlib.suppress(DatabaseUnreachable):
+            await db(connections.close_all)()
 
 
 class RunOrchestrator:
@@ -48,6 +51,18 @@ class RunOrchestrator:
         self.session = RunSession(run)
 
     async def execute(self) -> str:
+        try:
+            return await self._execute()
+        except DatabaseUnreachable as exc:
+            # Failing the run now would be wrong (nothing went wrong with it) and could not be stored anyway. Its
+            # server runs on under setsid and its facts are stored up to the outage; its heartbeat stops, so once
+            # the database is back the beat hands it to a worker that re-attaches and continues.
+            log.warning("run %s: %s; leaving it for a worker to re-attach", self.run.pk, exc)
+            with contextlib.suppress(Exception):
+                await self.session.release_local_resources()
+            return LEFT
+
+    async def _execute(self) -> str:
         session = self.session
         outcome = Run.State.SUCCEEDED
         phases = asyncio.create_task(self._phases())
@@ -71,6 +86,8 @@ class RunOrchestrator:
         except RunFailed as failure:
             outcome = Run.State.FAILED
             await session.record_failure(failure)
+        except DatabaseUnreachable:
+            raise
         except Exception as exc:
             log.exception("run %s: orchestrator error", self.run.pk)
             outcome = Run.State.FAILED

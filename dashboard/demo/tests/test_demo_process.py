@@ -1,11 +1,13 @@
 """`manage.py demo` as a person runs it: a second Ctrl-C during its cleanup still stops every child, and a demo
-killed hard leaves children that the next demo of the checkout finds and stops (their ports free again)."""
+killed hard leaves children that the next demo of the checkout finds and stops (their ports free again); its worker
+outlives a Redis restart, and one that dies is started again."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -93,3 +95,65 @@ def test_it_stops_every_child_on_a_second_ctrl_c_and_after_a_hard_kill(tmp_path)
     assert not (var / "demo-children.json").exists()
     # Nor did a simulated server of either demo outlive it (the first one's was loading when its worker died).
     assert _gone_within(lambda: hostsetup.processes_of(var / "simhost-state"), 10) == []
+
+
+def _demo_children(var: Path) -> dict[str, int]:
+    """The demo's children now (the newest of each name): name -> process group."""
+    return {entry["name"]: entry["pgid"] for entry in json.loads((var / "demo-children.json").read_text())}
+
+
+def _wait_for(condition, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after {timeout} s")
+        time.sleep(0.2)
+
+
+def test_it_keeps_its_worker_through_a_redis_restart_and_starts_a_dead_one_again(tmp_path):
+    from workers.tests.run.test_operations import PrivateRedis
+
+    var = tmp_path / "var"
+    redis_server = PrivateRedis(tmp_path)
+    redis_server.start()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SPECDASH_", "DATABASE_URL")) or k == "SPECDASH_TEST_SESSION"
+    }
+    env.update(SPECDASH_VAR_DIR=str(var), SPECDASH_PORT=str(free_port()), SPECDASH_SIMHOST_SSH_PORT=str(free_port()),
+               SPECDASH_SIMHOST_SERVER_PORT=str(free_port()), SECRET_KEY="demo-test", SIMHOST_LOAD_SECONDS="1",
+               REDIS_URL=redis_server.url, PYTHONUNBUFFERED="1")  # fmt: skip
+    log = tmp_path / "demo.log"
+    demo = _start_demo(env, log)
+    worker_log = var / "log" / "worker.log"
+    try:
+
+        def run_states() -> list[str]:
+            with sqlite3.connect(var / "specdash.sqlite3") as db:
+                return [state for (state,) in db.execute("SELECT state FROM experiments_run WHERE experiment_id = "
+                                                         "(SELECT max(id) FROM experiments_experiment)")]  # fmt: skip
+
+        _wait_for(lambda: "benchmarking" in run_states(), "a demo run benchmarking", timeout=90)
+        worker = _demo_children(var)["worker"]
+        redis_server.kill()  # under a running run's task: the path that took the demo's worker down
+        _wait_for(lambda: "Connection to broker lost" in worker_log.read_text(), "the worker noticing", timeout=15)
+        time.sleep(2)
+        redis_server.start()  # empty
+        _wait_for(lambda: worker_log.read_text().count("Connected to") >= 2, "the worker reconnecting", timeout=30)
+        assert _alive(worker, settle=0) and _demo_children(var)["worker"] == worker
+        assert "exited" not in log.read_text()
+
+        # A worker that dies all the same is started again; the demo goes on.
+        os.killpg(worker, signal.SIGKILL)
+        _wait_for(lambda: "The worker exited with code" in log.read_text(), "the demo restarting its worker", 15)
+        assert "starting it again" in log.read_text()
+        restarted = _demo_children(var)["worker"]
+        assert restarted != worker and _alive(restarted, settle=0) and demo.poll() is None
+        assert "cancelled" not in run_states()
+    finally:
+        children = list(_demo_children(var).values()) if (var / "demo-children.json").exists() else []
+        demo.send_signal(signal.SIGINT)
+        demo.wait(timeout=90)
+        redis_server.kill()
+    assert not any(_alive(pgid) for pgid in children)

@@ -108,30 +108,39 @@ def test_it_finishes_an_experiment_across_a_redis_restart(
 ):
     log_path = tmp_path / "worker.log"
     redis_env = {"REDIS_URL": private_redis.url, "SPECDASH_WAKE_EVERY": "1"}
-    start_worker(private_queue, "ops", log_path, beat_schedule=tmp_path / "beat", **redis_env)
+    # Two slots, as the demo's worker has: its consumer keeps reading the broker while a run's task holds its
+    # message unacknowledged, so it meets the dropped connection at once (the path that took the worker down).
+    worker = start_worker(private_queue, "ops", log_path, beat_schedule=tmp_path / "beat", concurrency=2, **redis_env)
     # The submission's own wake-up goes to this test's broker, which the worker does not read: the beat starts the
     # first run as well.
-    first, second = _queue_launches(sim_host, owner, 2)
+    runs = _queue_launches(sim_host, owner, 3)
+    first, second = runs[0], runs[1]
 
     wait_for_state(first, {Run.State.BENCHMARKING}, timeout=60)
     private_redis.kill()
+    _wait_for_log(log_path, "Connection to broker lost", timeout=15)
     first.refresh_from_db()
     assert not first.is_finished
     # Redis stays down until the first run is over, so the wake-up its end sends for the second run is lost.
     wait_for_state(first, FINISHED, timeout=60)
-    private_redis.start()
+    private_redis.start()  # empty: no queued message, no channel group survived
     back_at = time.monotonic()
     wait_for_state(second, set(Run.State.values) - {Run.State.QUEUED}, timeout=60)
     woken_after = time.monotonic() - back_at
-    wait_for_state(second, FINISHED, timeout=60)
+    for run in runs:
+        wait_for_state(run, FINISHED, timeout=60)
 
-    assert first.state == Run.State.SUCCEEDED, first.failure()
-    assert second.state == Run.State.SUCCEEDED, second.failure()
-    assert woken_after < 30  # the worker's reconnection to Redis, then the beat's next wake-up (every second here)
-    # The second run's wake-up was lost (Redis was down when the first run ended); the beat woke the host after.
+    assert [run.state for run in runs] == [Run.State.SUCCEEDED] * 3, [run.failure() for run in runs]
+    # The worker that met the restart drove them all: it reconnected instead of exiting.
     log = log_path.read_text()
+    assert worker.poll() is None, log[-3000:]
+    assert "Unrecoverable error" not in log
+    assert all(os.getpgid(int(run.worker.rsplit(":", 1)[1])) == worker.pid for run in runs)  # its pool's pids
+    assert woken_after < 15, woken_after  # the worker's reconnection to Redis, then the beat's next wake-up
+    # The second run's wake-up was lost (Redis was down when the first run ended); the beat woke the host after.
     lost = log.index(f"host {sim_host.pk}: wake-up not sent")
     assert re.search(rf"wake_idle_hosts\[[\w-]+\] succeeded in [\d.]+s: \[{sim_host.pk}\]", log[lost:])
+    print(f"Redis restart: the next queued run left the queue {woken_after:.1f} s after Redis was back")
 
 
 # ---- a second deployment on the same Redis -----------------------------------------------------------------
@@ -334,6 +343,84 @@ def test_it_finishes_a_run_across_a_postgresql_restart(
     )
     assert [first for first, _ in chunks] == [1 + sum(n for _, n in chunks[:i]) for i in range(len(chunks))]
     assert log_lines == sum(n for _, n in chunks) == len(lines_on_host(Run(log_path=log_path_on_host)))
+
+
+# The experiment of a longer outage: two launches whose benchmark (two concurrencies, two passes) lasts a few
+# seconds, so the outage meets a run while it stores its measurements.
+SUBMIT_EXPERIMENT = """
+import os
+from django.contrib.auth import get_user_model
+from django.core import serializers
+from experiments.actions.audit import Actor
+from experiments.actions.experiments import do_create_experiment
+from experiments.models import BenchmarkProfile
+from workers.tests.run.simruns import SMALL_PROFILE, sim_config
+for row in serializers.deserialize("json", os.environ["OPS_ROWS"]):
+    row.save()
+host = row.object
+owner = get_user_model().objects.create_user("owner")
+profile = BenchmarkProfile(name="p", **{**SMALL_PROFILE, "concurrency": [1, 2], "num_prompts": 4, "output_len": 32,
+                                        "passes": 2, "launches": 2})
+experiment = do_create_experiment(actor=Actor(owner), name="postgres-outage", host=host,
+                                  baseline=sim_config(host), candidates=[], profile=profile)
+print(*experiment.run_set.order_by("sequence").values_list("pk", flat=True))
+"""
+
+
+def test_it_finishes_every_run_of_an_experiment_across_a_postgresql_outage_longer_than_its_window(
+    sim_host, private_postgres, private_queue, start_worker, tmp_path
+):
+    env = {
+        **os.environ,
+        "DATABASE_URL": private_postgres.url,
+        "SECRET_KEY": "test-only",
+        "SPECDASH_QUEUE": private_queue,
+    }
+    _manage("migrate", "-v0", env=env)
+    env["OPS_ROWS"] = serializers.serialize("json", [sim_host.ssh_key, sim_host])
+    run_ids = [int(pk) for pk in _manage("shell", "-c", SUBMIT_EXPERIMENT, env=env).split()[-2:]]
+    log_path = tmp_path / "worker.log"
+    # The run's writes wait 2 s for the database, less than the outage: its worker leaves it, and the beat hands it
+    # to a worker (here the same one) once the database is back and its heartbeat is stale.
+    outage_env = {"SPECDASH_DB_OUTAGE_WINDOW": "2", "SPECDASH_HEARTBEAT_STALE": "3", "SPECDASH_REATTACH_EVERY": "1",
+                  "SPECDASH_WAKE_EVERY": "1"}  # fmt: skip
+    worker = start_worker(private_queue, "pg", log_path, beat_schedule=tmp_path / "beat", concurrency=2,
+                          DATABASE_URL=private_postgres.url, **outage_env)  # fmt: skip
+
+    def states() -> list[str]:
+        rows = dict(private_postgres.query("SELECT id, state FROM experiments_run WHERE id = ANY(%s)", run_ids))
+        return [rows[pk] for pk in run_ids]
+
+    deadline = time.monotonic() + 60
+    while states()[0] != Run.State.BENCHMARKING and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert states()[0] == Run.State.BENCHMARKING
+    private_postgres.stop()
+    _wait_for_log(log_path, "leaving it for a worker to re-attach", timeout=30)
+    private_postgres.start()
+    back_at = time.monotonic()
+    deadline = time.monotonic() + 90
+    while not set(states()) <= FINISHED and time.monotonic() < deadline:
+        time.sleep(0.2)
+    recovered_after = time.monotonic() - back_at
+
+    runs = private_postgres.query(
+        "SELECT id, state, failure_message FROM experiments_run WHERE id = ANY(%s) ORDER BY sequence", run_ids
+    )
+    assert [state for _, state, _ in runs] == [Run.State.SUCCEEDED] * 2, runs
+    # Every cell of every run was measured once: 2 passes x 2 concurrencies, none lost or stored twice.
+    cells = private_postgres.query(
+        "SELECT run_id, pass_index, concurrency, count(*) FROM experiments_measurement WHERE run_id = ANY(%s) "
+        "GROUP BY run_id, pass_index, concurrency",
+        run_ids,
+    )
+    assert sorted((run, p, c, n) for run, p, c, n in cells) == [
+        (run, p, c, 1) for run in sorted(run_ids) for p in range(2) for c in (1, 2)
+    ]
+    log = log_path.read_text()
+    assert re.search(rf"run {run_ids[0]}: re-attached in state", log), log[-3000:]
+    assert worker.poll() is None and "Unrecoverable error" not in log
+    print(f"PostgreSQL outage: the experiment finished {recovered_after:.1f} s after the database was back")
 
 
 def test_it_raises_the_error_of_a_working_connection_at_once():
