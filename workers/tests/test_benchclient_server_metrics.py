@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 
+from experiments.analysis.telemetry import SERVER_METRIC_FIELDS
 from simhost.tests.conftest import EAGLE3_2STEP, launch, state_dir  # noqa: F401  (fixtures)
 from workers.benchclient import __main__ as cli
 from workers.benchclient import prometheus
@@ -75,6 +76,10 @@ async def test_a_server_without_metrics_gives_no_series_and_sampling_can_be_off(
     metrics = launch("--enable-metrics", *TICKS, env={**NO_NOISE, "CUDA_VISIBLE_DEVICES": "1"})
     metrics.wait_ready()
     assert (await _bench(metrics, metrics_interval_ms=0))["server_metrics"] is None
+
+
+def test_the_worker_stores_every_gauge_the_client_samples_under_its_name():
+    assert SERVER_METRIC_FIELDS == prometheus.GAUGE_FIELDS
 
 
 def test_it_combines_a_gauges_label_sets_counts_added_and_ratios_averaged():
