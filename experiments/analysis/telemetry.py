@@ -214,3 +214,21 @@ def server_metric_readings(report: Any, written_at: float) -> list[ServerMetricR
             continue
         readings.append(ServerMetricReading(t=written_at - age, **{name: _gauge(sample[i]) for i, name in columns}))
     return sorted(readings, key=lambda r: r.t)
+
+
+def server_metrics_summary(readings: Sequence[ServerMetricReading]) -> dict[str, Any]:
+    """The answer above the server's series: how many samples, the most requests running and queued, the highest
+    token usage, and the median of its windowed accept length (None for a baseline, which reports 0)."""
+
+    def present(name: str) -> list[float]:
+        return [v for r in readings if (v := getattr(r, name)) is not None]
+
+    running, queued, usage = present("num_running_reqs"), present("num_queue_reqs"), present("token_usage")
+    accept = [v for v in present("spec_accept_length") if v > 0]
+    return {
+        "samples": len(readings),
+        "max_running_reqs": max(running) if running else None,
+        "max_queue_reqs": max(queued) if queued else None,
+        "max_token_usage": max(usage) if usage else None,
+        "median_spec_accept_length": round(statistics.median(accept), 3) if accept else None,
+    }
