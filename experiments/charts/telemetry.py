@@ -124,13 +124,13 @@ def telemetry_figure(samples: Sequence[GpuReading], cells: Sequence[tuple[float,
 SERVER_SERIES = (
     ("running", "num_running_reqs", 1, "Requests"),
     ("queued", "num_queue_reqs", 1, "Requests"),
-    ("token usage", "token_usage", 100, "Token usage (%)"),
-    ("throughput", "gen_throughput", 1, "Throughput (tok/s)"),
-    ("accept length", "spec_accept_length", 1, "Accept length, steps"),
-    ("spec steps", "spec_num_steps", 1, "Accept length, steps"),
+    ("token usage", "token_usage", 100, "KV use (%)"),
+    ("throughput", "gen_throughput", 1, "tok/s"),
+    ("accept length", "spec_accept_length", 1, "Accept len"),
+    ("spec steps", "spec_num_steps", 1, "Accept len"),
     ("accept rate", "spec_accept_rate", 1, "Accept rate"),
 )
-SPECULATIVE_PANELS = ("Accept length, steps", "Accept rate")
+SPECULATIVE_PANELS = ("Accept len", "Accept rate")
 PANEL_GAP = 0.05
 SERVER_FIGURE_HEIGHT = 720  # the holder's height in specdash.css (#server-metrics .chart)
 
@@ -176,7 +176,13 @@ def server_metrics_figure(
             "margin": {"t": 70, "r": 20, "b": 40, "l": 70},
             "plot_bgcolor": "white",
             "hovermode": "x unified",
-            "xaxis": {**grid, "type": "date", "title": {"text": "time (UTC)"}},
+            # Under the bottom panel: the axis Plotly would otherwise draw under the first (top) one.
+            "xaxis": {
+                **grid,
+                "type": "date",
+                "title": {"text": "time (UTC)"},
+                "anchor": f"y{len(panels)}" if len(panels) > 1 else "y",
+            },
             **layout_axes,
             **_cell_spans(cells),
             "legend": {"orientation": "h", "y": -0.12},

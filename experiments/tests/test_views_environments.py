@@ -184,7 +184,7 @@ def test_a_baseline_is_charted_without_speculative_panels_and_a_run_without_samp
     page = client.get(f"/runs/{unsampled.pk}/").content.decode()
 
     titles = [v["title"]["text"] for k, v in figure["layout"].items() if k.startswith("yaxis")]
-    assert titles == ["Requests", "Token usage (%)", "Throughput (tok/s)"]
+    assert titles == ["Requests", "KV use (%)", "tok/s"]
     assert {t["name"] for t in figure["data"]} == {"running", "queued", "token usage", "throughput"}
     assert 'id="server-metrics"' not in page
     assert client.get(f"/api/runs/{unsampled.pk}/server-metrics").json()["samples"] == []
