@@ -9,6 +9,8 @@ import stat
 from django.conf import settings
 from django.core import checks
 
+from workers.benchclient import prometheus
+
 # One DNS label (RFC 1123); a name's last label is never all digits, or it would be a mistyped address.
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$", re.IGNORECASE)
 
@@ -88,3 +90,18 @@ def check_secret_key_file(app_configs, **kwargs):
             )
         ]
     return []
+
+
+@checks.register()
+def check_server_metrics_interval(app_configs, **kwargs):
+    # The benchmark client refuses any other value (and exits 2), which would fail every benchmark cell.
+    value, low, high = settings.SPECDASH_SERVER_METRICS_MS, prometheus.MIN_INTERVAL_MS, prometheus.MAX_INTERVAL_MS
+    if value == 0 or low <= value <= high:
+        return []
+    return [
+        checks.Error(
+            f"SPECDASH_SERVER_METRICS_MS is {value}.",
+            hint=f"0 (never scrape the server's /metrics during a cell) or {low}-{high} ms.",
+            id="specdash.E120",
+        )
+    ]

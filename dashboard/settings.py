@@ -266,6 +266,8 @@ SPECDASH_LOG_BATCH_SECONDS = float(os.environ.get("SPECDASH_LOG_BATCH_SECONDS", 
 SPECDASH_TEARDOWN_GRACE = float(os.environ.get("SPECDASH_TEARDOWN_GRACE", "10"))
 # How often a run samples its GPUs' clocks, temperature, power and clock event reasons (nvidia-smi -lms); 0: never.
 SPECDASH_TELEMETRY_MS = int(os.environ.get("SPECDASH_TELEMETRY_MS", "1000"))
+# How often the benchmark client scrapes the server's /metrics gauges during a cell: 0 (never) or 50-10000 ms.
+SPECDASH_SERVER_METRICS_MS = int(os.environ.get("SPECDASH_SERVER_METRICS_MS", "250"))
 # A worker that dies mid-run stops beating; after SPECDASH_HEARTBEAT_STALE seconds another worker re-attaches
 # (checked every SPECDASH_REATTACH_EVERY seconds by the beat). A dropped SSH connection is retried for
 # SPECDASH_RECONNECT_WINDOW seconds before the run fails.

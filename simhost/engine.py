@@ -137,6 +137,12 @@ class Stats:
     # --speculative-adaptive)
     last_num_steps: int = 0
     last_num_draft_tokens: int = 0
+    # The scheduler's Prometheus gauges as of the last log tick (a prefill batch or every decode_log_interval decode
+    # steps): SGLang sets them there, not on every scrape, so a scrape between ticks reads the last tick's values.
+    last_running_reqs: int = 0
+    last_queue_reqs: int = 0
+    last_used_tokens: int = 0
+    last_token_usage: float = 0.0
     # sglang:e2e_request_latency_seconds, on the simulated GPU's clock: sum, count and per-bucket counts
     e2e_latency_sum: float = 0.0
     e2e_latency_count: int = 0
@@ -381,6 +387,7 @@ class Engine:
         throughput = self._last_prefill_tokens / max(now - self._last_prefill_log, 1e-6)
         self._last_prefill_log, self._last_prefill_tokens = now, new_tokens
         _, usage = self.token_usage()
+        self._tick_gauges()
         self._log(
             lines.prefill(
                 self.ver, len(batch), new_tokens, cached, usage, len(self.running), len(self.waiting), throughput
@@ -484,6 +491,11 @@ class Engine:
             f"({cfg.num_steps} steps) Target verify: {verify_ms * scale:.2f} ms accepted: {accepted}"
         )
 
+    def _tick_gauges(self) -> None:
+        st = self.stats
+        st.last_running_reqs, st.last_queue_reqs = len(self.running), len(self.waiting)
+        st.last_used_tokens, st.last_token_usage = self.token_usage()
+
     def _log_decode(self, bs: int, cfg: speed.SpecConfig) -> None:
         now = time.monotonic()
         st = self.stats
@@ -502,6 +514,7 @@ class Engine:
             st.spec_total_accepted += st.spec_accepted
             st.spec_total_forward_ct += st.spec_forward_ct
             st.spec_accepted = st.spec_forward_ct = 0
+        self._tick_gauges()
         graph = speed.uses_cuda_graph(cfg, bs)
         self._log(lines.decode(self.ver, bs, used, usage, spec, graph, st.last_gen_throughput, len(self.waiting)))
 

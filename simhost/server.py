@@ -216,15 +216,14 @@ async def metrics(request: web.Request) -> web.Response:
         return json_response({"detail": "Not Found"}, 404)
     e = state.engine
     st = e.stats
-    used, usage = e.token_usage()
     sched = f'engine_type="unified",model_name="{state.args.served_model_name}",pp_rank="0",tp_rank="0"'
     tok = f'model_name="{state.args.served_model_name}"'
     gauges = [
-        ("num_running_reqs", "The number of running requests.", len(e.running)),
-        ("num_used_tokens", "The number of used tokens.", used),
-        ("token_usage", "The token usage.", usage),
+        ("num_running_reqs", "The number of running requests.", st.last_running_reqs),
+        ("num_used_tokens", "The number of used tokens.", st.last_used_tokens),
+        ("token_usage", "The token usage.", st.last_token_usage),
         ("gen_throughput", "The generation throughput (token/s).", st.last_gen_throughput),
-        ("num_queue_reqs", "The number of requests in the waiting queue.", len(e.waiting)),
+        ("num_queue_reqs", "The number of requests in the waiting queue.", st.last_queue_reqs),
         ("max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", e.max_total_tokens),
         (
             "spec_accept_length",

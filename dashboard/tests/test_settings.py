@@ -17,7 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.checks import allowlist_entry_error, check_host_allowlist, check_production, check_secret_key_file
+from dashboard.checks import (
+    allowlist_entry_error,
+    check_host_allowlist,
+    check_production,
+    check_secret_key_file,
+    check_server_metrics_interval,
+)
 from simhost.ports import free_port, wait_for_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,6 +142,13 @@ def test_it_warns_when_production_lists_no_host(settings):
     settings.PRODUCTION, settings.SPECDASH_HOST_ALLOWLIST = True, ()
 
     assert [w.id for w in check_host_allowlist(None)] == ["specdash.W101"]
+
+
+@pytest.mark.parametrize(("interval", "refused"), [(0, False), (50, False), (10_000, False), (10, True), (-1, True)])
+def test_it_refuses_a_server_metrics_interval_the_benchmark_client_would_refuse(interval, refused, settings):
+    settings.SPECDASH_SERVER_METRICS_MS = interval
+
+    assert [e.id for e in check_server_metrics_interval(None)] == (["specdash.E120"] if refused else [])
 
 
 def test_it_refuses_debug_in_production_mode(settings):

@@ -1,4 +1,5 @@
-"""Recording what a run ran on: its host's fingerprint, its server processes' environment, its GPUs' telemetry."""
+"""Recording what a run ran on: its host's fingerprint, its server processes' environment, its GPUs' telemetry, and
+the server's metrics during its benchmark cells."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from ..analysis.telemetry import GpuReading
-from ..models import GpuSample, Run, RunEnvironment
+from ..analysis.telemetry import GpuReading, ServerMetricReading
+from ..models import GpuSample, Run, RunEnvironment, ServerMetricSample
 
 
 @transaction.atomic
@@ -42,4 +43,11 @@ def do_add_gpu_samples(run: Run, readings: list[GpuReading]) -> None:
     """Store a batch of telemetry readings, each at the time the worker read it."""
     GpuSample.objects.bulk_create(
         [GpuSample(run=run, at=datetime.fromtimestamp(r.t, UTC), **r.stored_fields()) for r in readings]
+    )
+
+
+def do_add_server_metric_samples(run: Run, readings: list[ServerMetricReading]) -> None:
+    """Store the server's gauges sampled during one benchmark cell, each at its time on the worker's clock."""
+    ServerMetricSample.objects.bulk_create(
+        [ServerMetricSample(run=run, at=datetime.fromtimestamp(r.t, UTC), **r.stored_fields()) for r in readings]
     )

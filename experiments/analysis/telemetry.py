@@ -1,10 +1,12 @@
 """What a run's GPU telemetry says about its measurement: whether the GPUs were throttled while it benchmarked, and
-at which clocks they ran; and, across the runs of a comparison, which run ran differently from the others. Pure.
+at which clocks they ran; and, across the runs of a comparison, which run ran differently from the others. And the
+server's own metrics sampled during its benchmark cells, read from the client's report onto the same clock. Pure.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -139,3 +141,94 @@ def comparison_warnings(summaries: Mapping[str, Mapping[str, Any]]) -> list[str]
                     "compared with"
                 )
     return warnings
+
+
+# ---- the server's metrics -------------------------------------------------------------------------------------
+
+# The server's Prometheus gauges a benchmark cell samples (workers/benchclient/prometheus.py GAUGES, by the names the
+# client reports them under): the only names taken from the host's report, and a ServerMetricSample's fields.
+SERVER_METRIC_FIELDS = (
+    "num_running_reqs",
+    "num_queue_reqs",
+    "num_used_tokens",
+    "token_usage",
+    "gen_throughput",
+    "spec_accept_length",
+    "spec_accept_rate",
+    "spec_num_steps",
+    "spec_num_draft_tokens",
+)
+# A cell's report holds a bounded number of samples (the client thins past 2000); more is not a client of ours.
+MAX_SERVER_METRIC_SAMPLES = 10_000
+# An age beyond this is not a sample of the cell just run.
+MAX_SAMPLE_AGE_S = 7 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class ServerMetricReading:
+    """The server's gauges at one instant of a benchmark cell, on the worker's clock (`t`, seconds since the epoch:
+    the clock GpuReading and the cells carry, so the three share one time axis). None: not served (a baseline serves
+    no spec_num_steps) or not a finite non-negative number."""
+
+    t: float
+    num_running_reqs: float | None = None
+    num_queue_reqs: float | None = None
+    num_used_tokens: float | None = None
+    token_usage: float | None = None
+    gen_throughput: float | None = None
+    spec_accept_length: float | None = None
+    spec_accept_rate: float | None = None
+    spec_num_steps: float | None = None
+    spec_num_draft_tokens: float | None = None
+
+    def stored_fields(self) -> dict[str, float | None]:
+        """The fields a ServerMetricSample row keeps (its `at` holds `t`)."""
+        return {name: getattr(self, name) for name in SERVER_METRIC_FIELDS}
+
+
+def _gauge(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def server_metric_readings(report: Any, written_at: float) -> list[ServerMetricReading]:
+    """The readings of a benchmark client's `server_metrics` report (`{"fields": ["ago_s", ...], "samples":
+    [[ago_s, ...], ...]}`, each sample dated by its age when the client wrote the result), on the worker's clock:
+    `written_at` is when the worker received the result. The report comes from the host: only SERVER_METRIC_FIELDS
+    are read, at most MAX_SERVER_METRIC_SAMPLES samples, a sample without a sound age is dropped, a value that is not
+    a finite non-negative number is None; anything else is no readings, never an error."""
+    if not isinstance(report, dict):
+        return []
+    fields, samples = report.get("fields"), report.get("samples")
+    if not isinstance(fields, list) or not isinstance(samples, list) or not fields or fields[0] != "ago_s":
+        return []
+    columns = [(i, name) for i, name in enumerate(fields) if name in SERVER_METRIC_FIELDS]
+    readings = []
+    for sample in samples[:MAX_SERVER_METRIC_SAMPLES]:
+        if not isinstance(sample, list) or len(sample) != len(fields):
+            continue
+        age = _gauge(sample[0])
+        if age is None or age > MAX_SAMPLE_AGE_S:
+            continue
+        readings.append(ServerMetricReading(t=written_at - age, **{name: _gauge(sample[i]) for i, name in columns}))
+    return sorted(readings, key=lambda r: r.t)
+
+
+def server_metrics_summary(readings: Sequence[ServerMetricReading]) -> dict[str, Any]:
+    """The answer above the server's series: how many samples, the most requests running and queued, the highest
+    token usage, and the median of its windowed accept length (None for a baseline, which reports 0)."""
+
+    def present(name: str) -> list[float]:
+        return [v for r in readings if (v := getattr(r, name)) is not None]
+
+    running, queued, usage = present("num_running_reqs"), present("num_queue_reqs"), present("token_usage")
+    accept = [v for v in present("spec_accept_length") if v > 0]
+    return {
+        "samples": len(readings),
+        "max_running_reqs": max(running) if running else None,
+        "max_queue_reqs": max(queued) if queued else None,
+        "max_token_usage": max(usage) if usage else None,
+        "median_spec_accept_length": round(statistics.median(accept), 3) if accept else None,
+    }

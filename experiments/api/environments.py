@@ -1,5 +1,6 @@
-"""What runs ran on: a run's environment and GPU telemetry, and the environment diff of two runs, two experiments,
-or a run and the last run before it in its history series (what a regression flag's first run is compared with)."""
+"""What runs ran on: a run's environment, GPU telemetry and server metrics, and the environment diff of two runs,
+two experiments, or a run and the last run before it in its history series (what a regression flag's first run is
+compared with)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja.errors import HttpError
 
+from experiments.analysis.telemetry import SERVER_METRIC_FIELDS, server_metrics_summary
 from experiments.reads import environments
 
 from ..models import Experiment, Run, RunEnvironment
@@ -39,6 +41,23 @@ def get_run_environment(request: HttpRequest, run_id: int):
             ],
             "cells": [{"start": start, "end": end, "label": label} for start, end, label in cells],
         },
+    }
+
+
+@api.get("/runs/{run_id}/server-metrics")
+def get_run_server_metrics(request: HttpRequest, run_id: int):
+    """The server's Prometheus gauges sampled during the benchmark cells (one row per scrape, `t` in seconds since
+    the epoch on the clock of the GPU telemetry and the cells; null: not served), with a summary and the cells."""
+    require(request, "experiments.view_run")
+    run = _run(run_id)
+    readings = environments.run_server_metrics(run)
+    _, cells, _ = environments.run_telemetry(run)
+    return {
+        "run": run.pk,
+        "summary": server_metrics_summary(readings),
+        "fields": ["t", *SERVER_METRIC_FIELDS],
+        "samples": [[r.t, *r.stored_fields().values()] for r in readings],
+        "cells": [{"start": start, "end": end, "label": label} for start, end, label in cells],
     }
 
 

@@ -6,7 +6,7 @@ One module per concern; everything is importable from `experiments.models`.
 
 from .audit import AuditEvent, AuditEventQuerySet
 from .configs import MANAGED_FLAGS, BenchmarkProfile, BenchmarkProfileQuerySet, ServerConfig, ServerConfigQuerySet
-from .environments import GpuSample, GpuSampleQuerySet, RunEnvironment
+from .environments import GpuSample, GpuSampleQuerySet, RunEnvironment, ServerMetricSample, ServerMetricSampleQuerySet
 from .experiments import Candidate, Experiment
 from .hosts import KEY_FILE_NAME, Host, HostQuerySet, SshKey
 from .log_chunks import LogChunk, LogChunkQuerySet
@@ -58,6 +58,8 @@ __all__ = [
     "RunQuerySet",
     "ServerConfig",
     "ServerConfigQuerySet",
+    "ServerMetricSample",
+    "ServerMetricSampleQuerySet",
     "SshKey",
     "Study",
     "StudyConfig",

@@ -1,5 +1,6 @@
 """What a run ran on besides its config: the host's environment fingerprint read before the launch, the environment
-its server processes received, and the GPUs' telemetry while it loaded and benchmarked."""
+its server processes received, the GPUs' telemetry while it loaded and benchmarked, and the server's own metrics
+while it benchmarked."""
 
 from __future__ import annotations
 
@@ -131,3 +132,38 @@ class GpuSample(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id} gpu {self.gpu} at {self.at:%H:%M:%S}"
+
+
+class ServerMetricSampleQuerySet(models.QuerySet["ServerMetricSample"]):
+    def of_run(self, run: Run | int) -> ServerMetricSampleQuerySet:
+        return self.filter(run=run).order_by("at")
+
+
+class ServerMetricSample(models.Model):
+    """The server's Prometheus gauges at one instant of a benchmark cell (`analysis.telemetry.ServerMetricReading`),
+    stamped with the worker's clock like GpuSample, so both are drawn on the cells' time axis.
+
+    A model of its own rather than GpuSample generalised: a GPU sample is one GPU's integer readings and a clock-event
+    mask, per GPU index, for the run's whole life; this is one per server, float gauges, during the cells only. One
+    row type for both would be nullable columns of the other's in every row, or readings keyed by name in JSON,
+    which neither the charts nor a query could rely on. None: not served, or not a finite non-negative number."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE)
+    at = models.DateTimeField(default=timezone.now)
+    num_running_reqs = models.FloatField(null=True)
+    num_queue_reqs = models.FloatField(null=True)
+    num_used_tokens = models.FloatField(null=True)
+    token_usage = models.FloatField(null=True, help_text="KV cache tokens in use over its capacity, 0-1.")
+    gen_throughput = models.FloatField(null=True, help_text="Output tok/s over the server's last decode-log window.")
+    spec_accept_length = models.FloatField(null=True, help_text="Over the server's last decode-log window.")
+    spec_accept_rate = models.FloatField(null=True, help_text="Accepted drafts over proposed, last window.")
+    spec_num_steps = models.FloatField(null=True, help_text="The active speculative_num_steps.")
+    spec_num_draft_tokens = models.FloatField(null=True)
+
+    objects = ServerMetricSampleQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "at"])]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} server metrics at {self.at:%H:%M:%S}"

@@ -1,7 +1,7 @@
 """The reads behind the environment diffs and the GPU telemetry: a run's snapshot (fingerprint and server
 environment), the diff of two runs or two experiments, the last run before a given one in its history series (what a
-regression flag compares its first run at the new level with), and a run's samples beside its benchmark cells. The
-words and judgements come from the pure `analysis.environment` and `analysis.telemetry`."""
+regression flag compares its first run at the new level with), and a run's GPU and server samples beside its benchmark
+cells. The words and judgements come from the pure `analysis.environment` and `analysis.telemetry`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,16 @@ from typing import Any
 
 from experiments.analysis import telemetry
 from experiments.analysis.environment import Snapshot, changes, summary
-from experiments.analysis.telemetry import READING_FIELDS, GpuReading
-from experiments.models import Experiment, GpuSample, GpuSampleQuerySet, Measurement, Run, RunEnvironment
+from experiments.analysis.telemetry import READING_FIELDS, SERVER_METRIC_FIELDS, GpuReading, ServerMetricReading
+from experiments.models import (
+    Experiment,
+    GpuSample,
+    GpuSampleQuerySet,
+    Measurement,
+    Run,
+    RunEnvironment,
+    ServerMetricSample,
+)
 from experiments.rules import launch_policy
 
 
@@ -126,6 +134,15 @@ def run_telemetry(run: Run) -> tuple[list[GpuReading], list[tuple[float, float, 
     samples = _samples_by_run(GpuSample.objects.filter(run=run)).get(run.pk, [])
     cells = _cells_by_run(Measurement.objects.filter(run=run)).get(run.pk, [])
     return samples, cells, telemetry.summary(samples, [(a, b) for a, b, _ in cells])
+
+
+def run_server_metrics(run: Run) -> list[ServerMetricReading]:
+    """The server's gauges sampled during the run's benchmark cells, oldest first, on the cells' clock."""
+    rows = ServerMetricSample.objects.of_run(run).values_list("at", *SERVER_METRIC_FIELDS).iterator()
+    return [
+        ServerMetricReading(t=at.timestamp(), **dict(zip(SERVER_METRIC_FIELDS, values, strict=True)))
+        for at, *values in rows
+    ]
 
 
 def telemetry_warnings(runs: list[Run]) -> list[str]:

@@ -1,6 +1,7 @@
 """The run page in a real browser: its first screen is ready before plotly.js is fetched, the GPU telemetry chart is
-drawn by the same lazy, themed loader as every other chart (dark mode included), and a warning raised mid-run (the
-acceptance alarm) appears with its remedies without a reload."""
+drawn by the same lazy, themed loader as every other chart (dark mode included), the server metrics chart folded
+below it is drawn once opened, on a phone too, and a warning raised mid-run (the acceptance alarm) appears with its
+remedies without a reload."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from experiments.actions.runs import do_add_run_warning
-from experiments.models import GpuSample, Run
+from experiments.models import GpuSample, Run, ServerMetricSample
 from experiments.remedies import acceptance_remedies
 
 from .factories import make_run
@@ -64,6 +65,36 @@ def test_it_draws_the_telemetry_chart_lazily_in_the_pages_colours(browser, live_
             assert background in ("rgba(0, 0, 0, 0)", "transparent"), background  # the card's colour shows
         else:
             assert background not in ("rgba(0, 0, 0, 0)", "transparent"), background
+    finally:
+        context.close()
+
+
+def test_it_draws_the_folded_server_metrics_once_opened_on_a_phone_in_dark_mode(browser, live_web, log_in):
+    run = _run_with_telemetry()
+    start = timezone.now() - timedelta(minutes=2)
+    ServerMetricSample.objects.bulk_create(
+        ServerMetricSample(
+            run=run, at=start + timedelta(seconds=i / 4), num_running_reqs=4, num_queue_reqs=0, token_usage=0.2,
+            gen_throughput=300.0, spec_accept_length=2.4, spec_accept_rate=0.7, spec_num_steps=2,
+        )
+        for i in range(120)
+    )  # fmt: skip
+    context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark")
+    page = context.new_page()
+    try:
+        log_in(page)
+        page.goto(f"{live_web}/runs/{run.pk}/", wait_until="load")
+        assert page.locator("#server-metrics-chart").is_hidden()  # folded: the answer comes first
+
+        page.locator("#server-metrics > summary").click()
+        page.wait_for_selector("#server-metrics-chart[data-drawn] .main-svg", timeout=30_000)
+        chart = page.locator("#server-metrics-chart").bounding_box()
+        assert chart is not None and chart["width"] <= 390
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        background = page.evaluate(
+            "getComputedStyle(document.querySelector('#server-metrics-chart .main-svg')).backgroundColor"
+        )
+        assert background in ("rgba(0, 0, 0, 0)", "transparent"), background
     finally:
         context.close()
 

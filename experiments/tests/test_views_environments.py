@@ -1,5 +1,6 @@
 """What a run ran on, on its page and in the API: the fingerprint, the environment launched and received, the GPU
-telemetry beside the benchmark cells; the diff of two runs; the diff beside a regression flag."""
+telemetry and the server's metrics beside the benchmark cells; the diff of two runs; the diff beside a regression
+flag."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from experiments.models import Flag, GpuSample, Run, RunEnvironment
+from experiments.charts.telemetry import server_metrics_figure
+from experiments.models import Flag, GpuSample, Run, RunEnvironment, ServerMetricSample
+from experiments.reads.environments import run_server_metrics
 
 from .factories import make_history, make_measurement, make_run
 
@@ -129,6 +132,62 @@ def test_it_charts_the_telemetry_beside_the_cells_and_names_a_throttled_run(clie
     assert "was throttled while benchmarking: SW thermal slowdown, HW thermal slowdown in 3 of 6 samples" in page
     assert data["summary"]["throttled_samples"] == 3 and len(data["samples"]) == 6
     assert data["cells"][0]["label"] == "c=1 p1"
+
+
+def _server_samples(run: Run, end, *, speculative: bool = True) -> None:
+    for i in range(8):
+        ServerMetricSample.objects.create(
+            run=run,
+            at=end - timedelta(seconds=4 - 0.25 * i),
+            num_running_reqs=min(i, 4),
+            num_queue_reqs=max(i - 4, 0),
+            num_used_tokens=100.0 * i,
+            token_usage=0.05 * i,
+            gen_throughput=300.0,
+            spec_accept_length=(2.0 + 0.1 * i) if speculative else 0.0,
+            spec_accept_rate=0.6 if speculative else 0.0,
+            spec_num_steps=2.0 if speculative else None,
+            spec_num_draft_tokens=3.0 if speculative else None,
+        )
+
+
+def test_it_charts_the_servers_metrics_on_the_cells_time_axis_folded_and_serves_them(client, viewer, outsider):
+    run = make_run(state=Run.State.SUCCEEDED)
+    measurement = make_measurement(run, concurrency=4, output_throughput=300.0)
+    _server_samples(run, measurement.created_at)
+    client.force_login(viewer)
+
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    data = client.get(f"/api/runs/{run.pk}/server-metrics").json()
+
+    assert '<details class="card" id="server-metrics">' in page and 'id="server-metrics-figure"' in page
+    summary = page[page.index('id="server-metrics-summary"') :].split("</span>")[0]
+    assert "8 samples" in summary and "up to 4 running, 3 queued" in summary and "up to 35 %" in summary
+    assert "median accept length 2.35" in summary
+    assert data["fields"][:3] == ["t", "num_running_reqs", "num_queue_reqs"] and len(data["samples"]) == 8
+    first = dict(zip(data["fields"], data["samples"][0], strict=True))
+    assert first["t"] == pytest.approx(measurement.created_at.timestamp() - 4)
+    assert first["spec_num_steps"] == 2.0 and data["summary"]["max_running_reqs"] == 4.0
+    assert data["cells"][0]["label"] == "c=4 p1"
+    client.force_login(outsider)
+    assert client.get(f"/api/runs/{run.pk}/server-metrics").status_code == 403
+
+
+def test_a_baseline_is_charted_without_speculative_panels_and_a_run_without_samples_without_a_chart(client, viewer):
+    baseline, unsampled = make_run(state=Run.State.SUCCEEDED), make_run(state=Run.State.SUCCEEDED)
+    _server_samples(
+        baseline, make_measurement(baseline, concurrency=1, output_throughput=80.0).created_at, speculative=False
+    )
+    client.force_login(viewer)
+
+    figure = server_metrics_figure(run_server_metrics(baseline), [])
+    page = client.get(f"/runs/{unsampled.pk}/").content.decode()
+
+    titles = [v["title"]["text"] for k, v in figure["layout"].items() if k.startswith("yaxis")]
+    assert titles == ["Requests", "KV use (%)", "tok/s"]
+    assert {t["name"] for t in figure["data"]} == {"running", "queued", "token usage", "throughput"}
+    assert 'id="server-metrics"' not in page
+    assert client.get(f"/api/runs/{unsampled.pk}/server-metrics").json()["samples"] == []
 
 
 def test_it_shows_on_the_comparison_what_the_servers_warned_and_diffs_two_experiments(client, viewer):

@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from experiments.charts.telemetry import telemetry_figure
+from experiments.charts.telemetry import server_metrics_figure, telemetry_figure
 from experiments.reads import environments, profile_traces
 from experiments.reads.queueing import queued_run
 
@@ -17,6 +17,7 @@ from ..actions.profile_traces import do_profile_run
 from ..actions.quotas import QuotaExceeded
 from ..actions.runs import RemedyRefused, do_cancel_run, do_rerun_with_remedy
 from ..analysis.telemetry import describe as describe_throttling
+from ..analysis.telemetry import server_metrics_summary
 from ..forms import RunNotesForm
 from ..models import AuditEvent, LogChunk, ProfileTrace, Run, RunEnvironment
 from .access import require_manage, requires, safe_next
@@ -30,12 +31,15 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     )
     measurements = list(run.measurement_set.all())
     samples, cells, telemetry_summary = environments.run_telemetry(run)
+    server_readings = environments.run_server_metrics(run)
     context = {
         "environment": RunEnvironment.objects.filter(run=run).first(),
         "diff_before": environments.diff_before_change(run) if run.is_finished else None,
         "telemetry_figure": telemetry_figure(samples, cells) if samples else None,
         "telemetry": telemetry_summary,
         "throttle_warning": describe_throttling(f"Run {run.pk}", telemetry_summary),
+        "server_metrics_figure": server_metrics_figure(server_readings, cells) if server_readings else None,
+        "server_metrics": server_metrics_summary(server_readings),
         "run": run,
         "measurements": measurements,
         "can_manage": run.experiment.can_be_managed_by(request.user),

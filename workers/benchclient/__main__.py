@@ -11,7 +11,7 @@ import asyncio
 import json
 import sys
 
-from . import steady_state
+from . import prometheus, steady_state
 from .client import BACKENDS, BenchConfig, run_benchmark
 from .transport import parse_base_url
 
@@ -52,6 +52,15 @@ def _ratio(text: str) -> float:
     return value
 
 
+def _scrape_interval_ms(text: str) -> int:
+    value = int(text)
+    if value != 0 and not prometheus.MIN_INTERVAL_MS <= value <= prometheus.MAX_INTERVAL_MS:
+        raise argparse.ArgumentTypeError(
+            f"must be 0 (off) or {prometheus.MIN_INTERVAL_MS}-{prometheus.MAX_INTERVAL_MS}, got {value}"
+        )
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="benchclient",
@@ -78,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=steady_state.DEFAULT_RATIO,
         help="steady state: the longest stretch with at least this share of the concurrency in flight",
     )
+    parser.add_argument(
+        "--metrics-interval-ms",
+        type=_scrape_interval_ms,
+        default=prometheus.DEFAULT_INTERVAL_MS,
+        help="scrape the server's /metrics gauges this often during the cell; 0: never",
+    )
     parser.add_argument("--keep-outputs", action="store_true", help="report each request's output token ids")
     return parser
 
@@ -100,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         top_p=args.top_p,
         keep_outputs=args.keep_outputs,
         steady_state_ratio=args.steady_state_concurrency_ratio,
+        metrics_interval_ms=args.metrics_interval_ms,
     )
     result, exit_code = asyncio.run(run_benchmark(config))
     sys.stdout.write(json.dumps(result, allow_nan=False) + "\n")

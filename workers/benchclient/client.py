@@ -11,6 +11,7 @@ once at the end, never the growing text. aiohttp serves only the one-off GET /v1
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import sys
@@ -52,6 +53,8 @@ class BenchConfig:
     keep_outputs: bool = False
     # The share of the concurrency that must be in flight for the steady-state window (steady_state.py).
     steady_state_ratio: float = steady_state.DEFAULT_RATIO
+    # How often the server's gauges are scraped during the measured requests (prometheus.GaugeSampler); 0: never.
+    metrics_interval_ms: int = prometheus.DEFAULT_INTERVAL_MS
 
 
 @dataclass(frozen=True)
@@ -263,11 +266,17 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
         progress = _Progress(len(records))
         async with aiohttp.ClientSession() as metrics_session:
             counters_before = await prometheus.scrape(metrics_session, base_url)  # after the warm-up finished
-            started = time.perf_counter()
-            await asyncio.gather(
-                *(limited(request, record, progress) for request, record in zip(requests, records, strict=True))
+            sampler = (
+                prometheus.GaugeSampler(base_url, config.metrics_interval_ms)
+                if counters_before and config.metrics_interval_ms
+                else contextlib.nullcontext(None)
             )
-            duration = time.perf_counter() - started
+            async with sampler as gauges:
+                started = time.perf_counter()
+                await asyncio.gather(
+                    *(limited(request, record, progress) for request, record in zip(requests, records, strict=True))
+                )
+                duration = time.perf_counter() - started
             counters_after = await prometheus.scrape(metrics_session, base_url) if counters_before else None
     finally:
         pool.close()
@@ -277,5 +286,7 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
     result |= steady_state.figures(records, config.concurrency, ratio=config.steady_state_ratio)
     result["pooled_accept_length"] = prometheus.pooled_accept_length(counters_before, counters_after)
     result["server_mean_e2e_latency_ms"] = prometheus.server_mean_e2e_latency_ms(counters_before, counters_after)
+    # Last, so each sample's age is taken as the result is written: the worker dates them by when it arrives.
+    result["server_metrics"] = gauges.report(time.perf_counter()) if gauges is not None else None
     all_unreachable = all(record.unreachable for record in records)
     return result, 1 if all_unreachable else 0

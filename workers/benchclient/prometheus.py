@@ -1,12 +1,21 @@
-"""The server's Prometheus counters around a cell (SGLang with --enable-metrics): the accept length pooled over
-exactly the cell's requests, Δgeneration_tokens_total / Δspec_verify_calls_total, and the server's own mean
-end-to-end latency, Δsum / Δcount of sglang:e2e_request_latency_seconds. All count finished requests only (SGLang's
-observe_one_finished_request), so a scrape after the warm-up and one after the cell's last response bound the cell.
-Standard library and aiohttp only (this runs on the GPU host)."""
+"""The server's Prometheus metrics (SGLang with --enable-metrics).
+
+Its counters around a cell: the accept length pooled over exactly the cell's requests, Δgeneration_tokens_total /
+Δspec_verify_calls_total, and the server's own mean end-to-end latency, Δsum / Δcount of
+sglang:e2e_request_latency_seconds. All count finished requests only (SGLang's observe_one_finished_request), so a
+scrape after the warm-up and one after the cell's last response bound the cell.
+
+Its gauges during a cell (`GaugeSampler`): running and queued requests, token usage, throughput, accept length and
+rate, speculative steps, scraped every few hundred ms as a time series. Standard library and aiohttp only (this runs
+on the GPU host)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
+import time
+from typing import Any
 
 import aiohttp
 
@@ -18,9 +27,33 @@ SCRAPED = (GENERATION_TOKENS, VERIFY_CALLS, E2E_LATENCY_SUM, E2E_LATENCY_COUNT)
 SCRAPE_TIMEOUT_S = 5.0
 
 
-def counter_totals(text: str, names: tuple[str, ...] = SCRAPED) -> dict[str, float]:
-    """Each named counter summed over its label sets (`is_streaming`, one per scheduler), from the text format."""
-    totals: dict[str, float] = {}
+# The gauges sampled during a cell, by the name the result gives them (their Prometheus name after "sglang:"), and
+# how the label sets of one gauge combine when there are several (one per data-parallel scheduler): counts add up,
+# ratios and rates average. SGLang sets them on its log ticks (a prefill batch, every --decode-log-interval decode
+# steps), so a scrape reads the last tick's values.
+GAUGES = (
+    ("num_running_reqs", "sum"),
+    ("num_queue_reqs", "sum"),
+    ("num_used_tokens", "sum"),
+    ("token_usage", "mean"),
+    ("gen_throughput", "sum"),
+    ("spec_accept_length", "mean"),
+    ("spec_accept_rate", "mean"),
+    ("spec_num_steps", "mean"),
+    ("spec_num_draft_tokens", "mean"),
+)
+GAUGE_FIELDS = tuple(field for field, _ in GAUGES)
+_GAUGE_NAMES = tuple(f"sglang:{field}" for field in GAUGE_FIELDS)
+DEFAULT_INTERVAL_MS = 250
+MIN_INTERVAL_MS, MAX_INTERVAL_MS = 50, 10_000
+# A cell's samples at most: past it, every other one goes and the interval doubles, so a long cell keeps its whole
+# span at a coarser step and the result line stays bounded (~200 KB).
+MAX_SAMPLES = 2000
+
+
+def _values(text: str, names: tuple[str, ...]) -> dict[str, list[float]]:
+    """Each named metric's finite values, one per label set, from the text format."""
+    found: dict[str, list[float]] = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
@@ -37,18 +70,94 @@ def counter_totals(text: str, names: tuple[str, ...] = SCRAPED) -> dict[str, flo
         except (IndexError, ValueError):
             continue
         if math.isfinite(value):
-            totals[name] = totals.get(name, 0.0) + value
-    return totals
+            found.setdefault(name, []).append(value)
+    return found
+
+
+def counter_totals(text: str, names: tuple[str, ...] = SCRAPED) -> dict[str, float]:
+    """Each named counter summed over its label sets (`is_streaming`, one per scheduler), from the text format."""
+    return {name: sum(values) for name, values in _values(text, names).items()}
+
+
+def gauge_values(text: str) -> list[float | None]:
+    """The GAUGES in their order, their label sets combined; None for one the server does not serve (a baseline
+    serves no spec_* gauge, an older SGLang no spec_num_steps)."""
+    found = _values(text, _GAUGE_NAMES)
+    out: list[float | None] = []
+    for name, (_, combine) in zip(_GAUGE_NAMES, GAUGES, strict=True):
+        values = found.get(name)
+        out.append(None if not values else sum(values) if combine == "sum" else sum(values) / len(values))
+    return out
 
 
 async def scrape(session: aiohttp.ClientSession, base_url: str) -> dict[str, float] | None:
     """The counters now, or None when the server serves no metrics (no --enable-metrics: 404) or cannot answer."""
+    text = await _metrics_text(session, base_url, SCRAPE_TIMEOUT_S)
+    return counter_totals(text) if text is not None else None
+
+
+class GaugeSampler:
+    """Scrapes the server's gauges every `interval_ms` while a cell runs, on its own session and task, so a slow
+    or failing scrape never holds up a request; `async with` bounds it to the cell. A server without metrics (the
+    first scrape answers 404, or nothing) is not asked again."""
+
+    def __init__(self, base_url: str, interval_ms: int = DEFAULT_INTERVAL_MS) -> None:
+        if not MIN_INTERVAL_MS <= interval_ms <= MAX_INTERVAL_MS:
+            raise ValueError(f"the scrape interval must be {MIN_INTERVAL_MS}-{MAX_INTERVAL_MS} ms, got {interval_ms}")
+        self.base_url = base_url
+        self.interval_s = interval_ms / 1000
+        self.samples: list[tuple[float, list[float | None]]] = []  # (time.perf_counter(), GAUGES' values)
+        self.served = True
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> GaugeSampler:
+        self._task = asyncio.create_task(self._sample())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _sample(self) -> None:
+        timeout_s = min(SCRAPE_TIMEOUT_S, max(1.0, 4 * self.interval_s))
+        async with aiohttp.ClientSession() as session:
+            due = time.perf_counter()
+            while True:
+                text = await _metrics_text(session, self.base_url, timeout_s)
+                if text is None and not self.samples:
+                    self.served = False
+                    return
+                if text is not None:
+                    self.samples.append((time.perf_counter(), gauge_values(text)))
+                    if len(self.samples) > MAX_SAMPLES:
+                        del self.samples[1::2]
+                        self.interval_s *= 2
+                # The next tick on the schedule; one missed behind a slow scrape is skipped, not caught up in a burst.
+                due += self.interval_s
+                now = time.perf_counter()
+                if due < now:
+                    due = now + self.interval_s
+                await asyncio.sleep(due - now)
+
+    def report(self, now: float) -> dict[str, Any] | None:
+        """The samples for the result: each one's age in seconds at `now` (a time.perf_counter() taken as the result
+        is written, so the worker can put them on its own clock) then the GAUGES' values; None without metrics."""
+        if not self.served:
+            return None
+        return {
+            "interval_ms": round(self.interval_s * 1000),
+            "fields": ["ago_s", *GAUGE_FIELDS],
+            "samples": [[round(now - t, 3), *values] for t, values in self.samples],
+        }
+
+
+async def _metrics_text(session: aiohttp.ClientSession, base_url: str, timeout_s: float) -> str | None:
+    """GET /metrics: its text, or None for any answer but 200 or none at all."""
     try:
-        timeout = aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S)
-        async with session.get(f"{base_url}/metrics", timeout=timeout) as response:
-            if response.status != 200:
-                return None
-            return counter_totals(await response.text())
+        async with session.get(f"{base_url}/metrics", timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+            return await response.text() if response.status == 200 else None
     except (aiohttp.ClientError, TimeoutError, UnicodeDecodeError):
         return None
 

@@ -20,7 +20,9 @@ from typing import Any
 
 from django.conf import settings
 
+from experiments.actions.environments import do_add_server_metric_samples
 from experiments.actions.measurements import do_record_measurement, do_record_prompt_results
+from experiments.analysis import telemetry
 from experiments.formats import prompt_sampling
 from experiments.models import BenchmarkProfile, Host, LogChunk, Run
 from experiments.reads import series
@@ -111,6 +113,9 @@ async def run_cells(session: RunSession) -> None:
         # The first cell keeps every request's outputs (greedy runs: the equivalence gate reads them).
         keep_outputs = index == 0 and profile.is_greedy
         result = await _run_client(session, concurrency, prompts_file, keep_outputs)
+        # The client dates its samples of the server's gauges by their age as it wrote the result: now, give or take
+        # the SSH channel's latency, on the clock the GPU samples and the cells carry.
+        server_metrics = telemetry.server_metric_readings(result.pop("server_metrics", None), time.time())
         # The worker's clock (the GPU samples' clock) as the client returned: the cell's window ends here, and began
         # its duration before (the client's start-up and warm-up are not in it).
         result["ended_at"] = time.time()
@@ -121,6 +126,8 @@ async def run_cells(session: RunSession) -> None:
         if requests is not None and index == 0 and "categories" in result:
             await db(do_record_prompt_results)(session.run, pass_index, concurrency, requests)
         await db(do_record_measurement)(session.run, pass_index, concurrency, result)
+        if server_metrics:
+            await db(do_add_server_metric_samples)(session.run, server_metrics)
         if result.get("failed"):
             # Kept for the record, but a cell with failed requests measures the failures, not the speed.
             await session.raise_if_server_died()
@@ -289,6 +296,8 @@ def command(
         repr(profile.temperature),
         "--top-p",
         repr(profile.top_p),
+        "--metrics-interval-ms",
+        str(settings.SPECDASH_SERVER_METRICS_MS),
     ]
     if prompts_file is not None:
         argv += ["--prompts-file", prompts_file]

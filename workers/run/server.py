@@ -49,7 +49,7 @@ def launch_command(host: Host, config: ServerConfig, *, for_display: bool = Fals
         raise ValueError("; ".join(refusals))
     argv = [
         *shlex.split(host.launcher),
-        *sglang.launch_argv(config.launch_spec(), host="127.0.0.1", port=host.server_port),
+        *sglang.with_metrics_enabled(sglang.launch_argv(config.launch_spec(), host="127.0.0.1", port=host.server_port)),
     ]
     # PYTHONUNBUFFERED: uvicorn's access lines go to stdout, block-buffered when redirected to a file.
     env = {"PYTHONUNBUFFERED": "1", **host.effective_env(config.env)}

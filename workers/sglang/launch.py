@@ -49,6 +49,12 @@ def launch_argv(config: Mapping[str, Any], *, host: str, port: int) -> list[str]
     return argv
 
 
+def with_metrics_enabled(argv: list[str]) -> list[str]:
+    """`argv` with `--enable-metrics` when it lacks it: the benchmark cells read the server's Prometheus counters
+    (the pooled accept length) and sample its gauges over time, and without the flag SGLang serves no /metrics."""
+    return argv if "--enable-metrics" in argv else [*argv, "--enable-metrics"]
+
+
 def arg_mismatches(requested: dict[str, Any], effective: dict[str, Any]) -> list[str]:
     """Fields the user set that the server reports differently (SGLang may rewrite some silently)."""
     problems = []

@@ -7,7 +7,7 @@ import pytest
 
 from experiments.actions.audit import Actor
 from experiments.actions.experiments import do_create_experiment
-from experiments.models import BenchmarkProfile, GpuSample, LogChunk, Run, RunEnvironment
+from experiments.models import BenchmarkProfile, GpuSample, LogChunk, Run, RunEnvironment, ServerMetricSample
 from workers.tasks import drive_host
 from workers.tests.run.simruns import SMALL_PROFILE, held_gpu_memory, queue_run, sim_config
 
@@ -51,6 +51,12 @@ def test_it_fingerprints_the_host_and_records_the_environment_every_process_rece
     samples = GpuSample.objects.of_run(run)
     assert samples.filter(gpu=0).count() >= 2
     assert samples.filter(gpu=0, reasons=0x60, sm_mhz__lt=1980).exists()
+    # The server's gauges during the cell (the launch enabled /metrics: the config did not), on the same clock.
+    cell = run.measurement_set.get()
+    server_samples = list(ServerMetricSample.objects.of_run(run))
+    assert server_samples and "--enable-metrics" in run.launch_command
+    cell_start = cell.created_at.timestamp() - cell.duration_s - 1.0
+    assert all(cell_start <= s.at.timestamp() <= cell.created_at.timestamp() for s in server_samples)
     assert held_gpu_memory(sim_host) == ""
 
 

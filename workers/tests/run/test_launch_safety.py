@@ -131,7 +131,9 @@ def _expected_argv(config, port: int) -> list[str]:
         argv += ["--speculative-draft-model-path", config.speculative_draft_model_path]
         for field in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"):
             argv += [f"--{field.replace('_', '-')}", str(getattr(config, field))]
-    return argv + list(config.extra_args)
+    argv += list(config.extra_args)
+    # The benchmark reads the server's /metrics: the launch enables them when the config does not.
+    return argv if "--enable-metrics" in argv else [*argv, "--enable-metrics"]
 
 
 class Remote:
@@ -299,6 +301,8 @@ def test_it_benchmarks_any_accepted_profile_with_exactly_its_argv(remote, probe_
         repr(saved.temperature),
         "--top-p",
         repr(saved.top_p),
+        "--metrics-interval-ms",
+        "250",
     ]
 
 
