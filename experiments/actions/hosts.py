@@ -19,7 +19,7 @@ from .audit import Actor, record_event
 from .notifications import notify_host_dirty
 
 # What a host edit records: everything but the worker-written facts (key pin, inventory, lock, health).
-AUDITED_HOST_FIELDS = (*Host.ADMIN_FIELDS, "ssh_key_id", "extra_env_prefixes", "default_env")
+AUDITED_HOST_FIELDS = (*Host.ADMIN_FIELDS, "ssh_key_id", "extra_env_prefixes", "extra_flags", "default_env")
 
 log = logging.getLogger(__name__)
 

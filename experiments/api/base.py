@@ -13,6 +13,7 @@ from ninja.errors import HttpError
 from ninja.security import HttpBearer, django_auth
 
 from ..forms import (
+    CONTROL_CHARS,
     BenchmarkProfileForm,
     apply_profile_defaults,
     config_form_data,
@@ -51,7 +52,61 @@ def _viewers_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespon
 
 DOCS_PERMISSION = "experiments.view_experiment"  # every role from viewer up holds it
 
-api = NinjaAPI(
+# CONTROL_CHARS refused, as a JSON Schema pattern: what a query parameter's schema says of the text it takes.
+TEXT_WITHOUT_CONTROLS = f"^[^{CONTROL_CHARS.pattern[1:-1]}]*$"
+
+# The error every operation may answer, as the API writes it: {"detail": text} from a handler, the auth layer or the
+# middleware around the API (dashboard/api_errors.py); {"detail": [{"loc", "msg", ...}]} from django-ninja's own
+# validation of parameters; {"detail": text, "errors": {field: [text]}} from the forms.
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "detail": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}]},
+        "errors": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+    },
+    "required": ["detail"],
+}
+_ERRORS = {
+    "400": "The body is not JSON, or is larger than the API accepts",
+    "401": "No valid token or session",
+    "403": "The user's role (or ownership of the object) does not allow this",
+    "404": "No such object",
+    "422": "A parameter or a field of the body is invalid; the answer names it",
+}
+
+
+def _operation_errors(operation: dict[str, Any]) -> list[str]:
+    """The error statuses an operation can answer: every operation needs a login and a role; one with a body may get
+    one it cannot parse; one with path parameters may name no row; one with parameters or a body may get bad ones."""
+    locations = {parameter.get("in") for parameter in operation.get("parameters", [])}
+    has_body = "requestBody" in operation
+    return [
+        "401",
+        "403",
+        *(["400"] if has_body else []),
+        *(["404"] if "path" in locations else []),
+        *(["422"] if locations or has_body else []),
+    ]
+
+
+class SpecdashApi(NinjaAPI):
+    def get_openapi_schema(self, **kwargs: Any) -> Any:
+        """The schema with the errors each operation answers documented (an undocumented status is a surprise to
+        every client generated from it), unless the operation declares its own shape for that status."""
+        schema = super().get_openapi_schema(**kwargs)
+        schema.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        for methods in schema["paths"].values():
+            for operation in methods.values():
+                responses = operation.setdefault("responses", {})
+                declared = {str(status) for status in responses}  # django-ninja keys them by int
+                for status in _operation_errors(operation):
+                    if status not in declared:
+                        responses[status] = {"description": _ERRORS[status], "content": error}
+        return schema
+
+
+api = SpecdashApi(
     title="specdash API",
     version="1",
     auth=[BearerToken(), django_auth],

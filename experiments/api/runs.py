@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Schema, Status
+from pydantic import WithJsonSchema
 
 from experiments.api import serializers
 from experiments.reads import profile_traces
@@ -19,14 +22,32 @@ from ..forms import (
     CONTROL_CHARS,
 )
 from ..models import LogChunk, Run
-from .base import api, require, require_manage
+from .base import TEXT_WITHOUT_CONTROLS, api, require, require_manage
 
 LOG_PAGE_MAX = 10_000
 LOG_QUERY_MAX = 500
 
 
+# What the schema says of the queries, so that a request it calls valid is one the checks below take (the checks
+# stay the handlers', with their field errors).
+State = Annotated[str, WithJsonSchema({"type": "string", "enum": ["", "active", *Run.State.values]})]
+HostName = Annotated[str, WithJsonSchema({"type": "string", "maxLength": 100, "pattern": TEXT_WITHOUT_CONTROLS})]
+RunLimit = Annotated[int, WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_RUNS})]
+LogAfter = Annotated[int, WithJsonSchema({"type": "integer", "minimum": 0})]
+LogLimit = Annotated[int, WithJsonSchema({"type": "integer", "minimum": 1})]
+LogQuery = Annotated[
+    str, WithJsonSchema({"type": "string", "maxLength": LOG_QUERY_MAX, "pattern": TEXT_WITHOUT_CONTROLS})
+]
+
+
 @api.get("/runs", response={200: list, 422: dict})
-def list_runs(request: HttpRequest, experiment: int | None = None, state: str = "", host: str = "", limit: int = 50):
+def list_runs(
+    request: HttpRequest,
+    experiment: int | None = None,
+    state: State = "",
+    host: HostName = "",
+    limit: RunLimit = 50,
+):
     """Runs newest first: of one `experiment`, in one `state` (or `active`: not ended), on one `host`; at most
     `limit` (up to 200)."""
     require(request, "experiments.view_run")
@@ -58,7 +79,13 @@ def get_run(request: HttpRequest, run_id: int):
 
 
 @api.get("/runs/{run_id}/log", response={200: dict, 422: dict})
-def get_run_log(request: HttpRequest, run_id: int, after: int = 0, limit: int = 1000, q: str = ""):
+def get_run_log(
+    request: HttpRequest,
+    run_id: int,
+    after: LogAfter = 0,
+    limit: LogLimit = 1000,
+    q: LogQuery = "",
+):
     """Lines after line `after`; with `q`, only the lines containing it (case-insensitive), same paging."""
     require(request, "experiments.view_run")
     errors = {}

@@ -171,6 +171,7 @@ def host_json(h: Host) -> dict[str, Any]:
         "username": h.username,
         "key_name": h.key_name,
         "extra_env_prefixes": h.extra_env_prefixes,
+        "extra_flags": h.extra_flags,
         "default_env": launch_policy.masked(h.default_env or {}),
         "work_dir": h.work_dir,
         "models_root": h.models_root,

@@ -96,6 +96,8 @@ class ServerConfigForm(forms.ModelForm):
     # Environment prefixes the host allows beyond the built-in ones (`Host.extra_env_prefixes`); the submission
     # sets them once it knows the host, before the form is validated.
     extra_env_prefixes: tuple[str, ...] = ()
+    # The same for the SGLang flags the host allows beyond a member's list (`Host.extra_flags`).
+    extra_flags: tuple[str, ...] = ()
 
     class Meta:
         model = ServerConfig
@@ -168,8 +170,8 @@ class ServerConfigForm(forms.ModelForm):
 
     def clean_extra_args_text(self) -> list[str]:
         if self.add_prefix("extra_args") in self.data:
-            return check_extra_args(self.data[self.add_prefix("extra_args")])
-        return parse_extra_args(self.cleaned_data.get("extra_args_text") or "")
+            return check_extra_args(self.data[self.add_prefix("extra_args")], self.extra_flags)
+        return parse_extra_args(self.cleaned_data.get("extra_args_text") or "", self.extra_flags)
 
     def clean_expect(self) -> dict[str, Any]:
         value = self.cleaned_data.get("expect") or {}

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from experiments.rules import host_allowlist, launch_policy
+from experiments.rules.launch_flags import HOST_FLAG_RULES
 
 from ..models import Host, SshKey
 from .values import check_env, format_env, no_control_chars, parse_env
@@ -39,6 +40,13 @@ class HostForm(forms.ModelForm):
         label="Extra environment prefixes",
         help_text="Comma-separated, e.g. MYLAB_ (beyond the built-in allowlist).",
     )
+    extra_flags = forms.CharField(
+        required=False,
+        label="Extra SGLang flags",
+        help_text="Comma- or space-separated flags a config may set on this host beyond a member's list; only "
+        + ", ".join(sorted(HOST_FLAG_RULES))
+        + " (each with its value rule). Flags that load code, read files, listen or connect out are never allowed.",
+    )
 
     default_env = forms.CharField(
         required=False,
@@ -57,6 +65,7 @@ class HostForm(forms.ModelForm):
         if self.instance.pk and not self.is_bound:
             self.initial["key_name"] = self.instance.key_name
             self.initial["extra_env_prefixes"] = ", ".join(self.instance.extra_env_prefixes)
+            self.initial["extra_flags"] = ", ".join(self.instance.extra_flags)
             self.initial["default_env"] = format_env(self.instance.default_env or {})
 
     def clean_address(self) -> str:
@@ -74,8 +83,13 @@ class HostForm(forms.ModelForm):
             raise ValidationError("A POSIX user name (letters, digits, _ . -; at most 32).")
         return username
 
+    def _list_or_text(self, field: str) -> Any:
+        """The API's list as given (a CharField would make "['A_']" of it), or the page's line of text."""
+        given = self.data.get(self.add_prefix(field))
+        return given if isinstance(given, list) else self.cleaned_data.get(field)
+
     def clean_extra_env_prefixes(self) -> list[str]:
-        raw = self.cleaned_data.get("extra_env_prefixes")
+        raw = self._list_or_text("extra_env_prefixes")
         prefixes = [p.strip() for p in (raw if isinstance(raw, list) else str(raw or "").split(",")) if str(p).strip()]
         if len(prefixes) > MAX_ENV_PREFIXES:
             raise ValidationError(f"At most {MAX_ENV_PREFIXES} prefixes.")
@@ -87,6 +101,17 @@ class HostForm(forms.ModelForm):
             if problem:
                 raise ValidationError(f"{problem}.")
         return prefixes
+
+    def clean_extra_flags(self) -> list[str]:
+        raw = self._list_or_text("extra_flags")
+        items = raw if isinstance(raw, list) else re.split(r"[,\s]+", str(raw or ""))
+        flags = [str(flag).strip() for flag in items if str(flag).strip()]
+        if len(flags) > launch_policy.MAX_HOST_FLAGS:
+            raise ValidationError(f"At most {launch_policy.MAX_HOST_FLAGS} flags.")
+        problems = [problem for flag in flags if (problem := launch_policy.host_flag_refusal(flag))]
+        if problems:
+            raise ValidationError([f"{problem}." for problem in problems])
+        return list(dict.fromkeys(flags))  # in the admin's order, once each
 
     def clean_shell_setup(self) -> str:
         text = str(self.cleaned_data.get("shell_setup") or "").replace("\r\n", "\n")
@@ -128,6 +153,7 @@ class HostForm(forms.ModelForm):
         host = super().save(commit=False)
         host.ssh_key = self.cleaned_data.get("key_name")
         host.extra_env_prefixes = self.cleaned_data.get("extra_env_prefixes") or []
+        host.extra_flags = self.cleaned_data.get("extra_flags") or []
         host.default_env = self.cleaned_data.get("default_env") or {}
         return host
 

@@ -140,12 +140,14 @@ class ExperimentSubmission:
 
     def is_valid(self) -> bool:
         self.errors = {}
-        # The host decides which environment variables a config may set (its admin-set extra prefixes).
+        # The host decides which environment variables and extra flags a config may set (its admin-set allowances).
         host = self.experiment_form.cleaned_data.get("host") if self.experiment_form.is_valid() else None
         for config_form in (self.baseline_form, *self.candidate_forms):
             config_form.extra_env_prefixes = tuple(host.extra_env_prefixes or ()) if host else ()
+            config_form.extra_flags = tuple(host.extra_flags or ()) if host else ()
         if self.sweep_form is not None:
             self.sweep_form.extra_env_prefixes = tuple(host.extra_env_prefixes or ()) if host else ()
+            self.sweep_form.extra_flags = tuple(host.extra_flags or ()) if host else ()
             self.sweep_form.max_candidates = max(self.MAX_CANDIDATES - len(self.candidate_forms), 0)
             self.errors.update(self.sweep_form.own_errors())
         for path, form in self._named_forms():

@@ -97,6 +97,7 @@ class SweepForm(forms.Form):
         )
         # Set by whoever knows the host and the other candidates, before validation (like ServerConfigForm's).
         self.extra_env_prefixes: tuple[str, ...] = ()
+        self.extra_flags: tuple[str, ...] = ()
         self.max_candidates = ExperimentSubmission.MAX_CANDIDATES
         self.grid: sweeps.Grid | None = None
         self.candidate_forms: list[ServerConfigForm] = []
@@ -110,7 +111,7 @@ class SweepForm(forms.Form):
         varied = self.cleaned_data["extra_args"]
         for flag, values in varied:
             for value in values:
-                problems = launch_policy.extra_args_refusals([flag, value], MANAGED_FLAGS)
+                problems = launch_policy.extra_args_refusals([flag, value], MANAGED_FLAGS, self.extra_flags)
                 if problems:
                     raise ValidationError([f"{problem}." for problem in problems])
         return varied
@@ -132,6 +133,7 @@ class SweepForm(forms.Form):
                 "first candidate block)."
             )
         self.base_form.extra_env_prefixes = self.extra_env_prefixes
+        self.base_form.extra_flags = self.extra_flags
         if not self.base_form.is_valid():
             raise ValidationError("Fix the candidate the sweep varies first (its errors are listed).")
         if self.errors:
@@ -155,6 +157,7 @@ class SweepForm(forms.Form):
         self.candidate_forms = [ServerConfigForm(config_form_data(c)) for c in self.grid.candidates]
         for form in self.candidate_forms:
             form.extra_env_prefixes = self.extra_env_prefixes
+            form.extra_flags = self.extra_flags
         return data
 
     def _base_config(self) -> dict[str, Any]:
@@ -219,6 +222,7 @@ class SweepPreview:
         if host is None:
             errors.update(plain_errors(self.host_form))
         self.sweep_form.extra_env_prefixes = tuple(host.extra_env_prefixes or ()) if host else ()
+        self.sweep_form.extra_flags = tuple(host.extra_flags or ()) if host else ()
         if not self.profile_form.is_valid():
             errors.update(plain_errors(self.profile_form, "profile."))
         errors.update(self.sweep_form.own_errors())

@@ -64,19 +64,20 @@ def format_env(env: dict[str, str]) -> str:
     return "\n".join(f"{name}={value}" for name, value in env.items())
 
 
-def parse_extra_args(text: str) -> list[str]:
+def parse_extra_args(text: str, extra_flags: Iterable[str] = ()) -> list[str]:
     try:
         args = shlex.split(text)
     except ValueError as exc:
         raise ValidationError(f"Could not split the extra arguments: {exc}.") from exc
-    return check_extra_args(args)
+    return check_extra_args(args, extra_flags)
 
 
-def check_extra_args(args: Any) -> list[str]:
+def check_extra_args(args: Any, extra_flags: Iterable[str] = ()) -> list[str]:
+    """`args` as given, if the launch policy lets them reach a host that allows `extra_flags` (`Host.extra_flags`)."""
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
         raise ValidationError('Extra arguments must be a list of strings, e.g. ["--mem-fraction-static", "0.85"].')
     # argparse accepts unique prefixes, so `--tp` or `--speculative-num-st` would also override a field.
-    problems = launch_policy.extra_args_refusals(args, MANAGED_FLAGS)
+    problems = launch_policy.extra_args_refusals(args, MANAGED_FLAGS, extra_flags)
     if problems:
         raise ValidationError([f"{problem}." for problem in problems])
     return args

@@ -128,6 +128,9 @@ class Host(models.Model):
     )
     # Environment variable prefixes a config may set on this host beyond the built-in allowlist (admins only).
     extra_env_prefixes = models.JSONField(default=list, blank=True)
+    # SGLang flags a config may set on this host beyond a member's list, from launch_flags.HOST_FLAG_RULES only
+    # (admins only).
+    extra_flags = models.JSONField(default=list, blank=True)
     # Variables every server on this host gets (the NCCL settings teams keep in their shell profile), held to the
     # same launch policy as a config's env; a config's own value of a name wins (admins only).
     default_env = models.JSONField(default=dict, blank=True)

@@ -9,6 +9,12 @@ custom loaders and logit processors), read or write files wherever they say (`--
 (`--api-key`, `--admin-api-key`), or take a host's resources without bound (`--tokenizer-worker-num`). An admin who
 needs one for a host puts it in that host's launcher.
 
+A second list, `HOST_FLAG_RULES`, names the flags a member may not set by default but an admin may allow for one
+host (`Host.extra_flags`): they take more of the host's CPUs, memory or interconnect than a member's share, or need
+something installed there, and each still has a bounded value rule. A flag is in one list at most, so its rule never
+depends on the host. `NEVER_FLAGS` says why the worst of the rest can never be allowed, not even by an admin (it is
+an explanation, not a gate: every flag outside the two lists is refused whether or not it is named there).
+
 Names are the canonical spelling SGLang's help prints (`--` and lower-case words joined by `-`); argparse's
 abbreviations are refused, because which flag an abbreviation names depends on the SGLang version on the host.
 """
@@ -132,3 +138,81 @@ FLAG_GROUPS: dict[str, dict[str, Rule]] = {
 }
 
 FLAG_RULES: dict[str, Rule] = {flag: rule for group in FLAG_GROUPS.values() for flag, rule in group.items()}
+
+# Allowed by an admin for one host (`Host.extra_flags`), never by a member alone. Every one is a flag of
+# `sglang.launch_server` that the simulated host accepts too (simhost/args.py), so an allowance can be tried there.
+HOST_FLAG_GROUPS: dict[str, dict[str, Rule]] = {
+    # More processes on the host's CPUs, beside the run's GPUs: the host's other tenants share those cores.
+    "processes on the host's CPUs": {
+        "--tokenizer-worker-num": Int(1, 16),
+    },
+    # Requests held waiting in the server's memory: bounded, but a host with little RAM may say no.
+    "queues": {
+        "--max-queued-requests": Int(1, 100_000),
+    },
+    # The interconnect and the collectives libraries: NVLink SHARP (NVLS) takes the switch's multicast resources,
+    # shared by every job on the node; MSCCL++ and the memory saver must be installed on the host and change how
+    # memory is held, which the teardown's nvidia-smi check relies on.
+    "interconnect and memory on the host": {
+        "--enable-nccl-nvls": Switch(),
+        "--enable-mscclpp": Switch(),
+        "--disable-custom-all-reduce": Switch(),
+        "--enable-p2p-check": Switch(),
+        "--enable-memory-saver": Switch(),
+    },
+    # One metrics exporter per scheduler (needed with DP attention, else every rank reads as TP0).
+    "metrics": {
+        "--enable-metrics-for-all-schedulers": Switch(),
+    },
+    # The server moves its steps at run time (SGLang 0.5.14+), so the config's speculative_num_steps is not what
+    # ran: a host for such studies allows it, with its own history.
+    "speculative decoding that changes what is measured": {
+        "--speculative-adaptive": Switch(),
+    },
+}
+
+HOST_FLAG_RULES: dict[str, Rule] = {flag: rule for group in HOST_FLAG_GROUPS.values() for flag, rule in group.items()}
+
+_LOADS_CODE = "loads code into the server"
+_READS_FILES = "reads or writes files wherever it says"
+_NETWORK = "listens or connects out"
+_CALLERS = "changes who may call the server"
+# Why these are never settable in a config, whoever asks (the admin's host form and a member's refusal say so).
+NEVER_FLAGS: dict[str, str] = {
+    "--trust-remote-code": _LOADS_CODE,
+    "--model-impl": _LOADS_CODE,
+    "--json-model-override-args": _LOADS_CODE,
+    "--model-loader-extra-config": _LOADS_CODE,
+    "--custom-weight-loader": _LOADS_CODE,
+    "--enable-custom-logit-processor": _LOADS_CODE,
+    "--load-format": _LOADS_CODE,
+    "--chat-template": _READS_FILES,
+    "--completion-template": _READS_FILES,
+    "--tokenizer-path": _READS_FILES,
+    "--speculative-token-map": _READS_FILES,
+    "--speculative-adaptive-config": _READS_FILES,
+    "--ssl-keyfile": _READS_FILES,
+    "--ssl-certfile": _READS_FILES,
+    "--ssl-ca-certs": _READS_FILES,
+    "--config": _READS_FILES,
+    "--download-dir": _READS_FILES,
+    "--file-storage-path": _READS_FILES,
+    "--crash-dump-folder": _READS_FILES,
+    "--export-metrics-to-file-dir": _READS_FILES,
+    "--host": _NETWORK,
+    "--port": _NETWORK,
+    "--nccl-port": _NETWORK,
+    "--dist-init-addr": _NETWORK,
+    "--nnodes": _NETWORK,
+    "--node-rank": _NETWORK,
+    "--tool-server": _NETWORK,
+    "--enable-trace": _NETWORK,
+    "--otlp-traces-endpoint": _NETWORK,
+    "--revision": _NETWORK,
+    "--disaggregation-mode": _NETWORK,
+    "--disaggregation-bootstrap-port": _NETWORK,
+    "--disaggregation-transfer-backend": _NETWORK,
+    "--disaggregation-ib-device": _NETWORK,
+    "--api-key": _CALLERS,
+    "--admin-api-key": _CALLERS,
+}

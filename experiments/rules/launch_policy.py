@@ -5,8 +5,9 @@ before a rule existed, or written around the forms, still never reaches a host).
 
 Both lists are allowlists: `launch_flags.FLAG_RULES` and `launch_env.ENV_RULES` name every flag and variable a
 member may set, each with the rule its value must follow; anything else is refused, naming it and who can allow it
-(an admin, for one host: flags in the host's launcher, variables in the host's shell setup or, outside the engine's
-namespaces, with the host's extra variable prefixes). Every value is passed to the host's shell as one quoted word
+(an admin, for one host: the flags of `launch_flags.HOST_FLAG_RULES` with the host's extra flags, any other in the
+host's launcher, variables in the host's shell setup or, outside the engine's namespaces, with the host's extra
+variable prefixes). Every value is passed to the host's shell as one quoted word
 (`workers.ssh.quote_command`), so no value can run a command by itself; what the lists stop is a value that is
 *meant* to make the server load code, read or write files, listen, or connect out.
 """
@@ -19,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .launch_env import ENGINE_ENV_NAMESPACES, ENV_RULES
-from .launch_flags import FLAG_RULES
+from .launch_flags import FLAG_RULES, HOST_FLAG_RULES, NEVER_FLAGS
+from .launch_values import Rule
 
 ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 # Control characters (tab aside), C1 controls (U+0085 NEXT LINE among them) and the Unicode line and paragraph
@@ -143,6 +145,32 @@ MAX_EXTRA_ARGS = 64
 MAX_EXTRA_ARG_LENGTH = 1024
 CANONICAL_FLAG = re.compile(r"--[a-z0-9]+(-[a-z0-9]+)*", re.ASCII)
 _ADMIN_FLAG = "an admin can allow it for a host, in the host's launcher"
+MAX_HOST_FLAGS = len(HOST_FLAG_RULES)
+
+
+def host_flag_refusal(flag: str) -> str | None:
+    """Why an admin may not allow `flag` for a host (`Host.extra_flags`); None if they may. Only the flags of
+    HOST_FLAG_RULES may be allowed; the rest are either a member's already or never settable."""
+    if flag in HOST_FLAG_RULES:
+        return None
+    if flag in NEVER_FLAGS:
+        return f"{flag[:60]} {NEVER_FLAGS[flag]}: no host may allow it"
+    if flag in FLAG_RULES:
+        return f"{flag} is a member's to set already: a host need not allow it"
+    return (
+        f"{flag[:60]!r} is not on the list of flags an admin may allow for a host "
+        f"({', '.join(sorted(HOST_FLAG_RULES))}); another flag goes in the host's launcher"
+    )
+
+
+def _host_flags(extra_flags: Iterable[str]) -> frozenset[str]:
+    # A host row stored before a rule (or written around the form) opens only what the list allows today.
+    return frozenset(f for f in extra_flags if isinstance(f, str) and f in HOST_FLAG_RULES)
+
+
+def flag_rules(extra_flags: Iterable[str] = ()) -> dict[str, Rule]:
+    """The flags a config may set on a host that allows `extra_flags`, with their value rules."""
+    return {**FLAG_RULES, **{flag: HOST_FLAG_RULES[flag] for flag in _host_flags(extra_flags)}}
 
 
 def flag_clashes(flag: str, reserved: Iterable[str]) -> list[str]:
@@ -156,7 +184,7 @@ def _looks_like_flag(arg: str) -> bool:
     return bool(arg) and (unicodedata.category(arg[0]) == "Pd" or arg[0] in "\u2212\ufe63\uff0d")
 
 
-def _flag_refusal(flag: str, managed: tuple[str, ...]) -> str | None:
+def _flag_refusal(flag: str, managed: tuple[str, ...], rules: Mapping[str, Rule]) -> str | None:
     if not CANONICAL_FLAG.fullmatch(flag):
         canonical = "--" + re.sub(r"[\W_]+", "-", unicodedata.normalize("NFKC", flag)).strip("-").lower()
         return (
@@ -166,17 +194,25 @@ def _flag_refusal(flag: str, managed: tuple[str, ...]) -> str | None:
     clash = flag_clashes(flag, managed)
     if clash:
         return f"{flag} is set by the config's own fields ({', '.join(clash)}); use those fields instead"
-    if flag in FLAG_RULES:
+    if flag in rules:
         return None
-    longer = [f for f in FLAG_RULES if f.startswith(flag)]
+    if flag in HOST_FLAG_RULES:
+        return (
+            f"{flag} is not allowed on this host: it is not on the list of flags a member may set "
+            "(an admin can allow it for the host, with the host's extra flags)"
+        )
+    if flag in NEVER_FLAGS:
+        return f"{flag} is never settable in a config: it {NEVER_FLAGS[flag]} (no host may allow it)"
+    longer = [f for f in (*rules, *HOST_FLAG_RULES) if f.startswith(flag)]
     if longer:
         return f"{flag} is an abbreviation: write the flag in full ({', '.join(sorted(longer)[:3])})"
     return f"{flag} is not allowed: it is not on the list of flags a member may set ({_ADMIN_FLAG})"
 
 
-def extra_args_refusals(args: list[str], managed: Iterable[str] = ()) -> list[str]:
+def extra_args_refusals(args: list[str], managed: Iterable[str] = (), extra_flags: Iterable[str] = ()) -> list[str]:
     """Every reason `args` may not be appended to the launch command (empty: they may). `managed`: the flags
-    specdash sets from the config's own fields (models.configs.MANAGED_FLAGS)."""
+    specdash sets from the config's own fields (models.configs.MANAGED_FLAGS); `extra_flags`: those the host allows
+    beyond a member's list (`Host.extra_flags`)."""
     if len(args) > MAX_EXTRA_ARGS:
         return [f"At most {MAX_EXTRA_ARGS} extra arguments"]
     problems = []
@@ -190,6 +226,7 @@ def extra_args_refusals(args: list[str], managed: Iterable[str] = ()) -> list[st
     if args and not _looks_like_flag(args[0]):
         problems.append(f"Extra arguments must start with a flag, not {args[0][:40]!r}")
     managed = tuple(managed)
+    rules = flag_rules(extra_flags)
     index = 0
     while index < len(args):
         arg = args[index]
@@ -199,13 +236,13 @@ def extra_args_refusals(args: list[str], managed: Iterable[str] = ()) -> list[st
                 problems.append(f"{arg[:40]!r} follows a flag that takes no value")
             continue
         flag, has_value, value = arg.partition("=")
-        refusal = _flag_refusal(flag, managed)
+        refusal = _flag_refusal(flag, managed, rules)
         if refusal:
             problems.append(refusal)
             if not has_value and index < len(args) and not _looks_like_flag(args[index]):
                 index += 1  # its value goes with it, unjudged
             continue
-        rule = FLAG_RULES[flag]
+        rule = rules[flag]
         if not has_value and rule.takes_value:
             if index >= len(args):
                 problems.append(f"{flag} needs a value: {rule.text}")
@@ -249,9 +286,13 @@ def text_refusal(label: str, value: str, max_length: int) -> str | None:
 
 
 def launch_refusals(
-    spec: Mapping[str, Any], extra_prefixes: Iterable[str] = (), managed: Iterable[str] = ()
+    spec: Mapping[str, Any],
+    extra_prefixes: Iterable[str] = (),
+    managed: Iterable[str] = (),
+    extra_flags: Iterable[str] = (),
 ) -> list[str]:
-    """Every rule a config's launch spec (`ServerConfig.launch_spec()`) breaks; empty when it may be launched."""
+    """Every rule a config's launch spec (`ServerConfig.launch_spec()`) breaks on a host with `extra_prefixes` and
+    `extra_flags`; empty when it may be launched."""
     problems = []
     for field, max_length in TEXT_FIELDS.items():
         value = spec.get(field) or ""
@@ -266,7 +307,7 @@ def launch_refusals(
     problems += env_refusals(env, extra_prefixes) if isinstance(env, Mapping) else ["env must be an object"]
     args = spec.get("extra_args") or []
     if isinstance(args, list) and all(isinstance(a, str) for a in args):
-        problems += extra_args_refusals(args, managed)
+        problems += extra_args_refusals(args, managed, extra_flags)
     else:
         problems.append("extra_args must be a list of strings")
     return problems

@@ -128,7 +128,7 @@ def test_it_estimates_from_the_hosts_succeeded_runs_of_the_same_profile(api):
         ({"speculative_eagle_topk": []}, "sweep.speculative_eagle_topk", "required"),
         ({"env": {"LD_PRELOAD": ["x"]}}, "sweep.env", "LD_PRELOAD"),
         ({"extra_args": {"--tp-size": [2]}}, "sweep.extra_args", "set by the config's own fields"),
-        ({"extra_args": {"--config": ["a.yaml"]}}, "sweep.extra_args", "not allowed"),
+        ({"extra_args": {"--config": ["a.yaml"]}}, "sweep.extra_args", "never settable"),
         ({"base": {**BASE, "model_path": ""}}, "sweep.base.model_path", "required"),
         ({"base": {**BASE, "speculative_algorithm": "NGRAM"}}, "sweep", "EAGLE family"),
         ({"base": "eagle3"}, "sweep", "Give the candidate the sweep varies"),

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from experiments.models import MANAGED_FLAGS, ApiToken
 from experiments.rules.launch_env import ENV_RULES
-from experiments.rules.launch_flags import FLAG_RULES
+from experiments.rules.launch_flags import FLAG_RULES, HOST_FLAG_RULES, NEVER_FLAGS
 from experiments.rules.launch_policy import env_name_refusal, env_refusals, extra_args_refusals, prefix_refusal
 
 from .factories import experiment_payload, make_host, row_counts, set_candidate
@@ -118,11 +118,17 @@ def test_it_tells_the_member_who_can_allow_an_unlisted_flag_or_variable(client, 
     host = make_host(name="gpu8")
     _, token = ApiToken.issue(member)
     payload = copy.deepcopy(experiment_payload(host))
-    set_candidate(extra_args=["--trust-remote-code"], env={"HF_ENDPOINT": "http://x", "MYLAB_KNOB": "1"})(payload)
+    args = ["--some-future-plugin", "x", "--tokenizer-worker-num", "2", "--trust-remote-code"]
+    set_candidate(extra_args=args, env={"HF_ENDPOINT": "http://x", "MYLAB_KNOB": "1"})(payload)
 
     errors = _post(client, token, payload).json()["errors"]
 
-    assert [ADMIN in e and "launcher" in e for e in errors[ARGS]] == [True]
+    assert [(ADMIN in e, "launcher" in e, "host's extra flags" in e) for e in errors[ARGS]] == [
+        (True, True, False),  # a flag on no list: the host's launcher
+        (True, False, True),  # one an admin may allow for a host
+        (False, False, False),  # one that loads code: never
+    ]
+    assert "--trust-remote-code is never settable" in errors[ARGS][2]
     assert all(ADMIN in e for e in errors[ENV]), errors[ENV]
     assert any("extra variable prefixes" in e for e in errors[ENV])  # MYLAB_: a host may add that prefix
 
@@ -163,24 +169,30 @@ def test_a_host_may_not_add_a_prefix_over_the_engines_listed_variables():
 # Flag-shaped text in every spelling: ASCII and Unicode dashes, cases, underscores, dots, digits, `=value` tails.
 _DASH = st.sampled_from(["--", "-", "\u2013", "\u2014", "\u2212\u2212", "\u2010\u2010", "\uff0d\uff0d", "---"])
 _WORDS = st.from_regex(r"[A-Za-z0-9_.]{1,12}(-[A-Za-z0-9_.]{1,12}){0,4}", fullmatch=True)
+_LISTED = st.sampled_from(sorted({*FLAG_RULES, *HOST_FLAG_RULES}))
 _FLAG = st.one_of(
     st.builds(lambda d, w: d + w, _DASH, _WORDS),
-    st.builds(lambda f: f[:-1], st.sampled_from(sorted(FLAG_RULES))),  # near misses of listed names
-    st.builds(lambda f: f.replace("-", "_").replace("__", "--", 1), st.sampled_from(sorted(FLAG_RULES))),
-    st.builds(lambda f: f.upper(), st.sampled_from(sorted(FLAG_RULES))),
+    st.sampled_from(sorted({*HOST_FLAG_RULES, *NEVER_FLAGS})),  # a host's flags, and those never allowed
+    st.builds(lambda f: f[:-1], _LISTED),  # near misses of listed names
+    st.builds(lambda f: f.replace("-", "_").replace("__", "--", 1), _LISTED),
+    st.builds(lambda f: f.upper(), _LISTED),
 )
+# What a host row may hold: flags of the host list, and (stored before a rule, or around the form) any other.
+_HOST_FLAGS = st.lists(st.sampled_from(sorted({*HOST_FLAG_RULES, *NEVER_FLAGS, "--tokenizer-worker"})), max_size=4)
 _VALUE = st.one_of(st.just([]), st.builds(lambda v: [v], st.sampled_from(["1", "0.5", "auto", "x", "/etc/passwd"])))
 
 
 @settings(max_examples=300, deadline=None)
-@given(flag=_FLAG, value=_VALUE, equals=st.booleans())
-def test_it_accepts_no_flag_outside_the_allowlist(flag, value, equals):
+@given(flag=_FLAG, value=_VALUE, equals=st.booleans(), host_flags=_HOST_FLAGS)
+def test_it_accepts_no_flag_outside_the_allowlist_and_the_hosts_allowed_flags(flag, value, equals, host_flags):
     args = [f"{flag}={value[0]}"] if equals and value else [flag, *value]
 
-    accepted = extra_args_refusals(args, MANAGED_FLAGS) == []
+    accepted = extra_args_refusals(args, MANAGED_FLAGS, host_flags) == []
 
     if accepted:
-        assert flag in FLAG_RULES, args
+        assert flag in FLAG_RULES or (flag in HOST_FLAG_RULES and flag in host_flags), (args, host_flags)
+    if flag not in FLAG_RULES:
+        assert extra_args_refusals(args, MANAGED_FLAGS) != []  # a host that allows nothing takes no other flag
 
 
 _HOST_PREFIXES = ["SIMHOST_", "MYLAB_"]

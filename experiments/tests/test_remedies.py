@@ -475,5 +475,5 @@ def test_it_holds_the_new_version_to_the_rules_of_a_hand_made_config(owner):
     with pytest.raises(RemedyRefused) as refused:
         do_rerun_with_remedy(failed, "mem-fraction", Actor(owner))
 
-    assert "--config is not allowed" in " ".join(refused.value.errors["extra_args"])
+    assert "--config is never settable" in " ".join(refused.value.errors["extra_args"])
     assert not ServerConfig.objects.filter(derived_from=candidate).exists()

@@ -35,7 +35,7 @@ def launch_refusals(host: Host, config: ServerConfig) -> list[str]:
     """What in `config` may not be launched on `host` (the forms refuse it too; this holds for any stored config).
     The host's default environment is held to the same rules: it reaches the same shell."""
     spec = {**config.launch_spec(), "env": host.effective_env(config.env)}
-    problems = launch_policy.launch_refusals(spec, host.extra_env_prefixes or (), MANAGED_FLAGS)
+    problems = launch_policy.launch_refusals(spec, host.extra_env_prefixes or (), MANAGED_FLAGS, host.extra_flags or ())
     return problems + model_paths.model_path_refusals(spec, host.models_root)
 
 

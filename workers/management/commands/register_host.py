@@ -34,6 +34,9 @@ class Command(BaseCommand):
         parser.add_argument("--python", default="python3")
         parser.add_argument("--server-port", type=int, default=30000)
         parser.add_argument("--extra-env-prefix", action="append", default=[], help="e.g. MYLAB_ (repeatable)")
+        parser.add_argument(
+            "--extra-flag", action="append", default=[], help="an SGLang flag the host allows, e.g. --enable-mscclpp"
+        )
         parser.add_argument("--repin", action="store_true", help="forget the pinned key and pin the current one")
 
     def handle(self, *args, **o):
@@ -54,6 +57,7 @@ class Command(BaseCommand):
                 "python": o["python"],
                 "server_port": o["server_port"],
                 "extra_env_prefixes": ",".join(o["extra_env_prefix"]),
+                "extra_flags": o["extra_flag"],
             }
             form = HostForm(data, instance=existing)
             if not form.is_valid():
