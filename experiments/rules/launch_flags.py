@@ -164,11 +164,6 @@ HOST_FLAG_GROUPS: dict[str, dict[str, Rule]] = {
     "metrics": {
         "--enable-metrics-for-all-schedulers": Switch(),
     },
-    # The server moves its steps at run time (SGLang 0.5.14+), so the config's speculative_num_steps is not what
-    # ran: a host for such studies allows it, with its own history.
-    "speculative decoding that changes what is measured": {
-        "--speculative-adaptive": Switch(),
-    },
 }
 
 HOST_FLAG_RULES: dict[str, Rule] = {flag: rule for group in HOST_FLAG_GROUPS.values() for flag, rule in group.items()}
