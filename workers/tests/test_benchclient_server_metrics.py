@@ -33,7 +33,8 @@ def _series(result: dict) -> dict[str, list]:
 
 
 async def test_it_samples_a_speculative_servers_gauges_through_the_cell(launch):  # noqa: F811
-    server = launch(*EAGLE3_2STEP, "--enable-metrics", *TICKS, env=NO_NOISE)
+    # SGLang serves the active step gauges from 0.5.23 (simhost/versions.py); earlier ones leave them out.
+    server = launch(*EAGLE3_2STEP, "--enable-metrics", *TICKS, env={**NO_NOISE, "SIMHOST_SGLANG_VERSION": "0.5.23"})
     server.wait_ready()
 
     result = await _bench(server, metrics_interval_ms=50)

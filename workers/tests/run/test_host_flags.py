@@ -13,9 +13,9 @@ import pytest
 from experiments.models import MANAGED_FLAGS, ApiToken, AuditEvent, Host, ServerConfig
 from experiments.rules.launch_flags import FLAG_RULES, HOST_FLAG_RULES, NEVER_FLAGS
 from experiments.rules.launch_policy import extra_args_refusals, host_flag_refusal
+from experiments.tests.factories import experiment_payload, make_host, row_counts, set_candidate
 from workers.run import server
-
-from .factories import experiment_payload, make_host, row_counts, set_candidate
+from workers.tests.run.test_launch_safety import PROBE, Remote
 
 ARGS = "candidates.0.extra_args"
 WORKERS = ["--tokenizer-worker-num", "4"]
@@ -100,7 +100,6 @@ def test_the_worker_refuses_the_flag_once_the_host_no_longer_allows_it(client, m
 @pytest.mark.integration
 @pytest.mark.django_db
 def test_it_launches_the_allowed_flag_on_the_host_as_exactly_its_argv(client, member, sshd):
-    from workers.tests.run.test_launch_safety import PROBE, Remote
 
     host = make_host(name="gpu8", extra_flags=["--tokenizer-worker-num"], launcher=PROBE, server_port=31002)
     assert _submit(client, member, host, WORKERS).status_code == 201
@@ -114,7 +113,7 @@ def test_it_launches_the_allowed_flag_on_the_host_as_exactly_its_argv(client, me
 
     assert seen["argv"] == [
         "--model-path", config.model_path, "--tp-size", str(config.tp_size), "--host", "127.0.0.1",
-        "--port", "31002", *_speculative_argv(config), *WORKERS,
+        "--port", "31002", *_speculative_argv(config), *WORKERS, "--enable-metrics",
     ]  # fmt: skip
 
 
