@@ -123,23 +123,22 @@ class GaugeSampler:
     async def _sample(self) -> None:
         timeout_s = min(SCRAPE_TIMEOUT_S, max(1.0, 4 * self.interval_s))
         async with aiohttp.ClientSession() as session:
-            due = time.perf_counter()
             while True:
+                # Stamped when asked: a scrape that answers slowly does not move its sample later
+                # (nor bring the next one closer than the interval).
+                asked = time.perf_counter()
                 text = await _metrics_text(session, self.base_url, timeout_s)
                 if text is None and not self.samples:
                     self.served = False
                     return
                 if text is not None:
-                    self.samples.append((time.perf_counter(), gauge_values(text)))
+                    self.samples.append((asked, gauge_values(text)))
                     if len(self.samples) > MAX_SAMPLES:
                         del self.samples[1::2]
                         self.interval_s *= 2
-                # The next tick on the schedule; one missed behind a slow scrape is skipped, not caught up in a burst.
-                due += self.interval_s
-                now = time.perf_counter()
-                if due < now:
-                    due = now + self.interval_s
-                await asyncio.sleep(due - now)
+                # The next one an interval after this one was asked: never closer (a scrape that woke late is not
+                # caught up in a burst), at once after a scrape that took longer than the interval.
+                await asyncio.sleep(max(0.0, asked + self.interval_s - time.perf_counter()))
 
     def report(self, now: float) -> dict[str, Any] | None:
         """The samples for the result: each one's age in seconds at `now` (a time.perf_counter() taken as the result

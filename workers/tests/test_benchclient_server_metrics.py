@@ -44,7 +44,9 @@ async def test_it_samples_a_speculative_servers_gauges_through_the_cell(launch):
     ages = series["ago_s"]
     assert len(ages) >= 5, ages  # a cell of ~1 s on the simulated GPU's clock
     assert ages == sorted(ages, reverse=True) and ages[-1] >= 0
-    assert min(a - b for a, b in itertools.pairwise(ages)) >= 0.04  # never faster than asked
+    # Never faster than asked: scrapes are stamped when asked, on a schedule of at least 50 ms; the ages are rounded
+    # to 1 ms each, so two of them may read up to 1 ms closer (a loaded machine only spreads them further).
+    assert min(a - b for a, b in itertools.pairwise(ages)) >= 0.049
     assert ages[0] <= result["duration_s"] + 1.0  # taken during the cell, not the warm-up before it
     assert max(series["num_running_reqs"]) == 4 and max(series["token_usage"]) > 0
     assert max(series["gen_throughput"]) > 0
