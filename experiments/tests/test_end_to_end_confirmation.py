@@ -15,7 +15,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(t
 HISTORY = 8  # the fewest results the checks compare a new one with
 LEVELS = [1, 2]
 SLOWER = "1.3"  # SIMHOST_SLOWDOWN of a slowed launch: throughput 1 / 1.3 - 1 = -23%
-SIMULATED_SPEED = 2
 
 
 def _until(what, timeout: float, explain=lambda: ""):
@@ -70,9 +69,6 @@ def test_a_noisy_result_is_confirmed_away_and_a_drift_is_confirmed_into_one_flag
     slowdown = tmp_path / "slowdown"
     slowdown.write_text("1.0")
     sim_host.shell_setup += f"\nexport SIMHOST_SLOWDOWN=$(cat {shlex.quote(str(slowdown))} 2>/dev/null || echo 1.0)"
-    # A simulated GPU twice as fast: every launch is, so the verdicts (relative changes) are the same in half the
-    # time of the benchmarks that make up most of this test.
-    sim_host.shell_setup += f"\nexport SIMHOST_SPEED={SIMULATED_SPEED}"
     sim_host.save(update_fields=["shell_setup"])
     _, raw_token = ApiToken.issue(owner)
     headers = {"Authorization": f"Bearer {raw_token}"}
