@@ -60,16 +60,21 @@ def launch_command(host: Host, config: ServerConfig, *, for_display: bool = Fals
 
 async def start(conn: HostConnection, work_dir: str, command: str, log_path: str) -> tuple[int, int] | str:
     """Start `command` detached in `work_dir`, stdout and stderr to `log_path`: (pid, pgid), or why it failed."""
+    # The group is read once the child has called setsid(): read at once, a loaded host could still show the
+    # launching shell's group, which ends with this command; the run would then think its server gone, tear down
+    # the wrong group and leave the real one holding GPU memory. Bounded (5 s), and a child already gone ends it.
     started = await conn.run(
         f"cd -- {shlex.quote(work_dir)} && "
-        f"{{ setsid {command} > {shlex.quote(log_path)} 2>&1 < /dev/null & }} && echo $!"
+        f"{{ setsid {command} > {shlex.quote(log_path)} 2>&1 < /dev/null & }} && pid=$! && "
+        'for _ in $(seq 50); do pg=$(ps -o pgid= -p "$pid" | tr -d " "); '
+        '{ [ -z "$pg" ] || [ "$pg" = "$pid" ]; } && break; sleep 0.1; done; echo "$pid $pg"'
     )
-    pid_text = started.stdout.strip().splitlines()[-1] if started.stdout.strip() else ""
-    if not started.ok or not pid_text.isdigit():
+    words = started.stdout.strip().splitlines()[-1].split() if started.stdout.strip() else []
+    if not started.ok or not words or not words[0].isdigit():
         return started.stderr_tail()
-    pid = int(pid_text)
-    pgid_result = await conn.run(f"ps -o pgid= -p {pid}")
-    pgid = int(pgid_result.stdout.strip()) if pgid_result.stdout.strip().isdigit() else pid
+    pid = int(words[0])
+    # setsid makes the child its own group's leader; a child gone before it was read is that group too.
+    pgid = int(words[1]) if len(words) > 1 and words[1].isdigit() else pid
     return pid, pgid
 
 

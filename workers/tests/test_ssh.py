@@ -84,3 +84,25 @@ def test_a_command_reading_stderr_that_outlives_its_timeout_is_an_error(connecti
 
     with pytest.raises(SSHError, match=r"timed out after 0\.5 s"):
         loop.run_until_complete(conn.run_reading_stderr("sleep 5", on_stderr_line=ignore, timeout=0.5))
+
+
+def test_a_started_server_is_told_by_its_own_group_even_when_many_start_at_once(connection, tmp_path):
+    from workers.run import server
+
+    loop, conn = connection
+
+    async def start_many() -> list[tuple[int, int] | str]:
+        return await asyncio.gather(
+            *(server.start(conn, str(tmp_path), "sleep 30", str(tmp_path / f"log{i}")) for i in range(12))
+        )
+
+    started = loop.run_until_complete(start_many())
+    try:
+        for result in started:
+            assert isinstance(result, tuple), result
+            pid, pgid = result
+            # Its own group, led by itself (setsid done), never the launching shell's, which is gone by now.
+            assert pgid == pid, started
+    finally:
+        pids = " ".join(str(r[0]) for r in started if isinstance(r, tuple))
+        loop.run_until_complete(conn.run(f"kill {pids} 2>/dev/null; true"))
