@@ -34,7 +34,8 @@ sys.path.insert(0, str(REPO))
 from simhost.ports import free_port  # noqa: E402
 
 
-def _wait_ready(port: int, server: subprocess.Popen, timeout: float = 60) -> None:
+def wait_ready(port: int, server: subprocess.Popen, timeout: float = 60) -> None:
+    """Until the simulated server on `port` answers /health 200 (SystemExit if it exits or never does)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.poll() is not None:
@@ -89,7 +90,7 @@ def main() -> None:
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_pin(server_cpus),
         )  # fmt: skip
         try:
-            _wait_ready(port, server)
+            wait_ready(port, server)
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             server_before = _cpu_seconds(server.pid)
             started = time.perf_counter()

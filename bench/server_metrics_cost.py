@@ -29,8 +29,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +36,8 @@ REPO = Path(__file__).resolve().parent.parent
 MODEL = REPO / "simhost" / "models" / "kimi-k2.5-sim"
 DRAFT = REPO / "simhost" / "models" / "kimi-k2.5-sim-eagle3"
 sys.path.insert(0, str(REPO))
+
+from benchclient_capacity import wait_ready  # noqa: E402  (bench/ is the script's folder)
 
 from simhost.ports import free_port  # noqa: E402
 from workers.benchclient import prometheus  # noqa: E402
@@ -50,21 +50,6 @@ MODES = {
 EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(DRAFT),
           "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
           "--speculative-num-draft-tokens", "3"]  # fmt: skip
-
-
-def _wait_ready(port: int, server: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with {server.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit("the server did not become ready")
 
 
 def _pin(cpus: set[int]) -> Callable[[], None] | None:
@@ -121,7 +106,7 @@ def main() -> None:
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_pin(server_cpus),
         )  # fmt: skip
         try:
-            _wait_ready(port, server)
+            wait_ready(port, server)
             _cell(port, concurrency, prompts, output_len, 0, client_cpus)  # warms the server, unmeasured
             ratios, cpu_ratios, scrapes, throughput = [], [], [], []
             for pair in range(args.pairs):

@@ -113,12 +113,12 @@ async def run_cells(session: RunSession) -> None:
         # The first cell keeps every request's outputs (greedy runs: the equivalence gate reads them).
         keep_outputs = index == 0 and profile.is_greedy
         result = await _run_client(session, concurrency, prompts_file, keep_outputs)
-        # The client dates its samples of the server's gauges by their age as it wrote the result: now, give or take
-        # the SSH channel's latency, on the clock the GPU samples and the cells carry.
-        server_metrics = telemetry.server_metric_readings(result.pop("server_metrics", None), time.time())
         # The worker's clock (the GPU samples' clock) as the client returned: the cell's window ends here, and began
-        # its duration before (the client's start-up and warm-up are not in it).
-        result["ended_at"] = time.time()
+        # its duration before (the client's start-up and warm-up are not in it). The client dates its samples of the
+        # server's gauges by their age as it wrote the result: this instant too, give or take the SSH latency.
+        returned_at = time.time()
+        server_metrics = telemetry.server_metric_readings(result.pop("server_metrics", None), returned_at)
+        result["ended_at"] = returned_at
         result.update(await _server_figures(session, window_start))
         if not flushed:
             result["server_accept_length"] = None  # it counts the cell before too: no figure beats a wrong one
