@@ -1,5 +1,6 @@
 """Reaching a registered host over SSH and reading it: the connection test (which pins its key), the GPU
-processes, the model directories and their config.json, its work directory and whether a port is free."""
+processes, the model directories and their config.json, the flags its SGLang accepts, its work directory and whether
+a port is free."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from django.conf import settings
 
 from experiments.actions.hosts import do_record_key_public_half, do_store_connection_test
 from experiments.models import Host, SshKey
-from experiments.rules import host_allowlist, model_checks
-from workers.hostreads import gpus
+from experiments.rules import host_allowlist, model_checks, server_flags
+from workers.hostreads import fingerprint, gpus
 
 from .ssh import HostAccess, HostConnection, SSHError
 
@@ -177,37 +178,81 @@ async def _read_gpus_of(host_list: list[Host]) -> dict[int, list[dict[str, Any]]
     return {host.pk: reading for host, reading in zip(host_list, readings, strict=True)}
 
 
-def list_models(host: Host) -> list[dict[str, Any]]:
-    """Model directories under the host's models root: those holding a config.json, with what it says."""
-    if not host.models_root:
-        return []
-    return asyncio.run(_list_models(host, host_access(host)))
+# Real SGLang's --help imports torch first (tens of seconds on a cold host); the probe reads files only.
+HELP_TIMEOUT = 75.0
 
 
-async def _list_models(host: Host, access: HostAccess) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class HostListing:
+    models: list[dict[str, Any]]
+    server_flags: dict[str, Any] | None  # rules/server_flags.listing, None when not read
+    flags_problem: str = ""  # why not, for the worker's log
+
+
+def list_host(host: Host) -> HostListing:
+    """Model directories under the host's models root (those holding a config.json, with what it says) and the flags
+    the host's SGLang accepts, in one SSH session."""
+    return asyncio.run(_list_host(host, host_access(host)))
+
+
+async def _list_host(host: Host, access: HostAccess) -> HostListing:
     conn = await HostConnection.open(access)
     try:
-        # find reads a first argument that starts with "-" as its expression (`-delete`!), never as a path.
-        root = shlex.quote(f"./{host.models_root}" if host.models_root.startswith("-") else host.models_root)
-        find = f"find {root} -mindepth 2 -maxdepth 2 -name config.json -printf '%h\\n' 2>/dev/null"
-        found = await conn.run(f"{find} | sort | head -n {MAX_MODELS}")
-        models = []
-        # One path per line (a path may hold spaces, or characters that str.splitlines() would split at).
-        for path in filter(None, found.stdout.split("\n")):
-            try:
-                config = await model_config(conn, host, path, "listed")
-            except HostReadError:
-                config = {}  # listed all the same: the path is what the form needs
-            models.append(
-                {
-                    "path": path,
-                    "name": path.rstrip("/").rsplit("/", 1)[-1],
-                    "architectures": config.get("architectures", []),
-                    "max_position_embeddings": config.get("max_position_embeddings"),
-                    "vocab_size": config.get("vocab_size"),
-                    "text_config": model_checks.listed_text_config(config),
-                }
-            )
-        return models
+        models = await _list_models(conn, host) if host.models_root else []
+        try:
+            flags, problem = await read_server_flags(conn, host), ""
+        except HostReadError as exc:
+            flags, problem = None, str(exc)
+        return HostListing(models, flags, problem)
     finally:
         await conn.close()
+
+
+async def read_server_flags(conn: HostConnection, host: Host) -> dict[str, Any]:
+    """The launcher's --help, with the environment every server of the host gets, and the SGLang version the
+    fingerprint's probe reads: `server_flags.listing`. Raises HostReadError."""
+    env = " ".join(shlex.quote(f"{name}={value}") for name, value in (host.default_env or {}).items())
+    launcher = " ".join(shlex.quote(word) for word in shlex.split(host.launcher))
+    cap = server_flags.MAX_HELP_CHARS
+    try:
+        found = await conn.run(f"env {env} {launcher} --help 2>&1 | head -c {cap}", timeout=HELP_TIMEOUT)
+    except SSHError as exc:
+        raise HostReadError(f"{host.launcher} --help: {exc}") from exc
+    try:
+        flags = server_flags.parse_help(found.stdout)
+    except server_flags.NotSGLangHelp as exc:
+        raise HostReadError(str(exc)) from exc
+    python = fingerprint.launcher_python(host.launcher, host.python)
+    probe = " ".join(shlex.quote(word) for word in [*python, "-c", fingerprint.PROBE_SOURCE])
+    version = None
+    try:
+        answer = await conn.run(f"env {env} {probe} 2>/dev/null")
+        version = (json.loads(answer.stdout).get("packages", {}).get("sglang") or {}).get("version")
+    except (SSHError, ValueError, AttributeError):
+        pass  # the flags hold without it; the page says the version is unknown
+    return server_flags.listing(host.launcher, str(version) if version else None, flags)
+
+
+async def _list_models(conn: HostConnection, host: Host) -> list[dict[str, Any]]:
+    # find reads a first argument that starts with "-" as its expression (`-delete`!), never as a path.
+    root = shlex.quote(f"./{host.models_root}" if host.models_root.startswith("-") else host.models_root)
+    find = f"find {root} -mindepth 2 -maxdepth 2 -name config.json -printf '%h\\n' 2>/dev/null"
+    found = await conn.run(f"{find} | sort | head -n {MAX_MODELS}")
+    models = []
+    # One path per line (a path may hold spaces, or characters that str.splitlines() would split at).
+    for path in filter(None, found.stdout.split("\n")):
+        try:
+            config = await model_config(conn, host, path, "listed")
+        except HostReadError:
+            config = {}  # listed all the same: the path is what the form needs
+        models.append(
+            {
+                "path": path,
+                "name": path.rstrip("/").rsplit("/", 1)[-1],
+                "architectures": config.get("architectures", []),
+                "max_position_embeddings": config.get("max_position_embeddings"),
+                "vocab_size": config.get("vocab_size"),
+                "text_config": model_checks.listed_text_config(config),
+            }
+        )
+    return models

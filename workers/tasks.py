@@ -14,7 +14,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from experiments.actions.experiments import do_launch_scheduled_experiment
-from experiments.actions.hosts import do_store_gpu_reading, do_store_model_inventory
+from experiments.actions.hosts import do_store_gpu_reading, do_store_model_inventory, do_store_server_flags
 from experiments.actions.runs import do_abandon_run, do_claim_next_run, do_take_over_run
 from experiments.actions.studies import advance_stalled_studies
 from experiments.models import Delivery, Experiment, Host, Run
@@ -147,18 +147,23 @@ def test_host(host_id: int) -> dict:
 
 @shared_task(name="workers.tasks.list_host_models", ignore_result=True, time_limit=PROBE_TIME_LIMIT)
 def list_host_models(host_id: int) -> dict:
-    """List the host's models and store them; nobody waits for the answer (pages show the stored list's age)."""
+    """List the host's models and the flags its SGLang accepts, and store them; nobody waits for the answer (pages
+    show the stored list's age)."""
     close_old_connections()
     host = Host.objects.select_related("ssh_key").filter(pk=host_id).first()
     if host is None:
         return {"ok": False, "error": "no such host"}
     try:
-        models = hosts.list_models(host)
+        listing = hosts.list_host(host)
     except SSHError as exc:
         log.warning("host %s: models not listed: %s", host.name, exc)
         return {"ok": False, "error": str(exc)}
-    do_store_model_inventory(host, models)
-    return {"ok": True, "models": models}
+    do_store_model_inventory(host, listing.models)
+    if listing.server_flags is not None:
+        do_store_server_flags(host, listing.server_flags)
+    else:
+        log.warning("host %s: SGLang's flags not read: %s", host.name, listing.flags_problem)
+    return {"ok": True, "models": listing.models, "server_flags": listing.server_flags}
 
 
 @shared_task(

@@ -63,6 +63,15 @@ def do_request_model_listing(host: Host, actor: Actor) -> bool:
     return True
 
 
+def do_read_host_again_for_version(host: Host, sglang_version: str | None) -> bool:
+    """A run's fingerprint read `sglang_version` where the stored flag listing holds another one's: ask a worker to
+    read the host again (after the commit), so that the next submission is checked against the SGLang it now has."""
+    if not sglang_version or host.known_server_flags() is None or host.listed_sglang_version == sglang_version:
+        return False
+    transaction.on_commit(lambda: _send_list_host_models(host.pk))
+    return True
+
+
 def _send_list_host_models(host_id: int) -> None:
     try:
         dispatch.send_list_host_models(host_id)
@@ -115,6 +124,13 @@ def do_store_model_inventory(host: Host, models: list[dict[str, Any]]) -> None:
     host.model_inventory = {"models_root": host.models_root, "models": models}
     host.model_inventory_at = timezone.now()
     host.save(update_fields=["model_inventory", "model_inventory_at"])
+
+
+def do_store_server_flags(host: Host, listing: dict[str, Any]) -> None:
+    """Keep the flags the host's SGLang accepts (`rules.server_flags.listing`), read by a worker with its launcher."""
+    host.server_flags = listing
+    host.server_flags_at = timezone.now()
+    host.save(update_fields=["server_flags", "server_flags_at"])
 
 
 @transaction.atomic

@@ -28,6 +28,13 @@ def list_hosts(request: HttpRequest):
     return [serializers.host_json(h) for h in Host.objects.select_related("ssh_key")]
 
 
+@api.get("/hosts/{host_id}")
+def get_host(request: HttpRequest, host_id: int):
+    """One host as `GET /api/hosts` lists it: its GPUs, models' listing age and the flags its SGLang accepts."""
+    require(request, "experiments.view_host")
+    return serializers.host_json(get_object_or_404(Host.objects.select_related("ssh_key"), pk=host_id))
+
+
 @api.post("/hosts", response={201: dict, 422: dict})
 def create_host(request: HttpRequest, payload: Body[dict[str, Any]]):
     require(request, "experiments.add_host")

@@ -190,6 +190,10 @@ def host_json(h: Host) -> dict[str, Any]:
         "dirty_reason": h.dirty_reason,
         "active_run": h.active_run_id,
         "models_listed_at": models_listed_at(h),
+        # The flags the host's SGLang accepts, as read from its launcher's --help (null: not read with this launcher).
+        "server_flags": sorted(known) if (known := h.known_server_flags()) is not None else None,
+        "sglang_version": h.listed_sglang_version,
+        "server_flags_read_at": h.server_flags_at.isoformat() if known is not None and h.server_flags_at else None,
     }
 
 

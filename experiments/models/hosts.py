@@ -12,6 +12,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.utils import timezone
 
+from experiments.rules import server_flags
+
 # A file directly inside SPECDASH_SSH_KEY_DIR on the workers: no path, no hidden file, no shell metacharacter.
 KEY_FILE_NAME = RegexValidator(
     r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z", "A file name inside SPECDASH_SSH_KEY_DIR (letters, digits, . _ -)."
@@ -99,6 +101,11 @@ class Host(models.Model):
     # model pairs against it. Empty until a first listing; a member asks for a new one (never a page or a GET).
     model_inventory = models.JSONField(default=dict, blank=True)
     model_inventory_at = models.DateTimeField(null=True, blank=True)
+    # The flags the host's SGLang accepts, read from its launcher's --help with the models
+    # ({"launcher", "sglang_version", "flags"}, rules/server_flags.py); the submission refuses a config flag the
+    # listing lacks. Read again when a run's fingerprint shows another SGLang version.
+    server_flags = models.JSONField(default=dict, blank=True)
+    server_flags_at = models.DateTimeField(null=True, blank=True)
     work_dir = models.CharField(max_length=512, default="specdash-work", help_text="Relative to the login's home.")
     models_root = models.CharField(max_length=512, blank=True, help_text="Directory whose subdirectories are models.")
     shell_setup = models.TextField(blank=True, help_text="Shell lines run before every command, e.g. activate a venv.")
@@ -166,6 +173,14 @@ class Host(models.Model):
         if inventory.get("models_root") != self.models_root:
             return []
         return list(inventory.get("models") or [])
+
+    def known_server_flags(self) -> frozenset[str] | None:
+        """The flags its SGLang accepts as last read with the launcher it has now, else None (not known)."""
+        return server_flags.known_flags(self.server_flags, self.launcher)
+
+    @property
+    def listed_sglang_version(self) -> str | None:
+        return (self.server_flags or {}).get("sglang_version") if self.known_server_flags() is not None else None
 
     @property
     def gpu_count(self) -> int:

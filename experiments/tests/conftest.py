@@ -1,9 +1,11 @@
 """Fixtures of the domain's tests: an experiment of a baseline and one EAGLE-3 candidate, and its first run; the
-`specdash` command run in process (`cli`, in a config directory of its own, `cli_home`)."""
+`specdash` command run in process (`cli`, in a config directory of its own, `cli_home`); the tasks sent (`sent`)."""
 
 from __future__ import annotations
 
 import pytest
+
+from experiments.actions import dispatch
 
 from .cli_support import cli, cli_home  # noqa: F401  (fixtures)
 from .factories import make_eagle_config, make_experiment
@@ -17,3 +19,17 @@ def experiment():
 @pytest.fixture
 def run(experiment):
     return experiment.run_set.order_by("sequence").first()
+
+
+@pytest.fixture
+def sent(monkeypatch) -> list[tuple[str, list]]:
+    """Every task sent (the dispatcher's only way out), none reaching a broker; asking a worker fails the test."""
+    calls: list[tuple[str, list]] = []
+
+    def send_task(name, args=None, **kwargs):
+        calls.append((name, args))
+        if name == dispatch.TEST_HOST_TASK:
+            raise AssertionError("a reader asked a worker and would wait for it")
+
+    monkeypatch.setattr(dispatch.current_app, "send_task", send_task)
+    return calls

@@ -21,20 +21,6 @@ LISTED_AGE = timedelta(hours=3)  # from the test's own now: a module-level now i
 LISTED = [{"name": "kimi-k2.5-sim", "path": f"{MODELS}/kimi-k2.5-sim", "max_position_embeddings": 262144}]
 
 
-@pytest.fixture
-def sent(monkeypatch) -> list[tuple[str, list]]:
-    """Every task sent (the dispatcher's only way out), none reaching a broker; asking a worker fails the test."""
-    calls: list[tuple[str, list]] = []
-
-    def send_task(name, args=None, **kwargs):
-        calls.append((name, args))
-        if name == dispatch.TEST_HOST_TASK:
-            raise AssertionError("a reader asked a worker and would wait for it")
-
-    monkeypatch.setattr(dispatch.current_app, "send_task", send_task)
-    return calls
-
-
 def _listed_host(**fields) -> Host:
     return make_host(
         models_root=MODELS,

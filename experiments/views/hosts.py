@@ -42,7 +42,14 @@ def host_detail(request: HttpRequest, host_id: int) -> HttpResponse:
     host = get_object_or_404(Host.objects.select_related("ssh_key", "active_run"), pk=host_id)
     events = AuditEvent.objects.about(host).select_related("actor")[:100]
     default_env = launch_policy.masked(host.default_env or {})
-    context = {"host": host, "events": events, "default_env": default_env, "models": host.listed_models()}
+    known = host.known_server_flags()
+    context = {
+        "host": host,
+        "events": events,
+        "default_env": default_env,
+        "models": host.listed_models(),
+        "server_flags": sorted(known) if known is not None else None,
+    }
     return render(request, "experiments/host_detail.html", context)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from experiments.actions.environments import do_record_fingerprint, do_record_process_env
+from experiments.actions.hosts import do_read_host_again_for_version
 
 from ..hostreads import environ, fingerprint
 from ..ssh import SSHError
@@ -29,6 +30,8 @@ async def read_fingerprint(session: RunSession) -> None:
         error = "; ".join(found.get("problems") or [])
     host_names = [name for name in (host.default_env or {}) if name not in (config.env or {})]
     await db(do_record_fingerprint)(session.run, found, error, env, host_names)
+    version = ((found.get("packages") or {}).get("sglang") or {}).get("version")
+    await db(do_read_host_again_for_version)(host, str(version) if version else None)
     if error:
         await session.warn("fingerprint", f"Part of the host's environment fingerprint could not be read: {error}")
 

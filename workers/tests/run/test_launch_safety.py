@@ -313,7 +313,7 @@ def test_it_lists_the_models_under_any_models_root_as_one_literal_path(remote, m
     (root / "model a").mkdir(parents=True, exist_ok=True)
     (root / "model a" / "config.json").write_text('{"vocab_size": 7}')
 
-    listed = remote(hosts._list_models(Host(name="probe", models_root=str(root)), remote.access))
+    listed = remote(hosts._list_host(Host(name="probe", models_root=str(root)), remote.access)).models
 
     assert not CANARY.exists()
     assert [(m["path"], m["vocab_size"]) for m in listed] == [(str(root / "model a"), 7)]
