@@ -289,8 +289,7 @@ def do_rerun_with_remedy(run: Run, remedy_id: str, actor: Actor) -> tuple[Server
     name = config_names.remedy_name(old.name, remedy.label, CONFIG_NAME_MAX)
     # The same rules as a config made by hand: the launch policy (on this host), the form's checks.
     form = ServerConfigForm(config_form_data({**remedy.change.apply(old.launch_spec()), "name": name}))
-    form.extra_env_prefixes = tuple(experiment.host.extra_env_prefixes or ())
-    form.extra_flags = tuple(experiment.host.extra_flags or ())
+    form.launches_on(experiment.host)
     if not form.is_valid():
         raise RemedyRefused(f"The config with “{remedy.title}” is refused.", plain_errors(form))
     config = form.save_unsaved()

@@ -9,11 +9,12 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.utils.timesince import timesince
 
 from experiments.analysis.explanations import MODEL_METRICS
-from experiments.rules import launch_policy, log_metrics
+from experiments.rules import launch_policy, log_metrics, server_flags
 
-from ..models import ServerConfig
+from ..models import Host, ServerConfig
 from .values import (
     CONTROL_CHARS,
     ENV_NAME,
@@ -98,6 +99,9 @@ class ServerConfigForm(forms.ModelForm):
     extra_env_prefixes: tuple[str, ...] = ()
     # The same for the SGLang flags the host allows beyond a member's list (`Host.extra_flags`).
     extra_flags: tuple[str, ...] = ()
+    # The host whose SGLang --help listing (Host.known_server_flags) the flags are checked against: a flag its
+    # version does not know is refused here, at submission, not by the server after the baseline has run.
+    listed_on: Host | None = None
 
     class Meta:
         model = ServerConfig
@@ -168,10 +172,26 @@ class ServerConfigForm(forms.ModelForm):
             return check_env(self.data[self.add_prefix("env")], self.extra_env_prefixes)
         return parse_env(self.cleaned_data.get("env_text") or "", self.extra_env_prefixes)
 
+    def launches_on(self, host: Host | None) -> None:
+        """The host's admin-set allowances and its SGLang's flag listing apply to this config."""
+        self.extra_env_prefixes = tuple(host.extra_env_prefixes or ()) if host else ()
+        self.extra_flags = tuple(host.extra_flags or ()) if host else ()
+        self.listed_on = host
+
     def clean_extra_args_text(self) -> list[str]:
         if self.add_prefix("extra_args") in self.data:
-            return check_extra_args(self.data[self.add_prefix("extra_args")], self.extra_flags)
-        return parse_extra_args(self.cleaned_data.get("extra_args_text") or "", self.extra_flags)
+            args = check_extra_args(self.data[self.add_prefix("extra_args")], self.extra_flags)
+        else:
+            args = parse_extra_args(self.cleaned_data.get("extra_args_text") or "", self.extra_flags)
+        known = self.listed_on.known_server_flags() if self.listed_on is not None else None
+        unknown = server_flags.unknown_flags(args, known) if known is not None else []
+        if unknown and self.listed_on is not None:
+            read_at = self.listed_on.server_flags_at
+            when = f"{timesince(read_at)} ago" if read_at else "before"
+            raise ValidationError(
+                server_flags.refusal(unknown, self.listed_on.name, self.listed_on.listed_sglang_version, when)
+            )
+        return args
 
     def clean_expect(self) -> dict[str, Any]:
         value = self.cleaned_data.get("expect") or {}

@@ -9,7 +9,7 @@ from django import forms
 from django.db import models
 from django.utils.timesince import timesince
 
-from experiments.rules import model_checks, model_paths, server_flags
+from experiments.rules import model_checks, model_paths
 
 from ..models import BenchmarkProfile, Host
 from .configs import ServerConfigForm
@@ -143,11 +143,9 @@ class ExperimentSubmission:
         # The host decides which environment variables and extra flags a config may set (its admin-set allowances).
         host = self.experiment_form.cleaned_data.get("host") if self.experiment_form.is_valid() else None
         for config_form in (self.baseline_form, *self.candidate_forms):
-            config_form.extra_env_prefixes = tuple(host.extra_env_prefixes or ()) if host else ()
-            config_form.extra_flags = tuple(host.extra_flags or ()) if host else ()
+            config_form.launches_on(host)
         if self.sweep_form is not None:
-            self.sweep_form.extra_env_prefixes = tuple(host.extra_env_prefixes or ()) if host else ()
-            self.sweep_form.extra_flags = tuple(host.extra_flags or ()) if host else ()
+            self.sweep_form.launches_on(host)
             self.sweep_form.max_candidates = max(self.MAX_CANDIDATES - len(self.candidate_forms), 0)
             self.errors.update(self.sweep_form.own_errors())
         for path, form in self._named_forms():
@@ -160,7 +158,6 @@ class ExperimentSubmission:
             self._check_names()
             self._check_host_fits()
             self._check_model_paths()
-            self._check_listed_flags()
         pair_warnings: list[str] = []
         if not self.errors:
             pair_warnings = self._check_listed_models()
@@ -205,22 +202,6 @@ class ExperimentSubmission:
                 refusal = model_paths.model_path_refusal(label, value, host.models_root) if value else None
                 if refusal:
                     self._field_error(path, form, field, refusal + ".")
-
-    def _check_listed_flags(self) -> None:
-        """Every flag a config sets is one the host's SGLang lists in its --help, where a listing read with the
-        host's launcher exists (rules/server_flags.py); without one the launch finds out."""
-        host: Host = self.experiment_form.cleaned_data["host"]
-        known = host.known_server_flags()
-        if known is None:
-            return
-        for path, form in self._named_forms():
-            if not isinstance(form, ServerConfigForm):
-                continue
-            unknown = server_flags.unknown_flags(form.cleaned_data.get("extra_args_text") or [], known)
-            if unknown:
-                when = f"{timesince(host.server_flags_at)} ago" if host.server_flags_at else "before"
-                message = server_flags.refusal(unknown, host.name, host.listed_sglang_version, when)
-                self._field_error(path, form, "extra_args_text", message)
 
     def _check_listed_models(self) -> list[str]:
         """What the host's last model listing proves about each config's paths and model pair, as field errors, and

@@ -98,9 +98,16 @@ class SweepForm(forms.Form):
         # Set by whoever knows the host and the other candidates, before validation (like ServerConfigForm's).
         self.extra_env_prefixes: tuple[str, ...] = ()
         self.extra_flags: tuple[str, ...] = ()
+        self.host: Host | None = None
         self.max_candidates = ExperimentSubmission.MAX_CANDIDATES
         self.grid: sweeps.Grid | None = None
         self.candidate_forms: list[ServerConfigForm] = []
+
+    def launches_on(self, host: Host | None) -> None:
+        """The host's allowances and flag listing apply to the sweep's axes and to every candidate it makes."""
+        self.extra_env_prefixes = tuple(host.extra_env_prefixes or ()) if host else ()
+        self.extra_flags = tuple(host.extra_flags or ()) if host else ()
+        self.host = host
 
     def clean_name_prefix(self) -> str:
         value = self.cleaned_data["name_prefix"].strip()
@@ -132,8 +139,7 @@ class SweepForm(forms.Form):
                 "Give the candidate the sweep varies (the API's `base`, a config or a config id; on the page, the "
                 "first candidate block)."
             )
-        self.base_form.extra_env_prefixes = self.extra_env_prefixes
-        self.base_form.extra_flags = self.extra_flags
+        self.base_form.launches_on(self.host)
         if not self.base_form.is_valid():
             raise ValidationError("Fix the candidate the sweep varies first (its errors are listed).")
         if self.errors:
@@ -156,8 +162,7 @@ class SweepForm(forms.Form):
             raise ValidationError(refusal)
         self.candidate_forms = [ServerConfigForm(config_form_data(c)) for c in self.grid.candidates]
         for form in self.candidate_forms:
-            form.extra_env_prefixes = self.extra_env_prefixes
-            form.extra_flags = self.extra_flags
+            form.launches_on(self.host)
         return data
 
     def _base_config(self) -> dict[str, Any]:
@@ -221,8 +226,7 @@ class SweepPreview:
         host = self.host_form.cleaned_data["host"] if self.host_form.is_valid() else None
         if host is None:
             errors.update(plain_errors(self.host_form))
-        self.sweep_form.extra_env_prefixes = tuple(host.extra_env_prefixes or ()) if host else ()
-        self.sweep_form.extra_flags = tuple(host.extra_flags or ()) if host else ()
+        self.sweep_form.launches_on(host)
         if not self.profile_form.is_valid():
             errors.update(plain_errors(self.profile_form, "profile."))
         errors.update(self.sweep_form.own_errors())

@@ -14,11 +14,12 @@ import pytest
 from django.utils import timezone
 
 from experiments.actions.hosts import do_read_host_again_for_version
-from experiments.models import ApiToken, Experiment, ServerConfig
+from experiments.models import ApiToken, Experiment, Run, ServerConfig
 from experiments.rules import server_flags
 from simhost import hostsetup
 
-from .factories import experiment_payload, make_host
+from .factories import experiment_payload, make_eagle_config, make_experiment, make_host
+from .test_api_remedies import CONTEXT_ERROR
 
 
 def _help_of(version: str) -> str:
@@ -93,7 +94,7 @@ def test_a_submission_with_a_flag_the_hosts_version_lacks_is_refused_and_nothing
     )
 
     assert refused.status_code == 422, refused.content
-    message = refused.json()["errors"]["candidates.0.extra_args_text"][0]
+    message = refused.json()["errors"]["candidates.0.extra_args"][0]
     assert message.startswith("SGLang 0.5.23 on gpu8 does not know the flag --cuda-graph-max-bs (its launch_server")
     assert not Experiment.objects.exists() and ServerConfig.objects.count() == configs_before
 
@@ -121,3 +122,32 @@ def test_a_run_on_another_sglang_version_asks_for_the_host_to_be_read_again(
 
     assert (same, unknown, upgraded) == (False, False, True)
     assert [name for name, _ in sent] == ["workers.tasks.list_host_models"]
+
+
+@pytest.mark.django_db
+def test_a_remedy_whose_flag_the_hosts_version_lacks_is_refused_before_anything_is_queued(client, owner):
+    # A remedy is a config made by the same form as one typed by hand, so the host's listing holds for it too: a
+    # listing without --context-length refuses the "serve at most N tokens" re-run rather than queueing launches
+    # that fail on an unknown flag.
+    candidate = make_eagle_config(name="eagle3")
+    experiment = make_experiment(candidates=[candidate])
+    host = experiment.host
+    listed = [flag for flag in server_flags.parse_help(_help_of("0.5.23")) if flag != "--context-length"]
+    host.server_flags = server_flags.listing(host.launcher, "0.5.23", listed)
+    host.server_flags_at = timezone.now()
+    host.save(update_fields=["server_flags", "server_flags_at"])
+    run = experiment.run_set.get(config=candidate)
+    Run.objects.filter(pk=run.pk).update(
+        state=Run.State.FAILED, failure_kind=Run.FailureKind.CONTEXT_LENGTH, failure_message=CONTEXT_ERROR
+    )
+    _, token = ApiToken.issue(owner)
+    runs_before = Run.objects.count()
+
+    refused = client.post(
+        f"/api/runs/{run.pk}/remedy", {"remedy": "context-length"}, content_type="application/json",
+        headers={"Authorization": f"Bearer {token}"},
+    )  # fmt: skip
+
+    assert refused.status_code == 422, refused.content
+    assert "does not know the flag --context-length" in refused.content.decode()
+    assert Run.objects.count() == runs_before and not ServerConfig.objects.filter(derived_from=candidate).exists()
