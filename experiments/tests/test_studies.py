@@ -246,10 +246,7 @@ def test_it_starts_a_study_from_the_browser_form_with_the_same_checks(client, me
     forms = [blank.context[key] for key in ("experiment_form", "study_form", "baseline_form", "base_form",
                                               "sweep_form", "profile_form")]  # fmt: skip
     missing = [
-        form.add_prefix(name)
-        for form in forms
-        for name in form.fields
-        if f'name="{form.add_prefix(name)}"' not in page
+        form.add_prefix(name) for form in forms for name in form.fields if f'name="{form.add_prefix(name)}"' not in page
     ]
     # Not a study's: it always measures its baseline, which never speculates; nor a saved config's link (no picker).
     not_asked = {"experiment-run_candidates_without_baseline", "experiment-profile_traces", "baseline-profile_eagle3",
