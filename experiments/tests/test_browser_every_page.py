@@ -88,8 +88,8 @@ def values(browser_user, member, private_queue) -> dict[str, str]:
     candidate = make_eagle_config(name="eagle3-2step")
     experiment = make_experiment(name="a long experiment name that would push a narrow page sideways " * 2,
                                  created_by=owner, candidates=[candidate])  # fmt: skip
-    for run in experiment.run_set.select_related("config"):
-        finish_run(run, {1: 83.0 * (1.15 if run.config.is_speculative else 1.0), 4: 300.0})
+    for queued in experiment.run_set.select_related("config"):
+        finish_run(queued, {1: 83.0 * (1.15 if queued.config.is_speculative else 1.0), 4: 300.0})
     run = experiment.run_set.filter(state=Run.State.SUCCEEDED).first()
     assert run is not None
     trace = ProfileTrace.objects.create(
