@@ -44,11 +44,16 @@
     return plotly;
   }
 
-  // A Plotly title does not wrap: on a narrow chart, keep it short (the part before its parenthesis).
+  // On a narrow chart (a phone): a Plotly title does not wrap, so keep it short (the part before its parenthesis),
+  // and a legend beside the plot would leave it a sliver, so the legend goes below it, in rows.
   function fitted(layout, holder) {
+    if (holder.clientWidth >= 600) return layout;
+    const out = Object.assign({}, layout, {
+      legend: Object.assign({}, layout.legend, { orientation: "h", x: 0, xanchor: "left", y: -0.25, yanchor: "top" }),
+    });
     const title = layout.title && layout.title.text;
-    if (!title || holder.clientWidth >= 600) return layout;
-    return Object.assign({}, layout, { title: Object.assign({}, layout.title, { text: title.replace(/\s*\(.*$/, "") }) });
+    if (title) out.title = Object.assign({}, layout.title, { text: title.replace(/\s*\(.*$/, "") });
+    return out;
   }
 
   // A figure is in the page (data-figure: the id of its JSON script) or fetched when shown (data-figure-url: a

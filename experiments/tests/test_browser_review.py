@@ -107,6 +107,9 @@ def test_it_fits_a_390_px_screen_with_a_menu_and_follows_a_dark_system_theme(log
         page.wait_for_selector("#speedup-chart .main-svg")
         width = page.evaluate("document.querySelector('#speedup-chart .main-svg').getBoundingClientRect().width")
         assert width <= 390
+        # The legend goes below the plot on a phone, so the plot keeps most of the width (beside it: ~60 px).
+        plot_width = page.evaluate("document.querySelector('#speedup-chart')._fullLayout._size.w")
+        assert plot_width > 0.6 * width, (plot_width, width)
         # A title does not wrap in Plotly: a narrow chart keeps the part before its parenthesis.
         assert page.evaluate("document.querySelector('#speedup-chart')._fullLayout.title.text") == "Speedup vs baseline"
         paper = page.evaluate("document.querySelector('#speedup-chart')._fullLayout.paper_bgcolor")
