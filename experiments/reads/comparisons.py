@@ -16,10 +16,13 @@ from typing import Any
 from django.db.models import Q
 
 from experiments import analysis
+from experiments.analysis import deployment as analysis_deployment
 from experiments.charts import comparison as comparison_charts
+from experiments.charts import deployment as deployment_charts
 from experiments.models import Candidate, Experiment, Measurement, Run, ServerConfig
 from experiments.reads.cells import latency_table, points_series
 from experiments.reads.config_diff import ConfigDiffRow, DiffCell, config_diff_rows
+from experiments.reads.deployment import curves_of
 
 MAX_PICKS = 8
 _PICK = re.compile(r"r(\d{1,12})|c(\d{1,12})-(\d{1,12})")
@@ -139,7 +142,7 @@ def build_comparison(picks: Sequence[Pick]) -> PickedComparison:
         for row in result.rows
     ]
     result.config_diff = _where_picks_differ(picked) + config_diff_rows([p.config for p in picked])
-    usable = [{"run__config__name": v[0], "concurrency": v[1], **v[5]} for v in values]
+    usable = [{"run__config__name": v[0], "concurrency": v[1], "output_throughput": v[4], **v[5]} for v in values]
     throughput = points_series(((v[0], v[1], v[4]) for v in values), labels)
     if throughput:
         colors = comparison_charts.config_colors(reference, others)
@@ -153,6 +156,12 @@ def build_comparison(picks: Sequence[Pick]) -> PickedComparison:
             # Marked only where the speedup crosses 1 between two conclusive cells (never at an inconclusive one).
             marked = analysis.settled_break_evens(result.rows, result.break_even)
             result.figures["speedup"] = comparison_charts.speedup_figure(result.rows, break_even=marked, colors=colors)
+        # Per GPU against per user, as the experiment page draws it: picks on other TP sizes compare per GPU.
+        curves = curves_of(usable, {p.label: p.config.gpu_count for p in picked})
+        if reference in curves and len(curves) > 1:
+            result.figures["frontier"] = deployment_charts.frontier_figure(
+                curves, analysis_deployment.pareto_front(curves), baseline=reference, colors=colors
+            )
     return result
 
 

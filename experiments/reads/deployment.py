@@ -237,23 +237,12 @@ def deployment_view(
     baseline has a point (cells without a TPOT are left out of the curves, not of the cells). `verdicts`: the
     comparison's (candidate, concurrency, verdict); `facts`: what `cell_facts` read for these rows."""
     configs = {c.name: c for c in (baseline, *candidates)}
-    samples: dict[str, dict[int, tuple[list[float], list[float]]]] = defaultdict(dict)
-    for m in usable:
-        tpot, throughput = _positive(m.get("mean_tpot_ms")), _positive(m.get("output_throughput"))
-        if m["run__config__name"] not in configs or tpot is None or throughput is None:
-            continue
-        cell = samples[m["run__config__name"]].setdefault(m["concurrency"], ([], []))
-        cell[0].append(throughput)
-        cell[1].append(tpot)
-    if baseline.name not in samples:
+    curves = curves_of(usable, {name: config.gpu_count for name, config in configs.items()})
+    if baseline.name not in curves:
         return None
     view = DeploymentView(baseline.name, cost_per_gpu_hour, objective)
-    for name in configs:
-        if name not in samples:
-            continue
-        cells = [deployment.CellSamples(c, t, p) for c, (t, p) in sorted(samples[name].items())]
-        view.gpus[name] = configs[name].gpu_count
-        view.curves[name] = deployment.deployment_curve(cells, view.gpus[name])
+    view.curves = curves
+    view.gpus = {name: configs[name].gpu_count for name in curves}
     view.frontier = deployment.pareto_front(view.curves)
     if objective is not None:
         for name in view.curves:
@@ -278,6 +267,27 @@ def deployment_view(
                 for point in reference
             ]
     return view
+
+
+def curves_of(usable: Iterable[Mapping[str, Any]], gpus: Mapping[str, int]) -> dict[str, list[deployment.CurvePoint]]:
+    """The deployment curve of each config named in `gpus` (name -> GPUs it runs on) from usable measurement rows
+    (`run__config__name`, `concurrency`, `output_throughput`, `mean_tpot_ms`), in the order of `gpus`; a row without
+    a TPOT is left out, and a config without any row has no curve."""
+    samples: dict[str, dict[int, tuple[list[float], list[float]]]] = defaultdict(dict)
+    for m in usable:
+        tpot, throughput = _positive(m.get("mean_tpot_ms")), _positive(m.get("output_throughput"))
+        if m["run__config__name"] not in gpus or tpot is None or throughput is None:
+            continue
+        cell = samples[m["run__config__name"]].setdefault(m["concurrency"], ([], []))
+        cell[0].append(throughput)
+        cell[1].append(tpot)
+    return {
+        name: deployment.deployment_curve(
+            [deployment.CellSamples(c, t, p) for c, (t, p) in sorted(samples[name].items())], gpus[name]
+        )
+        for name in gpus
+        if name in samples
+    }
 
 
 def _cells(

@@ -180,3 +180,32 @@ def test_an_empty_page_invites_a_pick_and_a_bad_addition_keeps_the_comparison(ow
     assert response.status_code == 200 and 'id="compare-add-error"' in page and "r99999999" in page
     assert 'id="comparison"' in page and "Cannot compare" not in page
     assert f'value="{picks[0]}"' in page and 'value="r99999999"' not in page  # the next Add keeps the good picks
+
+
+def test_it_draws_the_picks_per_gpu_against_per_user_with_their_frontier(owner_client):
+    # tp 8 against tp 4: the tp-4 pick makes fewer tokens in all, and more per GPU at a faster pace per user.
+    experiment = make_experiment(
+        profile=make_profile(concurrency=[1, 4], passes=3), baseline=make_config(name="tp8", tp_size=8),
+        candidates=[make_config(name="tp4", tp_size=4)],
+    )  # fmt: skip
+    for run in experiment.run_set.select_related("config"):
+        Run.objects.filter(pk=run.pk).update(state=Run.State.SUCCEEDED)
+        total = {8: 400.0, 4: 300.0}[run.config.tp_size]
+        for level in (1, 4):
+            for pass_index in range(3):
+                Measurement.objects.create(
+                    run=run, pass_index=pass_index, concurrency=level, completed=16, duration_s=10.0,
+                    output_throughput=total * level / 4 + pass_index, total_throughput=1.0, request_throughput=1.0,
+                    mean_tpot_ms=(10.0 if run.config.tp_size == 8 else 9.0) * level,
+                )  # fmt: skip
+    picks = [_pick(experiment, "tp8"), _pick(experiment, "tp4")]
+
+    response = owner_client.get("/compare/", {"pick": picks})
+
+    figure = response.context["result"].figures["frontier"]
+    curves = {trace["name"].split(" · ")[0]: trace for trace in figure["data"]}
+    assert set(curves) == {"tp8", "tp4", "best (frontier)"}
+    assert curves["tp4"]["y"][0] == pytest.approx(301.0 / 4)  # per GPU: 301 tok/s on 4 GPUs at c=4 (the slowest pace)
+    assert curves["tp8"]["y"][0] == pytest.approx(401.0 / 8)
+    assert [label.split(" · ")[0] for label in curves["best (frontier)"]["text"]] == ["tp4", "tp4"]
+    assert 'id="frontier-figure"' in response.content.decode()
