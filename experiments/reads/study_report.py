@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.analysis import racing
+from experiments.analysis import deployment, racing
+from experiments.charts import comparison as comparison_charts
+from experiments.charts import deployment as deployment_charts
 from experiments.charts.study import space_figure
-from experiments.models import Run, Study
+from experiments.models import Measurement, Run, ServerConfig, Study
+from experiments.reads.deployment import curves_of
 from experiments.rules import sweeps
 from experiments.tuning import plan, recommend
 from experiments.tuning.space import SearchSpace
@@ -95,6 +98,26 @@ def figures(report: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
         if figure is not None:
             out.append((level, figure))
     return out
+
+
+def frontier_figure(study: Study) -> dict[str, Any] | None:
+    """Every measured config of the study per GPU against per user, through its concurrencies, with the frontier:
+    the deployment view of the experiment page over all the study's rounds. None until the baseline and another
+    config have a point."""
+    rows = list(
+        Measurement.objects.of_succeeded_runs()
+        .filter(run__experiment__studyround__study=study)
+        .values("run__config__name", "run__config_id", "concurrency", "output_throughput", "mean_tpot_ms")
+    )
+    configs = ServerConfig.objects.filter(pk__in={row["run__config_id"] for row in rows})
+    gpus = {c.name: c.gpu_count for c in configs.only("name", "tp_size", "extra_args")}
+    baseline = study.baseline.name
+    ordered = {baseline: gpus[baseline], **dict(sorted(gpus.items()))} if baseline in gpus else {}
+    curves = curves_of(rows, ordered)
+    if baseline not in curves or len(curves) < 2:
+        return None
+    colors = comparison_charts.config_colors(baseline, [name for name in curves if name != baseline])
+    return deployment_charts.frontier_figure(curves, deployment.pareto_front(curves), baseline=baseline, colors=colors)
 
 
 def _values(space: SearchSpace, name: str) -> dict[str, Any]:

@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.asgi import application
 from experiments.actions.runs import do_advance_run
 from experiments.actions.studies import do_advance_study
-from experiments.models import ApiToken, AuditEvent, Experiment, PinnedBaseline, Run, Study, StudyRound
+from experiments.models import ApiToken, AuditEvent, Experiment, Measurement, PinnedBaseline, Run, Study, StudyRound
 
 from .factories import MODELS, make_host, make_measurement
 
@@ -294,3 +295,25 @@ def test_it_lists_the_studies_in_a_fixed_number_of_queries(api, client, owner, o
         page = client.get(reverse("study_list"))
 
     assert page.content.count(b'class="state state-running"') == 3 and b"still running" in page.content
+
+
+def test_the_study_page_draws_every_measured_config_per_gpu_against_per_user(
+    api, client, owner, django_assert_max_num_queries
+):
+    study = _finished_study(api, owner)
+    # Each cell's pace per user as its throughput implies it (TPOT = 1000 x concurrency / tok/s).
+    Measurement.objects.filter(run__experiment__studyround__study=study).update(
+        mean_tpot_ms=1000.0 * F("concurrency") / F("output_throughput")
+    )
+    client.force_login(owner)
+
+    with django_assert_max_num_queries(40):
+        page = client.get(study.get_absolute_url())
+
+    figure = page.context["frontier"]
+    curves = {trace["name"]: trace for trace in figure["data"]}
+    assert set(curves) == {"baseline", "s1-k1-d2", "s2-k1-d3", "best (frontier)"}
+    # The frontier: 3 steps at c=1 (the fastest per user there), the baseline at c=8 (the most per GPU).
+    assert sorted(curves["best (frontier)"]["text"]) == ["baseline", "s2-k1-d3"]
+    assert curves["baseline"]["y"][0] == pytest.approx(460.0 / 8, rel=0.01)  # tok/s per GPU at c=8 on tp 8
+    assert b'id="frontier-figure"' in page.content

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from experiments.reads.study_report import figures, study_json
+from experiments.reads.study_report import figures, frontier_figure, study_json
 
 from ..actions.audit import Actor
 from ..actions.review import do_pin_baseline
@@ -30,6 +30,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "study": study,
         "report": report,
         "figures": [(level, f"space-figure-{level}", figure) for level, figure in figures(report)],
+        "frontier": frontier_figure(study),
         "can_manage": study.can_be_managed_by(request.user),
     }
     # The live page re-reads its sections when the study changes (`study_detail.js`).
