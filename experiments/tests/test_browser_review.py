@@ -211,6 +211,7 @@ def test_it_moves_through_the_log_with_keyboard_shortcuts(log_in, live_web, brow
 
         page.keyboard.press("?")
         assert page.is_visible("#shortcuts")
+        page.keyboard.press("Escape")
         assert not page.is_visible("#shortcuts")
 
         page.keyboard.press("n")
