@@ -75,7 +75,8 @@ class SubscriptionForm(forms.ModelForm):
             self.add_error("target", exc)
 
     def _check_webhook(self, url: str) -> None:
-        self._check(url, URLValidator(schemes=["https", "http"], message="Enter an http(s) URL."))
+        # https only, as the help says: a webhook's message names hosts, configs and results.
+        self._check(url, URLValidator(schemes=["https"], message="Enter an https:// URL."))
         if not url or "target" in self.errors:
             return
         allowed = settings.SPECDASH_WEBHOOK_HOSTS

@@ -122,6 +122,9 @@ def test_an_admin_adds_a_team_webhook_with_a_checked_url(client, owner, settings
     client.force_login(owner)
     url = reverse("notification_settings")
     bad = client.post(url, {"channel": "webhook", "events": ["flag_raised"], "team": "on", "target": "file:///etc/x"})
+    plain = client.post(
+        url, {"channel": "webhook", "events": ["flag_raised"], "team": "on", "target": "http://hooks.slack.com/T/B/x"}
+    )
     settings.SPECDASH_WEBHOOK_HOSTS = ("hooks.slack.com",)
     fake_dns = {"hooks.slack.com": ["3.33.200.10"]}  # a public address (no DNS in the test's sandbox)
     monkeypatch.setattr(webhook_targets, "resolve", lambda host, port: fake_dns.get(host, []))
@@ -132,7 +135,8 @@ def test_an_admin_adds_a_team_webhook_with_a_checked_url(client, owner, settings
         url, {"channel": "webhook", "events": ["flag_raised"], "team": "on", "target": "https://hooks.slack.com/T/B/x"}
     )
 
-    assert bad.status_code == 400 and "Enter an http(s) URL." in bad.content.decode()
+    assert bad.status_code == 400 and "Enter an https:// URL." in bad.content.decode()
+    assert plain.status_code == 400 and "Enter an https:// URL." in plain.content.decode()
     assert elsewhere.status_code == 400 and "may only point at hooks.slack.com" in elsewhere.content.decode()
     assert good.status_code == 302
     subscription = Subscription.objects.get()

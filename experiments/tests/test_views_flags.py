@@ -45,6 +45,12 @@ def test_it_lists_open_flags_and_triages_one_with_a_comment(owner_client, owner,
     assert (flag.triage, flag.assignee) == ("acknowledged", member)
     comment = FlagComment.objects.get()
     assert comment.author == owner and "GPU 3 throttles" in comment.text and "untriaged -> acknowledged" in comment.text
+    # Comments are Markdown, through the notes' sanitiser: formatting shown, markup a comment carries never run.
+    owner_client.post(
+        f"/flags/{flag.pk}/", {"triage": "acknowledged", "comment": "**fixed** in `r42` <script>x()</script>"}
+    )
+    page = owner_client.get(f"/flags/{flag.pk}/").content.decode()
+    assert "<strong>fixed</strong>" in page and "<code>r42</code>" in page and "<script>x()" not in page
 
     assert "badge" not in owner_client.get("/").content.decode().split('id="nav-flags"')[1].split("</a>")[0]
     owner_client.post(f"/flags/{flag.pk}/", {"triage": "fixed", "comment": ""})
