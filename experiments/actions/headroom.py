@@ -23,7 +23,7 @@ def simulated_copy(config: ServerConfig, length: float) -> ServerConfig:
         **{field: getattr(config, field) for field in ServerConfig.LAUNCH_FIELDS},
         name=f"{config.name[: MAX_NAME - 12]} · AL {value}",
     )
-    copy.env = {**config.env, headroom.SIMULATE_ENV: value}
+    copy.env = headroom.simulated_env(config.env, length)
     stored = ServerConfig.objects.with_hash(copy.compute_hash()).filter(name=copy.name).first()
     return stored or copy
 

@@ -73,7 +73,7 @@ class HeadroomForm(forms.Form):
         problems = headroom.accept_length_refusals(lengths, steps)
         if not problems:
             for length in lengths:
-                env = {**config.env, headroom.SIMULATE_ENV: headroom.env_value(length)}
+                env = headroom.simulated_env(config.env, length)
                 problems += launch_policy.env_refusals(env, self.experiment.host.extra_env_prefixes)
         if problems:
             self.add_error("accept_lengths", problems)

@@ -12,6 +12,11 @@ import math
 from collections.abc import Iterable
 
 SIMULATE_ENV = "SGLANG_SIMULATE_ACC_LEN"
+# Every verify step accepts the set length on average (its fraction by a coin): the curve's x is the accept length
+# the runs measure. SGLang before 0.5.23 defaults to `multinomial`, a clamped normal draw around the length whose
+# mean is not the length (2.6 for a set 3.0 at 2 steps), so the study always names its method.
+METHOD_ENV = "SGLANG_SIMULATE_ACC_METHOD"
+METHOD = "match-expected"
 MIN_ACCEPT_LENGTH = 1.0
 MAX_LENGTHS = 12  # launches: each accept length is one more server launch per round
 STEP = 0.5
@@ -54,6 +59,11 @@ def accept_length_refusals(values: Iterable[float], steps: int) -> list[str]:
 def env_value(length: float) -> str:
     """The launch environment's text of an accept length: at most two decimals, no exponent."""
     return f"{length:.2f}".rstrip("0").rstrip(".")
+
+
+def simulated_env(env: dict[str, str], length: float) -> dict[str, str]:
+    """A config's environment with its accept length simulated at `length`."""
+    return {**env, SIMULATE_ENV: env_value(length), METHOD_ENV: METHOD}
 
 
 def simulated_length(env: object) -> float | None:

@@ -65,6 +65,7 @@ def test_a_member_starts_one_from_the_experiment_page_and_it_queues_the_copies_i
     assert names == [REAL, f"{REAL} · AL 1.5", f"{REAL} · AL 2", f"{REAL} · AL 2.5", f"{REAL} · AL 3"]
     copies = experiment.ordered_candidates()[1:]
     assert [c.env[SIMULATE_ENV] for c in copies] == ["1.5", "2", "2.5", "3"]
+    assert all(c.env["SGLANG_SIMULATE_ACC_METHOD"] == "match-expected" for c in copies)
     assert all(c.speculative_num_steps == 2 and c.speculative_num_draft_tokens == 3 for c in copies)
     runs = list(experiment.run_set.order_by("sequence").select_related("config"))
     # Each config once per launch, the baseline first: interleaved, 2 launches of 6 configs.
