@@ -94,8 +94,8 @@ def level_curve(
     return Level(concurrency, baseline_tok_s, points, real, slope, intercept, break_even)
 
 
-def headroom(levels: Sequence[Level], lengths: Sequence[float]) -> Headroom:
-    """The study's answer from its curves (`level_curve` per concurrency) and the swept `lengths`."""
+def headroom(levels: Sequence[Level]) -> Headroom:
+    """The study's answer from its curves (`level_curve` per concurrency)."""
     levels = sorted(levels, key=lambda level: level.concurrency)
     first = levels[0] if levels else None
     if first is None or not first.simulated:

@@ -8,8 +8,6 @@ what they do not: where it came from, the config it varies and the lengths it sw
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
@@ -37,6 +35,3 @@ class HeadroomStudy(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("headroom_detail", args=[self.experiment_id])
-
-    def can_be_managed_by(self, user: Any) -> bool:
-        return self.experiment.can_be_managed_by(user)

@@ -63,7 +63,7 @@ def headroom_view(study: HeadroomStudy) -> HeadroomView:
         measured = accept.get(concurrency)
         real_point = None if own is None or measured is None else _point(measured, own)
         levels.append(analysis.level_curve(concurrency, baseline, simulated, real_point))
-    result = analysis.headroom(levels, study.accept_lengths)
+    result = analysis.headroom(levels)
     figure = headroom_figure(result.levels, study.accept_lengths) if result.levels else None
     return HeadroomView(study, report, result, figure, report.models.get(real))
 

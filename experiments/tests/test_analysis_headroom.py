@@ -36,7 +36,7 @@ def test_it_says_the_gain_of_the_next_length_half_a_token_better_with_intervals(
     real = CurvePoint(2.4, 108.0, 1.08, 1.05, 1.11)
     levels = [level_curve(4, 300.0, simulated, None), level_curve(1, 100.0, simulated, real)]
 
-    result = headroom(levels, [1.5, 2.0, 2.5, 3.0])
+    result = headroom(levels)
 
     assert [level.concurrency for level in result.levels] == [1, 4]
     assert result.accept_length == 2.4 and result.target == 3.0
@@ -51,7 +51,7 @@ def test_it_says_when_the_real_draft_already_beats_every_simulated_length() -> N
     simulated = [CurvePoint(1.5, 70.0, 0.7), CurvePoint(2.0, 93.0, 0.93)]
     real = CurvePoint(2.6, 120.0, 1.2)
 
-    result = headroom([level_curve(1, 100.0, simulated, real)], [1.5, 2.0])
+    result = headroom([level_curve(1, 100.0, simulated, real)])
 
     assert result.target is None
     assert result.sentence.startswith("The real draft already accepts 2.60 tokens per step")
@@ -61,8 +61,8 @@ def test_it_has_no_break_even_without_a_rising_line() -> None:
     assert fit_line([(2.0, 1.0)]) is None
     flat = level_curve(1, 100.0, [CurvePoint(1.5, 90.0, 0.9), CurvePoint(2.5, 80.0, 0.8)], None)
     assert flat.break_even is None
-    assert "not known" in headroom([flat], [1.5, 2.5]).break_even_sentence
-    assert headroom([], [1.5]).sentence.startswith("Not measured yet")
+    assert "not known" in headroom([flat]).break_even_sentence
+    assert headroom([]).sentence.startswith("Not measured yet")
 
 
 def test_its_figure_marks_the_break_even_on_the_baseline_and_the_real_draft() -> None:
