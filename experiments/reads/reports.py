@@ -305,6 +305,7 @@ def _measurement_row(m: Mapping[str, Any]) -> dict[str, Any]:
 
 def comparison_rows_json(report: ExperimentReport) -> list[dict[str, Any]]:
     """The API's `comparison` rows (DESIGN.md contract) plus a few extras."""
+    simulated = set(report.simulated)
     return [
         {
             "candidate": row.candidate,
@@ -316,6 +317,7 @@ def comparison_rows_json(report: ExperimentReport) -> list[dict[str, Any]]:
             "ci_high": None if row.ci_high is None else round(row.ci_high, 4),
             "verdict": row.verdict,
             "outputs_differ": row.verdict == analysis.OUTPUTS_DIFFER,
+            "simulated_acceptance": row.candidate in simulated,
             "speed_verdict": row.speed_verdict or row.verdict,
             "baseline_n": row.baseline_n,
             "candidate_n": row.candidate_n,
