@@ -48,5 +48,5 @@ def do_start_headroom(
     study = HeadroomStudy.objects.create(
         source=source, config=config, accept_lengths=lengths, experiment=experiment, created_by=actor.user
     )
-    record_event(actor, AuditEvent.Action.SUBMIT, study, source=source.pk, accept_lengths=lengths)
+    record_event(actor, AuditEvent.Action.HEADROOM_START, study, source=source.pk, accept_lengths=lengths)
     return study

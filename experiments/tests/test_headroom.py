@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from experiments.models import ApiToken, Experiment, HeadroomStudy, Measurement, Run, ServerConfig
+from experiments.models import ApiToken, AuditEvent, Experiment, HeadroomStudy, Measurement, Run, ServerConfig
 from experiments.rules.headroom import SIMULATE_ENV
 
 from .factories import make_config, make_eagle_config, make_experiment, make_profile
@@ -71,6 +71,8 @@ def test_a_member_starts_one_from_the_experiment_page_and_it_queues_the_copies_i
     # Each config once per launch, the baseline first: interleaved, 2 launches of 6 configs.
     assert [r.config.name for r in runs] == ["baseline", *names] * 2
     assert experiment.created_by == member
+    event = AuditEvent.objects.get(action=AuditEvent.Action.HEADROOM_START)
+    assert event.actor == member and event.detail == {"source": source.pk, "accept_lengths": [1.5, 2.0, 2.5, 3.0]}
 
 
 def test_it_refuses_a_viewer_an_outsider_and_an_anonymous_user(client, viewer, outsider):
