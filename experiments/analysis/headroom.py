@@ -106,8 +106,8 @@ def headroom(levels: Sequence[Level]) -> Headroom:
     if real is None:
         best = max(first.simulated, key=lambda p: p.accept_length)
         sentence = (
-            f"The real draft has no measured accept length yet; at accept length {best.accept_length:g} this config "
-            f"would give {best.speedup:.2f}x{best.interval} at c={c}."
+            f"The real draft has no measured accept length yet; at accept length {_length(best.accept_length)} this "
+            f"config would give {best.speedup:.2f}x{best.interval} at c={c}."
         )
         return Headroom(list(levels), None, best.accept_length, sentence, break_even)
     above = sorted(p for p in {p.accept_length for p in first.simulated} if p > real.accept_length)
@@ -116,16 +116,21 @@ def headroom(levels: Sequence[Level]) -> Headroom:
         top = max(p.accept_length for p in first.simulated)
         sentence = (
             f"The real draft already accepts {real.accept_length:.2f} tokens per step, at or above every simulated "
-            f"length (up to {top:g}): at c={c} it gives {real.speedup:.2f}x{real.interval}."
+            f"length (up to {_length(top)}): at c={c} it gives {real.speedup:.2f}x{real.interval}."
         )
         return Headroom(list(levels), real.accept_length, None, sentence, break_even)
     target = wanted[0]
     point = next(p for p in first.simulated if p.accept_length == target)
     sentence = (
-        f"Raising accept length from {real.accept_length:.1f} to {target:.1f} would give "
+        f"Raising accept length from {real.accept_length:.1f} to {_length(target)} would give "
         f"{point.speedup:.2f}x{point.interval} at c={c} instead of {real.speedup:.2f}x{real.interval}."
     )
     return Headroom(list(levels), real.accept_length, target, sentence, break_even)
+
+
+def _length(value: float) -> str:
+    """A swept accept length as the user gave it: 3.0, 2.5, 2.25."""
+    return f"{value:.1f}" if round(value, 1) == value else f"{value:.2f}"
 
 
 def _break_even_sentence(level: Level) -> str:

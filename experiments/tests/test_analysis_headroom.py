@@ -47,6 +47,14 @@ def test_it_says_the_gain_of_the_next_length_half_a_token_better_with_intervals(
     assert "the real draft measures 2.40, above it" in result.break_even_sentence
 
 
+def test_it_names_a_swept_length_as_given() -> None:
+    simulated = [CurvePoint(1.5, 70.0, 0.7), CurvePoint(2.25, 105.0, 1.05), CurvePoint(3.0, 140.0, 1.4)]
+
+    result = headroom([level_curve(1, 100.0, simulated, CurvePoint(1.7, 80.0, 0.8))])
+
+    assert result.sentence.startswith("Raising accept length from 1.7 to 2.25 would give 1.05x at c=1")
+
+
 def test_it_says_when_the_real_draft_already_beats_every_simulated_length() -> None:
     simulated = [CurvePoint(1.5, 70.0, 0.7), CurvePoint(2.0, 93.0, 0.93)]
     real = CurvePoint(2.6, 120.0, 1.2)
