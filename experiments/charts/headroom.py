@@ -28,7 +28,7 @@ def headroom_figure(levels: Sequence[Level], lengths: Sequence[float]) -> dict[s
         traces.append(
             {
                 "type": "scatter",
-                "name": f"c={c} simulated",
+                "name": f"c={c}",
                 "legendgroup": group,
                 "mode": "lines+markers",
                 "x": [p.accept_length for p in level.simulated],
@@ -71,6 +71,7 @@ def headroom_figure(levels: Sequence[Level], lengths: Sequence[float]) -> dict[s
                     "type": "scatter",
                     "name": f"c={c} real draft",
                     "legendgroup": group,
+                    "showlegend": False,
                     "mode": "markers",
                     "x": [level.real.accept_length],
                     "y": [level.real.tok_s],
@@ -87,6 +88,7 @@ def headroom_figure(levels: Sequence[Level], lengths: Sequence[float]) -> dict[s
                     "type": "scatter",
                     "name": f"c={c} break-even",
                     "legendgroup": group,
+                    "showlegend": False,
                     "mode": "markers",
                     "x": [level.break_even],
                     "y": [level.baseline_tok_s],
@@ -94,9 +96,11 @@ def headroom_figure(levels: Sequence[Level], lengths: Sequence[float]) -> dict[s
                     "hovertemplate": f"c={c} breaks even at accept length %{{x:.2f}}<extra></extra>",
                 }
             )
-    layout = _layout(
-        "Throughput against accept length",
-        xaxis=_axis("Accept length (tokens per verify step)"),
-        yaxis=_axis("Output tok/s", rangemode="tozero"),
-    )
-    return {"data": traces, "layout": {**layout, "legend": {"orientation": "h", "y": -0.25}}}
+    # Concurrencies far apart in throughput share a log axis, so the lowest one's curve is not flattened.
+    baselines = [level.baseline_tok_s for level in levels]
+    spread = bool(baselines) and max(baselines) > 4 * min(baselines)
+    yaxis = _axis("Output tok/s", type="log") if spread else _axis("Output tok/s", rangemode="tozero")
+    layout = _layout("Throughput against accept length", xaxis=_axis("Accept length"), yaxis=yaxis)
+    # One legend entry per concurrency (a click hides its whole group); the page's caption says what the marks are.
+    legend = {"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0}
+    return {"data": traces, "layout": {**layout, "legend": legend, "margin": {"l": 60, "r": 20, "t": 80, "b": 50}}}

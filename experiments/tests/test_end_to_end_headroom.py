@@ -79,8 +79,8 @@ def test_a_headroom_study_s_chart_and_break_even_mark_match_the_break_even_model
     traces = {trace["name"]: trace for trace in view.figure["data"]}  # type: ignore[index]
     # The chart's points: each simulated length serves what the model predicts, accept length / needed. The model
     # leaves out what a request costs beside its cycles (its prefill, its last, partial cycle), so it is read to 12%.
-    assert traces["c=1 simulated"]["x"] == LENGTHS
-    for point, tok_s in zip(level.simulated, traces["c=1 simulated"]["y"], strict=True):
+    assert traces["c=1"]["x"] == LENGTHS
+    for point, tok_s in zip(level.simulated, traces["c=1"]["y"], strict=True):
         assert tok_s == point.tok_s
         assert point.speedup == pytest.approx(point.accept_length / needed, rel=0.12), (needed, level.simulated)
     # Its break-even mark sits on the baseline's line where the model says speculation pays for itself.
@@ -90,7 +90,9 @@ def test_a_headroom_study_s_chart_and_break_even_mark_match_the_break_even_model
     # The real draft sits between, at its measured accept length; every concurrency has its curve.
     assert level.real is not None and 1 < level.real.accept_length < 3
     assert traces["c=1 real draft"]["x"] == [level.real.accept_length]
-    assert "c=2 break-even" in traces or "c=2 simulated" in traces
+    second = view.result.level(2)
+    assert second is not None and [p.accept_length for p in second.simulated] == LENGTHS
+    assert second.break_even is not None and traces["c=2 break-even"]["x"] == [second.break_even]
 
     page = client.get(f"/api/experiments/{study.experiment_id}/headroom", headers=headers).json()
     assert page["sentence"] == view.result.sentence and page["model_break_even"] == pytest.approx(needed)

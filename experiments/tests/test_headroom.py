@@ -143,7 +143,7 @@ def test_its_page_leads_with_the_gain_and_says_simulated_runs_measure_speed_only
     assert "breaks even at accept length 2.00 at c=1" in page
     assert "Simulated-acceptance runs measure speed, never output quality" in page
     assert 'id="headroom-chart"' in page and 'id="headroom-figure"' in page
-    # The source experiment's page links to it; the study's experiment's page too.
+    # The source experiment's page links to it (the study's experiment's page: below).
     assert (
         f'href="/experiments/{study.experiment_id}/headroom/"'
         in owner_client.get(f"/experiments/{study.source_id}/").content.decode()
@@ -156,6 +156,7 @@ def test_simulated_configs_are_marked_and_never_the_headline_or_the_best_speedup
 
     page = owner_client.get(f"/experiments/{study.experiment_id}/").content.decode()
 
+    assert f'href="/experiments/{study.experiment_id}/headroom/">what a better draft would be worth' in page
     headline = page[page.index('id="headline"') : page.index("</p>", page.index('id="headline"'))]
     assert f"{REAL} serves 1.20x" in headline and "AL" not in headline  # AL 3 ran 1.5x: not a result to deploy
     card = page[page.index(f'id="card-{REAL.lower()}-al-3"') :]
