@@ -230,3 +230,16 @@ def test_the_api_refuses_bad_input_with_the_field_named(client, member, viewer):
     assert forbidden.status_code == 403 and missing.status_code == 404
     assert _api(client, viewer, "get", "/api/experiments/999999/headroom").status_code == 404
     assert not HeadroomStudy.objects.exists()
+
+
+def test_it_is_held_to_the_member_s_launch_quota(client, member, settings):
+    settings.SPECDASH_QUOTA_LAUNCHES_PER_USER = 5  # the study would queue 2 launches of 6 configs
+    source = _source()
+
+    over = _api(client, member, "post", f"/api/experiments/{source.pk}/headroom", {"config": REAL})
+    client.force_login(member)
+    page = client.post(f"/experiments/{source.pk}/headroom/new/", {"config": _real(source).pk}, follow=True)
+
+    assert over.status_code == 422 and "at most 5" in over.json()["errors"]["accept_lengths"][0]
+    assert "at most 5" in page.content.decode()
+    assert not HeadroomStudy.objects.exists() and Experiment.objects.count() == 1
