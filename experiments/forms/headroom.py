@@ -3,7 +3,6 @@ lengths to simulate (blank: 1.5, 2, 2.5 ... up to steps + 1). The page and the A
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -79,5 +78,5 @@ class HeadroomForm(forms.Form):
             self.add_error("accept_lengths", problems)
             return data
         data["config"] = config
-        data["accept_lengths"] = sorted(length for length in lengths if math.isfinite(length))
+        data["accept_lengths"] = sorted(lengths)
         return data
