@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from django.conf import settings
 from django.db import transaction
@@ -78,20 +78,25 @@ def notify_if_experiment_ended(experiment_id: int) -> None:
         host=experiment.host.name,
         failed_runs=sum(run.state == Run.State.FAILED for run in runs),
         runs=len(runs),
-        verdicts=verdict_lines(report.rows),
+        verdicts=verdict_lines(report.rows, simulated=report.simulated),
         url=absolute_url(experiment.get_absolute_url()),
-        answers=[card.sentence for card in report.cards],
+        answers=[f"{SIMULATED}{card.sentence}" if card.simulated else card.sentence for card in report.cards],
     )
     notify(message, Subscription.objects.for_event(event, experiment_owner_id=experiment.created_by_id))
 
 
-def verdict_lines(rows: Iterable[ComparisonRow]) -> list[str]:
+# A headroom study's copies: what a better draft would be worth, never a result someone could ship.
+SIMULATED = "(simulated acceptance: speed only) "
+
+
+def verdict_lines(rows: Iterable[ComparisonRow], simulated: Collection[str] = ()) -> list[str]:
     lines = []
     for row in rows:
         interval = (
             f" [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.ci_low is not None and row.ci_high is not None else ""
         )
-        lines.append(f"{row.candidate} at c={row.concurrency}: {row.speedup:.3f}x{interval}, {row.verdict}")
+        lead = SIMULATED if row.candidate in simulated else ""
+        lines.append(f"{lead}{row.candidate} at c={row.concurrency}: {row.speedup:.3f}x{interval}, {row.verdict}")
     return lines
 
 

@@ -41,7 +41,8 @@ def do_create_prompt_set(actor: Actor, name: str, data: bytes) -> PromptSet:
 def do_record_equivalence(experiment: Experiment) -> None:
     """Store each candidate's equivalence gate (prompt_reports.equivalence) on it: called as a run succeeds, so
     the experiments table can withhold "faster" from a candidate whose outputs differ without reading outputs."""
-    candidates = experiment.ordered_candidates()
+    # Simulated-acceptance copies are exempt: their outputs are what the set accept length made them (reads/reports.py).
+    candidates = [c for c in experiment.ordered_candidates() if c.simulated_accept_length is None]
     gates = prompt_reports.equivalence(experiment, experiment.baseline, candidates)
     for candidate in Candidate.objects.filter(experiment=experiment).select_related("config"):
         gate = gates.get(candidate.config.name)

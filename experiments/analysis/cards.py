@@ -9,8 +9,9 @@ one sentence that claims no more than the statistics do, and the launches that w
   cells (faster, then slower); anywhere else the crossing is not known.
 """
 
+import dataclasses
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from .comparison import FASTER, INCONCLUSIVE, SLOWER, ComparisonRow, launches_to_settle
@@ -28,17 +29,26 @@ class VerdictCard:
     kind: str
     # More launches of every config that would likely settle the inconclusive cells; None when none would.
     launches: int | None
+    # Its accept length is simulated (SGLANG_SIMULATE_ACC_LEN): a speed it would have, never a result to deploy.
+    simulated: bool = False
 
 
 def verdict_cards(
-    rows: Sequence[ComparisonRow], *, baseline: str, candidates: Sequence[str], passes_per_launch: int
+    rows: Sequence[ComparisonRow],
+    *,
+    baseline: str,
+    candidates: Sequence[str],
+    passes_per_launch: int,
+    simulated: Collection[str] = (),
 ) -> list[VerdictCard]:
-    """One card per measured candidate, in candidate order; the baseline is never a candidate of its own."""
+    """One card per measured candidate, in candidate order; the baseline is never a candidate of its own. Those in
+    `simulated` are marked so (their acceptance was set, not measured)."""
     cards = []
     for name in candidates:
         own = sorted((row for row in rows if row.candidate == name), key=lambda row: row.concurrency)
         if name != baseline and own:
-            cards.append(_card(name, own, passes_per_launch))
+            card = _card(name, own, passes_per_launch)
+            cards.append(dataclasses.replace(card, simulated=True) if name in simulated else card)
     return cards
 
 

@@ -95,6 +95,8 @@ def get_experiment(request: HttpRequest, experiment_id: int):
         "status": report.status,
         "baseline": report.baseline.name,
         "candidates": [c.name for c in report.candidates],
+        # Candidates whose accept length is simulated (a headroom study's): speed only, never a verdict to gate on.
+        "simulated_acceptance": report.simulated,
         "runs": [serializers.run_json(r, with_measurements=False, queue=queue.get(r.pk)) for r in report.runs],
         "run_candidates_without_baseline": experiment.run_candidates_without_baseline,
         "schedule": serializers.schedule_json(experiment),

@@ -5,6 +5,7 @@ from . import (  # noqa: F401  (registers the routes)
     configs,
     environments,
     experiments,
+    headroom,
     hosts,
     imports,
     prompts,

@@ -124,9 +124,17 @@ def _experiment_checks(experiment: dict[str, Any]) -> list[Check]:
     return [Check("runs", "experiment", None, ERROR, f"the experiment has not finished (it is {status})")]
 
 
+def _gated(experiment: dict[str, Any]) -> list[str]:
+    """The candidates a gate judges: not those whose accept length is simulated (a headroom study's copies measure
+    what a better draft would be worth, never a result that passes or fails)."""
+    simulated = set(experiment.get("simulated_acceptance") or [])
+    return [name for name in experiment.get("candidates", []) if name not in simulated]
+
+
 def _slower(experiment: dict[str, Any]) -> list[Check]:
     checks = []
-    rows = experiment.get("comparison") or []
+    simulated = set(experiment.get("simulated_acceptance") or [])
+    rows = [row for row in experiment.get("comparison") or [] if row["candidate"] not in simulated]
     for row in rows:
         speed = row.get("speed_verdict") or row["verdict"]
         low, high = row.get("ci_low"), row.get("ci_high")
@@ -145,7 +153,7 @@ def _slower(experiment: dict[str, Any]) -> list[Check]:
             outcome, message = INCONCLUSIVE, f"inconclusive: {said}; {needs}"
         checks.append(Check("slower", row["candidate"], row["concurrency"], outcome, message, numbers))
     measured = {row["candidate"] for row in rows}
-    for name in experiment.get("candidates", []):
+    for name in _gated(experiment):
         if name not in measured:
             checks.append(Check("slower", name, None, INCONCLUSIVE, "not measured against the baseline"))
     return checks
@@ -154,7 +162,7 @@ def _slower(experiment: dict[str, Any]) -> list[Check]:
 def _outputs_differ(experiment: dict[str, Any]) -> list[Check]:
     gates = experiment.get("equivalence") or {}
     checks = []
-    for name in experiment.get("candidates", []):
+    for name in _gated(experiment):
         gate = gates.get(name)
         if gate is None:
             checks.append(

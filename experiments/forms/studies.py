@@ -13,6 +13,12 @@ from .submission import ExperimentSubmission, plain_errors
 from .sweeps import SweepForm
 
 MAX_LAUNCHES = 500
+# A study recommends configs to deploy; a simulated accept length is no draft anyone has (forms/headroom.py is the
+# place to ask what one would be worth).
+SIMULATED_REFUSAL = (
+    "SGLANG_SIMULATE_ACC_LEN sets the accept length instead of measuring the draft's, so a study would recommend a "
+    "config no real draft serves: start an acceptance headroom study from an experiment instead."
+)
 MAX_HOURS = 168.0
 
 
@@ -62,6 +68,8 @@ class StudySubmission(ExperimentSubmission):
             self.errors["sweep"] = ["Give the search space: the value lists of steps, topk and draft tokens."]
         if not self.study_form.is_valid():
             self.errors.update(plain_errors(self.study_form, ""))
+        if valid and not self.errors and any(c.simulated_accept_length for c in self.experiment_fields()["candidates"]):
+            self.errors["sweep"] = [SIMULATED_REFUSAL]
         return valid and not self.errors
 
     def study_fields(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from .audit import AuditEvent, AuditEventQuerySet
 from .configs import MANAGED_FLAGS, BenchmarkProfile, BenchmarkProfileQuerySet, ServerConfig, ServerConfigQuerySet
 from .environments import GpuSample, GpuSampleQuerySet, RunEnvironment, ServerMetricSample, ServerMetricSampleQuerySet
 from .experiments import Candidate, Experiment
+from .headroom import HeadroomStudy
 from .hosts import KEY_FILE_NAME, Host, HostQuerySet, SshKey
 from .log_chunks import LogChunk, LogChunkQuerySet
 from .measurements import Measurement, MeasurementQuerySet
@@ -41,6 +42,7 @@ __all__ = [
     "FlagSeries",
     "GpuSample",
     "GpuSampleQuerySet",
+    "HeadroomStudy",
     "Host",
     "HostQuerySet",
     "LogChunk",

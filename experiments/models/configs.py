@@ -13,7 +13,7 @@ from django.utils import timezone
 from experiments.analysis import slo
 from experiments.formats.prompt_sampling import SampledPrompt
 from experiments.reads.prompt_store import load_sample
-from experiments.rules import model_checks
+from experiments.rules import headroom, model_checks
 
 # Flags that specdash itself sets from the config's fields; `extra_args` may not repeat them, or the
 # stored config would lie about what ran.
@@ -111,6 +111,12 @@ class ServerConfig(models.Model):
     @property
     def is_speculative(self) -> bool:
         return bool(self.speculative_algorithm)
+
+    @property
+    def simulated_accept_length(self) -> float | None:
+        """The accept length SGLANG_SIMULATE_ACC_LEN sets (a headroom study's copies), or None: such a config
+        measures what a draft of that acceptance would be worth in speed, never its outputs' quality."""
+        return headroom.simulated_length(self.env)
 
     @property
     def gpu_count(self) -> int:

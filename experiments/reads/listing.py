@@ -258,8 +258,10 @@ def _add_best_speedups(rows: Iterable[ExperimentRow]) -> None:
         row = by_id[experiment_id]
         # The rows' candidates are prefetched with their stored equivalence gate.
         differ = [c.config.name for c in row.experiment.candidate_set.all() if c.outputs_differ]
+        # Simulated-acceptance copies (a headroom study's) measure a draft nobody has: never the best speedup.
+        real = [c.config.name for c in row.experiment.candidate_set.all() if c.config.simulated_accept_length is None]
         compared = analysis.compare_configs(
-            own, baseline=row.experiment.baseline.name, candidates=row.candidates, outputs_differ=differ
+            own, baseline=row.experiment.baseline.name, candidates=real, outputs_differ=differ
         )
         best = analysis.best_row(compared)
         if best is not None:

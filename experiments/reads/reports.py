@@ -96,16 +96,24 @@ class ExperimentReport:
         ]
 
     @property
+    def simulated(self) -> list[str]:
+        """The candidates whose accept length is simulated (a headroom study's copies): they measure what a better
+        draft would be worth in speed, never a result to deploy, so they are never the headline."""
+        return [c.name for c in self.candidates if c.simulated_accept_length is not None]
+
+    @property
     def headline(self) -> str | None:
         """The answer the page leads with (the same best row as the experiments table)."""
-        return analysis.headline(self.rows, self.experiment.profile.passes)
+        simulated = set(self.simulated)
+        real = [row for row in self.rows if row.candidate not in simulated]
+        return analysis.headline(real, self.experiment.profile.passes)
 
     @property
     def cards(self) -> list[analysis.VerdictCard]:
         """One sentence per candidate, from the rows the verdict table shows; the break-evens the page may mark."""
         names, passes = [c.name for c in self.candidates], self.experiment.profile.passes
         return analysis.verdict_cards(
-            self.rows, baseline=self.baseline.name, candidates=names, passes_per_launch=passes
+            self.rows, baseline=self.baseline.name, candidates=names, passes_per_launch=passes, simulated=self.simulated
         )
 
     @property
@@ -158,7 +166,10 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         )
         for m in usable
     ]
-    gates = prompt_reports.equivalence(experiment, baseline, candidates)
+    # Simulated acceptance accepts drafts the target would reject: its outputs are not the model's to compare.
+    gates = prompt_reports.equivalence(
+        experiment, baseline, [c for c in candidates if c.simulated_accept_length is None]
+    )
     differ = [name for name, gate in gates.items() if gate.outputs_differ]
     rows = analysis.compare_configs(samples, baseline=baseline.name, candidates=names[1:], outputs_differ=differ)
     measured = {row.candidate for row in rows}
@@ -294,6 +305,7 @@ def _measurement_row(m: Mapping[str, Any]) -> dict[str, Any]:
 
 def comparison_rows_json(report: ExperimentReport) -> list[dict[str, Any]]:
     """The API's `comparison` rows (DESIGN.md contract) plus a few extras."""
+    simulated = set(report.simulated)
     return [
         {
             "candidate": row.candidate,
@@ -305,6 +317,7 @@ def comparison_rows_json(report: ExperimentReport) -> list[dict[str, Any]]:
             "ci_high": None if row.ci_high is None else round(row.ci_high, 4),
             "verdict": row.verdict,
             "outputs_differ": row.verdict == analysis.OUTPUTS_DIFFER,
+            "simulated_acceptance": row.candidate in simulated,
             "speed_verdict": row.speed_verdict or row.verdict,
             "baseline_n": row.baseline_n,
             "candidate_n": row.candidate_n,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
 from django.db import connection
@@ -15,11 +16,13 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from experiments.actions.audit import Actor
+from experiments.actions.headroom import do_start_headroom
 from experiments.actions.notifications import do_subscribe
 from experiments.models import ApiToken, Flag, ProfileTrace, PromptSet, Run, Study, Subscription
 
 from .factories import MODELS, finish_run, make_eagle_config, make_experiment, make_history, make_host, make_ssh_key
 
+T = TypeVar("T")
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 NO_SIDEWAYS_SCROLL = "document.documentElement.scrollWidth <= window.innerWidth"
@@ -48,15 +51,27 @@ def _patterns(resolver: URLResolver, prefix: str = "") -> Iterator[str]:
             yield route
 
 
-def _study(owner) -> Study:
-    """A study as a person starts one (the API); its launches wait in a queue no worker listens to. Started in a
-    thread of its own: Playwright's event loop runs in this one, and the broadcast after the commit is sync."""
-    started: list[Study] = []
-    thread = threading.Thread(target=lambda: started.append(_start_study(owner)))
+def _in_a_thread(start: Callable[[], T]) -> T:
+    """What `start` makes, made in a thread of its own: Playwright's event loop runs in this one, and the broadcast
+    after a commit is sync."""
+    started: list[T] = []
+
+    def run() -> None:
+        try:
+            started.append(start())
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
     thread.start()
     thread.join()
-    assert started, "the study did not start (its error is above)"
+    assert started, "it did not start (its error is above)"
     return started[0]
+
+
+def _study(owner) -> Study:
+    """A study as a person starts one (the API); its launches wait in a queue no worker listens to."""
+    return _in_a_thread(lambda: _start_study(owner))
 
 
 def _start_study(owner) -> Study:
@@ -75,10 +90,7 @@ def _start_study(owner) -> Study:
     response = client.post("/api/studies", body, content_type="application/json",
                            headers={"Authorization": f"Bearer {token}"})  # fmt: skip
     assert response.status_code == 201, response.content
-    try:
-        return Study.objects.get(pk=response.json()["id"])
-    finally:
-        connection.close()
+    return Study.objects.get(pk=response.json()["id"])
 
 
 @pytest.fixture
@@ -96,6 +108,9 @@ def values(browser_user, member, private_queue) -> dict[str, str]:
         run=run, concurrency=1, rank=0, file_name="p-TP-0.trace.json.gz", state=ProfileTrace.State.STORED,
         size_bytes=0, steps=4, trace=b"", summary={"speculative": True, "by_batch_size": []},
     )  # fmt: skip
+    _in_a_thread(
+        lambda: do_start_headroom(experiment, config=candidate, accept_lengths=[2.0, 3.0], actor=Actor.command(owner))
+    )
     history_host = make_host(name="history-host")
     make_history([88.8, 88.9, 88.7, 88.8, 88.6, 88.9, 88.8, 88.7, 88.8, 82.2, 82.3, 82.1], host=history_host)
     flag = Flag.objects.get(host=history_host)
@@ -149,7 +164,8 @@ def test_no_page_scrolls_sideways_at_390_px_or_breaks_the_policy(values, browser
     # The walk reaches the pages it must (a broken classification would walk nothing and pass).
     assert {"/experiments/", f"/experiments/{values['experiment_id']}/", f"/runs/{values['run_id']}/",
             f"/studies/{values['study_id']}/", "/studies/new/", f"/hosts/{values['host_id']}/",
-            f"/prompt-sets/{values['prompt_set_id']}/", "/studies/"} <= set(pages), pages  # fmt: skip
+            f"/prompt-sets/{values['prompt_set_id']}/", "/studies/",
+            f"/experiments/{values['experiment_id']}/headroom/"} <= set(pages), pages  # fmt: skip
 
     context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark")
     page = context.new_page()

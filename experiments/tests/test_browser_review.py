@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.models import Experiment, LogChunk, Measurement, Run
+from experiments.actions.audit import Actor
+from experiments.actions.headroom import do_start_headroom
+from experiments.models import Experiment, HeadroomStudy, LogChunk, Measurement, Run
 
 from .factories import make_config, make_eagle_config, make_experiment, make_host, make_profile
 
@@ -65,19 +67,45 @@ def world(browser_user):
     return first, second, run
 
 
-def test_it_fits_a_390_px_screen_with_a_menu_and_follows_a_dark_system_theme(log_in, live_web, browser, world):
+@pytest.fixture
+def headroom_study(world, browser_user) -> HeadroomStudy:
+    """An acceptance headroom study of the first experiment's candidate, measured: its page has a chart and a table."""
+    first = world[0]
+    study = do_start_headroom(
+        first,
+        config=first.ordered_candidates()[0],
+        accept_lengths=[1.5, 2.0, 2.5, 3.0],
+        actor=Actor.command(browser_user),
+    )
+    for run in study.experiment.run_set.select_related("config"):
+        Run.objects.filter(pk=run.pk).update(state=Run.State.SUCCEEDED)
+        length = run.config.simulated_accept_length or (2.4 if run.config.is_speculative else None)
+        Measurement.objects.bulk_create(
+            Measurement(run=run, pass_index=p, concurrency=c, completed=16, duration_s=10.0, total_throughput=1.0,
+                        output_throughput=83.0 * c * (length / 2.0 if length else 1.0) * (1 + 0.01 * p),
+                        request_throughput=1.0, accept_length=length)
+            for c in (1, 2, 4, 8) for p in range(3)
+        )  # fmt: skip
+    return study
+
+
+def test_it_fits_a_390_px_screen_with_a_menu_and_follows_a_dark_system_theme(
+    log_in, live_web, browser, world, headroom_study
+):
     first, second, run = world
     compare = f"/compare/?pick=c{first.pk}-{first.baseline_id}&pick=c{second.pk}-{second.ordered_candidates()[0].pk}"
     series = f"/history/{first.host_id}/{first.baseline.content_hash}/{first.profile.series_key}/"
-    # (Every page's width and theme at 390 px: test_browser_every_page.py. This world's long names and two
-    # experiments on Compare are walked here.)
+    # (Every page's width and theme at 390 px: test_browser_every_page.py. This world's long names, two
+    # experiments on Compare and a measured headroom study are walked here.)
+    pages = ["/experiments/", first.get_absolute_url(), run.get_absolute_url(), compare,
+             headroom_study.get_absolute_url(), headroom_study.experiment.get_absolute_url()]  # fmt: skip
     context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark")
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     try:
         log_in(page)
-        for path in ["/experiments/", first.get_absolute_url(), run.get_absolute_url(), compare]:
+        for path in pages:
             page.goto(f"{live_web}{path}")
             page.wait_for_load_state("load")
             assert page.evaluate(NO_SIDEWAYS_SCROLL), (path, page.evaluate("document.documentElement.scrollWidth"))
@@ -87,6 +115,14 @@ def test_it_fits_a_390_px_screen_with_a_menu_and_follows_a_dark_system_theme(log
         page.locator("#history-chart").scroll_into_view_if_needed()
         page.wait_for_selector("#history-chart .main-svg", timeout=15_000)
         assert page.evaluate("document.getElementById('history-chart').specdashFigure.layout.xaxis.type") == "date"
+
+        # The headroom chart: drawn at the screen's width, its break-even marks on the baseline's lines.
+        page.goto(f"{live_web}{headroom_study.get_absolute_url()}")
+        page.wait_for_selector("#headroom-chart .main-svg", timeout=15_000)
+        box = page.evaluate("document.querySelector('#headroom-chart .main-svg').getBoundingClientRect().width")
+        assert box <= 390 and page.evaluate(NO_SIDEWAYS_SCROLL)
+        page.click("#headroom-levels summary")
+        assert page.is_visible("#headroom-table") and page.evaluate(NO_SIDEWAYS_SCROLL)
 
         # The navigation folds behind the menu button.
         page.goto(f"{live_web}/experiments/")

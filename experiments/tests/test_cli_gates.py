@@ -77,6 +77,16 @@ def test_slower_is_inconclusive_for_a_candidate_never_measured():
     assert exit_code(checks) == 2 and exit_code(checks, allow_inconclusive=True) == 0
 
 
+def test_no_gate_judges_a_simulated_acceptance_candidate():
+    name = "eagle3 · AL 1.5"
+    simulated = _row(candidate=name, speedup=0.8, low=0.78, high=0.82, verdict="slower")
+    experiment = _experiment(candidates=["eagle3", name], comparison=[_row(), simulated], simulated_acceptance=[name])
+
+    checks = evaluate(experiment, [Gate("slower"), Gate("outputs-differ")])
+
+    assert [(c.gate, c.candidate) for c in checks] == [("slower", "eagle3"), ("outputs-differ", "eagle3")]
+
+
 def test_outputs_differ_reads_each_candidates_equivalence_gate():
     gate = {"compared": 8, "identical": 2, "early_divergences": 6, "late_divergences": 0, "within_tokens": 32,
             "max_share": 0.01, "outputs_differ": True}  # fmt: skip

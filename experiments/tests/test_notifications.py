@@ -20,7 +20,7 @@ from experiments.models import AuditEvent, Delivery, Event, Flag, Run, Subscript
 from experiments.reads.reports import build_report
 from experiments.rules import webhook_targets
 
-from .factories import finish_run, make_experiment, make_history, make_host, make_measurement
+from .factories import finish_run, make_eagle_config, make_experiment, make_history, make_host, make_measurement
 
 
 def _subscribe(user, channel: str, events: list[str], *, team: bool = False, target: str = "", only_mine=False):
@@ -212,6 +212,21 @@ def test_an_experiment_that_ends_tells_its_subscribers_once(owner, member, viewe
     # It leads with the experiment page's card: the same sentence, first.
     report = build_report(experiment, with_figures=False)
     assert deliveries[0].body.startswith(report.cards[0].sentence + "\n\nExperiment: ")
+
+
+@pytest.mark.django_db
+def test_a_simulated_acceptance_verdict_is_told_as_such(owner):
+    simulated = make_eagle_config(name="eagle3 · AL 3", env={"SGLANG_SIMULATE_ACC_LEN": "3"})
+    experiment = make_experiment(created_by=owner, candidates=[simulated])
+    _subscribe(_with_email(owner, "owner@example.org"), "email", ["experiment_finished"])
+    for run, tok_s in zip(experiment.run_set.order_by("sequence"), (88.0, 130.0), strict=True):
+        make_measurement(run, concurrency=1, output_throughput=tok_s)
+        _finish(run)
+
+    body = Delivery.objects.get().body
+
+    assert body.startswith("(simulated acceptance: speed only) eagle3 · AL 3 ")
+    assert "- (simulated acceptance: speed only) eagle3 · AL 3 at c=1: 1.477x, inconclusive" in body
 
 
 @pytest.mark.django_db

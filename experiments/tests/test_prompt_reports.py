@@ -23,12 +23,12 @@ def _requests(changed_from: dict[int, int], prompts: int = 50) -> list[dict]:
     return rows
 
 
-def _experiment(temperature: float = 0.0):
+def _experiment(temperature: float = 0.0, buggy_env: dict | None = None):
     prompt_set = PromptSet.objects.create(name="s", kind="upload", content_hash="s")
     baseline, honest, buggy = (
         make_config(name="baseline"),
         make_eagle_config(name="honest"),
-        make_eagle_config(name="buggy"),
+        make_eagle_config(name="buggy", env=buggy_env or {}),
     )
     profile = make_profile(concurrency=[1], passes=3, prompt_set=prompt_set, temperature=temperature)
     experiment = make_experiment(baseline=baseline, candidates=[honest, buggy], profile=profile, with_runs=False)
@@ -79,6 +79,20 @@ def test_it_has_no_gate_when_the_profile_samples(client, owner):
     body = _get(client, owner, _experiment(temperature=0.8))
     assert body["equivalence"] == {}
     assert {r["verdict"] for r in body["comparison"]} == {"faster"}
+
+
+def test_a_simulated_acceptance_config_is_exempt_from_the_gate(client, owner):
+    # Its verify step accepts what SGLANG_SIMULATE_ACC_LEN tells it: its outputs are not the model's to compare.
+    experiment = _experiment(buggy_env={"SGLANG_SIMULATE_ACC_LEN": "3", "SGLANG_SIMULATE_ACC_METHOD": "match-expected"})
+
+    body = _get(client, owner, experiment)
+
+    assert "buggy" not in body["equivalence"] and "honest" in body["equivalence"]
+    rows = {r["candidate"]: r for r in body["comparison"]}
+    assert rows["buggy"]["verdict"] == "faster" and not rows["buggy"]["outputs_differ"]
+    assert not Candidate.objects.get(experiment=experiment, config__name="buggy").outputs_differ
+    # Nor is it the answer: the headline names the real candidate, not the faster simulated one.
+    assert body["headline"].startswith("honest serves")
 
 
 def test_it_stores_each_candidates_gate_and_withholds_the_win_in_the_experiments_table(client, owner):

@@ -134,11 +134,14 @@ def test_it_refuses_a_study_without_budget_or_with_an_unsafe_or_oversized_space(
         ({"budget": {"launches": 100_000}}, "max_launches"),
         ({"sweep": {**BODY["sweep"], "env": {"LD_PRELOAD": ["/tmp/x.so"]}}}, "sweep.env"),
         ({"sweep": {**BODY["sweep"], **HUGE}}, "sweep"),
+        ({"sweep": {**BODY["sweep"], "env": {"SGLANG_SIMULATE_ACC_LEN": ["2", "3"]}}}, "sweep"),
     ]
     for changes, field in cases:
         response = api(owner, "post", "/api/studies", {**BODY, "host": host.name, **changes})
         assert response.status_code == 422, (changes, response.content)
         assert field in response.json()["errors"], response.json()
+        if "SGLANG_SIMULATE_ACC_LEN" in str(changes):
+            assert "start an acceptance headroom study" in response.json()["errors"]["sweep"][0]
     assert not Study.objects.exists()
 
 

@@ -16,6 +16,7 @@ from experiments.reads import environments, steady_state
 from experiments.reads.cells import LATENCY_TABLE_HEADINGS
 from experiments.reads.config_history import block_sources, config_initial, latest_experiment_using, profile_initial
 from experiments.reads.deployment import DEFINITIONS as DEPLOYMENT_DEFINITIONS
+from experiments.reads.headroom import studies_about
 from experiments.reads.listing import STATUSES, ListingQuery, experiments_table
 from experiments.reads.queueing import queued_runs_of
 from experiments.reads.reports import cached_report, comparison_rows_json
@@ -34,6 +35,7 @@ from ..forms import (
     ScheduleForm,
     ServerConfigForm,
 )
+from ..forms.headroom import HeadroomForm
 from ..forms.sweeps import SweepForm, SweepPreview
 from ..models import AuditEvent, Experiment, Host, Run, ServerConfig
 from .access import require_manage, requires
@@ -252,6 +254,8 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
                 initial={"every": experiment.schedule, "hour_utc": experiment.schedule_hour}, auto_id="schedule-%s"
             ),
             "can_manage": experiment.can_be_managed_by(request.user),
+            "headroom_studies": studies_about(experiment),
+            "headroom_form": HeadroomForm(experiment=experiment, candidates=report.candidates, auto_id="headroom-%s"),
             "notes_form": ExperimentNotesForm(
                 initial={"notes": experiment.notes, "tags": experiment.tags}, auto_id="notes-%s"
             ),
