@@ -9,6 +9,7 @@ from . import (  # noqa: F401  (registers the routes)
     imports,
     prompts,
     runs,
+    schedules,
     studies,
     sweeps,
     users,
