@@ -25,8 +25,12 @@ from ..tuning import plan, recommend
 from .audit import Actor, record_event
 from .experiments import do_create_experiment
 
-# Interleaved launches of each config in the verification: two per config give every concurrency an interval.
+# The verification: two interleaved launches of each config, each measuring every concurrency three times, so each
+# (config, concurrency) has six samples: with fewer, the t quantile of a Welch interval on 2 + 2 samples (df 1-2)
+# makes any interval too wide to say "within 2%". Passes are cheaper than launches; the passes of one launch share
+# its state, so the interval is a little optimistic about launch-to-launch variation (analysis/comparison.py).
 VERIFY_LAUNCHES = 2
+VERIFY_PASSES = 2
 NAME_LENGTH = ServerConfig._meta.get_field("name").max_length or 128
 
 
@@ -147,6 +151,7 @@ def _build(
     statics = list({c.pk: c for w, c in bands if c.pk != baseline.pk}.values())
     copy = BenchmarkProfile.objects.get(pk=profile.pk)  # a copy: the source's own stays as it is
     copy.pk, copy.launches, copy.name = None, VERIFY_LAUNCHES, f"{schedule}"[:100] + " verification"
+    copy.passes = max(copy.passes, VERIFY_PASSES)
     schedule.verification = do_create_experiment(
         actor=actor,
         name=f"{schedule} · verify"[:200],

@@ -13,7 +13,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from experiments.actions.schedules import VERIFY_LAUNCHES
+from experiments.actions.schedules import VERIFY_LAUNCHES, VERIFY_PASSES
 from experiments.models import AdaptiveSchedule, AuditEvent, Experiment, Run, ServerConfig, ServerMetricSample, Study
 
 from .factories import MODELS, make_config, make_eagle_config, make_experiment, make_host, make_measurement
@@ -69,6 +69,7 @@ def test_it_builds_the_schedule_of_a_finished_study_and_queues_its_verification(
     )  # fmt: skip
     assert experiment.baseline_id == study.baseline_id
     assert experiment.profile.concurrency == [1, 8] and experiment.profile.launches == VERIFY_LAUNCHES
+    assert experiment.profile.passes == VERIFY_PASSES and study.profile.passes == 1  # the study's own is left as is
     order = list(experiment.run_set.order_by("sequence").values_list("config_id", flat=True))
     assert order == [study.baseline_id, adaptive.pk, static.pk] * VERIFY_LAUNCHES  # interleaved
     event = AuditEvent.objects.get(action=AuditEvent.Action.SCHEDULE_BUILD)
