@@ -25,10 +25,10 @@ from ..tuning import plan, recommend
 from .audit import Actor, record_event
 from .experiments import do_create_experiment
 
-# The verification: two interleaved launches of each config, each measuring every concurrency three times, so each
-# (config, concurrency) has six samples: with fewer, the t quantile of a Welch interval on 2 + 2 samples (df 1-2)
-# makes any interval too wide to say "within 2%". Passes are cheaper than launches; the passes of one launch share
-# its state, so the interval is a little optimistic about launch-to-launch variation (analysis/comparison.py).
+# The verification: two interleaved launches of each config, each measuring every concurrency at least twice, so each
+# (config, concurrency) has four samples or more: on 2 + 2 the Welch interval's t quantile (df 1-2) makes any
+# interval too wide to say "within 2%". Passes are cheaper than launches; the passes of one launch share its state,
+# so the interval is a little optimistic about launch-to-launch variation (analysis/comparison.py).
 VERIFY_LAUNCHES = 2
 VERIFY_PASSES = 2
 NAME_LENGTH = ServerConfig._meta.get_field("name").max_length or 128
