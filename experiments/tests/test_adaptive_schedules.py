@@ -49,7 +49,7 @@ def _verify(schedule: AdaptiveSchedule, truth: dict[str, dict[int, float]], jitt
         Run.objects.filter(pk=run.pk).update(state=Run.State.SUCCEEDED, started_at=timezone.now())
 
 
-def test_it_builds_the_schedule_of_a_finished_study_and_queues_its_verification(api, owner):
+def test_it_builds_the_schedule_of_a_finished_study_and_queues_its_verification(api, client, owner):
     study = _finished_study(api, owner)
 
     response = _build(api, owner, study)
@@ -72,6 +72,9 @@ def test_it_builds_the_schedule_of_a_finished_study_and_queues_its_verification(
     assert experiment.profile.passes == VERIFY_PASSES and study.profile.passes == 1  # the study's own is left as is
     order = list(experiment.run_set.order_by("sequence").values_list("config_id", flat=True))
     assert order == [study.baseline_id, adaptive.pk, static.pk] * VERIFY_LAUNCHES  # interleaved
+    # The verification's own page leads back to the schedule it verifies.
+    client.force_login(owner)
+    assert f'href="{schedule.get_absolute_url()}"' in client.get(experiment.get_absolute_url()).content.decode()
     event = AuditEvent.objects.get(action=AuditEvent.Action.SCHEDULE_BUILD)
     assert event.target_id == schedule.pk and event.detail["verification"] == experiment.pk
 
@@ -208,6 +211,7 @@ def test_it_builds_from_an_experiment_with_several_candidates_and_concurrencies(
 
     schedule = AdaptiveSchedule.objects.get(experiment=experiment)
     assert response.url == schedule.get_absolute_url()
+    assert f'href="{schedule.get_absolute_url()}">v1</a>' in client.get(experiment.get_absolute_url()).content.decode()
     assert json.loads(schedule.config_json) == {"1": {"candidate_steps": [2]}, "8": {"candidate_steps": [1]}}
     assert [b["config"] for b in schedule.bands] == ["s2", "s1"]
     verification = schedule.verification
