@@ -15,12 +15,13 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Max
+from django.utils.timesince import timesince
 
 from ..analysis import comparison
 from ..analysis.adaptive_schedule import BandWinner, build_adaptive_schedule
 from ..models import AdaptiveSchedule, AuditEvent, BenchmarkProfile, Experiment, Host, ServerConfig, Study
 from ..reads.reports import build_report
-from ..rules import config_names
+from ..rules import config_names, server_flags
 from ..tuning import plan, recommend
 from .audit import Actor, record_event
 from .experiments import do_create_experiment
@@ -32,6 +33,7 @@ from .experiments import do_create_experiment
 VERIFY_LAUNCHES = 2
 VERIFY_PASSES = 2
 NAME_LENGTH = ServerConfig._meta.get_field("name").max_length or 128
+ADAPTIVE_FLAGS = ("--speculative-adaptive", "--speculative-adaptive-config")  # SGLang 0.5.23 and later
 
 
 class ScheduleRefused(Exception):
@@ -129,6 +131,11 @@ def _build(
     built = build_adaptive_schedule([winner for winner, _ in bands])
     if built.config is None:
         raise ScheduleRefused(" ".join(built.notes))
+    known = host.known_server_flags()  # the host's SGLang as last read, when read with its launcher
+    missing = [f for f in ADAPTIVE_FLAGS if known is not None and f not in known]
+    if missing:
+        when = f"{timesince(host.server_flags_at)} ago" if host.server_flags_at else "before"
+        raise ScheduleRefused(server_flags.refusal(missing, host.name, host.listed_sglang_version, when))
     # The source's row is locked by the caller, so two presses never take one version number.
     version = (AdaptiveSchedule.objects.filter(**source).aggregate(last=Max("version"))["last"] or 0) + 1
     schedule = AdaptiveSchedule.objects.create(

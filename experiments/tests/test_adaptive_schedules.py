@@ -265,3 +265,20 @@ def test_a_member_cannot_name_an_adaptive_config_file_of_their_own(api, member):
     assert not ServerConfig.objects.exclude(adaptive_schedule=None).exists()
     assert make_config().adaptive_schedule is None
     assert Experiment.objects.count() == 1
+
+
+def test_it_refuses_a_host_whose_sglang_has_no_adaptive_speculation(api, owner):
+    study = _finished_study(api, owner)
+    host = study.host
+    host.server_flags = {"launcher": host.launcher, "sglang_version": "0.5.9", "flags": ["--model-path", "--port"]}
+    host.server_flags_at = timezone.now()
+    host.save(update_fields=["server_flags", "server_flags_at"])
+
+    response = _build(api, owner, study)
+
+    assert response.status_code == 422
+    (message,) = response.json()["errors"]["source"]
+    assert message.startswith(
+        f"SGLang 0.5.9 on {host.name} does not know the flags --speculative-adaptive, --speculative-adaptive-config"
+    )
+    assert not AdaptiveSchedule.objects.exists() and not Experiment.objects.filter(name__contains="verify").exists()
