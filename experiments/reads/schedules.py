@@ -57,6 +57,15 @@ class ScheduleView:
         return bool(self.checks) and all(c.verdict == MATCHES for c in self.checks)
 
     @property
+    def verdict(self) -> str:
+        """matches (every concurrency), slower (at some), unsettled (more launches would say), or pending."""
+        if any(c.verdict == SLOWER for c in self.checks):
+            return SLOWER
+        if self.matches:
+            return MATCHES
+        return "unsettled" if any(c.speedup is not None for c in self.checks) else "pending"
+
+    @property
     def sentence(self) -> str:
         """The answer the page leads with."""
         tolerance = f"{self.schedule.tolerance:.0%}"
@@ -205,7 +214,7 @@ def schedule_json(view: ScheduleView) -> dict[str, Any]:
         "verification": None
         if verification is None
         else {"id": verification.pk, "url": verification.get_absolute_url(), "status": view.status},
-        "verdict": "matches" if view.matches else "pending" if not any(c.speedup for c in view.checks) else "differs",
+        "verdict": view.verdict,
         "sentence": view.sentence,
         "checks": [vars(c) for c in view.checks],
         "previous": None if view.previous is None else view.previous.pk,
