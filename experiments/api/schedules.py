@@ -18,7 +18,7 @@ from ..models import AdaptiveSchedule, Experiment, Study
 from .base import api, require
 
 
-def _built(build: Callable[[], AdaptiveSchedule]):  # type: ignore[no-untyped-def]
+def _built(build: Callable[[], AdaptiveSchedule]) -> Status:
     try:
         schedule = build()
     except ScheduleRefused as exc:

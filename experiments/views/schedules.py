@@ -3,6 +3,8 @@ JSON as a file."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -31,7 +33,7 @@ def build_experiment_schedule(request: HttpRequest, experiment_id: int) -> HttpR
     return _built(request, experiment, lambda: do_build_experiment_schedule(experiment, actor=Actor.of(request)))
 
 
-def _built(request: HttpRequest, source: Study | Experiment, build) -> HttpResponse:  # type: ignore[no-untyped-def]
+def _built(request: HttpRequest, source: Study | Experiment, build: Callable[[], AdaptiveSchedule]) -> HttpResponse:
     try:
         schedule = build()
     except (ScheduleRefused, QuotaExceeded) as exc:
