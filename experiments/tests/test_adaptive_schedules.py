@@ -14,7 +14,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from experiments.actions.schedules import VERIFY_LAUNCHES, VERIFY_PASSES
+from experiments.charts.schedules import switching_figure
 from experiments.models import AdaptiveSchedule, AuditEvent, Experiment, Run, ServerConfig, ServerMetricSample, Study
+from experiments.reads.schedules import ramp_note
 
 from .factories import MODELS, make_config, make_eagle_config, make_experiment, make_host, make_measurement
 from .test_studies import BODY, TRUTH, _finish_round, _start
@@ -283,3 +285,14 @@ def test_it_refuses_a_host_whose_sglang_has_no_adaptive_speculation(api, owner):
         f"SGLang 0.5.9 on {host.name} does not know the flags --speculative-adaptive, --speculative-adaptive-config"
     )
     assert not AdaptiveSchedule.objects.exists() and not Experiment.objects.filter(name__contains="verify").exists()
+
+
+def test_the_switching_chart_and_the_ramp_note_say_only_what_the_data_holds():
+    assert switching_figure({"launch 1": [(0.0, None, 1.0)]}) is None  # a baseline's gauges: nothing switched
+    figure = switching_figure({"<b>launch 1</b>": [(0.0, 2.0, 1.0), (0.5, 0.0, 8.0)]})
+    assert figure is not None and figure["data"][0]["y"] == [2.0, 0.0] and figure["data"][1]["yaxis"] == "y2"
+    assert "<b>" not in figure["data"][0]["name"]  # a label is text, never markup in the page's SVG
+    same = [{"low": 1, "high": 2, "steps": 2}, {"low": 4, "high": 8, "steps": 2}]
+    assert ramp_note(same) == ""  # neighbouring bands with the same steps: a ramp runs the same speculation
+    note = ramp_note([{"low": 16, "high": 16, "steps": 0}, {"low": 2, "high": 4, "steps": 2}])
+    assert "while a c = 16 load ramps up and drains, its batches below 16 run the 2 step(s) of 2 <= c <= 4" in note
