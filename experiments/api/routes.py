@@ -10,6 +10,7 @@ from . import (  # noqa: F401  (registers the routes)
     imports,
     prompts,
     runs,
+    schedules,
     studies,
     sweeps,
     users,

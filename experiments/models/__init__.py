@@ -18,6 +18,7 @@ from .prompts import PromptResults, PromptSet
 from .quotas import MemberQuota
 from .review import Flag, FlagComment, FlagQuerySet, FlagSeries, PinnedBaseline, PinnedBaselineQuerySet
 from .runs import Run, RunQuerySet
+from .schedules import AdaptiveSchedule
 from .studies import Study, StudyConfig, StudyRound
 from .suspicions import SuspectSeries, Suspicion, SuspicionQuerySet
 from .tokens import ApiToken, ApiTokenQuerySet
@@ -25,6 +26,7 @@ from .tokens import ApiToken, ApiTokenQuerySet
 __all__ = [
     "KEY_FILE_NAME",
     "MANAGED_FLAGS",
+    "AdaptiveSchedule",
     "ApiToken",
     "ApiTokenQuerySet",
     "AuditEvent",

@@ -54,6 +54,7 @@ class AuditEvent(models.Model):
         STUDY_START = "study.start"
         STUDY_CANCEL = "study.cancel"
         HEADROOM_START = "headroom.start"
+        SCHEDULE_BUILD = "schedule.build"  # an adaptive schedule built and its verification queued
         LOGIN = "user.login"
         LOGIN_FAILED = "user.login_failed"
         LOCKOUT = "user.lockout"  # a login refused because its username and address are locked out

@@ -33,6 +33,8 @@ MANAGED_FLAGS = frozenset(
         "--speculative-eagle-topk",
         "--speculative-num-draft-tokens",
         "--served-model-name",
+        # Written by the worker from the config's adaptive schedule (workers/run/adaptive.py): a path on the host.
+        "--speculative-adaptive-config",
     }
 )
 
@@ -75,6 +77,13 @@ class ServerConfig(models.Model):
     )
     remedy_for_run = models.ForeignKey(
         "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="remedy_configs", editable=False
+    )
+
+    # An adaptive server (`--speculative-adaptive`): the steps move with the batch size as this schedule says. A
+    # launch field, but outside LAUNCH_FIELDS: the hash takes its digest only when it is set, so the hash of every
+    # config without one stays what it was.
+    adaptive_schedule = models.ForeignKey(
+        "AdaptiveSchedule", null=True, blank=True, on_delete=models.PROTECT, related_name="server_configs"
     )
 
     objects = ServerConfigQuerySet.as_manager()
@@ -129,7 +138,10 @@ class ServerConfig(models.Model):
         return {field: getattr(self, field) for field in self.LAUNCH_FIELDS}
 
     def compute_hash(self) -> str:
-        canonical = json.dumps(self.launch_spec(), sort_keys=True, separators=(",", ":"))
+        spec = self.launch_spec()
+        if self.adaptive_schedule_id is not None:
+            spec["adaptive_schedule"] = self.adaptive_schedule.digest  # type: ignore[union-attr]
+        canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     @property

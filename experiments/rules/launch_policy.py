@@ -173,9 +173,12 @@ def flag_rules(extra_flags: Iterable[str] = ()) -> dict[str, Rule]:
     return {**FLAG_RULES, **{flag: HOST_FLAG_RULES[flag] for flag in _host_flags(extra_flags)}}
 
 
-def flag_clashes(flag: str, reserved: Iterable[str]) -> list[str]:
-    """The `reserved` flags that `flag` names, in full or as an argparse prefix abbreviation."""
-    return sorted(r for r in reserved if r == flag or r.startswith(flag))
+def flag_clashes(flag: str, reserved: Iterable[str], known: Iterable[str] = ()) -> list[str]:
+    """The `reserved` flags that `flag` names, in full or as an argparse prefix abbreviation. A flag in `known` (a
+    flag of SGLang's own, in full) abbreviates nothing: argparse takes an exact match before any prefix, so
+    `--speculative-adaptive` is that switch, never `--speculative-adaptive-config`."""
+    exact = flag in frozenset(known)
+    return sorted(r for r in reserved if r == flag or (not exact and r.startswith(flag)))
 
 
 def _looks_like_flag(arg: str) -> bool:
@@ -191,7 +194,7 @@ def _flag_refusal(flag: str, managed: tuple[str, ...], rules: Mapping[str, Rule]
             f"{flag[:60]!r} is not a flag's canonical spelling (two ASCII hyphens, then lower-case words joined by "
             f"hyphens{', such as ' + canonical if CANONICAL_FLAG.fullmatch(canonical) else ''})"
         )
-    clash = flag_clashes(flag, managed)
+    clash = flag_clashes(flag, managed, (*rules, *HOST_FLAG_RULES))
     if clash:
         return f"{flag} is set by the config's own fields ({', '.join(clash)}); use those fields instead"
     if flag in rules:

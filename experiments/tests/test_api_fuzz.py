@@ -45,7 +45,7 @@ from experiments.actions.studies import do_start_study
 from experiments.api.base import config_data, profile_data
 from experiments.forms.studies import StudySubmission
 from experiments.forms.sweeps import SweepForm
-from experiments.models import ApiToken, Host, Run
+from experiments.models import AdaptiveSchedule, ApiToken, Host, Run
 
 from .factories import MODELS, make_config, make_eagle_config, make_experiment, make_host, make_log, make_measurement
 
@@ -86,7 +86,7 @@ def member_token(member) -> str:
 @pytest.fixture
 def seeded() -> dict[str, int]:
     """Rows for the generated requests to find, by path parameter: a host, a finished experiment, a run with a
-    log (generated ids alone almost never hit a row)."""
+    log, a study, an adaptive schedule (generated ids alone almost never hit a row)."""
     host = make_host(name="fuzz-host")
     baseline, candidate = make_config(name="baseline"), make_eagle_config(name="eagle3-2step")
     experiment = make_experiment(host=host, baseline=baseline, candidates=[candidate])
@@ -121,6 +121,12 @@ def seeded() -> dict[str, int]:
         "config_id": candidate.pk,
         "other_id": other_id,
         "study_id": do_start_study(actor=Actor.command(), **study.study_fields()).pk,
+        "schedule_id": AdaptiveSchedule.objects.create(
+            experiment=experiment,
+            version=1,
+            config_json='{"1": {"candidate_steps": [2]}}\n',
+            bands=[{"low": 1, "high": 1, "config": candidate.name, "config_id": candidate.pk, "steps": 2}],
+        ).pk,
     }
 
 

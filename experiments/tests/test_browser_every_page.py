@@ -18,7 +18,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from experiments.actions.audit import Actor
 from experiments.actions.headroom import do_start_headroom
 from experiments.actions.notifications import do_subscribe
-from experiments.models import ApiToken, Flag, ProfileTrace, PromptSet, Run, Study, Subscription
+from experiments.models import AdaptiveSchedule, ApiToken, Flag, ProfileTrace, PromptSet, Run, Study, Subscription
 
 from .factories import MODELS, finish_run, make_eagle_config, make_experiment, make_history, make_host, make_ssh_key
 
@@ -111,6 +111,12 @@ def values(browser_user, member, private_queue) -> dict[str, str]:
     _in_a_thread(
         lambda: do_start_headroom(experiment, config=candidate, accept_lengths=[2.0, 3.0], actor=Actor.command(owner))
     )
+    schedule = AdaptiveSchedule.objects.create(
+        experiment=experiment, version=1, created_by=owner,
+        config_json=json.dumps({"1": {"candidate_steps": [2]}, "4": {"candidate_steps": [0]}}),
+        bands=[{"low": 1, "high": 2, "config": candidate.name, "config_id": candidate.pk, "steps": 2},
+               {"low": 4, "high": 4, "config": "baseline", "config_id": experiment.baseline_id, "steps": 0}],
+    )  # fmt: skip
     history_host = make_host(name="history-host")
     make_history([88.8, 88.9, 88.7, 88.8, 88.6, 88.9, 88.8, 88.7, 88.8, 82.2, 82.3, 82.1], host=history_host)
     flag = Flag.objects.get(host=history_host)
@@ -127,7 +133,7 @@ def values(browser_user, member, private_queue) -> dict[str, str]:
         "flag_id": str(flag.pk), "key_id": str(make_ssh_key(name="walk-key").pk),
         "prompt_set_id": str(prompt_set.pk), "token_id": str(token.pk), "user_id": str(member.pk),
         "subscription_id": str(subscription.pk), "other_run_id": str(other_run.pk),
-        "other_experiment_id": str(other_run.experiment_id),
+        "other_experiment_id": str(other_run.experiment_id), "schedule_id": str(schedule.pk),
     }  # fmt: skip
 
 
@@ -165,7 +171,8 @@ def test_no_page_scrolls_sideways_at_390_px_or_breaks_the_policy(values, browser
     assert {"/experiments/", f"/experiments/{values['experiment_id']}/", f"/runs/{values['run_id']}/",
             f"/studies/{values['study_id']}/", "/studies/new/", f"/hosts/{values['host_id']}/",
             f"/prompt-sets/{values['prompt_set_id']}/", "/studies/",
-            f"/experiments/{values['experiment_id']}/headroom/"} <= set(pages), pages  # fmt: skip
+            f"/experiments/{values['experiment_id']}/headroom/", f"/schedules/{values['schedule_id']}/"
+            } <= set(pages), pages  # fmt: skip
 
     context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark")
     page = context.new_page()

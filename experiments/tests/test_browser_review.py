@@ -3,11 +3,23 @@ and theme (dark), and the log viewer's keyboard shortcuts. One browser for the m
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from experiments.actions.audit import Actor
 from experiments.actions.headroom import do_start_headroom
-from experiments.models import Experiment, HeadroomStudy, LogChunk, Measurement, Run
+from experiments.models import (
+    AdaptiveSchedule,
+    Experiment,
+    HeadroomStudy,
+    LogChunk,
+    Measurement,
+    Run,
+    ServerMetricSample,
+)
 
 from .factories import make_config, make_eagle_config, make_experiment, make_host, make_profile
 
@@ -64,7 +76,31 @@ def world(browser_user):
     run = first.run_set.get(config=first.baseline)
     LogChunk.objects.create(run=run, first_line=1, line_count=len(LOG), text="\n".join(LOG))
     Run.objects.filter(pk=run.pk).update(log_lines=len(LOG))
+    _verified_schedule(first, browser_user)
     return first, second, run
+
+
+def _verified_schedule(source: Experiment, owner) -> AdaptiveSchedule:
+    """A schedule of `source` whose verification ran, with the server's step gauge sampled over its launches."""
+    winner = source.ordered_candidates()[0]
+    schedule = AdaptiveSchedule.objects.create(
+        experiment=source, version=1,
+        config_json=json.dumps({"1": {"candidate_steps": [2]}, "4": {"candidate_steps": [0]}}),
+        bands=[{"low": 1, "high": 2, "config": winner.name, "config_id": winner.pk, "steps": 2},
+               {"low": 4, "high": 8, "config": "baseline", "config_id": source.baseline_id, "steps": 0}],
+        notes=["a long note about what the schedule cannot express, " * 3], created_by=owner,
+    )  # fmt: skip
+    adaptive = make_eagle_config(name="adaptive v1", adaptive_schedule=schedule)
+    schedule.verification = _finished("a very long verification name " * 3, owner, candidates=[adaptive, winner])
+    schedule.save(update_fields=["verification"])
+    start = timezone.now()
+    for run in schedule.verification.run_set.filter(config=adaptive):
+        ServerMetricSample.objects.bulk_create(
+            ServerMetricSample(run=run, at=start + timedelta(seconds=i), spec_num_steps=2 if i % 4 < 2 else 0,
+                               num_running_reqs=1 if i % 4 < 2 else 8)
+            for i in range(40)
+        )  # fmt: skip
+    return schedule
 
 
 @pytest.fixture
@@ -96,9 +132,11 @@ def test_it_fits_a_390_px_screen_with_a_menu_and_follows_a_dark_system_theme(
     compare = f"/compare/?pick=c{first.pk}-{first.baseline_id}&pick=c{second.pk}-{second.ordered_candidates()[0].pk}"
     series = f"/history/{first.host_id}/{first.baseline.content_hash}/{first.profile.series_key}/"
     # (Every page's width and theme at 390 px: test_browser_every_page.py. This world's long names, two
-    # experiments on Compare and a measured headroom study are walked here.)
+    # experiments on Compare, a measured headroom study and a verified schedule are walked here.)
+    schedule = AdaptiveSchedule.objects.get(experiment=first)
     pages = ["/experiments/", first.get_absolute_url(), run.get_absolute_url(), compare,
-             headroom_study.get_absolute_url(), headroom_study.experiment.get_absolute_url()]  # fmt: skip
+             headroom_study.get_absolute_url(), headroom_study.experiment.get_absolute_url(),
+             schedule.get_absolute_url()]  # fmt: skip
     context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark")
     page = context.new_page()
     errors: list[str] = []
@@ -115,6 +153,16 @@ def test_it_fits_a_390_px_screen_with_a_menu_and_follows_a_dark_system_theme(
         page.locator("#history-chart").scroll_into_view_if_needed()
         page.wait_for_selector("#history-chart .main-svg", timeout=15_000)
         assert page.evaluate("document.getElementById('history-chart').specdashFigure.layout.xaxis.type") == "date"
+
+        # The schedule's switching chart, drawn at the screen's width.
+        page.goto(f"{live_web}{schedule.get_absolute_url()}")
+        page.locator("#chart-switching-figure").scroll_into_view_if_needed()
+        page.wait_for_selector("#chart-switching-figure .main-svg", timeout=15_000)
+        assert (
+            page.evaluate("document.querySelector('#chart-switching-figure .main-svg').getBoundingClientRect().width")
+            <= 390
+        )
+        assert page.evaluate(NO_SIDEWAYS_SCROLL)
 
         # The headroom chart: drawn at the screen's width, its break-even marks on the baseline's lines.
         page.goto(f"{live_web}{headroom_study.get_absolute_url()}")

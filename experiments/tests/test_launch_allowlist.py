@@ -154,8 +154,15 @@ def test_it_still_takes_what_serving_tunes_from_a_member(client, member):
 def test_every_listed_flag_and_variable_is_canonical_and_no_flag_abbreviates_a_managed_one():
     for flag, rule in FLAG_RULES.items():
         assert extra_args_refusals([flag]) == ([f"{flag} needs a value: {rule.text}"] if rule.takes_value else [])
-    # An allowed flag that is a prefix of a field's flag would let argparse read it as that field.
-    assert not [flag for flag in FLAG_RULES if any(m.startswith(flag) for m in MANAGED_FLAGS)]
+    # An allowed flag that is a prefix of a field's flag would let argparse read it as that field, unless it is a
+    # flag of its own (argparse takes an exact match first): only --speculative-adaptive is, and it stays accepted
+    # while its abbreviations of the managed --speculative-adaptive-config are refused.
+    prefixes = {(flag, m) for flag in FLAG_RULES for m in MANAGED_FLAGS if m != flag and m.startswith(flag)}
+    assert prefixes == {("--speculative-adaptive", "--speculative-adaptive-config")}
+    assert extra_args_refusals(["--speculative-adaptive"], MANAGED_FLAGS) == []
+    for abbreviation in ("--speculative-adaptive-c", "--speculative-adaptive-config"):
+        (refusal,) = extra_args_refusals([abbreviation, "/tmp/x.json"], MANAGED_FLAGS)
+        assert "(--speculative-adaptive-config); use those fields instead" in refusal
     assert all(env_name_refusal(name) is None for name in ENV_RULES)
 
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 from dashboard.asgi import application
 from experiments.actions.runs import do_advance_run
 from experiments.actions.studies import do_advance_study
-from experiments.models import ApiToken, AuditEvent, Experiment, Measurement, PinnedBaseline, Run, Study, StudyRound
+from experiments.models import AuditEvent, Experiment, Measurement, PinnedBaseline, Run, Study, StudyRound
 
 from .factories import MODELS, make_host, make_measurement
 
@@ -44,18 +44,6 @@ BODY: dict[str, Any] = {
 }
 # Steps 3 pays at c=1, nothing pays at c=8.
 TRUTH = {"baseline": {1: 80.0, 8: 460.0}, "s1-k1-d2": {1: 84.0, 8: 440.0}, "s2-k1-d3": {1: 90.0, 8: 430.0}}
-
-
-@pytest.fixture
-def api(client):
-    def call(user, method: str, url: str, payload: dict[str, Any] | None = None):
-        _, token = ApiToken.issue(user)
-        headers = {"Authorization": f"Bearer {token}"}
-        if method == "get":
-            return client.get(url, headers=headers)
-        return client.post(url, payload or {}, content_type="application/json", headers=headers)
-
-    return call
 
 
 def _start(api, user, **changes: Any) -> Study:

@@ -32,6 +32,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "figures": [(level, f"space-figure-{level}", figure) for level, figure in figures(report)],
         "frontier": frontier_figure(study),
         "can_manage": study.can_be_managed_by(request.user),
+        "schedules": list(study.schedules.only("id", "version", "study_id").order_by("version")),
     }
     # The live page re-reads its sections when the study changes (`study_detail.js`).
     template = (

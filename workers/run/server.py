@@ -39,17 +39,21 @@ def launch_refusals(host: Host, config: ServerConfig) -> list[str]:
     return problems + model_paths.model_path_refusals(spec, host.models_root)
 
 
-def launch_command(host: Host, config: ServerConfig, *, for_display: bool = False) -> str:
+def launch_command(
+    host: Host, config: ServerConfig, *, for_display: bool = False, adaptive_config: str | None = None
+) -> str:
     """The shell command that starts `config`'s server on `host`: every value one quoted word. Raises ValueError
     for a config that breaks the launch policy (preflight reports that as a failure before this is reached).
     `for_display`: the same command with secret-looking values masked, as the run page shows it to every reader
-    (the real one is never stored)."""
+    (the real one is never stored). `adaptive_config`: the path on the host of the config's adaptive schedule
+    (`adaptive.install`)."""
     refusals = launch_refusals(host, config)
     if refusals:
         raise ValueError("; ".join(refusals))
+    argv = sglang.launch_argv(config.launch_spec(), host="127.0.0.1", port=host.server_port)
     argv = [
         *shlex.split(host.launcher),
-        *sglang.with_metrics_enabled(sglang.launch_argv(config.launch_spec(), host="127.0.0.1", port=host.server_port)),
+        *sglang.with_adaptive_schedule(sglang.with_metrics_enabled(argv), adaptive_config),
     ]
     # PYTHONUNBUFFERED: uvicorn's access lines go to stdout, block-buffered when redirected to a file.
     env = {"PYTHONUNBUFFERED": "1", **host.effective_env(config.env)}

@@ -12,7 +12,7 @@ import time
 
 from experiments.models import Run
 
-from . import benchmark, server
+from . import adaptive, benchmark, server
 from .errors import RunFailed
 from .server_log import SERVER_EXITED
 from .session import RunSession
@@ -25,9 +25,11 @@ SURVIVAL_GRACE = 5.0
 async def launch(session: RunSession) -> None:
     conn = session.require_conn()
     log_path = f"{session.work_dir}/runs/run-{session.run.pk}.log"
-    command = server.launch_command(session.host, session.config)
+    schedule = await adaptive.install(conn, session.work_dir, session.run.pk, session.config.adaptive_schedule_id)
+    command = server.launch_command(session.host, session.config, adaptive_config=schedule)
     await benchmark.install_client(conn, session.work_dir)
-    shown = server.launch_command(session.host, session.config, for_display=True)  # secrets masked
+    # Secrets masked.
+    shown = server.launch_command(session.host, session.config, for_display=True, adaptive_config=schedule)
     await session.advance(
         Run.State.LAUNCHING, server_port=session.host.server_port, log_path=log_path, launch_command=shown
     )

@@ -27,7 +27,7 @@ from .facts import (
     ShardProgress,
 )
 from .failures import find_failure, find_usage_error
-from .launch import arg_mismatches, launch_argv, with_metrics_enabled
+from .launch import arg_mismatches, launch_argv, with_adaptive_schedule, with_metrics_enabled
 from .live_facts import FactBatch, LogFacts, decode_summary, merge_series
 from .loglines import parse_line, split_prefix
 from .model_checks import (
@@ -71,5 +71,6 @@ __all__ = [
     "parse_line",
     "split_prefix",
     "vocab_problem",
+    "with_adaptive_schedule",
     "with_metrics_enabled",
 ]

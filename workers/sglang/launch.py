@@ -55,6 +55,15 @@ def with_metrics_enabled(argv: list[str]) -> list[str]:
     return argv if "--enable-metrics" in argv else [*argv, "--enable-metrics"]
 
 
+def with_adaptive_schedule(argv: list[str], config_path: str | None) -> list[str]:
+    """`argv` with SGLang's adaptive speculation reading its schedule from `config_path` (None: `argv` as it is).
+    `--speculative-adaptive` is added unless the config's extra args already switch it on."""
+    if config_path is None:
+        return argv
+    switch = [] if "--speculative-adaptive" in argv else ["--speculative-adaptive"]
+    return [*argv, *switch, "--speculative-adaptive-config", config_path]
+
+
 def arg_mismatches(requested: dict[str, Any], effective: dict[str, Any]) -> list[str]:
     """Fields the user set that the server reports differently (SGLang may rewrite some silently)."""
     problems = []
