@@ -11,11 +11,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Q
 from django.urls import reverse
 
 from experiments.analysis import comparison
 from experiments.charts.schedules import switching_figure
-from experiments.models import AdaptiveSchedule, Measurement, Run, ServerMetricSample
+from experiments.models import AdaptiveSchedule, Experiment, Measurement, Run, ServerMetricSample
 from experiments.tuning import plan
 
 MATCHES, SLOWER, UNDECIDED, NOT_MEASURED = "matches", "slower", "undecided", "not measured"
@@ -86,6 +87,16 @@ class ScheduleView:
             f"Not settled: the schedule is not yet shown within {tolerance} of each band's static winner "
             f"(more launches would settle it): {each}."
         )
+
+
+def schedules_about(experiment: Experiment) -> tuple[list[AdaptiveSchedule], list[AdaptiveSchedule]]:
+    """The schedules built from `experiment` (by version) and those it verifies: one query, for the experiment page
+    (which shows them in two places, one of them only where a schedule can be built)."""
+    schedules = list(
+        AdaptiveSchedule.objects.filter(Q(experiment=experiment) | Q(verification=experiment)).order_by("version", "id")
+    )
+    built = [s for s in schedules if s.experiment_id == experiment.pk]
+    return built, [s for s in schedules if s.verification_id == experiment.pk]
 
 
 def schedule_view(schedule: AdaptiveSchedule, *, with_figure: bool = True) -> ScheduleView:

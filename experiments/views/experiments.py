@@ -20,6 +20,7 @@ from experiments.reads.headroom import studies_about
 from experiments.reads.listing import STATUSES, ListingQuery, experiments_table
 from experiments.reads.queueing import queued_runs_of
 from experiments.reads.reports import cached_report, comparison_rows_json
+from experiments.reads.schedules import schedules_about
 from experiments.views.exports import comparison_csv_response, comparison_json_response
 
 from ..actions.audit import Actor
@@ -237,6 +238,7 @@ def _host_models_urls() -> dict[str, str]:
 def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
     report = cached_report(experiment)
+    built_schedules, verified_schedules = schedules_about(experiment)
     return render(
         request,
         "experiments/experiment_detail.html",
@@ -255,6 +257,8 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             ),
             "can_manage": experiment.can_be_managed_by(request.user),
             "headroom_studies": studies_about(experiment),
+            "schedules_built": built_schedules,
+            "schedules_verified": verified_schedules,
             "headroom_form": HeadroomForm(experiment=experiment, candidates=report.candidates, auto_id="headroom-%s"),
             "notes_form": ExperimentNotesForm(
                 initial={"notes": experiment.notes, "tags": experiment.tags}, auto_id="notes-%s"
