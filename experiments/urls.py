@@ -110,5 +110,6 @@ urlpatterns = [
     path("team/<int:user_id>/quota/", team.set_quota, name="set_quota"),
     path("audit/", team.audit_log, name="audit_log"),
     path("notifications/", notifications.notification_settings, name="notification_settings"),
+    path("notifications/email/", notifications.set_email, name="set_email"),
     path("notifications/<int:subscription_id>/delete/", notifications.unsubscribe, name="unsubscribe_notification"),
 ]

@@ -54,7 +54,7 @@ class SubscriptionForm(forms.ModelForm):
             self.add_error("channel", "Browser notifications are personal: they show on your own open pages.")
         if channel == Subscription.Channel.EMAIL and not team:
             if not self.user.email:
-                self.add_error("channel", "Your account has no e-mail address; ask an admin to set one.")
+                self.add_error("channel", "Your account has no e-mail address: set it above first.")
             target = ""  # a personal e-mail goes to the account's address, never to one typed here
         elif channel == Subscription.Channel.EMAIL:
             self._check(target, EmailValidator(message="Enter a valid e-mail address."))
@@ -98,3 +98,10 @@ class SubscriptionForm(forms.ModelForm):
         subscription = self.instance
         subscription.user = None if self.cleaned_data.get("team") else self.user
         return subscription
+
+
+class EmailAddressForm(forms.Form):
+    """The address a user's own e-mail subscriptions go to (their account's)."""
+
+    email = forms.EmailField(max_length=254, required=False, label="Your e-mail address",
+                             help_text="where your own e-mail notifications go; leave it empty for none")  # fmt: skip

@@ -103,6 +103,19 @@ def test_an_e_mail_subscription_needs_an_address_on_the_account(client, member):
     assert "no e-mail address" in response.content.decode()
     assert not Subscription.objects.exists()
 
+    # The page lets them set it: a bad one refused and nothing changed, then a good one, then the subscription.
+    refused = client.post(reverse("set_email"), {"email": "not an address"}, follow=True)
+    member.refresh_from_db()
+    assert "valid email address" in refused.content.decode() and member.email == ""
+    client.post(reverse("set_email"), {"email": "member@example.org"})
+    member.refresh_from_db()
+    assert member.email == "member@example.org"
+    page = client.get(reverse("notification_settings")).content.decode()
+    assert 'value="member@example.org"' in page
+    subscribed = client.post(reverse("notification_settings"), {"channel": "email", "events": ["flag_raised"]})
+    assert subscribed.status_code == 302 and Subscription.objects.get().user == member
+    assert client.get(reverse("set_email")).status_code == 405
+
 
 @pytest.mark.django_db
 def test_a_member_cannot_add_a_webhook(client, member):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib import messages
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -10,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from ..actions.audit import Actor
 from ..actions.notifications import do_subscribe, do_unsubscribe
-from ..forms.notifications import SubscriptionForm
+from ..forms.notifications import EmailAddressForm, SubscriptionForm
 from ..models import Delivery, Subscription
 from .access import requires
 
@@ -28,6 +31,7 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
     deliveries = Delivery.objects.visible_to(request.user).select_related("user")[:DELIVERY_LOG_ROWS]
     context = {
         "form": form,
+        "email_form": EmailAddressForm(initial={"email": cast(User, request.user).email}, auto_id="email-%s"),
         "mine": [s for s in subscriptions if s.user_id == request.user.pk],
         "team": [s for s in subscriptions if s.is_team],
         "may_manage_team": form.may_manage_team,
@@ -44,4 +48,20 @@ def unsubscribe(request: HttpRequest, subscription_id: int) -> HttpResponse:
         raise PermissionDenied("Only its owner, or an admin for the team's, may remove a subscription.")
     do_unsubscribe(subscription, Actor.of(request))
     messages.success(request, "Subscription removed.")
+    return redirect("notification_settings")
+
+
+@requires("experiments.add_subscription")
+@require_POST
+def set_email(request: HttpRequest) -> HttpResponse:
+    """A user sets the address their own e-mail subscriptions go to."""
+    form = EmailAddressForm(request.POST, auto_id="email-%s")
+    if not form.is_valid():
+        messages.error(request, " ".join(str(e) for e in form.errors.get("email", [])) or "Enter a valid address.")
+        return redirect("notification_settings")
+    user = cast(User, request.user)  # (the decorator has checked the login)
+    user.email = form.cleaned_data["email"]
+    user.save(update_fields=["email"])
+    messages.success(request, f"Your e-mail address is {user.email}." if user.email else
+                     "Your e-mail address is removed: your own e-mail subscriptions send nothing.")  # fmt: skip
     return redirect("notification_settings")
