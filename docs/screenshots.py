@@ -39,6 +39,22 @@ def pages(api_get) -> dict[str, str]:
     return found
 
 
+# The charts in the first screen are drawn once plotly.js has loaded after the page's load event: wait for those.
+FIRST_SCREEN_DRAWN = """() => [...document.querySelectorAll('[data-figure], [data-figure-url]')]
+    .filter(h => h.offsetParent !== null && h.getBoundingClientRect().top < innerHeight)
+    .every(h => h.querySelector('.main-svg'))"""
+
+
+def _wait_for_first_screen_charts(page) -> None:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(FIRST_SCREEN_DRAWN, timeout=20_000)
+    except PlaywrightTimeout:
+        print(f"{page.url}: a chart of the first screen was not drawn within 20 s; taken as it is", file=sys.stderr)
+    page.wait_for_timeout(300)  # Plotly's transitions
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="http://127.0.0.1:8000")
@@ -72,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 for name, path in pages(api_get).items():
                     page.goto(f"{base}{path}", wait_until="load")
-                    page.wait_for_timeout(500)  # the first screen's charts are drawn as they come into view
+                    _wait_for_first_screen_charts(page)
                     target = args.out / f"{name}-{size_name}-{theme}.png"
                     page.screenshot(path=str(target))
                     written += 1
