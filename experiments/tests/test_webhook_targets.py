@@ -103,14 +103,14 @@ def _post_webhook(client, target: str):
 @pytest.mark.parametrize(
     ("target", "says"),
     [
-        ("http://127.0.0.1:6379/", "127.0.0.1 is a loopback address"),
-        ("http://[::1]:22/", "::1 is a loopback address"),
-        ("http://169.254.169.254/latest/meta-data/", "is a link-local address"),
-        ("http://10.0.0.5:8080/hook", "10.0.0.5 is a private address"),
-        ("http://internal.example.org:5432/", "10.1.2.3 is a private address"),  # a name resolving inward
-        ("http://split.example.org/", "127.0.0.1 is a loopback address"),  # one public, one loopback address
-        ("http://gone.example.org/", "does not resolve"),
-        ("http://hooks.example.org:99999/", "cannot be read (its host or port)"),
+        ("https://127.0.0.1:6379/", "127.0.0.1 is a loopback address"),
+        ("https://[::1]:22/", "::1 is a loopback address"),
+        ("https://169.254.169.254/latest/meta-data/", "is a link-local address"),
+        ("https://10.0.0.5:8080/hook", "10.0.0.5 is a private address"),
+        ("https://internal.example.org:5432/", "10.1.2.3 is a private address"),  # a name resolving inward
+        ("https://split.example.org/", "127.0.0.1 is a loopback address"),  # one public, one loopback address
+        ("https://gone.example.org/", "does not resolve"),
+        ("https://hooks.example.org:99999/", "cannot be read (its host or port)"),
     ],
 )
 def test_an_admin_cannot_point_a_webhook_inward(client, owner, dns, target, says):
@@ -137,7 +137,7 @@ def test_an_admin_cannot_point_a_webhook_inward(client, owner, dns, target, says
 def test_an_admin_cannot_point_a_webhook_at_localhost_as_the_system_resolves_it(client, owner):
     client.force_login(owner)
 
-    response = _post_webhook(client, "http://localhost:5432/")
+    response = _post_webhook(client, "https://localhost:5432/")
 
     assert response.status_code == 400 and "loopback address" in response.content.decode()
     assert not Subscription.objects.exists()
