@@ -9,6 +9,10 @@ Nothing is recomputed here: each gate reads what the API already decided.
 - `outputs-differ`: the candidate's `equivalence` gate; none (sampling, nothing compared) is inconclusive.
 - `regression`: an open regression flag (`flags`, triage untriaged or acknowledged) on a config and concurrency of
   this experiment fails; a suspicion still awaiting its confirming run is inconclusive.
+- `slo`: each candidate meets the profile's SLO (`deployment.slo`) at every measured concurrency where the baseline
+  meets it (`deployment.cells[].slo_met`): a miss where the baseline meets it fails; a miss where the baseline misses
+  too passes (speculation did not break it), saying so; a cell without the statistic, or a profile without an SLO,
+  is inconclusive.
 - `accept-drop:N%`: a cell's accept length more than N% below its reference fails: the same candidate and
   concurrency in `--against`'s experiment when given, else the series' last value before this experiment
   (`accept_length[].reference`); no reference is inconclusive.
@@ -22,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-GATES = ("regression", "outputs-differ", "slower", "accept-drop")
+GATES = ("regression", "outputs-differ", "slower", "slo", "accept-drop")
 PASSED, FAILED, INCONCLUSIVE, ERROR = "passed", "failed", "inconclusive", "error"
 DEFAULT_ACCEPT_DROP = 0.02
 OPEN_TRIAGE = ("untriaged", "acknowledged")
@@ -100,6 +104,8 @@ def evaluate(experiment: dict[str, Any], gates: Sequence[Gate], against: dict[st
             checks += _outputs_differ(experiment)
         elif gate.name == "regression":
             checks += _regression(experiment)
+        elif gate.name == "slo":
+            checks += _slo(experiment)
         else:
             checks += _accept_drop(experiment, gate, against)
     return checks
@@ -156,6 +162,36 @@ def _slower(experiment: dict[str, Any]) -> list[Check]:
     for name in _gated(experiment):
         if name not in measured:
             checks.append(Check("slower", name, None, INCONCLUSIVE, "not measured against the baseline"))
+    return checks
+
+
+def _slo(experiment: dict[str, Any]) -> list[Check]:
+    view = experiment.get("deployment") or {}
+    objective = view.get("slo")
+    if not objective:
+        return [Check("slo", "experiment", None, INCONCLUSIVE, "the profile sets no SLO (profile.slo_* fields)")]
+    # As the page words it (analysis/slo.describe; the client is installed without the server's modules).
+    said = (
+        f"{objective['percentile']} {str(objective['metric']).replace('_', ' ').upper()} ≤ {objective['limit_ms']:g} ms"
+    )
+    cells = view.get("cells") or {}
+    baseline_met = {cell["concurrency"]: cell.get("slo_met") for cell in cells.get(experiment.get("baseline"), [])}
+    checks = []
+    for name in _gated(experiment):
+        if not cells.get(name):
+            checks.append(Check("slo", name, None, INCONCLUSIVE, "not measured"))
+        for cell in cells.get(name, []):
+            level, met, base = cell["concurrency"], cell.get("slo_met"), baseline_met.get(cell["concurrency"])
+            numbers = {"slo_met": met, "baseline_slo_met": base, "slo_attainment": cell.get("slo_attainment")}
+            if met is None or (not met and base is None):
+                outcome, message = INCONCLUSIVE, f"no {said} figure at c={level} for it or the baseline"
+            elif met:
+                outcome, message = PASSED, f"meets the SLO ({said})"
+            elif base:
+                outcome, message = FAILED, f"misses the SLO ({said}) where the baseline meets it"
+            else:
+                outcome, message = PASSED, f"misses the SLO ({said}), as the baseline does"
+            checks.append(Check("slo", name, level, outcome, message, numbers))
     return checks
 
 

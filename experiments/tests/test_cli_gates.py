@@ -206,3 +206,37 @@ def test_the_markdown_summary_escapes_names_and_links_only_http_pages():
         "javascript" not in markdown_summary(experiment, checks, code=0, link=lambda p: "javascript:x").split("](")[1]
     )
     assert markdown_escape("a\nb|c") == "a b\\|c"
+
+
+def _deployment(cells: dict[str, list[bool | None]], slo=True) -> dict:
+    return {
+        "slo": {"metric": "tpot", "percentile": "p90", "limit_ms": 50.0} if slo else None,
+        "cells": {name: [{"concurrency": 2**i, "slo_met": met, "slo_attainment": 0.9} for i, met in enumerate(mets)]
+                  for name, mets in cells.items()},
+    }  # fmt: skip
+
+
+def test_slo_fails_a_candidate_that_misses_the_slo_where_the_baseline_meets_it():
+    view = _deployment({"baseline": [True, True, False, None], "eagle3": [True, False, False, None]})
+
+    checks = evaluate(_experiment(deployment=view), [Gate("slo")])
+
+    assert _outcomes(checks) == [
+        ("slo", "eagle3 c=1", PASSED), ("slo", "eagle3 c=2", FAILED), ("slo", "eagle3 c=4", PASSED),
+        ("slo", "eagle3 c=8", INCONCLUSIVE),
+    ]  # fmt: skip
+    assert checks[1].message == "misses the SLO (p90 TPOT ≤ 50 ms) where the baseline meets it"
+    assert checks[2].message == "misses the SLO (p90 TPOT ≤ 50 ms), as the baseline does"
+    assert exit_code(checks) == 1
+    assert "slo" in [g.name for g in gates.parse_fail_on("slower,slo")]
+
+
+def test_slo_is_inconclusive_without_an_slo_and_skips_simulated_acceptance():
+    no_slo = evaluate(_experiment(deployment=_deployment({"baseline": [True]}, slo=False)), [Gate("slo")])
+    assert _outcomes(no_slo) == [("slo", "experiment", INCONCLUSIVE)]
+    assert evaluate(_experiment(deployment=None), [Gate("slo")])[0].outcome == INCONCLUSIVE
+    view = _deployment({"baseline": [True], "eagle3": [False], "eagle3 @ 3.0": [False]})
+    experiment = _experiment(
+        deployment=view, candidates=["eagle3", "eagle3 @ 3.0"], simulated_acceptance=["eagle3 @ 3.0"]
+    )
+    assert _outcomes(evaluate(experiment, [Gate("slo")])) == [("slo", "eagle3 c=1", FAILED)]
