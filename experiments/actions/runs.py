@@ -241,14 +241,17 @@ def do_append_log(run: Run, first_line: int, lines: list[str], new_offset: int) 
     """Store a batch of complete log lines and the byte offset after them, in one transaction.
 
     The unique (run, first_line) constraint plus the conditional update of `log_lines` make a replayed batch
-    (after a worker re-attached) fail loudly instead of duplicating lines.
+    (after a worker re-attached) fail loudly instead of duplicating lines; and only the worker driving the run
+    stores: one whose run was taken over (it lost the database, then came back) is refused, whatever it had read.
     """
     if not lines:
         return
-    updated = Run.objects.filter(pk=run.pk, log_lines=first_line - 1).update(
+    updated = Run.objects.filter(pk=run.pk, log_lines=first_line - 1, worker=run.worker).update(
         log_lines=F("log_lines") + len(lines), log_offset=new_offset, heartbeat_at=timezone.now()
     )
     if updated != 1:
+        if not Run.objects.filter(pk=run.pk, worker=run.worker).exists():
+            raise ValueError(f"run {run.pk} is driven by another worker now: its log batch is not stored")
         raise ValueError(f"log batch for run {run.pk} starts at line {first_line}, not after the stored lines")
     LogChunk.objects.create(run=run, first_line=first_line, line_count=len(lines), text="\n".join(lines))
     run.log_lines = first_line - 1 + len(lines)

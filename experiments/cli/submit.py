@@ -52,7 +52,7 @@ def read_experiment(path: str) -> dict[str, Any]:
 
 def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on", metavar="GATES", type=_gates_argument,
-                        help="regression,outputs-differ,slower,slo,accept-drop:2%% (exit 1 when one fails)")  # fmt: skip
+                        help="regression,outputs-differ,slower,slo,accept-drop:2%% (exit 1 if one fails)")  # fmt: skip
     parser.add_argument("--against", metavar="EXPERIMENT", type=int,
                         help="accept-drop's reference: this experiment (default: each series' last value)")  # fmt: skip
     parser.add_argument("--allow-inconclusive", action="store_true",

@@ -59,7 +59,7 @@ class RunOrchestrator:
             # the database is back the beat hands it to a worker that re-attaches and continues.
             log.warning("run %s: %s; leaving it for a worker to re-attach", self.run.pk, exc)
             with contextlib.suppress(Exception):
-                await self.session.release_local_resources()
+                await self.session.release_local_resources(leaving=True)
             return LEFT
 
     async def _execute(self) -> str:
@@ -76,7 +76,7 @@ class RunOrchestrator:
                 if watcher.result() == SUPERSEDED:
                     # Another worker re-attached while we were stalled: the run is its now; touch nothing.
                     log.warning("run %s: taken over by another worker; leaving it", self.run.pk)
-                    await session.release_local_resources()
+                    await session.release_local_resources(leaving=True)
                     return SUPERSEDED
                 outcome = Run.State.CANCELLED
             else:

@@ -76,12 +76,16 @@ class ServerLog:
         )
         self.task = asyncio.create_task(self.tail.follow(stop_when_pid_exits=self.run.remote_pid))
 
-    async def stop_now(self) -> None:
+    async def stop_now(self, *, store: bool = True) -> None:
+        """Stop the tail at once; it stores what it had read unless told not to (`store=False`: the run is another
+        worker's now, which reads those lines again from the stored offset)."""
         if self.task is None:
             return
+        if not store and self.tail is not None:
+            self.tail.discard()
         self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.task  # its `finally` stores what it had read
+            await self.task  # its `finally` stores what it had read (nothing once discarded)
         self.task = None
 
     async def drained(self, timeout: float) -> bool:
@@ -308,6 +312,7 @@ class LogTail:
         # Batches are stored strictly in order: the periodic flush and a full-buffer flush must not overlap.
         self._flush_lock = asyncio.Lock()
         self._handover: asyncio.Future[None] | None = None  # the batch being stored and broadcast
+        self._discarded = False  # `discard()` was called: nothing more is stored
 
     async def follow(self, stop_when_pid_exits: int | None = None) -> None:
         """Follow until cancelled, or until `stop_when_pid_exits` has exited and the file is drained."""
@@ -358,6 +363,11 @@ class LogTail:
         text = result.stdout.strip()
         return int(text) if result.exit_status == 0 and text.isdigit() else None
 
+    def discard(self) -> None:
+        """Store nothing more: the lines read but not stored are dropped (a batch already being stored finishes)."""
+        self._discarded = True
+        self._buffer = []
+
     def end(self) -> None:
         """Stop following: the writer is gone and every byte of the file has been read."""
         self._ended = True
@@ -376,7 +386,7 @@ class LogTail:
         every open page, and one stored without advancing `next_line` would make the next batch's numbers clash."""
         async with self._flush_lock:
             await self._finish_handover()
-            if not self._buffer:
+            if not self._buffer or self._discarded:
                 return
             lines, self._buffer = self._buffer, []
             self._handover = asyncio.ensure_future(self._hand_over(self.next_line, lines, self._buffer_offset))

@@ -85,8 +85,12 @@ class RunSession:
                 await self.conn.close()
         self.conn = None
 
-    async def release_local_resources(self) -> None:
-        await self.server_log.stop_now()
+    async def release_local_resources(self, *, leaving: bool = False) -> None:
+        """Close this worker's tail, telemetry, API client and SSH connection. `leaving`: the run is no longer this
+        worker's (the database stayed away, or another worker took it over), so the lines read but not stored are
+        dropped rather than stored: the next owner reads them again from the stored offset, and a batch stored now
+        would clash with the ones it stores."""
+        await self.server_log.stop_now(store=not leaving)
         await self.telemetry.stop()
         await self.api.close()
         if self.conn is not None:

@@ -239,3 +239,44 @@ async def test_it_finishes_a_batch_whose_flush_was_cancelled_and_numbers_the_nex
 
     assert handed == [(1, ["a", "b"]), (3, ["c"])]
     assert tail.next_line == 4
+
+
+async def test_a_tail_told_to_discard_stores_nothing_more_but_finishes_the_batch_in_hand():
+    """A worker leaving a run (the database stayed away, or another worker took it over) drops what it read but has
+    not stored: the next owner reads it again from the stored offset, and a batch stored now would clash with its."""
+    handed: list[tuple[int, list[str]]] = []
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def on_batch(first: int, lines: list[str], offset: int) -> None:
+        entered.set()
+        await release.wait()
+        handed.append((first, lines))
+
+    tail = LogTail(None, "/unused", offset=0, next_line=1, on_batch=on_batch)  # type: ignore[arg-type]
+    tail._buffer = ["a"]
+    in_hand = asyncio.create_task(tail.flush())
+    await entered.wait()
+    tail._buffer = ["b", "c"]
+    tail.discard()
+    release.set()
+    await in_hand
+    tail._buffer = ["d"]  # read after the discard (the tail's process had not closed yet)
+    await tail.flush()  # as the tail's `finally` does
+
+    assert handed == [(1, ["a"])]
+
+
+@pytest.mark.django_db
+def test_a_log_batch_from_a_worker_whose_run_was_taken_over_is_refused_and_nothing_stored():
+    from experiments.actions.runs import do_append_log
+    from experiments.models import LogChunk, Run
+
+    run = make_run(state=Run.State.BENCHMARKING, worker="old-worker")
+    do_append_log(run, 1, ["one", "two"], 8)
+    Run.objects.filter(pk=run.pk).update(worker="new-worker")  # the beat handed it to another worker
+
+    with pytest.raises(ValueError, match="driven by another worker"):
+        do_append_log(run, 3, ["three"], 14)
+
+    run.refresh_from_db()
+    assert (run.log_lines, run.log_offset) == (2, 8) and LogChunk.objects.filter(run=run).count() == 1
