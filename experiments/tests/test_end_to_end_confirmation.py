@@ -94,7 +94,11 @@ def test_a_noisy_result_is_confirmed_away_and_a_drift_is_confirmed_into_one_flag
     _until(lambda: Run.objects.get(pk=noisy.pk).state in ("verifying", "benchmarking", "teardown", "succeeded"), 60)
     slowdown.write_text("1.0")  # the running server keeps the speed it was launched with
     _finished(noisy)
-    suspicion = _until(lambda: Suspicion.objects.filter(run=noisy).first(), 30, lambda: _runs_of(experiment_id))
+    # (On a timeout: each concurrency's results, to tell a slowdown the machine's load hid from a check that missed.)
+    suspicion = _until(
+        lambda: Suspicion.objects.filter(run=noisy).first(), 30,
+        lambda: f"{_runs_of(experiment_id)}; tok/s {_series(experiment_id)}",
+    )  # fmt: skip
     confirming = _until(lambda: list(suspicion.confirming_runs.all()), 10)
     assert len(confirming) == 1 and confirming[0].config_id == noisy.config_id
     _finished(confirming[0])
@@ -111,7 +115,10 @@ def test_a_noisy_result_is_confirmed_away_and_a_drift_is_confirmed_into_one_flag
     # A drift: every launch from now on runs 30% slower per step.
     slowdown.write_text(SLOWER)
     drifted = _finished(_rerun(client, headers, experiment_id))
-    suspicion = _until(lambda: Suspicion.objects.filter(run=drifted).first(), 30, lambda: _runs_of(experiment_id))
+    suspicion = _until(
+        lambda: Suspicion.objects.filter(run=drifted).first(), 30,
+        lambda: f"{_runs_of(experiment_id)}; tok/s {_series(experiment_id)}",
+    )  # fmt: skip
     assert not Flag.objects.exists()  # suspected only: nobody is told before the confirmation
     _until(
         lambda: Suspicion.objects.get(pk=suspicion.pk).state != Suspicion.State.AWAITING,
