@@ -23,6 +23,7 @@ from .. import sglang
 from ..ssh import HostConnection, SSHError, quote_command
 from .database import db
 from .errors import RunFailed
+from .log_lines import LineAssembler
 
 RECENT_LINES = 400  # kept in memory to cut the excerpt that proves a failure
 EXCERPT_CONTEXT = 3
@@ -218,52 +219,6 @@ END_POLL, END_GRACE = 0.02, 0.5  # reading a dead server's log to its end
 # A bound, not a wait: the tail is usually through a dead server's last lines in milliseconds, but on a loaded
 # worker or a slow link it can take seconds, and a failure judged before its traceback is read says "crashed".
 EXITED_READ_TIMEOUT = 15.0
-
-
-class LineAssembler:
-    """Bytes in, complete lines out; the byte offset only ever covers whole lines, so a resume is exact.
-
-    - a partial last line is held back until its newline arrives;
-    - `\\r` rewrites (tqdm progress bars) keep the last state of the line;
-    - invalid UTF-8 is replaced, never fatal (decoding is per complete line, so a multi-byte character split
-      across reads is not mangled).
-    """
-
-    def __init__(self, offset: int = 0) -> None:
-        self.offset = offset  # bytes of the file consumed into complete lines
-        self._pending = bytearray()
-
-    def feed(self, data: bytes) -> list[str]:
-        self._pending += data
-        end = self._pending.rfind(b"\n")
-        if end < 0:
-            return []
-        complete = bytes(self._pending[: end + 1])
-        del self._pending[: end + 1]
-        self.offset += len(complete)
-        return [_last_state(raw) for raw in complete[:-1].split(b"\n")]
-
-    def finish(self) -> list[str]:
-        """The partial last line as a final line: the writer is gone (a dying process prints no newline), so
-        nothing will complete it. The offset then covers it too, so a later resume cannot store it twice."""
-        if not self._pending:
-            return []
-        raw = bytes(self._pending)
-        self._pending.clear()
-        self.offset += len(raw)
-        return [_last_state(raw)]
-
-    @property
-    def pending_bytes(self) -> int:
-        return len(self._pending)
-
-
-def _last_state(raw: bytes) -> str:
-    if raw.endswith(b"\r"):
-        raw = raw[:-1]  # CRLF line ending, not a rewrite
-    if b"\r" in raw:
-        raw = raw.rsplit(b"\r", 1)[-1]
-    return raw.decode("utf-8", errors="replace")
 
 
 BatchHandler = Callable[[int, list[str], int], Awaitable[None]]

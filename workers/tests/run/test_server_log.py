@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from experiments.tests.factories import make_run
 from workers.run.database import db
-from workers.run.server_log import LineAssembler, LogTail, ServerLog
+from workers.run.log_lines import LineAssembler
+from workers.run.server_log import LogTail, ServerLog
 from workers.ssh import HostConnection
 
 
