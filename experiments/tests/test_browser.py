@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from experiments.models import Experiment, Host
+from experiments.tests.waiting import until
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -20,10 +19,7 @@ def test_it_submits_an_experiment_in_the_browser_and_shows_live_runs_and_the_com
     # The form suggests the host's models as a worker last listed them: list them from the host's page first.
     page.goto(f"{live_web}/hosts/{sim_host.pk}/")
     page.click("#models button[type=submit]")
-    deadline = time.monotonic() + 60
-    while not Host.objects.get(pk=sim_host.pk).listed_models():
-        assert time.monotonic() < deadline, "no worker stored the host's model listing within 60 s"
-        time.sleep(0.2)
+    until(lambda: Host.objects.get(pk=sim_host.pk).listed_models(), 60, "a worker storing the host's model listing")
 
     page.goto(f"{live_web}/experiments/new/")
     page.fill("#id_experiment-name", "browser: eagle3 2 steps")

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Iterator
 
 import pytest
-from django.db import connection
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
@@ -19,10 +16,10 @@ from experiments.actions.audit import Actor
 from experiments.actions.headroom import do_start_headroom
 from experiments.actions.notifications import do_subscribe
 from experiments.models import AdaptiveSchedule, ApiToken, Flag, ProfileTrace, PromptSet, Run, Study, Subscription
+from experiments.tests.waiting import in_a_thread
 
 from .factories import MODELS, finish_run, make_eagle_config, make_experiment, make_history, make_host, make_ssh_key
 
-T = TypeVar("T")
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 NO_SIDEWAYS_SCROLL = "document.documentElement.scrollWidth <= window.innerWidth"
@@ -51,27 +48,9 @@ def _patterns(resolver: URLResolver, prefix: str = "") -> Iterator[str]:
             yield route
 
 
-def _in_a_thread(start: Callable[[], T]) -> T:
-    """What `start` makes, made in a thread of its own: Playwright's event loop runs in this one, and the broadcast
-    after a commit is sync."""
-    started: list[T] = []
-
-    def run() -> None:
-        try:
-            started.append(start())
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    assert started, "it did not start (its error is above)"
-    return started[0]
-
-
 def _study(owner) -> Study:
     """A study as a person starts one (the API); its launches wait in a queue no worker listens to."""
-    return _in_a_thread(lambda: _start_study(owner))
+    return in_a_thread(lambda: _start_study(owner))
 
 
 def _start_study(owner) -> Study:
@@ -108,7 +87,7 @@ def values(browser_user, member, private_queue) -> dict[str, str]:
         run=run, concurrency=1, rank=0, file_name="p-TP-0.trace.json.gz", state=ProfileTrace.State.STORED,
         size_bytes=0, steps=4, trace=b"", summary={"speculative": True, "by_batch_size": []},
     )  # fmt: skip
-    _in_a_thread(
+    in_a_thread(
         lambda: do_start_headroom(experiment, config=candidate, accept_lengths=[2.0, 3.0], actor=Actor.command(owner))
     )
     schedule = AdaptiveSchedule.objects.create(

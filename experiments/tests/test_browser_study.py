@@ -3,12 +3,10 @@ search space) without a reload."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connection
 
 from experiments.models import ApiToken, Study
+from experiments.tests.waiting import in_a_thread
 
 from .factories import make_host
 from .test_studies import BODY, TRUTH, _finish_round
@@ -18,29 +16,17 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_d
 
 def _end_round(study: Study) -> None:
     _finish_round(study, {**TRUTH, "s3-k1-d4": {1: 70.0, 8: 400.0}}, jitter=0.002)  # every config measured
-    connection.close()
-
-
-def _in_a_thread(target, *args) -> None:
-    """(Playwright's event loop runs in this thread, and the broadcast after a commit is sync.)"""
-    thread = threading.Thread(target=target, args=args)
-    thread.start()
-    thread.join()
 
 
 def test_the_study_page_follows_the_study_live(client, browser, live_web, log_in, browser_user, private_queue):
     _, token = ApiToken.issue(browser_user)
     host = make_host()
-    answers = []
-
-    def start() -> None:
-        headers = {"Authorization": f"Bearer {token}"}
-        answers.append(client.post("/api/studies", {**BODY, "host": host.name}, content_type="application/json",
-                                   headers=headers))  # fmt: skip
-        connection.close()
-
-    _in_a_thread(start)
-    study = Study.objects.get(pk=answers[0].json()["id"])
+    headers = {"Authorization": f"Bearer {token}"}
+    answer = in_a_thread(
+        lambda: client.post("/api/studies", {**BODY, "host": host.name}, content_type="application/json",
+                            headers=headers)
+    )  # fmt: skip
+    study = Study.objects.get(pk=answer.json()["id"])
     page = browser.new_page()
     try:
         log_in(page)
@@ -48,7 +34,7 @@ def test_the_study_page_follows_the_study_live(client, browser, live_web, log_in
         assert page.inner_text("#study-budget strong") == "0"
         page.wait_for_selector("body[data-live=on]", timeout=15_000)  # the page's websocket is in the study's group
 
-        _in_a_thread(_end_round, study)
+        in_a_thread(lambda: _end_round(study))
 
         page.wait_for_function("() => document.querySelector('#study-budget strong').textContent === '3'")
         # Charts draw as they come into view. A round's end sends several changes, each re-reading the sections, so

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from experiments.models import ApiToken, Host, LogChunk, Measurement, Run
+from experiments.tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -38,13 +37,12 @@ def _explain(body: dict) -> str:
 
 
 def _wait_for_experiment(client, headers, experiment_id: int, timeout: float) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ended() -> dict | None:
         body = client.get(f"/api/experiments/{experiment_id}", headers=headers).json()
-        if body["status"] in ("finished", "failed"):
-            return body
-        time.sleep(1)
-    raise AssertionError(f"experiment did not finish in {timeout} s: {body}")
+        return body if body["status"] in ("finished", "failed") else None
+
+    return until(ended, timeout, f"experiment {experiment_id} ended",
+                 lambda: str(client.get(f"/api/experiments/{experiment_id}", headers=headers).json()))  # fmt: skip
 
 
 def test_it_runs_an_experiment_end_to_end_and_eagle3_two_steps_beats_baseline_at_c1(

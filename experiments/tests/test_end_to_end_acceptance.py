@@ -4,11 +4,10 @@ on the run while it is still benchmarking, with its likely causes, through the r
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from experiments.models import ApiToken, Host, LogChunk, Run
+from experiments.tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -18,17 +17,14 @@ def _explain(run: Run) -> str:
     return f"run {run.pk}: {run.state} {run.failure_message} warnings={run.warnings}\n--- log tail ---\n{tail[-3000:]}"
 
 
-def _until(what, timeout: float, awaited: str, run: Run):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _until_in(run: Run, what, timeout: float, awaited: str):
+    """What `what` finds in the run, read afresh at each poll; a run that ends first fails the wait at once."""
+
+    def found():
         run.refresh_from_db()
-        found = what(run)
-        if found:
-            return found
-        if run.state in Run.TERMINAL_STATES:
-            break
-        time.sleep(0.2)
-    raise AssertionError(f"{awaited}: not seen within {timeout} s\n{_explain(run)}")
+        return what(run)
+
+    return until(found, timeout, awaited, lambda: _explain(run), give_up=lambda: run.state in Run.TERMINAL_STATES)
 
 
 def test_it_raises_the_collapse_alarm_while_the_run_is_still_benchmarking(
@@ -63,12 +59,8 @@ def test_it_raises_the_collapse_alarm_while_the_run_is_still_benchmarking(
 
     assert response.status_code == 201, response.content
     run = Run.objects.get(pk=response.json()["runs"][0]["id"])
-    alarm = _until(
-        lambda r: next((w for w in r.warnings if w["kind"] == "acceptance_collapse"), None),
-        90,
-        "the acceptance_collapse warning",
-        run,
-    )
+    alarm = _until_in(run, lambda r: next((w for w in r.warnings if w["kind"] == "acceptance_collapse"), None), 90,
+                      "the acceptance_collapse warning")  # fmt: skip
     # Read in the same row as the warning: raised live, not at the end.
     assert run.state == Run.State.BENCHMARKING, _explain(run)
     assert "Acceptance collapsed: accept length 1.00 on 3 Decode lines in a row" in alarm["message"]
@@ -86,4 +78,4 @@ def test_it_raises_the_collapse_alarm_while_the_run_is_still_benchmarking(
 
     # The rest of the benchmark would measure nothing worth waiting for.
     assert client.post(f"/api/runs/{run.pk}/cancel", headers=headers).status_code == 200
-    _until(lambda r: r.state in Run.TERMINAL_STATES, 60, "the cancelled run's end", run)
+    _until_in(run, lambda r: r.state in Run.TERMINAL_STATES, 60, "the cancelled run's end")

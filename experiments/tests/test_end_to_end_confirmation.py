@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 import shlex
-import time
 from pathlib import Path
 
 import pytest
 
 from experiments.models import ApiToken, Flag, Host, Measurement, Run, SuspectSeries, Suspicion
+from experiments.tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 HISTORY = 8  # the fewest results the checks compare a new one with
 LEVELS = [1, 2]
 SLOWER = "1.3"  # SIMHOST_SLOWDOWN of a slowed launch: throughput 1 / 1.3 - 1 = -23%
-
-
-def _until(what, timeout: float, explain=lambda: ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = what()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s: {explain()}")
 
 
 def _runs_of(experiment_id: int) -> str:
@@ -56,7 +46,7 @@ def _finished(run: Run, timeout: float = 120) -> Run:
         run.refresh_from_db()
         return run.state in Run.TERMINAL_STATES
 
-    _until(done, timeout, lambda: _runs_of(run.experiment_id))
+    until(done, timeout, f"run {run.pk} finished", lambda: _runs_of(run.experiment_id))
     assert run.state == Run.State.SUCCEEDED, _runs_of(run.experiment_id)
     return run
 
@@ -76,7 +66,10 @@ def test_a_noisy_result_is_confirmed_away_and_a_drift_is_confirmed_into_one_flag
         "name": "nightly baseline",
         "host": sim_host.name,
         "baseline": {"name": "baseline", "model_path": f"{sim_host.models_root}/kimi-k2.5-sim", "tp_size": 8},
-        "profile": {"concurrency": LEVELS, "num_prompts": 4, "input_len": 32, "output_len": 64, "seed": 1,
+        # Two long requests a cell rather than many short ones: what a loaded machine adds to a cell is the time
+        # between requests and around each one (the simulated GPU's steps catch up with its own clock), so fewer
+        # request boundaries per second of cell keep the measured throughput on the speed model's.
+        "profile": {"concurrency": LEVELS, "num_prompts": 2, "input_len": 32, "output_len": 128, "seed": 1,
                     "passes": 1, "launches": HISTORY, "readiness_timeout_s": 120},
     }  # fmt: skip
     response = client.post("/api/experiments", payload, content_type="application/json", headers=headers)
@@ -91,23 +84,25 @@ def test_a_noisy_result_is_confirmed_away_and_a_drift_is_confirmed_into_one_flag
     # cells, so it is suspected whatever else the machine runs; the checks' own sensitivity is the unit tests').
     slowdown.write_text(SLOWER)
     noisy = _rerun(client, headers, experiment_id)
-    _until(lambda: Run.objects.get(pk=noisy.pk).state in ("verifying", "benchmarking", "teardown", "succeeded"), 60)
+    until(
+        lambda: Run.objects.get(pk=noisy.pk).state in ("verifying", "benchmarking", "teardown", "succeeded"), 60,
+        "the noisy launch past its server start", lambda: _runs_of(experiment_id),
+    )  # fmt: skip
     slowdown.write_text("1.0")  # the running server keeps the speed it was launched with
     _finished(noisy)
     # (On a timeout: each concurrency's results, to tell a slowdown the machine's load hid from a check that missed.)
-    suspicion = _until(
-        lambda: Suspicion.objects.filter(run=noisy).first(), 30,
+    suspicion = until(
+        lambda: Suspicion.objects.filter(run=noisy).first(), 30, "the noisy launch suspected",
         lambda: f"{_runs_of(experiment_id)}; tok/s {_series(experiment_id)}",
     )  # fmt: skip
-    confirming = _until(lambda: list(suspicion.confirming_runs.all()), 10)
+    confirming = until(lambda: list(suspicion.confirming_runs.all()), 10, "a confirming launch queued")
     assert len(confirming) == 1 and confirming[0].config_id == noisy.config_id
     _finished(confirming[0])
     # The decision follows the confirming run's end (its measurements judged); wait for it rather than race it.
-    _until(
-        lambda: Suspicion.objects.get(pk=suspicion.pk).state != Suspicion.State.AWAITING,
-        60,
-        lambda: _runs_of(experiment_id),
-    )
+    until(
+        lambda: Suspicion.objects.get(pk=suspicion.pk).state != Suspicion.State.AWAITING, 60,
+        "the noisy suspicion decided", lambda: _runs_of(experiment_id),
+    )  # fmt: skip
     suspicion.refresh_from_db()
     assert suspicion.state == Suspicion.State.DISMISSED, _series(experiment_id)
     assert not Flag.objects.exists()
@@ -115,16 +110,15 @@ def test_a_noisy_result_is_confirmed_away_and_a_drift_is_confirmed_into_one_flag
     # A drift: every launch from now on runs 30% slower per step.
     slowdown.write_text(SLOWER)
     drifted = _finished(_rerun(client, headers, experiment_id))
-    suspicion = _until(
-        lambda: Suspicion.objects.filter(run=drifted).first(), 30,
+    suspicion = until(
+        lambda: Suspicion.objects.filter(run=drifted).first(), 30, "the drifted launch suspected",
         lambda: f"{_runs_of(experiment_id)}; tok/s {_series(experiment_id)}",
     )  # fmt: skip
     assert not Flag.objects.exists()  # suspected only: nobody is told before the confirmation
-    _until(
-        lambda: Suspicion.objects.get(pk=suspicion.pk).state != Suspicion.State.AWAITING,
-        240,
-        lambda: _runs_of(experiment_id),
-    )
+    until(
+        lambda: Suspicion.objects.get(pk=suspicion.pk).state != Suspicion.State.AWAITING, 240,
+        "the drift's suspicion decided", lambda: _runs_of(experiment_id),
+    )  # fmt: skip
     suspicion.refresh_from_db()
     assert suspicion.state == Suspicion.State.CONFIRMED, _series(experiment_id)
     flag = Flag.objects.get()

@@ -5,13 +5,12 @@ verify times come from the real config's own log."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from experiments.analysis.explanations import MODEL_METRICS
 from experiments.models import ApiToken, HeadroomStudy, Host, Run
 from experiments.reads.headroom import headroom_view
+from experiments.tests.waiting import until
 
 from .factories import make_config, make_eagle_config, make_experiment, make_profile
 
@@ -65,10 +64,8 @@ def test_a_headroom_study_s_chart_and_break_even_mark_match_the_break_even_model
 
     assert response.status_code == 201, response.content
     study = HeadroomStudy.objects.get(pk=response.json()["id"])
-    deadline = time.monotonic() + 150
-    while Run.objects.filter(experiment=study.experiment).exclude(state__in=Run.TERMINAL_STATES).exists():
-        assert time.monotonic() < deadline, _runs(study)
-        time.sleep(0.3)
+    until(lambda: not Run.objects.filter(experiment=study.experiment).exclude(state__in=Run.TERMINAL_STATES).exists(),
+          150, "the headroom study's runs ended", lambda: _runs(study))  # fmt: skip
     assert not Run.objects.filter(experiment=study.experiment).exclude(state=Run.State.SUCCEEDED).exists(), _runs(study)
 
     view = headroom_view(HeadroomStudy.objects.get(pk=study.pk))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import time
 from datetime import datetime
 
 import pytest
@@ -17,6 +16,7 @@ from experiments.actions.schedules import VERIFY_LAUNCHES
 from experiments.analysis import comparison
 from experiments.models import AdaptiveSchedule, ApiToken, Host, Measurement, Run, ServerMetricSample, Study
 from experiments.reads.schedules import winner_of
+from experiments.tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -33,16 +33,6 @@ ENV = {
 ARGS = ["--decode-log-interval", "4"]
 LEVELS = [2, 16]  # two steps pay at c = 2 (~1.26x) and lose a little at c = 16 (~0.95x) at this acceptance
 WITHIN = 0.1
-
-
-def _until(what, timeout: float, explain=lambda: ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = what()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s: {explain()}")
 
 
 def _runs(**where) -> str:
@@ -79,8 +69,8 @@ def test_a_studys_schedule_is_built_and_verified_on_the_simulated_host(
     response = client.post("/api/studies", payload, content_type="application/json", headers=headers)
     assert response.status_code == 201, response.content
     study_id = response.json()["id"]
-    _until(lambda: not Study.objects.get(pk=study_id).is_running, 180,
-           lambda: _runs(experiment__studyround__study_id=study_id))  # fmt: skip
+    until(lambda: not Study.objects.get(pk=study_id).is_running, 180, "the study's end",
+          lambda: _runs(experiment__studyround__study_id=study_id))  # fmt: skip
     study = Study.objects.get(pk=study_id)
     assert study.state == Study.State.FINISHED and study.recommendation, _runs(experiment__studyround__study=study)
 
@@ -92,8 +82,8 @@ def test_a_studys_schedule_is_built_and_verified_on_the_simulated_host(
     assert any(s != [0] for s in steps.values()), (study.recommendation, steps)
     verification = schedule.verification_id
     assert verification is not None
-    _until(lambda: not Run.objects.filter(experiment_id=verification).exclude(state__in=Run.TERMINAL_STATES).exists(),
-           300, lambda: _runs(experiment_id=verification))  # fmt: skip
+    until(lambda: not Run.objects.filter(experiment_id=verification).exclude(state__in=Run.TERMINAL_STATES).exists(),
+          300, "the verification's end", lambda: _runs(experiment_id=verification))  # fmt: skip
     runs = Run.objects.filter(experiment_id=verification)
     assert set(runs.values_list("state", flat=True)) == {Run.State.SUCCEEDED}, _runs(experiment_id=verification)
     adaptive_runs = runs.exclude(config__adaptive_schedule=None)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
 
 from experiments.models import ApiToken, Host, Measurement, Run, Study, StudyRound
+from experiments.tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -19,21 +19,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(t
 FAST = {"SIMHOST_LOAD_SECONDS": "0.2", "SIMHOST_SPEED": "2"}
 
 
-def _wait(predicate, timeout: float, what: str, study: Study | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    runs = (
-        ""
-        if study is None
-        else "; ".join(
-            f"round {r.experiment.studyround.index} run {r.pk} {r.state} {r.failure_message[:150]}"
-            for r in Run.objects.filter(experiment__studyround__study=study).select_related("experiment__studyround")
-        )
-    )
-    raise AssertionError(f"{what} not within {timeout} s. Runs: {runs or 'none'}")
+def _runs(study: Study) -> str:
+    runs = Run.objects.filter(experiment__studyround__study=study).select_related("experiment__studyround")
+    described = "; ".join(f"round {r.experiment.studyround.index} run {r.pk} {r.state} {r.failure_message[:150]}"
+                          for r in runs)  # fmt: skip
+    return f"runs: {described or 'none'}"
 
 
 def _benchmarking_in_round(study: Study, index: int) -> bool:
@@ -76,11 +66,11 @@ def test_it_runs_a_study_and_survives_a_worker_killed_mid_study(
     assert response.status_code == 201, response.content
     study = Study.objects.get(pk=response.json()["id"])
     assert study.studyconfig_set.count() == 4  # s2-k8-d8 too: SGLang's tree holds it; the host does not
-    _wait(lambda: _benchmarking_in_round(study, 1), 90, "the second round benchmarking", study)
+    until(lambda: _benchmarking_in_round(study, 1), 90, "the second round benchmarking", lambda: _runs(study))
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     start_worker(private_queue, "second", tmp_path / "second.log", beat_schedule=tmp_path / "beat", **fast_reattach)
-    _wait(lambda: not Study.objects.get(pk=study.pk).is_running, 120, "the study's end", study)
+    until(lambda: not Study.objects.get(pk=study.pk).is_running, 120, "the study's end", lambda: _runs(study))
 
     body = client.get(f"/api/studies/{study.pk}", headers=headers).json()
     assert body["state"] == "finished" and body["stop_reason"] in ("precision", "budget"), body
