@@ -109,6 +109,8 @@ def get_experiment(request: HttpRequest, experiment_id: int):
         "equivalence": prompt_reports.equivalence_json(report.equivalence),
         "categories": report.categories,
         "deployment": report.deployment.as_json() if report.deployment else None,
+        # The gain per GPU at one pace per user, launch by launch (reads/gain_trend.py); null with one launch.
+        "gain_trend": report.gain_trend.as_json() if report.gain_trend else None,
         "flags": [serializers.flag_json(flag) for flag in _flags_of(experiment)],
         "suspicions": [serializers.suspicion_json(s) for s in _suspicions_of(experiment)],
         # Throttled runs, runs at other clocks, runs on a changed machine (the runs' own warnings are in `runs`).

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from experiments.analysis.deployment import CurvePoint, FrontierPoint
+from experiments.analysis.gain_trend import GainTrend
 
 from .comparison import BASELINE_COLOR, _axis, _candidate_color, _error_bars, _layout, escape_text
 
@@ -62,3 +63,39 @@ def frontier_figure(
             yaxis=_axis("Output throughput per GPU (tok/s)", rangemode="tozero"),
         ),
     }
+
+
+def gain_trend_figure(trend: GainTrend, *, colors: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Each candidate's gain per GPU at the trend's fixed pace, launch by launch (95% CI where its launch had
+    passes enough), against the line at 1 where it serves what the baseline does."""
+    colors = colors or {}
+    traces: list[dict[str, Any]] = []
+    for position, (name, launches) in enumerate(trend.candidates.items()):
+        read = [entry for entry in launches if entry.gain is not None]
+        label = escape_text(name)
+        traces.append(
+            {
+                "type": "scatter",
+                "name": label,
+                "x": [entry.launch + 1 for entry in read],
+                "y": [entry.gain.ratio for entry in read if entry.gain],
+                "text": [entry.ended_at.strftime("%Y-%m-%d %H:%M") if entry.ended_at else "" for entry in read],
+                "mode": "lines+markers",
+                "line": {"color": colors.get(name) or _candidate_color(position + 1)},
+                "error_y": _error_bars([(e.gain.ratio, e.gain.low, e.gain.high) for e in read if e.gain]),
+                "hovertemplate": f"{label}, launch %{{x}} (%{{text}} UTC)<br>%{{y:.3f}}x the baseline's tokens per "
+                "GPU<extra></extra>",
+            }
+        )
+    return {
+        "data": traces,
+        "layout": _layout(
+            f"Gain per GPU at {trend.target:.0f} tok/s per user, launch by launch (95% CI)",
+            xaxis=_axis("Launch", tickmode="linear", dtick=1, rangemode="tozero"),
+            yaxis=_axis("Candidate / baseline tok/s per GPU"),
+            shapes=[
+                {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                 "line": {"color": BASELINE_COLOR, "dash": "dash", "width": 1}}
+            ],
+        ),
+    }  # fmt: skip

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.core.cache import cache
@@ -19,6 +20,7 @@ from django.db.models.expressions import RawSQL
 from experiments import analysis
 from experiments.analysis import Point, acceptance, steady_state
 from experiments.analysis.explanations import ExplanatoryModel, RunFacts, explain
+from experiments.analysis.gain_trend import GainTrend
 from experiments.charts import comparison as comparison_charts
 from experiments.charts import deployment as deployment_charts
 from experiments.models import Experiment, Measurement, PinnedBaseline, Run, ServerConfig
@@ -26,6 +28,7 @@ from experiments.reads import acceptance_positions, prompt_reports
 from experiments.reads.cells import latency_table, points_series
 from experiments.reads.config_diff import ConfigDiffRow, config_diff_rows
 from experiments.reads.deployment import DeploymentView, cell_facts, deployment_view
+from experiments.reads.gain_trend import gain_trend
 
 # The per-run measurements table of the export: a Measurement's own columns, without the raw client output.
 MEASUREMENT_COLUMNS = (
@@ -78,6 +81,7 @@ class ExperimentReport:
     # Tokens per GPU against the pace a user sees (reads/deployment.py); None until the baseline has a point.
     deployment: DeploymentView | None = None
     positions: acceptance_positions.PositionsView | None = None  # acceptance per draft position, None: no histograms
+    gain_trend: GainTrend | None = None  # the gain at one pace per user, launch by launch; None: one launch
 
     @property
     def measurements(self) -> list[dict[str, Any]]:
@@ -207,6 +211,7 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
             facts=cell_facts(usable, with_requests=experiment.profile.slo is not None),
         ),
     )
+    report.gain_trend = gain_trend(usable, baseline, candidates, _launch_ends(runs))
     report.models = _explanations(experiment, candidates, throughput.get(baseline.name, []), accept)
     if with_figures and report.has_results:
         colors = comparison_charts.config_colors(baseline.name, [c.name for c in candidates])
@@ -224,7 +229,20 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
             report.figures["frontier"] = deployment_charts.frontier_figure(
                 view.curves, view.frontier, baseline=baseline.name, colors=colors
             )
+        if report.gain_trend is not None:
+            report.figures["gain_trend"] = deployment_charts.gain_trend_figure(report.gain_trend, colors=colors)
     return report
+
+
+def _launch_ends(runs: Sequence[Run]) -> dict[int, datetime | None]:
+    """When each launch's last run ended (None while none has)."""
+    ends: dict[int, datetime | None] = {}
+    for run in runs:
+        latest = ends.get(run.launch_index)
+        if run.finished_at is not None and (latest is None or run.finished_at > latest):
+            ends[run.launch_index] = run.finished_at
+        ends.setdefault(run.launch_index, None)
+    return ends
 
 
 def cached_report(experiment: Experiment) -> ExperimentReport:
@@ -354,6 +372,7 @@ def report_json(report: ExperimentReport) -> dict[str, Any]:
         "equivalence": prompt_reports.equivalence_json(report.equivalence),
         "categories": report.categories,
         "deployment": report.deployment.as_json() if report.deployment else None,
+        "gain_trend": report.gain_trend.as_json() if report.gain_trend else None,
         "position_acceptance": report.positions.as_json() if report.positions else None,
     }
 
