@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import request_details
+
 SGLANG = "sglang-bench-serving"
 VLLM = "vllm-bench-serve"
 SPECFORGE = "specforge-benchmark"
@@ -398,8 +400,11 @@ def _cell(
     for source, target in (*required.items(), *optional.items()):
         reader = check.integer if target in _INTEGERS else check.number
         metrics[target] = reader(row, source, optional=source not in required)
+    requests = request_details.request_rows(row, check.fail)  # with --output-details / --save-detailed
     if len(check.errors) > before or concurrency is None:
         return None
+    if requests is not None:
+        metrics["requests"] = requests
     mapped = {concurrency_key, *required, *optional, "server_info"}
     raw = {k: v for k, v in row.items() if k not in mapped and _is_scalar(v)}
     return Cell(concurrency=concurrency, line=check.line, metrics=metrics, raw=raw)

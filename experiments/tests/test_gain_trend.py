@@ -67,7 +67,8 @@ def test_each_launch_is_read_at_one_pace_from_its_own_passes_and_a_slower_night_
     assert ratios == [pytest.approx(_gain(1.0)), pytest.approx(_gain(1.0)), pytest.approx(_gain(0.9))]
     # Four passes a launch give each figure its interval, and the 10% slower night lies outside the others'.
     first, _, slower = (entry.gain for entry in launches)
-    assert first is not None and slower is not None and first.low is not None and slower.high is not None
+    assert first is not None and slower is not None
+    assert first.low is not None and first.high is not None and slower.high is not None
     assert first.low < first.ratio < first.high and slower.high < first.low
     assert trend.headlines == [
         f"At 83 tok/s per user (the baseline's pace at c=1), eagle3 served {_gain(1.0):.2f}x [{first.low:.2f}, "
