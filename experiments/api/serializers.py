@@ -230,6 +230,9 @@ def flag_json(flag: Flag) -> dict[str, Any]:
         "baseline_mean": round(flag.baseline_mean, 3),
         "new_mean": round(flag.new_mean, 3),
         "kind": flag.kind,
+        # What its series measure: "throughput" (tok/s; every flag before acceptance was watched) or
+        # "acceptance" (accept length, tokens per verify step).
+        "metric": flag.metric,
         "triage": flag.triage,
         "message": flag.message,
         "url": flag.get_absolute_url(),
@@ -264,7 +267,7 @@ def suspicion_json(suspicion: Suspicion) -> dict[str, Any]:
         "confirming_runs": [r.pk for r in suspicion.confirming_runs.all() if r.config_id == suspicion.config_id],
         "flag": suspicion.flag_id,
         "series": [
-            {"concurrency": row.concurrency, "change": round(row.change, 4), "state": row.state}
+            {"concurrency": row.concurrency, "metric": row.metric, "change": round(row.change, 4), "state": row.state}
             for row in suspicion.series.all()
         ],
     }

@@ -8,6 +8,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from .. import analysis
 from .configs import ServerConfig
 from .hosts import Host
 from .runs import Run
@@ -31,6 +32,11 @@ class Flag(models.Model):
 
     OPEN_STATES = (Triage.UNTRIAGED, Triage.ACKNOWLEDGED)
 
+    class Metric(models.TextChoices):
+        # The keys of analysis.METRICS: what every series the flag holds measures (one metric per flag).
+        THROUGHPUT = "throughput", "output throughput"
+        ACCEPTANCE = "acceptance", "accept length"
+
     host = models.ForeignKey(Host, on_delete=models.CASCADE)
     config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
     config_hash = models.CharField(max_length=64, db_index=True)
@@ -39,6 +45,7 @@ class Flag(models.Model):
     concurrency = models.PositiveIntegerField()
     run = models.ForeignKey(Run, on_delete=models.CASCADE, help_text="The first run at the new level.")
     kind = models.CharField(max_length=16)  # "confirmed" (older flags: "lookback" | "change_point")
+    metric = models.CharField(max_length=16, choices=Metric.choices, default=Metric.THROUGHPUT)
     direction = models.CharField(max_length=16)  # "regression" | "improvement"
     baseline_mean = models.FloatField()
     new_mean = models.FloatField()
@@ -65,7 +72,8 @@ class Flag(models.Model):
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
-        return f"{self.direction} {self.change:+.1%} {self.config.name} c={self.concurrency} on {self.host.name}"
+        what = "" if self.metric == self.Metric.THROUGHPUT else f" {self.get_metric_display()}"
+        return f"{self.direction}{what} {self.change:+.1%} {self.config.name} c={self.concurrency} on {self.host.name}"
 
     def get_absolute_url(self) -> str:
         return reverse("flag_detail", args=[self.pk])
@@ -73,6 +81,15 @@ class Flag(models.Model):
     @property
     def is_open(self) -> bool:
         return self.triage in self.OPEN_STATES
+
+    @property
+    def unit(self) -> str:
+        """The unit of its means, for the pages ("tok/s", "tokens/step")."""
+        return analysis.METRICS[self.metric].unit
+
+    @property
+    def digits(self) -> int:
+        return analysis.METRICS[self.metric].digits
 
 
 class FlagSeries(models.Model):

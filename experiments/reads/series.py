@@ -1,5 +1,6 @@
-"""History series: the output throughput of one (host, config hash, profile, concurrency), run after run, and the
-accept length of the last runs of one (host, config hash, profile).
+"""History series: one metric (`analysis.METRICS`: output throughput, or a speculative config's accept length) of
+one (host, config hash, profile, concurrency), run after run, and the accept length of the last runs of one (host,
+config hash, profile).
 
 Each point is one succeeded run: the mean of its passes at that concurrency. Reads only; flags are written by
 `actions.confirmations.do_check_history`, the statistics are in `analysis.confirmation`.
@@ -13,7 +14,12 @@ from datetime import datetime
 
 from django.db.models import Avg
 
+from experiments import analysis
 from experiments.models import Measurement, Run
+
+# The cell column each metric's series reads: the accept length is token-weighted over the cell's requests, the
+# figure every cell has had since acceptance was measured (the pooled one from /metrics is newer).
+COLUMNS = {analysis.THROUGHPUT.key: "output_throughput", analysis.ACCEPTANCE.key: "accept_length"}
 
 
 @dataclass(frozen=True)
@@ -22,6 +28,7 @@ class SeriesKey:
     config_hash: str
     profile_key: str
     concurrency: int
+    metric: str = analysis.THROUGHPUT.key
 
 
 @dataclass(frozen=True)
@@ -34,13 +41,14 @@ class SeriesPoint:
 
 def series_points(key: SeriesKey, *, upto: Run | None = None) -> list[SeriesPoint]:
     """The series oldest first (one query), up to and including `upto` when given."""
-    rows = _measurements(key.host_id, key.config_hash, key.profile_key).filter(concurrency=key.concurrency)
+    column = COLUMNS[key.metric]
+    rows = _of_metric(key.host_id, key.config_hash, key.profile_key, key.metric).filter(concurrency=key.concurrency)
     if upto is not None and upto.finished_at is not None:
         rows = rows.filter(run__finished_at__lte=upto.finished_at)
     by_run: dict[int, list[float]] = {}
     meta: dict[int, tuple[int, datetime | None]] = {}
     for run_id, experiment_id, finished_at, value in rows.order_by("run__finished_at", "run_id").values_list(
-        "run_id", "run__experiment_id", "run__finished_at", "output_throughput"
+        "run_id", "run__experiment_id", "run__finished_at", column
     ):
         by_run.setdefault(run_id, []).append(value)
         meta[run_id] = (experiment_id, finished_at)
@@ -52,13 +60,15 @@ def series_points(key: SeriesKey, *, upto: Run | None = None) -> list[SeriesPoin
     ]
 
 
-def series_by_level(host_id: int, config_hash: str, profile_key: str) -> dict[int, list[SeriesPoint]]:
+def series_by_level(
+    host_id: int, config_hash: str, profile_key: str, *, metric: str = analysis.THROUGHPUT.key
+) -> dict[int, list[SeriesPoint]]:
     """Every concurrency of one history, each oldest first, averaged per run by the database (one query: the
     history page of a long-measured config reads one row per run and level, not one per pass)."""
     rows = (
-        _measurements(host_id, config_hash, profile_key)
+        _of_metric(host_id, config_hash, profile_key, metric)
         .values("concurrency", "run_id", "run__experiment_id", "run__finished_at")
-        .annotate(value=Avg("output_throughput"))
+        .annotate(value=Avg(COLUMNS[metric]))
         .order_by("concurrency", "run__finished_at", "run_id")
     )
     levels: dict[int, list[SeriesPoint]] = {}
@@ -97,7 +107,23 @@ def _measurements(host_id: int, config_hash: str, profile_key: str):
     return history_cells(host_id, profile_key, [config_hash]).filter(output_throughput__gt=0)
 
 
+def _of_metric(host_id: int, config_hash: str, profile_key: str, metric: str):
+    """The cells of one history that measured `metric` (a cell without an accept length has no acceptance point)."""
+    rows = _measurements(host_id, config_hash, profile_key)
+    return rows if metric == analysis.THROUGHPUT.key else rows.filter(**{f"{COLUMNS[metric]}__gt": 0})
+
+
 def keys_of_run(run: Run) -> list[SeriesKey]:
+    """The series this run has a point in: throughput at every concurrency it measured, and for a speculative
+    config the accept length at every concurrency that reported one (a baseline's would be 1.0 forever)."""
     profile_key = run.experiment.profile.series_key
-    levels = sorted(set(run.measurement_set.values_list("concurrency", flat=True)))
-    return [SeriesKey(run.host_id, run.config.content_hash, profile_key, level) for level in levels]
+    cells = run.measurement_set.filter(output_throughput__gt=0)
+    levels = sorted(set(cells.values_list("concurrency", flat=True)))
+    keys = [SeriesKey(run.host_id, run.config.content_hash, profile_key, level) for level in levels]
+    if run.config.is_speculative:
+        accepted = sorted(set(cells.filter(accept_length__gt=0).values_list("concurrency", flat=True)))
+        keys += [
+            SeriesKey(run.host_id, run.config.content_hash, profile_key, level, analysis.ACCEPTANCE.key)
+            for level in accepted
+        ]
+    return keys
