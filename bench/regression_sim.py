@@ -208,7 +208,7 @@ def tune(rng: random.Random, trials: int) -> None:
           f" {'-5% in 5':>9} {'+5% in 5':>9}")  # fmt: skip
     for z in (2.5, 2.6, 2.7, 2.8, 3.0):
         for false_confirm in (0.015, 0.025, 0.04):
-            for max_confirmations in (3, 5):
+            for max_confirmations in (3, 5, 6):
                 options = {"suspect_z": z, "false_confirm": false_confirm, "max_confirmations": max_confirmations}
                 got = _life_figures(rng, trials, options)
                 ok = "  meets both" if got["life"] <= 0.05 and got["-5%"] >= 0.95 else ""
