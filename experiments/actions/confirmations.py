@@ -81,6 +81,7 @@ def _awaiting(key: series.SeriesKey):
         suspicion__profile_key=key.profile_key,
         concurrency=key.concurrency,
         metric=key.metric,
+        category=key.category,
         state=SuspectSeries.State.AWAITING,
     ).select_related("suspicion")
 
@@ -100,6 +101,7 @@ def _level_start(key: series.SeriesKey, positions: dict[int, int]) -> int:
         flag__metric=key.metric,
         config_hash=key.config_hash,
         concurrency=key.concurrency,
+        category=key.category,
     ).values_list("change_run_id", flat=True)
     return max((positions[run_id] for run_id in changes if run_id in positions), default=0)
 
@@ -112,6 +114,7 @@ def _last_dismissed(key: series.SeriesKey, positions: dict[int, int]) -> tuple[i
         suspicion__profile_key=key.profile_key,
         concurrency=key.concurrency,
         metric=key.metric,
+        category=key.category,
         state=SuspectSeries.State.DISMISSED,
     ).values_list("change_run_id", "suspicion__run_id")
     spans = [
@@ -138,6 +141,7 @@ def _open_suspicion(run: Run, suspects: list) -> Suspicion:
             suspicion=suspicion,
             metric=key.metric,
             concurrency=key.concurrency,
+            category=key.category,
             change_run_id=points[index].run_id,
             last_before_run_id=points[index - 1].run_id,
             direction=found.direction,

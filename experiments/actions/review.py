@@ -80,6 +80,7 @@ def do_raise_flag(
             config=suspicion.config,
             config_hash=suspicion.config_hash,
             concurrency=row.concurrency,
+            category=row.category,
             change_run=row.change_run,
             last_before_run=row.last_before_run,
             confirmed_by=confirmed_by,
@@ -126,7 +127,8 @@ def _flag_message(flag: Flag) -> str:
     verb = "fell" if flag.direction == REGRESSION else "rose"
     metric = METRICS[flag.metric]
     parts = [
-        f"{s.config.name} c={s.concurrency}: {metric.show(s.baseline_mean)} -> {metric.show(s.new_mean)} {metric.unit}"
+        f"{s.config.name} c={s.concurrency}{f' ({s.category})' if s.category else ''}: "
+        f"{metric.show(s.baseline_mean)} -> {metric.show(s.new_mean)} {metric.unit}"
         for s in held
     ]
     return f"{metric.label} {verb} in {len(held)} series, confirmed by a re-run: " + "; ".join(parts) + "."

@@ -244,6 +244,7 @@ def flag_json(flag: Flag) -> dict[str, Any]:
                 "config": s.config.name,
                 "config_hash": s.config_hash,
                 "concurrency": s.concurrency,
+                "category": s.category,  # "" for the whole cell; else a prompt category's acceptance
                 "baseline_mean": round(s.baseline_mean, 3),
                 "new_mean": round(s.new_mean, 3),
                 "change": round(s.change, 4),
@@ -267,7 +268,13 @@ def suspicion_json(suspicion: Suspicion) -> dict[str, Any]:
         "confirming_runs": [r.pk for r in suspicion.confirming_runs.all() if r.config_id == suspicion.config_id],
         "flag": suspicion.flag_id,
         "series": [
-            {"concurrency": row.concurrency, "metric": row.metric, "change": round(row.change, 4), "state": row.state}
+            {
+                "concurrency": row.concurrency,
+                "metric": row.metric,
+                "category": row.category,
+                "change": round(row.change, 4),
+                "state": row.state,
+            }
             for row in suspicion.series.all()
         ],
     }

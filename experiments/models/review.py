@@ -99,6 +99,7 @@ class FlagSeries(models.Model):
     config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
     config_hash = models.CharField(max_length=64)
     concurrency = models.PositiveIntegerField()
+    category = models.CharField(max_length=200, blank=True, default="", help_text="A prompt category, or the cell.")
     change_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", help_text="First at the new level.")
     last_before_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     confirmed_by = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -109,10 +110,11 @@ class FlagSeries(models.Model):
     score = models.FloatField()
 
     class Meta:
-        ordering = ["flag_id", "config_hash", "concurrency"]
+        ordering = ["flag_id", "config_hash", "concurrency", "category"]
 
     def __str__(self) -> str:
-        return f"{self.config.name} c={self.concurrency} in flag {self.flag_id}"
+        category = f" ({self.category})" if self.category else ""
+        return f"{self.config.name} c={self.concurrency}{category} in flag {self.flag_id}"
 
 
 class FlagComment(models.Model):

@@ -76,6 +76,8 @@ class SuspectSeries(models.Model):
     # One suspicion holds every series its run moved, of either metric: its confirming launch measures them all.
     metric = models.CharField(max_length=16, choices=Flag.Metric.choices, default=Flag.Metric.THROUGHPUT)
     concurrency = models.PositiveIntegerField()
+    # A prompt category's acceptance (from its accepted-drafts histogram), or "" for the whole cell.
+    category = models.CharField(max_length=200, blank=True, default="")
     change_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", help_text="First run suspected.")
     last_before_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", help_text="Last run before.")
     direction = models.CharField(max_length=16)
@@ -90,11 +92,12 @@ class SuspectSeries(models.Model):
     decided_by = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
-        ordering = ["suspicion_id", "metric", "concurrency"]
+        ordering = ["suspicion_id", "metric", "concurrency", "category"]
 
     def __str__(self) -> str:
         what = "" if self.metric == Flag.Metric.THROUGHPUT else f"{self.get_metric_display()} "
-        return f"{what}c={self.concurrency} of suspicion {self.suspicion_id}"
+        category = f" ({self.category})" if self.category else ""
+        return f"{what}c={self.concurrency}{category} of suspicion {self.suspicion_id}"
 
     def test(self) -> analysis.SuspectedChange:
         return analysis.SuspectedChange(**self.hypotheses)

@@ -15,11 +15,14 @@ from datetime import datetime
 from django.db.models import Avg
 
 from experiments import analysis
+from experiments.analysis.acceptance import histogram_accept_length
 from experiments.models import Measurement, Run
 
 # The cell column each metric's series reads: the accept length is token-weighted over the cell's requests, the
 # figure every cell has had since acceptance was measured (the pooled one from /metrics is newer).
 COLUMNS = {analysis.THROUGHPUT.key: "output_throughput", analysis.ACCEPTANCE.key: "accept_length"}
+# A prompt category's accept length comes from its accepted-drafts histogram (tokens per verify step).
+CATEGORIES = "position_acceptance_by_category"
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class SeriesKey:
     profile_key: str
     concurrency: int
     metric: str = analysis.THROUGHPUT.key
+    category: str = ""  # an acceptance series of one prompt category ("": the whole cell)
 
 
 @dataclass(frozen=True)
@@ -41,8 +45,9 @@ class SeriesPoint:
 
 def series_points(key: SeriesKey, *, upto: Run | None = None) -> list[SeriesPoint]:
     """The series oldest first (one query), up to and including `upto` when given."""
-    column = COLUMNS[key.metric]
-    rows = _of_metric(key.host_id, key.config_hash, key.profile_key, key.metric).filter(concurrency=key.concurrency)
+    column = COLUMNS[key.metric] if not key.category else CATEGORIES
+    rows = _of_metric(key.host_id, key.config_hash, key.profile_key, key.metric, by_category=bool(key.category))
+    rows = rows.filter(concurrency=key.concurrency)
     if upto is not None and upto.finished_at is not None:
         rows = rows.filter(run__finished_at__lte=upto.finished_at)
     by_run: dict[int, list[float]] = {}
@@ -50,6 +55,10 @@ def series_points(key: SeriesKey, *, upto: Run | None = None) -> list[SeriesPoin
     for run_id, experiment_id, finished_at, value in rows.order_by("run__finished_at", "run_id").values_list(
         "run_id", "run__experiment_id", "run__finished_at", column
     ):
+        if key.category:
+            value = _category_accept_length(value, key.category)
+            if value is None:
+                continue  # this cell's prompts held none of the category
         by_run.setdefault(run_id, []).append(value)
         meta[run_id] = (experiment_id, finished_at)
     return [
@@ -107,15 +116,24 @@ def _measurements(host_id: int, config_hash: str, profile_key: str):
     return history_cells(host_id, profile_key, [config_hash]).filter(output_throughput__gt=0)
 
 
-def _of_metric(host_id: int, config_hash: str, profile_key: str, metric: str):
-    """The cells of one history that measured `metric` (a cell without an accept length has no acceptance point)."""
+def _of_metric(host_id: int, config_hash: str, profile_key: str, metric: str, *, by_category: bool = False):
+    """The cells of one history that measured `metric` (a cell without an accept length has no acceptance point;
+    `by_category`: without per-category histograms, no point in a category's series)."""
     rows = _measurements(host_id, config_hash, profile_key)
+    if by_category:
+        return rows.filter(**{f"{CATEGORIES}__isnull": False})
     return rows if metric == analysis.THROUGHPUT.key else rows.filter(**{f"{COLUMNS[metric]}__gt": 0})
+
+
+def _category_accept_length(categories: dict | None, category: str) -> float | None:
+    histogram = (categories or {}).get(category, {}).get("accepted_drafts_histogram")
+    return histogram_accept_length(histogram) if histogram and sum(histogram) > 0 else None
 
 
 def keys_of_run(run: Run) -> list[SeriesKey]:
     """The series this run has a point in: throughput at every concurrency it measured, and for a speculative
-    config the accept length at every concurrency that reported one (a baseline's would be 1.0 forever)."""
+    config the accept length at every concurrency that reported one (a baseline's would be 1.0 forever), and of
+    each prompt category its cells' histograms name (prompt sets with categories)."""
     profile_key = run.experiment.profile.series_key
     cells = run.measurement_set.filter(output_throughput__gt=0)
     levels = sorted(set(cells.values_list("concurrency", flat=True)))
@@ -125,5 +143,13 @@ def keys_of_run(run: Run) -> list[SeriesKey]:
         keys += [
             SeriesKey(run.host_id, run.config.content_hash, profile_key, level, analysis.ACCEPTANCE.key)
             for level in accepted
+        ]
+        named: set[tuple[int, str]] = set()
+        by_category = cells.filter(**{f"{CATEGORIES}__isnull": False}).values_list("concurrency", CATEGORIES)
+        for level, categories in by_category:
+            named |= {(level, c) for c in categories or {} if _category_accept_length(categories, c) is not None}
+        keys += [
+            SeriesKey(run.host_id, run.config.content_hash, profile_key, level, analysis.ACCEPTANCE.key, category)
+            for level, category in sorted(named)
         ]
     return keys

@@ -137,3 +137,37 @@ def test_the_history_page_draws_the_acceptance_series_of_a_speculative_config(ow
     plain = baseline_runs[0].config.content_hash
     figure = owner_client.get(f"/history/{runs[0].host_id}/{plain}/{key}/figure.json").json()
     assert [trace["name"] for trace in figure["data"]] == ["c=1", "c=4"]
+
+
+def _categories(code: float, chat: float) -> dict:
+    """Per-category figures whose accepted-drafts histograms (300 verify steps, at most 2 drafts accepted) give
+    these accept lengths, to the 1/150 a whole count allows."""
+
+    def histogram(length: float) -> list[int]:
+        none = round((880 - 300 * length) / 2)  # (none + 2 * 20 + 3 * (280 - none)) / 300 = length
+        return [none, 20, 280 - none]
+
+    return {name: {"accepted_drafts_histogram": histogram(length)} for name, length in (("code", code), ("chat", chat))}
+
+
+def test_a_prompt_category_whose_acceptance_dropped_is_its_own_series_in_the_flag():
+    config = make_eagle_config()
+    throughput = _stable(94.0, 14, seed=2, noise=0.004)
+    code = [*_stable(2.9, 12, seed=3, noise=0.01), 2.4]
+    chat = _stable(2.6, 13, seed=4, noise=0.01)
+    host, start = make_host(), timezone.now() - timedelta(days=30)
+    for i in range(13):
+        experiment = make_experiment(host=host, baseline=config, candidates=[], profile=make_profile(), with_runs=False)
+        cells = {1: {"position_acceptance_by_category": _categories(code[i], chat[i])}}
+        finish_run(make_run(experiment=experiment), {1: throughput[i]}, accept_lengths={1: 2.7}, cell_fields=cells,
+                   at=start + timedelta(hours=i))  # fmt: skip
+
+    suspicion = Suspicion.objects.get()
+    assert list(suspicion.series.values_list("metric", "category")) == [("acceptance", "code")]
+    confirming = _confirming_run(suspicion)
+    finish_run(confirming, {1: throughput[13]}, accept_lengths={1: 2.7}, cell_fields={1: {
+        "position_acceptance_by_category": _categories(2.41, 2.6)}})  # fmt: skip
+
+    flag = Flag.objects.get()
+    assert flag.metric == "acceptance" and list(flag.series.values_list("category", flat=True)) == ["code"]
+    assert "c=1 (code): 2.9" in flag.message and "-> 2.4" in flag.message

@@ -190,11 +190,11 @@ def _series_figure(host: Host, config_hash: str, profile_key: str, title: str, *
             ]
             index_of = {p.run_id: i for i, p in enumerate(level_points)}
             for s in held:
-                if s.flag.metric == metric and s.concurrency == level and s.change_run_id in index_of:
+                if (s.flag.metric, s.concurrency, s.category) == (metric, level, "") and s.change_run_id in index_of:
                     text = f"{s.change:+.1%}: {s.flag.message}"
                     marks[metric].append((level, index_of[s.change_run_id], s.flag.direction, text))
             for row in suspected:
-                if row.metric == metric and row.concurrency == level and row.change_run_id in index_of:
+                if (row.metric, row.concurrency, row.category) == (metric, level, "") and row.change_run_id in index_of:
                     text = f"suspected {row.change:+.1%} ({row.get_state_display()})"
                     marks[metric].append((level, index_of[row.change_run_id], "suspected", text))
     pinned = PinnedBaseline.objects.of_series(host, profile_key).select_related("config", "pinned_by").first()
