@@ -29,14 +29,14 @@ Whole life: false flags per life <= (suspicions per stable life) x false_confirm
 the defaults, if the old level were known. It is estimated, from values the suspicion chose for lying away from
 the tail, so that is not the truth; the old level is therefore measured on every value since the last change
 (not only the lookback window), which shrinks the bias, and the whole life is measured by simulation in
-`bench/regression_sim.py` (2-3% of stable 60-result lives flagged on every seed tried, against 43.8% when each
+`bench/regression_sim.py` (2.0-3.4% of stable 60-result lives flagged on every seed tried, against 43.8% when each
 check could flag). A real step that a confirmation dismisses is suspected again by the next result, so a miss
 costs time, not the finding.
 
 Why these defaults. The earlier ones (false_confirm 0.025, 5 confirming launches) flagged 5.2% of stable lives on
 seeds 3, 11 and 23 (3.9% on seed 1): the selection bias roughly doubles the design figure, so a design figure of
 2.5% sat on the 5% target and which side of it a bench run fell on was the seed's luck. false_confirm 0.015 puts
-the design figure at 1.5% (measured 2-3%). A stricter test alone confirms later (confirm at log(0.95 / 0.015) =
+the design figure at 1.5% (measured 2.0-3.4%). A stricter test alone confirms later (confirm at log(0.95 / 0.015) =
 4.1 instead of 3.6; 95.7% of -5% steps within 5 results on seed 11, on the edge of the 95% target), so the
 confirming launches now run up to `PATIENCE`, the most values a suspicion may wait for anyway: every suspicion is
 decided by its own launches, measured beside the suspect at once, not by the config's later ordinary results,
