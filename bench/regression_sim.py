@@ -3,8 +3,15 @@
     python bench/regression_sim.py [--trials N] [--seed S]          # confirmed flags over whole lives, then the
                                                                     # old per-check flags for comparison
     python bench/regression_sim.py --tune [--trials N]              # the grid the confirmation defaults came from
+    python bench/regression_sim.py --seeds 1,3,11,23,42 [--trials N] # whole lives of both series kinds, per seed
 
-Every series is a level times (1 + Gaussian noise of 2%), the spread of repeated benchmark passes.
+A throughput series is a level times (1 + Gaussian noise of 2%), the spread of repeated benchmark passes. An
+acceptance series (a speculative config's accept length) is a level times the relative deviation of one cell's
+accept length on the simulated host: `acceptance_noise` simulates cells with `simhost.speed`'s own draws (EAGLE3
+2 steps, 3 draft tokens, per-token acceptance 0.62 with a per-request spread of 0.03, the simulated host's
+defaults; 16 requests of 128 output tokens, a profile's defaults) and each value draws one of them. That assumes the
+requests' acceptance is drawn afresh each run, as batch-dependent numerics of a real GPU do; on the simulated host
+the same prompts accept the same drafts on every launch, so its own series are quieter than this.
 
 Whole lives (what the web layer does now): each result is fed to `analysis.Watch`, the same two stages as
 `actions.confirmations`: a suspicion queues a confirming run, whose value (drawn at the series' true level at that
@@ -28,6 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from experiments import analysis
+from simhost import speed
+
+Noise = Callable[[random.Random], float]  # one value's factor on its series' true level
 
 NOISE = 0.02
 LENGTHS = (10, 20, 30, 40, 50, 60)
@@ -36,10 +46,38 @@ TOLERANCE = 3  # a detecting flag's index may be this far from the step
 
 
 LIFE = 60  # results in a series' life
+SEEDS = (1, 3, 11, 23, 42)
+
+
+def throughput_noise(rng: random.Random) -> float:
+    return 1 + rng.gauss(0, NOISE)
+
+
+def acceptance_noise(rng: random.Random, cells: int = 4000) -> Noise:
+    """A draw of one cell's accept length over its mean, from `cells` cells simulated with the simulated host's
+    acceptance model (see the module docstring), and the spread it has (printed)."""
+    params, steps, draft_tokens, requests, output_len = speed.SpeedParams(), 2, 3, 16, 128
+    max_accepted = min(steps, draft_tokens - 1)
+    lengths = []
+    for _ in range(cells):
+        tokens = verify_steps = 0
+        for _ in range(requests):
+            p = min(0.99, max(0.01, rng.gauss(params.accept_p, 0.03)))
+            emitted = 1  # the prefill's token; every verify step then emits its accepted drafts and one bonus token
+            while emitted < output_len:
+                emitted += speed.draw_accepted(rng, p, max_accepted) + 1
+                verify_steps += 1
+            tokens += min(emitted, output_len) - 1
+        lengths.append(tokens / verify_steps)
+    mean = statistics.fmean(lengths)
+    factors = [length / mean for length in lengths]
+    print(f"Acceptance noise: {cells} simulated cells, accept length {mean:.3f}, relative sd "
+          f"{statistics.stdev(factors):.2%}")  # fmt: skip
+    return lambda draw: factors[draw.randrange(cells)]
 
 
 def _watch_life(
-    rng: random.Random, levels: list[float], options: dict[str, float]
+    rng: random.Random, levels: list[float], options: dict[str, float], noise: Noise = throughput_noise
 ) -> tuple[analysis.Watch, list[int], int]:
     """Feed one life: `levels[i]` is the true level at the i-th ordinary result (confirming runs at that moment
     measure the same level). Returns the watch, the number of ordinary results seen before each flag, and the
@@ -48,26 +86,28 @@ def _watch_life(
     flagged_after: list[int] = []
     launches = 0
     for i, level in enumerate(levels):
-        outcome = watch.feed(level * (1 + rng.gauss(0, NOISE)))
+        outcome = watch.feed(level * noise(rng))
         while outcome != analysis.CONFIRMED and watch.needs_confirmation:
             launches += 1
-            outcome = watch.feed(level * (1 + rng.gauss(0, NOISE)), confirming=True)
+            outcome = watch.feed(level * noise(rng), confirming=True)
         if outcome == analysis.CONFIRMED:
             flagged_after.append(i + 1)
     return watch, flagged_after, launches
 
 
-def _life_figures(rng: random.Random, trials: int, options: dict[str, float]) -> dict[str, float]:
+def _life_figures(
+    rng: random.Random, trials: int, options: dict[str, float], noise: Noise = throughput_noise
+) -> dict[str, float]:
     """False flags over stable lives, cost, and detection of a -5% step (20 values before) within 5 results."""
     ever = launches = 0
     for _ in range(trials):
-        _, flagged_after, spent = _watch_life(rng, [100.0] * LIFE, options)
+        _, flagged_after, spent = _watch_life(rng, [100.0] * LIFE, options, noise)
         ever += bool(flagged_after)
         launches += spent
     detected = {name: 0 for name in ("-5%", "+5%")}
     for name, level in (("-5%", 95.0), ("+5%", 105.0)):
         for _ in range(trials):
-            detected[name] += _detected_within(rng, 20, level, 5, options) is not None
+            detected[name] += _detected_within(rng, 20, level, 5, options, noise=noise) is not None
     return {
         "life": ever / trials,
         "launches": 100 * launches / (trials * LIFE),
@@ -77,22 +117,40 @@ def _life_figures(rng: random.Random, trials: int, options: dict[str, float]) ->
 
 
 def _detected_within(
-    rng: random.Random, before: int, level: float, after: int, options: dict[str, float], start: float = 100.0
+    rng: random.Random,
+    before: int,
+    level: float,
+    after: int,
+    options: dict[str, float],
+    start: float = 100.0,
+    noise: Noise = throughput_noise,
 ) -> int | None:
     """After how many results at `level` (following `before` at `start`) a confirmed flag marks the step."""
-    watch, _, _ = _watch_life(rng, [start] * before, options)
+    watch, _, _ = _watch_life(rng, [start] * before, options, noise)
     assert watch.values is not None and watch.flags is not None
     step, direction = len(watch.values), analysis.REGRESSION if level < start else analysis.IMPROVEMENT
     known = len(watch.flags)
     for k in range(1, after + 1):
-        outcome = watch.feed(level * (1 + rng.gauss(0, NOISE)))
+        outcome = watch.feed(level * noise(rng))
         while outcome != analysis.CONFIRMED and watch.needs_confirmation:
-            outcome = watch.feed(level * (1 + rng.gauss(0, NOISE)), confirming=True)
+            outcome = watch.feed(level * noise(rng), confirming=True)
         if any(
             suspicion.direction == direction and index >= step - TOLERANCE for index, suspicion in watch.flags[known:]
         ):
             return k
     return None
+
+
+def per_seed(seeds: list[int], trials: int) -> None:
+    """Whole lives of both series kinds with the defaults, one row per seed and kind: the promise on any seed."""
+    print(f"Whole lives with the defaults, {trials} trials per figure")
+    print(f"{'seed':>5} {'series':<11} {'lives flagged':>13} {'launches/100':>12} {'-5% in 5':>9} {'+5% in 5':>9}")
+    for seed in seeds:
+        rng = random.Random(seed)
+        for name, noise in (("throughput", throughput_noise), ("acceptance", acceptance_noise(random.Random(seed)))):
+            got = _life_figures(rng, trials, {}, noise)
+            print(f"{seed:>5} {name:<11} {got['life']:>13.1%} {got['launches']:>12.2f} {got['-5%']:>9.1%}"
+                  f" {got['+5%']:>9.1%}", flush=True)  # fmt: skip
 
 
 def lives(rng: random.Random, trials: int) -> None:
@@ -150,7 +208,7 @@ def tune(rng: random.Random, trials: int) -> None:
           f" {'-5% in 5':>9} {'+5% in 5':>9}")  # fmt: skip
     for z in (2.5, 2.6, 2.7, 2.8, 3.0):
         for false_confirm in (0.015, 0.025, 0.04):
-            for max_confirmations in (3, 5):
+            for max_confirmations in (3, 5, 6):
                 options = {"suspect_z": z, "false_confirm": false_confirm, "max_confirmations": max_confirmations}
                 got = _life_figures(rng, trials, options)
                 ok = "  meets both" if got["life"] <= 0.05 and got["-5%"] >= 0.95 else ""
@@ -165,6 +223,7 @@ def main() -> None:
     parser.add_argument("--z-threshold", type=float, help="check_latest's z threshold (default: the library's)")
     parser.add_argument("--alpha", type=float, help="change_points' significance level (default: the library's)")
     parser.add_argument("--tune", action="store_true", help="print the grid of confirmation settings and stop")
+    parser.add_argument("--seeds", help="comma-separated seeds: whole lives of both series kinds per seed, then stop")
     args = parser.parse_args()
     options = {name: value for name, value in (("z_threshold", args.z_threshold), ("alpha", args.alpha)) if value}
 
@@ -174,6 +233,10 @@ def main() -> None:
     rng = random.Random(args.seed)
     trials = args.trials
     started = time.monotonic()
+    if args.seeds:
+        per_seed([int(seed) for seed in args.seeds.split(",")], trials)
+        print(f"\n{time.monotonic() - started:.0f} s")
+        return
     if args.tune:
         tune(rng, trials)
         print(f"\n{time.monotonic() - started:.0f} s")

@@ -1,5 +1,9 @@
 """The history check of each result: suspect a change, queue a run to confirm it, decide, and hand confirmed
-changes to `review.do_raise_flag`. The statistics and why are in `analysis.confirmation`."""
+changes to `review.do_raise_flag`. The statistics and why are in `analysis.confirmation`.
+
+Every metric kept over history (`analysis.METRICS`: throughput, and a speculative config's accept length) goes
+through the same rule, series by series; what one result suspects, of any metric, is one suspicion with one
+confirming launch, since that launch measures every series of the config at once."""
 
 from __future__ import annotations
 
@@ -54,16 +58,17 @@ def do_check_history(run: Run) -> list[Flag]:
         if waiting or _confirms_itself(run):
             continue
         found = analysis.suspect_since(
-            [p.value for p in points], start=start, dismissed=_last_dismissed(key, positions)
+            [p.value for p in points],
+            start=start,
+            dismissed=_last_dismissed(key, positions),
+            metric=analysis.METRICS[key.metric],
         )
         if found is not None:
             suspects.append((key, *found, points))
 
     flags = []
     for suspicion in touched.values():
-        flag = _settle(suspicion, decided.get(suspicion.pk, []), new_means, run)
-        if flag is not None:
-            flags.append(flag)
+        flags += _settle(suspicion, decided.get(suspicion.pk, []), new_means, run)
     if suspects:
         _open_suspicion(run, suspects)
     return flags
@@ -75,6 +80,8 @@ def _awaiting(key: series.SeriesKey):
         suspicion__config_hash=key.config_hash,
         suspicion__profile_key=key.profile_key,
         concurrency=key.concurrency,
+        metric=key.metric,
+        category=key.category,
         state=SuspectSeries.State.AWAITING,
     ).select_related("suspicion")
 
@@ -91,8 +98,10 @@ def _level_start(key: series.SeriesKey, positions: dict[int, int]) -> int:
     changes = FlagSeries.objects.filter(
         flag__host_id=key.host_id,
         flag__profile_key=key.profile_key,
+        flag__metric=key.metric,
         config_hash=key.config_hash,
         concurrency=key.concurrency,
+        category=key.category,
     ).values_list("change_run_id", flat=True)
     return max((positions[run_id] for run_id in changes if run_id in positions), default=0)
 
@@ -104,6 +113,8 @@ def _last_dismissed(key: series.SeriesKey, positions: dict[int, int]) -> tuple[i
         suspicion__config_hash=key.config_hash,
         suspicion__profile_key=key.profile_key,
         concurrency=key.concurrency,
+        metric=key.metric,
+        category=key.category,
         state=SuspectSeries.State.DISMISSED,
     ).values_list("change_run_id", "suspicion__run_id")
     spans = [
@@ -113,7 +124,8 @@ def _last_dismissed(key: series.SeriesKey, positions: dict[int, int]) -> tuple[i
 
 
 def _open_suspicion(run: Run, suspects: list) -> Suspicion:
-    """One suspicion for every suspected concurrency of this result's config, and its first confirming run."""
+    """One suspicion for every suspected series (metric and concurrency) of this result's config, and its first
+    confirming run, which serves them all."""
     profile = run.experiment.profile
     suspicion = Suspicion.objects.create(
         host=run.host,
@@ -127,7 +139,9 @@ def _open_suspicion(run: Run, suspects: list) -> Suspicion:
     for key, index, found, points in suspects:
         SuspectSeries.objects.create(
             suspicion=suspicion,
+            metric=key.metric,
             concurrency=key.concurrency,
+            category=key.category,
             change_run_id=points[index].run_id,
             last_before_run_id=points[index - 1].run_id,
             direction=found.direction,
@@ -137,8 +151,9 @@ def _open_suspicion(run: Run, suspects: list) -> Suspicion:
             score=found.score,
             hypotheses=dataclasses.asdict(found),
         )
-    levels = [key.concurrency for key, *_ in suspects]
-    record_event(ANALYSIS, AuditEvent.Action.SUSPECT, suspicion, run=run.pk, concurrency=levels)
+    levels = sorted({key.concurrency for key, *_ in suspects})
+    metrics = sorted({key.metric for key, *_ in suspects})
+    record_event(ANALYSIS, AuditEvent.Action.SUSPECT, suspicion, run=run.pk, concurrency=levels, metrics=metrics)
     _queue_confirmation(suspicion)
     return suspicion
 
@@ -166,20 +181,25 @@ def _queue_confirmation(suspicion: Suspicion) -> None:
     suspicion.save(update_fields=["confirmations"])
 
 
-def _settle(suspicion: Suspicion, decided: list[SuspectSeries], new_means: dict[int, float], run: Run) -> Flag | None:
-    """After a result weighed `suspicion`: raise (or grow) its flag with what it confirmed, close it once every
+def _settle(suspicion: Suspicion, decided: list[SuspectSeries], new_means: dict[int, float], run: Run) -> list[Flag]:
+    """After a result weighed `suspicion`: raise (or grow) its flags with what it confirmed, close it once every
     series is decided, or queue the next confirming run."""
     confirmed = [row for row in decided if row.state == SuspectSeries.State.CONFIRMED]
-    flag = None
-    if confirmed:
-        flag = do_raise_flag(suspicion=suspicion, rows=confirmed, new_means=new_means, confirmed_by=run, actor=ANALYSIS)
+    flags = []
+    # A flag is about one metric: what a suspicion confirmed of each is raised apart (an SGLang upgrade that cut
+    # acceptance and throughput is two flags over the same interval, each with its environment diff).
+    for metric in sorted({row.metric for row in confirmed}):
+        rows = [row for row in confirmed if row.metric == metric]
+        flags.append(
+            do_raise_flag(suspicion=suspicion, rows=rows, new_means=new_means, confirmed_by=run, actor=ANALYSIS)
+        )
     states = set(suspicion.series.values_list("state", flat=True))
     if SuspectSeries.State.AWAITING in states:
         _queue_confirmation(suspicion)
-        return flag
+        return flags
     confirmed_any = SuspectSeries.State.CONFIRMED in states
     suspicion.state = Suspicion.State.CONFIRMED if confirmed_any else Suspicion.State.DISMISSED
     suspicion.decided_at = timezone.now()
     suspicion.save(update_fields=["state", "decided_at"])
     record_event(ANALYSIS, AuditEvent.Action.DECIDE, suspicion, state=suspicion.state, by_run=run.pk)
-    return flag
+    return flags

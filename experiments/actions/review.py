@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from django.db import transaction
 from django.utils import timezone
 
-from ..analysis import REGRESSION
+from ..analysis import METRICS, REGRESSION
 from ..models import (
     AuditEvent,
     BenchmarkProfile,
@@ -33,16 +33,18 @@ def do_raise_flag(
 ) -> Flag:
     """Raise the flag of a confirmed change, or grow the one it belongs to: one flag per change.
 
-    The series a suspicion confirmed go into one flag (every concurrency of the config); a flag already open on
-    the same host, in the same direction, whose interval of change overlaps this one's, takes them in too (the
-    configs of one host that moved at the same point: a driver or SGLang update). This is the only place a flag
+    The series a suspicion confirmed of one metric (`rows` all share it) go into one flag (every concurrency of
+    the config); a flag already open on the same host, of the same metric, in the same direction, whose interval
+    of change overlaps this one's, takes them in too (the configs of one host that moved at the same point: a
+    driver or SGLang update). This is the only place a flag
     is born or grows; its subscribers are told when it is born (a flag that grows is the same change).
     """
     intervals = [(row.last_before_run.finished_at, row.change_run.finished_at) for row in rows]
     after = max((a for a, _ in intervals if a is not None), default=None)
     by = min((b for _, b in intervals if b is not None), default=None)
-    direction = rows[0].direction
-    flag = suspicion.flag or _open_flag_overlapping(suspicion.host_id, direction, after, by)
+    direction, metric = rows[0].direction, rows[0].metric
+    own = suspicion.flag if suspicion.flag is not None and suspicion.flag.metric == metric else None
+    flag = own or _open_flag_overlapping(suspicion.host_id, direction, metric, after, by)
     grew = flag is not None
     if flag is None:
         lead = max(rows, key=lambda row: abs(row.change))
@@ -55,6 +57,7 @@ def do_raise_flag(
             concurrency=lead.concurrency,
             run=lead.change_run,
             kind=CONFIRMED_KIND,
+            metric=metric,
             direction=direction,
             baseline_mean=lead.baseline_mean,
             new_mean=new_means.get(lead.pk, lead.suspected_mean),
@@ -77,6 +80,7 @@ def do_raise_flag(
             config=suspicion.config,
             config_hash=suspicion.config_hash,
             concurrency=row.concurrency,
+            category=row.category,
             change_run=row.change_run,
             last_before_run=row.last_before_run,
             confirmed_by=confirmed_by,
@@ -91,8 +95,9 @@ def do_raise_flag(
     flag.message = _flag_message(flag)
     flag.updated_at = timezone.now()
     flag.save(update_fields=["message", "changed_after", "changed_by", "updated_at"])
-    suspicion.flag = flag
-    suspicion.save(update_fields=["flag"])
+    if suspicion.flag is None:  # the first flag the suspicion raised (a second metric's is found by its interval)
+        suspicion.flag = flag
+        suspicion.save(update_fields=["flag"])
     record_event(
         actor,
         AuditEvent.Action.FLAG,
@@ -100,6 +105,7 @@ def do_raise_flag(
         grew=grew,
         suspicion=suspicion.pk,
         confirmed_by=confirmed_by.pk,
+        metric=metric,
         series=[f"{suspicion.config.name} c={row.concurrency} {row.change:+.1%}" for row in rows],
     )
     if not grew:
@@ -107,8 +113,8 @@ def do_raise_flag(
     return flag
 
 
-def _open_flag_overlapping(host_id: int, direction: str, after, by) -> Flag | None:
-    flags = Flag.objects.filter(host_id=host_id, direction=direction, triage__in=Flag.OPEN_STATES)
+def _open_flag_overlapping(host_id: int, direction: str, metric: str, after, by) -> Flag | None:
+    flags = Flag.objects.filter(host_id=host_id, direction=direction, metric=metric, triage__in=Flag.OPEN_STATES)
     if after is not None:
         flags = flags.filter(changed_by__gt=after)
     if by is not None:
@@ -119,8 +125,13 @@ def _open_flag_overlapping(host_id: int, direction: str, after, by) -> Flag | No
 def _flag_message(flag: Flag) -> str:
     held = list(flag.series.select_related("config"))
     verb = "fell" if flag.direction == REGRESSION else "rose"
-    parts = [f"{s.config.name} c={s.concurrency}: {s.baseline_mean:.1f} -> {s.new_mean:.1f} tok/s" for s in held]
-    return f"Throughput {verb} in {len(held)} series, confirmed by a re-run: " + "; ".join(parts) + "."
+    metric = METRICS[flag.metric]
+    parts = [
+        f"{s.config.name} c={s.concurrency}{f' ({s.category})' if s.category else ''}: "
+        f"{metric.show(s.baseline_mean)} -> {metric.show(s.new_mean)} {metric.unit}"
+        for s in held
+    ]
+    return f"{metric.label} {verb} in {len(held)} series, confirmed by a re-run: " + "; ".join(parts) + "."
 
 
 @transaction.atomic

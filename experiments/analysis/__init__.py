@@ -47,11 +47,15 @@ from .confirmation import (
 )
 from .equivalence import OUTPUTS_DIFFER, Equivalence, check_outputs
 from .history import (
+    ACCEPTANCE,
     CHANGE_POINT,
     IMPROVEMENT,
     LOOKBACK,
+    METRICS,
     REGRESSION,
+    THROUGHPUT,
     HistoryPoint,
+    Metric,
     RegressionFlag,
     assess_series,
     change_points,
@@ -61,6 +65,7 @@ from .intervals import Point, mean_interval
 from .tdist import t_quantile
 
 __all__ = [
+    "ACCEPTANCE",
     "CHANGE_POINT",
     "CONFIDENCE",
     "CONFIRMED",
@@ -71,17 +76,20 @@ __all__ = [
     "LOOKBACK",
     "MAX_CONFIRMATIONS",
     "MAX_RUNS_NEEDED",
+    "METRICS",
     "OUTPUTS_DIFFER",
     "POWER",
     "RECENT",
     "REGRESSION",
     "SLOWER",
     "SUSPECTED",
+    "THROUGHPUT",
     "UNDECIDED",
     "BreakEven",
     "ComparisonRow",
     "Equivalence",
     "HistoryPoint",
+    "Metric",
     "Point",
     "RegressionFlag",
     "Sample",

@@ -74,6 +74,12 @@ def position_rates(histogram: list[int]) -> list[float]:
     return rates
 
 
+def histogram_accept_length(histogram: list[int]) -> float:
+    """Tokens per verify step of an accepted-drafts histogram with at least one verify step: each step emits its
+    accepted drafts and one bonus token (a prompt category's accept length, over the steps it counts)."""
+    return sum((accepted + 1) * steps for accepted, steps in enumerate(histogram)) / sum(histogram)
+
+
 def checked_histogram(value: Any) -> list[int] | None:
     """An accepted-drafts histogram as reported, checked: None (not reported) or a list of 1 to MAX_POSITIONS + 1
     whole counts, not all zero; BadHostOutput otherwise."""

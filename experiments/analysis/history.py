@@ -1,6 +1,8 @@
 """Regressions over history: is the newest result out of line, and where did a series change level?
 
-A series is the output throughput (tok/s) of one (host, config hash, profile, concurrency), oldest first. The web
+A series is one metric of one (host, config hash, profile, concurrency), oldest first: the output throughput
+(tok/s), or the accept length of a speculative config (`Metric`; both are positive and move by relative steps, so
+one rule serves both). The web
 layer no longer flags on these tests directly: `check_latest` is the suspicion stage of `confirmation`, whose
 confirming runs decide what becomes a flag (a per-check rate cannot keep a series' whole life quiet).
 `assess_series` combines the two tests below for a series as it stands.
@@ -54,6 +56,27 @@ _NORMAL = statistics.NormalDist()
 
 
 @dataclass(frozen=True)
+class Metric:
+    """What a history series measures: `key` is stored with suspicions and flags, `label` and `unit` name it in
+    messages, `digits` is how many decimals its values are shown with."""
+
+    key: str
+    label: str
+    unit: str
+    digits: int
+
+    def show(self, value: float) -> str:
+        return f"{value:.{self.digits}f}"
+
+
+THROUGHPUT = Metric("throughput", "Throughput", "tok/s", 1)
+# Output tokens per verify step (token-weighted over the cell's requests): a change of draft, of SGLang or of the
+# prompts moves it without any change of speed, and a speed change of the host leaves it where it was.
+ACCEPTANCE = Metric("acceptance", "Accept length", "tokens/step", 2)
+METRICS = {metric.key: metric for metric in (THROUGHPUT, ACCEPTANCE)}
+
+
+@dataclass(frozen=True)
 class HistoryPoint:
     """One result in a series: `key` names the series (host, config hash, profile, concurrency), `value` is its
     output throughput in tok/s, `at` anything that sorts in time order (an ISO timestamp)."""
@@ -92,6 +115,7 @@ def check_latest(
     min_history: int = 8,
     min_change: float = 0.02,
     recent: int = 5,
+    metric: Metric = THROUGHPUT,
 ) -> RegressionFlag | None:
     """Whether the newest values stand out from the `lookback` values before them; None when not.
 
@@ -126,6 +150,7 @@ def check_latest(
             new_mean,
             z,
             f"{what} against the {start - history_start} before (z = {z:.1f})",
+            metric,
         )
     return best
 
@@ -230,7 +255,7 @@ def assess_series(
 def _logs(values: Sequence[float]) -> list[float]:
     for value in values:
         if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"throughput must be positive and finite, got {value!r}")
+            raise ValueError(f"a history value must be positive and finite, got {value!r}")
     if not values:
         return []
     # Relative to the first value: a common factor cancels before the log, so scaling a series by a constant
@@ -287,11 +312,19 @@ def _normal_equivalent(t: float, df: int) -> float:
     return math.copysign(-_NORMAL.inv_cdf(tail), t) if tail < 0.5 else 0.0
 
 
-def _flag(index: int, kind: str, base_mean: float, new_mean: float, score: float, detail: str) -> RegressionFlag:
+def _flag(
+    index: int,
+    kind: str,
+    base_mean: float,
+    new_mean: float,
+    score: float,
+    detail: str,
+    metric: Metric = THROUGHPUT,
+) -> RegressionFlag:
     change = new_mean / base_mean - 1
+    # Lower is worse for every metric kept (throughput, accept length).
     direction = REGRESSION if change < 0 else IMPROVEMENT
     verb = "fell" if change < 0 else "rose"
-    message = (
-        f"Throughput {verb} {abs(change):.1%} from index {index}: {base_mean:.1f} -> {new_mean:.1f} tok/s; {detail}."
-    )
+    levels = f"{metric.show(base_mean)} -> {metric.show(new_mean)} {metric.unit}"
+    message = f"{metric.label} {verb} {abs(change):.1%} from index {index}: {levels}; {detail}."
     return RegressionFlag(index, kind, direction, base_mean, new_mean, change, score, message)

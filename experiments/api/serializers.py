@@ -230,6 +230,9 @@ def flag_json(flag: Flag) -> dict[str, Any]:
         "baseline_mean": round(flag.baseline_mean, 3),
         "new_mean": round(flag.new_mean, 3),
         "kind": flag.kind,
+        # What its series measure: "throughput" (tok/s; every flag before acceptance was watched) or
+        # "acceptance" (accept length, tokens per verify step).
+        "metric": flag.metric,
         "triage": flag.triage,
         "message": flag.message,
         "url": flag.get_absolute_url(),
@@ -241,6 +244,7 @@ def flag_json(flag: Flag) -> dict[str, Any]:
                 "config": s.config.name,
                 "config_hash": s.config_hash,
                 "concurrency": s.concurrency,
+                "category": s.category,  # "" for the whole cell; else a prompt category's acceptance
                 "baseline_mean": round(s.baseline_mean, 3),
                 "new_mean": round(s.new_mean, 3),
                 "change": round(s.change, 4),
@@ -264,7 +268,13 @@ def suspicion_json(suspicion: Suspicion) -> dict[str, Any]:
         "confirming_runs": [r.pk for r in suspicion.confirming_runs.all() if r.config_id == suspicion.config_id],
         "flag": suspicion.flag_id,
         "series": [
-            {"concurrency": row.concurrency, "change": round(row.change, 4), "state": row.state}
+            {
+                "concurrency": row.concurrency,
+                "metric": row.metric,
+                "category": row.category,
+                "change": round(row.change, 4),
+                "state": row.state,
+            }
             for row in suspicion.series.all()
         ],
     }

@@ -1,5 +1,6 @@
-"""The history figure: one config's throughput run after run on a time axis, one small multiple per concurrency,
-with its flags, suspicions and pinned baseline marked. Pure, like `charts`, whose styling it shares."""
+"""The history figure: one config's throughput (and a speculative config's accept length) run after run on a time
+axis, one small multiple per metric and concurrency, with its flags, suspicions and pinned baseline marked. Pure,
+like `charts`, whose styling it shares."""
 
 from __future__ import annotations
 
@@ -17,12 +18,27 @@ from experiments.charts.comparison import (
 
 
 class HistoryEntry(NamedTuple):
-    """One point of a history series: when its run finished (ISO 8601), its label, tok/s, and its page."""
+    """One point of a history series: when its run finished (ISO 8601), its label, its value (tok/s or accept
+    length), and its page."""
 
     at: str
     label: str
     value: float
     url: str
+
+
+class _Panel(NamedTuple):
+    """One small multiple: a metric at one concurrency, with its marks (point index, direction, text)."""
+
+    name: str
+    axis_title: str
+    hover: str
+    points: Sequence[HistoryEntry]
+    marks: list[tuple[int, str, str]]
+
+
+def _marks_of(flags: Sequence[tuple[int, int, str, str]], level: int) -> list[tuple[int, str, str]]:
+    return [(index, direction, text) for lvl, index, direction, text in flags if lvl == level]
 
 
 HISTORY_ROW_HEIGHT = 190  # px per concurrency level: the small multiples stay readable however many there are
@@ -35,35 +51,48 @@ def history_figure(
     *,
     title: str,
     pinned: tuple[str, str] | None = None,
+    acceptance: Mapping[int, Sequence[HistoryEntry]] | None = None,
+    acceptance_flags: Sequence[tuple[int, int, str, str]] = (),
 ) -> dict[str, Any]:
     """A history on a time axis, one small multiple per concurrency (sharing the time axis), each point linked to
     its run (`customdata`: the page a click opens). `flags` are (concurrency, point index, direction, text): a flag
     is marked where the new level starts (down triangle for a regression, up for an improvement); "suspected"
-    marks a suspicion (an open circle). `pinned` = (ISO time, text) draws when the baseline was pinned."""
-    levels = sorted(level for level, points in series.items() if points)
-    rows = max(len(levels), 1)
+    marks a suspicion (an open circle). `pinned` = (ISO time, text) draws when the baseline was pinned.
+    `acceptance` (a speculative config's accept length per concurrency, with `acceptance_flags` marked alike)
+    adds one small multiple per concurrency below the throughput ones."""
+    panels = [
+        _Panel(f"c={level}", f"c={level} tok/s", "%{y:.1f} tok/s", series[level], _marks_of(flags, level))
+        for level in sorted(series)
+        if series[level]
+    ]
+    for level in sorted(acceptance or {}):
+        if acceptance and acceptance[level]:
+            marks = _marks_of(acceptance_flags, level)
+            label = f"c={level} accept length"
+            panels.append(_Panel(label, f"c={level} accept len", "%{y:.2f} tokens/step", acceptance[level], marks))
+    rows = max(len(panels), 1)
     height = (1 - HISTORY_ROW_GAP * (rows - 1)) / rows
     traces: list[dict[str, Any]] = []
     axes: dict[str, Any] = {}
-    for row, level in enumerate(levels):
+    for row, panel in enumerate(panels):
         yaxis = "y" if row == 0 else f"y{row + 1}"
         top = 1 - row * (height + HISTORY_ROW_GAP)
         axes["yaxis" if row == 0 else f"yaxis{row + 1}"] = _axis(
-            f"c={level} tok/s", domain=[max(top - height, 0), top], rangemode="tozero"
+            panel.axis_title, domain=[max(top - height, 0), top], rangemode="tozero"
         )
-        points = series[level]
+        points = panel.points
         traces.append(
             {
                 "type": "scatter",
                 "mode": "lines+markers",
-                "name": f"c={level}",
+                "name": panel.name,
                 "xaxis": "x",
                 "yaxis": yaxis,
                 "x": [p.at for p in points],
                 "y": [p.value for p in points],
                 "text": [escape_text(p.label) for p in points],
                 "customdata": [p.url for p in points],
-                "hovertemplate": "%{text}<br>%{x}<br>%{y:.1f} tok/s<extra>c=" + str(level) + "</extra>",
+                "hovertemplate": "%{text}<br>%{x}<br>" + panel.hover + "<extra>" + panel.name + "</extra>",
             }
         )
         for direction, color, symbol in (
@@ -71,9 +100,8 @@ def history_figure(
             ("improvement", IMPROVEMENT_COLOR, "triangle-up"),
             ("suspected", SUSPECTED_COLOR, "circle-open"),
         ):
-            marks = [(index, text) for lvl, index, d, text in flags if lvl == level and d == direction]
-            marks = [(index, text) for index, text in marks if 0 <= index < len(points)]
-            if marks:
+            shown = [(index, text) for index, d, text in panel.marks if d == direction and 0 <= index < len(points)]
+            if shown:
                 traces.append(
                     {
                         "type": "scatter",
@@ -83,10 +111,10 @@ def history_figure(
                         "showlegend": not any(t.get("legendgroup") == direction for t in traces),
                         "xaxis": "x",
                         "yaxis": yaxis,
-                        "x": [points[index].at for index, _ in marks],
-                        "y": [points[index].value for index, _ in marks],
-                        "text": [escape_text(text) for _, text in marks],
-                        "customdata": [points[index].url for index, _ in marks],
+                        "x": [points[index].at for index, _ in shown],
+                        "y": [points[index].value for index, _ in shown],
+                        "text": [escape_text(text) for _, text in shown],
+                        "customdata": [points[index].url for index, _ in shown],
                         "marker": {
                             "color": color,
                             "size": 14,

@@ -8,6 +8,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from .. import analysis
 from .configs import ServerConfig
 from .hosts import Host
 from .runs import Run
@@ -31,6 +32,11 @@ class Flag(models.Model):
 
     OPEN_STATES = (Triage.UNTRIAGED, Triage.ACKNOWLEDGED)
 
+    class Metric(models.TextChoices):
+        # The keys of analysis.METRICS: what every series the flag holds measures (one metric per flag).
+        THROUGHPUT = "throughput", "output throughput"
+        ACCEPTANCE = "acceptance", "accept length"
+
     host = models.ForeignKey(Host, on_delete=models.CASCADE)
     config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
     config_hash = models.CharField(max_length=64, db_index=True)
@@ -39,6 +45,7 @@ class Flag(models.Model):
     concurrency = models.PositiveIntegerField()
     run = models.ForeignKey(Run, on_delete=models.CASCADE, help_text="The first run at the new level.")
     kind = models.CharField(max_length=16)  # "confirmed" (older flags: "lookback" | "change_point")
+    metric = models.CharField(max_length=16, choices=Metric.choices, default=Metric.THROUGHPUT)
     direction = models.CharField(max_length=16)  # "regression" | "improvement"
     baseline_mean = models.FloatField()
     new_mean = models.FloatField()
@@ -65,7 +72,8 @@ class Flag(models.Model):
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
-        return f"{self.direction} {self.change:+.1%} {self.config.name} c={self.concurrency} on {self.host.name}"
+        what = "" if self.metric == self.Metric.THROUGHPUT else f" {self.get_metric_display()}"
+        return f"{self.direction}{what} {self.change:+.1%} {self.config.name} c={self.concurrency} on {self.host.name}"
 
     def get_absolute_url(self) -> str:
         return reverse("flag_detail", args=[self.pk])
@@ -73,6 +81,15 @@ class Flag(models.Model):
     @property
     def is_open(self) -> bool:
         return self.triage in self.OPEN_STATES
+
+    @property
+    def unit(self) -> str:
+        """The unit of its means, for the pages ("tok/s", "tokens/step")."""
+        return analysis.METRICS[self.metric].unit
+
+    @property
+    def digits(self) -> int:
+        return analysis.METRICS[self.metric].digits
 
 
 class FlagSeries(models.Model):
@@ -82,6 +99,7 @@ class FlagSeries(models.Model):
     config = models.ForeignKey(ServerConfig, on_delete=models.PROTECT)
     config_hash = models.CharField(max_length=64)
     concurrency = models.PositiveIntegerField()
+    category = models.CharField(max_length=200, blank=True, default="", help_text="A prompt category, or the cell.")
     change_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", help_text="First at the new level.")
     last_before_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     confirmed_by = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -92,10 +110,11 @@ class FlagSeries(models.Model):
     score = models.FloatField()
 
     class Meta:
-        ordering = ["flag_id", "config_hash", "concurrency"]
+        ordering = ["flag_id", "config_hash", "concurrency", "category"]
 
     def __str__(self) -> str:
-        return f"{self.config.name} c={self.concurrency} in flag {self.flag_id}"
+        category = f" ({self.category})" if self.category else ""
+        return f"{self.config.name} c={self.concurrency}{category} in flag {self.flag_id}"
 
 
 class FlagComment(models.Model):

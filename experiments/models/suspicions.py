@@ -9,6 +9,7 @@ from .. import analysis
 from .configs import ServerConfig
 from .experiments import Experiment
 from .hosts import Host
+from .review import Flag
 from .runs import Run
 
 
@@ -72,7 +73,11 @@ class SuspectSeries(models.Model):
         DISMISSED = "dismissed", "not confirmed"
 
     suspicion = models.ForeignKey(Suspicion, on_delete=models.CASCADE, related_name="series")
+    # One suspicion holds every series its run moved, of either metric: its confirming launch measures them all.
+    metric = models.CharField(max_length=16, choices=Flag.Metric.choices, default=Flag.Metric.THROUGHPUT)
     concurrency = models.PositiveIntegerField()
+    # A prompt category's acceptance (from its accepted-drafts histogram), or "" for the whole cell.
+    category = models.CharField(max_length=200, blank=True, default="")
     change_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", help_text="First run suspected.")
     last_before_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", help_text="Last run before.")
     direction = models.CharField(max_length=16)
@@ -81,19 +86,29 @@ class SuspectSeries(models.Model):
     change = models.FloatField()
     score = models.FloatField()
     hypotheses = models.JSONField(help_text="analysis.SuspectedChange fields: H0 and H1 of the sequential test.")
-    after = models.JSONField(default=list, help_text="[[run id, tok/s]] that arrived after the suspicion.")
+    after = models.JSONField(default=list, help_text="[[run id, value]] that arrived after the suspicion.")
     llr = models.FloatField(default=0.0)
     state = models.CharField(max_length=16, choices=State.choices, default=State.AWAITING)
     decided_by = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
-        ordering = ["suspicion_id", "concurrency"]
+        ordering = ["suspicion_id", "metric", "concurrency", "category"]
 
     def __str__(self) -> str:
-        return f"c={self.concurrency} of suspicion {self.suspicion_id}"
+        what = "" if self.metric == Flag.Metric.THROUGHPUT else f"{self.get_metric_display()} "
+        category = f" ({self.category})" if self.category else ""
+        return f"{what}c={self.concurrency}{category} of suspicion {self.suspicion_id}"
 
     def test(self) -> analysis.SuspectedChange:
         return analysis.SuspectedChange(**self.hypotheses)
+
+    @property
+    def unit(self) -> str:
+        return analysis.METRICS[self.metric].unit
+
+    @property
+    def digits(self) -> int:
+        return analysis.METRICS[self.metric].digits
 
     @property
     def after_mean(self) -> float | None:

@@ -165,14 +165,30 @@ def make_history(
     return runs
 
 
-def finish_run(run: Run, values: dict[int, float], *, at: datetime | None = None) -> Run:
-    """Mark a queued run succeeded with three passes of `values` (concurrency -> tok/s), and check its history
-    as the worker does."""
+def finish_run(
+    run: Run,
+    values: dict[int, float],
+    *,
+    at: datetime | None = None,
+    accept_lengths: dict[int, float] | None = None,
+    cell_fields: dict[int, dict[str, Any]] | None = None,
+) -> Run:
+    """Mark a queued run succeeded with three passes of `values` (concurrency -> tok/s, and each cell's accept
+    length from `accept_lengths`, any other column from `cell_fields`, when given), and check its history as the
+    worker does."""
     run.state, run.finished_at = Run.State.SUCCEEDED, at or timezone.now()
     run.save(update_fields=["state", "finished_at"])
     for concurrency, value in values.items():
+        accept_length = (accept_lengths or {}).get(concurrency)
         for pass_index in range(3):
-            make_measurement(run, concurrency=concurrency, output_throughput=value, pass_index=pass_index)
+            make_measurement(
+                run,
+                concurrency=concurrency,
+                output_throughput=value,
+                pass_index=pass_index,
+                accept_length=accept_length,
+                **(cell_fields or {}).get(concurrency, {}),
+            )
     do_check_history(run)
     return run
 

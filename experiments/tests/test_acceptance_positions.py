@@ -57,6 +57,12 @@ def test_it_rates_each_position_as_the_share_of_verify_steps_that_accepted_at_le
     assert acceptance.position_rates([5]) == []  # a step that could accept no draft has no position
 
 
+def test_a_histogram_gives_the_tokens_per_verify_step_of_its_category():
+    # 10 steps emitted 1 token, 20 emitted 2, 70 emitted 3: (10 + 40 + 210) / 100.
+    assert acceptance.histogram_accept_length([10, 20, 70]) == pytest.approx(2.6)
+    assert acceptance.histogram_accept_length([5]) == 1.0  # nothing drafted: the bonus token alone
+
+
 @pytest.mark.parametrize(
     ("histogram", "rates"),
     [

@@ -74,3 +74,52 @@ def test_a_watched_series_confirms_a_real_step_and_dismisses_an_outlier():
     assert analysis.CONFIRMED in outcomes
     assert watch.flags is not None and [index for index, _ in watch.flags] == [22]
     assert watch.start == 22  # the new level is the reference from now on
+
+
+def test_an_acceptance_series_is_suspected_and_confirmed_by_the_same_rule_as_throughput():
+    # 2.9 tokens per verify step with the ~1.6% spread of a cell's accept length, then an upgrade that cut it.
+    accept = [*_noisy(2.9, 20, seed=4, noise=0.016), 2.4]
+    throughput = [value * 30 for value in accept]  # the same series in other units
+
+    by_acceptance = analysis.suspect(accept, metric=analysis.ACCEPTANCE)
+    by_throughput = analysis.suspect(throughput)
+
+    assert by_acceptance is not None and by_throughput is not None
+    # One rule: relative steps on the series' own spread, so the units change nothing but the words.
+    assert (
+        (by_acceptance.index, by_acceptance.direction)
+        == (by_throughput.index, by_throughput.direction)
+        == (20, "regression")
+    )
+    assert by_acceptance.score == pytest.approx(by_throughput.score)
+    assert by_acceptance.log_likelihood_ratio([2.41]) == pytest.approx(by_throughput.log_likelihood_ratio([72.3]))
+    assert by_acceptance.message.startswith("Accept length fell 17.")
+    assert f"{by_acceptance.baseline_mean:.2f} -> 2.40 tokens/step" in by_acceptance.message
+    assert "tok/s" in by_throughput.message and "Throughput fell" in by_throughput.message
+    assert analysis.verdict(by_acceptance.log_likelihood_ratio([2.41]), seen=1) == analysis.CONFIRMED
+    assert analysis.verdict(by_acceptance.log_likelihood_ratio([2.9]), seen=1) == analysis.DISMISSED
+
+
+def test_a_quiet_acceptance_series_does_not_suspect_a_move_under_the_smallest_change():
+    accept = _noisy(2.9, 20, seed=4, noise=0.002)  # far quieter than throughput: 0.2%
+
+    assert analysis.suspect([*accept, 2.9 * 0.99], metric=analysis.ACCEPTANCE) is None  # 1%: under min_change
+    assert analysis.suspect([*accept, 2.9 * 0.97], metric=analysis.ACCEPTANCE) is not None
+
+
+def test_a_value_that_is_not_positive_is_refused_for_any_metric():
+    with pytest.raises(ValueError, match="positive"):
+        analysis.suspect([*_noisy(2.9, 10, seed=1), 0.0], metric=analysis.ACCEPTANCE)
+
+
+def test_every_suspicion_may_be_decided_by_its_own_confirming_launches():
+    # The bench's defaults: a suspicion waits at most PATIENCE values, and that many launches may be queued for it.
+    assert analysis.MAX_CONFIRMATIONS == analysis.confirmation.PATIENCE
+    watch = analysis.Watch()
+    for value in _noisy(100.0, 20, seed=1):
+        watch.feed(value)
+    assert watch.feed(90.0) == analysis.SUSPECTED
+    outcomes: list[str] = []
+    while watch.needs_confirmation and not outcomes[-1:] == [analysis.DISMISSED]:
+        outcomes.append(watch.feed(100.0, confirming=True))
+    assert outcomes[-1] == analysis.DISMISSED and len(outcomes) <= analysis.MAX_CONFIRMATIONS

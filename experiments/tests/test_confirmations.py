@@ -46,7 +46,7 @@ def test_a_confirmed_drift_from_88_8_to_82_2_is_one_flag_across_its_concurrency_
     confirming = finish_run(_confirming_run(suspicion), {1: 82.3, 4: 82.3 * 4})
 
     flag = Flag.objects.get()
-    assert flag.kind == "confirmed" and flag.direction == "regression"
+    assert flag.kind == "confirmed" and flag.direction == "regression" and flag.metric == Flag.Metric.THROUGHPUT
     assert flag.change == pytest.approx(-0.074, abs=0.01)
     assert flag.run == runs[10] and flag.confirmed_by == confirming
     assert (flag.changed_after, flag.changed_by) == (runs[9].finished_at, runs[10].finished_at)

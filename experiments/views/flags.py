@@ -154,16 +154,18 @@ def series_figure(request: HttpRequest, host_id: int, config_hash: str, profile_
     config = ServerConfig.objects.with_hash(config_hash).first()
     if config is None:
         raise Http404("No config has this content hash.")
-    figure = _series_figure(host, config_hash, profile_key, f"{config.name} on {host.name}")
+    title = f"{config.name} on {host.name}"
+    figure = _series_figure(host, config_hash, profile_key, title, speculative=config.is_speculative)
     return JsonResponse(figure, json_dumps_params={"allow_nan": False})
 
 
 RUN_ID_SLOT = 987654321  # stands in for a run id while the address of every point is made from one reverse()
 
 
-def _series_figure(host: Host, config_hash: str, profile_key: str, title: str) -> dict:
+def _series_figure(host: Host, config_hash: str, profile_key: str, title: str, *, speculative: bool = False) -> dict:
     """Every concurrency of the series on a time axis, each point linked to its run, with its flags, suspicions
-    and pinned baseline marked (four queries)."""
+    and pinned baseline marked; a speculative config's accept length below its throughput (four queries, five
+    with acceptance)."""
     held = FlagSeries.objects.filter(
         flag__host=host, flag__profile_key=profile_key, config_hash=config_hash
     ).select_related("flag")
@@ -171,33 +173,43 @@ def _series_figure(host: Host, config_hash: str, profile_key: str, title: str) -
         suspicion__host=host, suspicion__profile_key=profile_key, suspicion__config_hash=config_hash
     ).select_related("suspicion")
     run_url = reverse("run_detail", args=[RUN_ID_SLOT]).replace(str(RUN_ID_SLOT), "{}")
-    points: dict[int, list[HistoryEntry]] = {}
-    marks: list[tuple[int, int, str, str]] = []
-    for level, level_points in series.series_by_level(host.pk, config_hash, profile_key).items():
-        points[level] = [
-            HistoryEntry(
-                p.finished_at.isoformat() if p.finished_at else "",
-                f"run {p.run_id} (experiment {p.experiment_id})",
-                p.value,
-                run_url.format(p.run_id),
-            )
-            for p in level_points
-        ]
-        index_of = {p.run_id: i for i, p in enumerate(level_points)}
-        for s in held:
-            if s.concurrency == level and s.change_run_id in index_of:
-                text = f"{s.change:+.1%}: {s.flag.message}"
-                marks.append((level, index_of[s.change_run_id], s.flag.direction, text))
-        for row in suspected:
-            if row.concurrency == level and row.change_run_id in index_of:
-                text = f"suspected {row.change:+.1%} ({row.get_state_display()})"
-                marks.append((level, index_of[row.change_run_id], "suspected", text))
+    metrics = [Flag.Metric.THROUGHPUT, *([Flag.Metric.ACCEPTANCE] if speculative else [])]
+    points: dict[str, dict[int, list[HistoryEntry]]] = {metric: {} for metric in metrics}
+    marks: dict[str, list[tuple[int, int, str, str]]] = {metric: [] for metric in metrics}
+    for metric in metrics:
+        levels = series.series_by_level(host.pk, config_hash, profile_key, metric=metric)
+        for level, level_points in levels.items():
+            points[metric][level] = [
+                HistoryEntry(
+                    p.finished_at.isoformat() if p.finished_at else "",
+                    f"run {p.run_id} (experiment {p.experiment_id})",
+                    p.value,
+                    run_url.format(p.run_id),
+                )
+                for p in level_points
+            ]
+            index_of = {p.run_id: i for i, p in enumerate(level_points)}
+            for s in held:
+                if (s.flag.metric, s.concurrency, s.category) == (metric, level, "") and s.change_run_id in index_of:
+                    text = f"{s.change:+.1%}: {s.flag.message}"
+                    marks[metric].append((level, index_of[s.change_run_id], s.flag.direction, text))
+            for row in suspected:
+                if (row.metric, row.concurrency, row.category) == (metric, level, "") and row.change_run_id in index_of:
+                    text = f"suspected {row.change:+.1%} ({row.get_state_display()})"
+                    marks[metric].append((level, index_of[row.change_run_id], "suspected", text))
     pinned = PinnedBaseline.objects.of_series(host, profile_key).select_related("config", "pinned_by").first()
     pinned_mark = None
     if pinned is not None and pinned.config.content_hash == config_hash:
         by = f" by {pinned.pinned_by.get_username()}" if pinned.pinned_by else ""
         pinned_mark = (pinned.pinned_at.isoformat(), f"pinned as the baseline{by}")
-    return history_figure(points, marks, title=title, pinned=pinned_mark)
+    return history_figure(
+        points[Flag.Metric.THROUGHPUT],
+        marks[Flag.Metric.THROUGHPUT],
+        title=title,
+        pinned=pinned_mark,
+        acceptance=points.get(Flag.Metric.ACCEPTANCE),
+        acceptance_flags=marks.get(Flag.Metric.ACCEPTANCE, []),
+    )
 
 
 @requires("experiments.add_pinnedbaseline")
