@@ -103,7 +103,8 @@ def test_it_plans_each_round_once_and_stops_with_a_recommendation_per_band(api, 
     body = api(owner, "get", f"/api/studies/{study.pk}").json()
     assert [(b["concurrency"], b["config"]) for b in body["best"]] == [(1, "s2-k1-d3"), (8, "baseline")]
     assert body["recommendation"][0]["text"].startswith("c = 1: s2-k1-d3, 1.12x")
-    assert body["recommendation"][1]["text"] == "c = 8: no speculation"
+    assert body["recommendation"][1]["text"] == "c = 8: no speculation; settled"
+    assert body["best"][0]["settled"] and body["best"][1]["versus"] in ("s1-k1-d2", "s2-k1-d3")
     assert body["budget"]["launches_spent"] <= 12
     assert {t["config"]: t["state"] for t in body["trials"]}["s3-k1-d4"] == "failed"
 
@@ -152,6 +153,21 @@ def test_it_shows_the_study_page_to_viewers_only(client, owner, outsider, api):
     client.force_login(owner)
     page = client.get(study.get_absolute_url())
     assert page.status_code == 200 and b"0</strong> of 12 launches spent" in page.content
+
+
+def test_it_shows_the_baseline_as_the_reference_never_as_eliminated(api, client, owner):
+    study = _start(api, owner)
+    # Every candidate clearly faster at c=1: the racing rule puts the baseline below the leader ("eliminated").
+    _finish_round(study, {**TRUTH, "baseline": {1: 60.0, 8: 460.0}})
+    body = api(owner, "get", f"/api/studies/{study.pk}").json()
+    baseline, *candidates = body["trials"]
+
+    assert baseline["is_baseline"] and not any(t["is_baseline"] for t in candidates)
+    assert baseline["cells"][0]["standing"] == "eliminated"  # the API's value, as it always was
+    client.force_login(owner)
+    page = client.get(study.get_absolute_url()).content.decode()
+    row = page.split('<tr data-config="baseline">')[1].split("</tr>")[0]
+    assert row.count("reference (baseline)") == 2 and "eliminated" not in row and "standing-reference" in row
 
 
 def _finished_study(api, user) -> Study:
