@@ -188,7 +188,11 @@
 
   const viewCount = () => (matches ? matches.length : view.length);
   const entryAt = (v) => (matches ? matches[v] : view[v]);
-  const indexAt = (v) => entryStart(entryAt(v)); // the line a row shows (a fold's: its first)
+  // The line a row shows (a fold's: its first); 0 past either end (an empty filter result has no row at all).
+  const indexAt = (v) => {
+    const entry = entryAt(v);
+    return entry === undefined ? 0 : entryStart(entry);
+  };
 
   function lowerBound(sorted, value) {
     let lo = 0, hi = sorted.length;
