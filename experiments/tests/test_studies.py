@@ -17,7 +17,17 @@ from django.utils import timezone
 from dashboard.asgi import application
 from experiments.actions.runs import do_advance_run
 from experiments.actions.studies import do_advance_study
-from experiments.models import AuditEvent, Experiment, Measurement, PinnedBaseline, Run, Study, StudyRound
+from experiments.models import (
+    AuditEvent,
+    Delivery,
+    Experiment,
+    Measurement,
+    PinnedBaseline,
+    Run,
+    Study,
+    StudyRound,
+    Subscription,
+)
 
 from .factories import MODELS, make_host, make_measurement
 
@@ -107,6 +117,20 @@ def test_it_plans_each_round_once_and_stops_with_a_recommendation_per_band(api, 
     assert body["best"][0]["settled"] and body["best"][1]["versus"] in ("s1-k1-d2", "s2-k1-d3")
     assert body["budget"]["launches_spent"] <= 12
     assert {t["config"]: t["state"] for t in body["trials"]}["s3-k1-d4"] == "failed"
+
+
+def test_it_tells_the_recommendation_in_the_message_of_the_round_that_ended_the_study(api, owner):
+    Subscription.objects.create(
+        user=owner, channel=Subscription.Channel.BROWSER, events=["experiment_finished", "experiment_failed"]
+    )
+    study = _finished_study(api, owner)
+
+    rounds = list(study.studyround_set.order_by("index"))
+    bodies = {d.url.rstrip("/").rsplit("/", 1)[-1]: d.body for d in Delivery.objects.filter(user=owner)}
+    last = bodies[str(rounds[-1].experiment_id)]
+    bands = [f"Study {study.name}: {band['text']}" for band in study.recommendation]
+    assert last.startswith("\n".join(bands)) and "; settled" in last
+    assert not any("Study " in bodies[str(r.experiment_id)] for r in rounds[:-1])
 
 
 HUGE: dict[str, Any] = {
