@@ -4,6 +4,11 @@
 // and only the rows in view are drawn, at a fixed row height. The websocket resumes after the last line held,
 // so a reconnect neither loses nor repeats lines. Data-driven redraws are coalesced to ~10 per second; scrolling
 // redraws on the next frame. A filter over a million lines runs in time-boxed slices so the page stays usable.
+//
+// The benchmark client scrapes the server's /metrics four times a second, and uvicorn logs each scrape: runs of
+// two or more such access lines in a row are one row in the unfiltered view ("N /metrics scrapes (folded)"),
+// opened and closed by a click. Folding is only a view: every line stays held, numbered and downloadable, a filter
+// searches and shows them one by one, and jumping to a folded line opens its fold.
 (function () {
   "use strict";
   const logBox = document.getElementById("log");
@@ -24,6 +29,7 @@
   const WARN_LINE = /\bWARN(?:ING)?\b|\w*Warning\b/;
   const STAMPED = /^\[\d{4}-\d\d-\d\d[ T]/; // a new log record; a traceback's frames are not stamped
   const RANK = /^\[[^\]]*?\bTP(\d+)\b[^\]]*\]/;
+  const SCRAPE = /"GET \/metrics(?:\?[^" ]*)? HTTP\/[\d.]+" 2\d\d\b/; // a successful scrape's access line
 
   const $ = (id) => document.getElementById(id);
   const rowsBox = $("log-rows");
@@ -45,6 +51,7 @@
   // ---- the lines ------------------------------------------------------------------------------------------
   const lines = [];
   let kinds = new Uint8Array(1 << 16);
+  let scrapes = new Uint8Array(1 << 16); // 1: the line is a /metrics scrape's access line
   let base = 1; // line number of lines[0]
   let lastLine = 0;
   let inTraceback = false;
@@ -71,8 +78,13 @@
       const grown = new Uint8Array(kinds.length * 2);
       grown.set(kinds);
       kinds = grown;
+      const grownScrapes = new Uint8Array(grown.length);
+      grownScrapes.set(scrapes);
+      scrapes = grownScrapes;
     }
     kinds[index] = kind;
+    // The substring test first: most lines are not scrapes, and includes() is far cheaper than the regex.
+    scrapes[index] = kind === PLAIN && text.includes("/metrics") && SCRAPE.test(text) ? 1 : 0;
   }
 
   function ingest(first, texts) {
@@ -97,9 +109,74 @@
   }
 
   function append(text) {
-    classify(lines.length, text);
+    const index = lines.length;
+    classify(index, text);
     lines.push(text);
     lastLine += 1;
+    addToView(index);
+  }
+
+  // ---- the unfiltered view: line indices, and folds of consecutive scrape lines ---------------------------
+  // An entry >= 0 is a line index; -(f + 1) is the row of folds[f] ({start, end}: line indices, inclusive),
+  // followed by its lines while it is open. Entries stay in line order, so a line's row is found by bisection.
+  let view = [];
+  let folds = [];
+  const openFolds = new Set(); // start indices of the folds the reader opened (kept across rebuilds)
+  let foldTick = 0; // bumped when a fold in the view grows, so its row is redrawn with its new count
+
+  function addToView(index) {
+    const tail = folds.length ? folds[folds.length - 1] : null;
+    if (!scrapes[index]) {
+      view.push(index);
+    } else if (tail && tail.end === index - 1) {
+      tail.end = index;
+      foldTick += 1;
+      if (openFolds.has(tail.start)) view.push(index);
+    } else if (index > 0 && scrapes[index - 1] && view[view.length - 1] === index - 1) {
+      // A lone scrape line followed by another: the two become a fold.
+      folds.push({ start: index - 1, end: index });
+      view[view.length - 1] = -folds.length;
+      if (openFolds.has(index - 1)) view.push(index - 1, index);
+    } else {
+      view.push(index);
+    }
+  }
+
+  function rebuildView() {
+    view = [];
+    folds = [];
+    for (let i = 0; i < lines.length; i++) addToView(i);
+    viewGeneration += 1;
+  }
+
+  const entryStart = (entry) => (entry >= 0 ? entry : folds[-entry - 1].start);
+
+  // The fold that holds line `index`, or null.
+  function foldOf(index) {
+    let lo = 0, hi = folds.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (folds[mid].start <= index) lo = mid + 1; else hi = mid;
+    }
+    const fold = lo ? folds[lo - 1] : null;
+    return fold && fold.end >= index ? fold : null;
+  }
+
+  // The row of line `index` in the unfiltered view (its fold's row while the fold is closed).
+  function positionOf(index) {
+    let lo = 0, hi = view.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (entryStart(view[mid]) <= index) lo = mid + 1; else hi = mid;
+    }
+    return Math.max(0, lo - 1);
+  }
+
+  function setFoldOpen(fold, open) {
+    if (openFolds.has(fold.start) === open) return;
+    if (open) openFolds.add(fold.start); else openFolds.delete(fold.start);
+    rebuildView(); // the fold's own row keeps its place: only rows after it move
+    renderSoon();
   }
 
   // ---- the view: all lines, or the indices of the matching ones --------------------------------------------
@@ -109,8 +186,13 @@
   let filterTimer = null;
   let viewGeneration = 0;
 
-  const viewCount = () => (matches ? matches.length : lines.length);
-  const indexAt = (v) => (matches ? matches[v] : v);
+  const viewCount = () => (matches ? matches.length : view.length);
+  const entryAt = (v) => (matches ? matches[v] : view[v]);
+  // The line a row shows (a fold's: its first); 0 past either end (an empty filter result has no row at all).
+  const indexAt = (v) => {
+    const entry = entryAt(v);
+    return entry === undefined ? 0 : entryStart(entry);
+  };
 
   function lowerBound(sorted, value) {
     let lo = 0, hi = sorted.length;
@@ -147,7 +229,7 @@
     filterScanned = 0;
     viewGeneration += 1;
     // Clearing the filter keeps the line that was on top in view (find it filtered, then read around it).
-    viewTop = re ? 0 : anchor * ROW;
+    viewTop = re ? 0 : positionOf(anchor) * ROW;
     scheduleFilter();
     renderSoon();
   }
@@ -219,7 +301,7 @@
       pendingJump = n; // still arriving: jump when it is here
       return;
     }
-    let v = index;
+    let v = -1;
     if (matches) {
       const position = lowerBound(matches, index);
       if (filterScanned > index && matches[position] === index) {
@@ -228,6 +310,11 @@
         filterInput.value = "";
         setFilter("", false);
       }
+    }
+    if (v < 0) {
+      const fold = foldOf(index);
+      if (fold) setFoldOpen(fold, true);
+      v = positionOf(index);
     }
     targetLine = n;
     setFollowing(false);
@@ -320,7 +407,7 @@
     const first = Math.floor(viewTop / ROW);
     const start = Math.max(0, first - OVERSCAN);
     const end = Math.min(count, first + Math.ceil(viewHeight / ROW) + 1 + OVERSCAN);
-    const key = `${viewGeneration}:${start}:${end}:${failureLine}:${targetLine}:${end === 0 && filterScanned >= lines.length}`;
+    const key = `${viewGeneration}:${start}:${end}:${failureLine}:${targetLine}:${matches ? 0 : foldTick}:${end === 0 && filterScanned >= lines.length}`;
     if (key !== lastKey) {
       lastKey = key;
       drawRows(start, end);
@@ -335,7 +422,12 @@
     const fragment = document.createDocumentFragment();
     const [failStart, failEnd] = failureRange();
     for (let v = start; v < end; v++) {
-      const index = indexAt(v);
+      const entry = entryAt(v);
+      if (entry < 0) {
+        fragment.append(foldRow(folds[-entry - 1]));
+        continue;
+      }
+      const index = entry;
       const n = base + index;
       const text = lines[index];
       const row = document.createElement("div");
@@ -371,6 +463,34 @@
     }
     rowsBox.replaceChildren(fragment);
   }
+
+  // A fold's row: the count, and a button that opens or closes it. It stands for its lines: data-n is its last.
+  function foldRow(fold) {
+    const row = document.createElement("div");
+    row.className = "line log-fold";
+    row.dataset.n = base + fold.end;
+    row.dataset.first = base + fold.start;
+    const number = document.createElement("span");
+    number.className = "n";
+    const rank = document.createElement("span");
+    rank.className = "tp";
+    const toggle = document.createElement("button");
+    toggle.type = "button";
+    toggle.className = "t link fold-toggle";
+    const open = openFolds.has(fold.start);
+    toggle.setAttribute("aria-expanded", String(open));
+    const count = fold.end - fold.start + 1;
+    toggle.textContent = `${open ? "▾" : "▸"} ${count} /metrics scrapes (${open ? "click to fold" : "folded"}) · lines ${base + fold.start}–${base + fold.end}`;
+    row.append(number, rank, toggle);
+    return row;
+  }
+
+  rowsBox.addEventListener("click", (event) => {
+    const toggle = event.target.closest("button.fold-toggle");
+    if (!toggle) return;
+    const fold = foldOf(Number(toggle.parentElement.dataset.first) - base);
+    if (fold) setFoldOpen(fold, !openFolds.has(fold.start));
+  });
 
   function highlighted(text) {
     const found = filterRe && filterRe.exec(text);

@@ -25,7 +25,7 @@ from experiments.live import broadcast
 from experiments.reads.reports import build_report
 
 from ..analysis import ComparisonRow
-from ..models import AuditEvent, Delivery, Event, Experiment, Flag, Host, Run, Subscription
+from ..models import AuditEvent, Delivery, Event, Experiment, Flag, Host, Run, StudyRound, Subscription
 from .audit import Actor, record_event
 
 MAX_ERROR = 2000
@@ -81,8 +81,21 @@ def notify_if_experiment_ended(experiment_id: int) -> None:
         verdicts=verdict_lines(report.rows, simulated=report.simulated),
         url=absolute_url(experiment.get_absolute_url()),
         answers=[f"{SIMULATED}{card.sentence}" if card.simulated else card.sentence for card in report.cards],
+        recommendation=_study_recommendation(experiment),
     )
     notify(message, Subscription.objects.for_event(event, experiment_owner_id=experiment.created_by_id))
+
+
+def _study_recommendation(experiment: Experiment) -> list[str]:
+    """The recommendation of the study this experiment's round stopped, as its page words it (band by band,
+    settled or not yet); empty for any other experiment."""
+    round_ = StudyRound.objects.filter(experiment=experiment).select_related("study").first()
+    if round_ is None:
+        return []
+    study = round_.study
+    if study.is_running or study.studyround_set.filter(index__gt=round_.index).exists():
+        return []
+    return [f"Study {study.name}: {band['text']}" for band in study.recommendation]
 
 
 # A headroom study's copies: what a better draft would be worth, never a result someone could ship.

@@ -30,8 +30,9 @@ def do_cancel_run(run: Run, actor: Actor) -> bool:
     """Ask for a run to stop. A queued run is cancelled at once; a live one by its orchestrator (with teardown)."""
     if _cancel_queued_run(run, cancel_requested=True):
         _skip_round_without_baseline(run)
-        notify_if_experiment_ended(run.experiment_id)
+        # The study first: a round that ends it tells its recommendation in the round's own message.
         advance_study_of_run(run)
+        notify_if_experiment_ended(run.experiment_id)
     else:
         updated = Run.objects.filter(pk=run.pk, cancel_requested=False).exclude(state__in=Run.TERMINAL_STATES)
         if updated.update(cancel_requested=True) != 1:
@@ -99,8 +100,8 @@ def do_advance_run(run: Run, state: str, **facts: Any) -> None:
     if state == Run.State.SUCCEEDED:
         do_record_equivalence(run.experiment)
     if state in Run.TERMINAL_STATES:
+        advance_study_of_run(run)  # first: see do_cancel_run
         notify_if_experiment_ended(run.experiment_id)
-        advance_study_of_run(run)
 
 
 def _skip_round_without_baseline(run: Run) -> None:

@@ -74,7 +74,7 @@ def _card(name: str, rows: list[ComparisonRow], passes: int) -> VerdictCard:
         best = max(rows, key=lambda row: row.speedup)
         sentence = (
             f"{name}'s outputs differ from the baseline's at temperature 0, so its speed is no win "
-            f"(it ran {_ratio(best)} at c={best.concurrency})."
+            f"(it ran {ratio(best)} at c={best.concurrency})."
         )
         return VerdictCard(name, sentence, OUTPUTS_DIFFER, None)
     faster = [row for row in rows if row.verdict == FASTER]
@@ -126,7 +126,7 @@ def _agree(rows: list[ComparisonRow]) -> tuple[str, str]:
     return ("is", "it") if len(rows) == 1 else ("are", "them")
 
 
-def _ratio(row: ComparisonRow) -> str:
+def ratio(row: ComparisonRow) -> str:
     if row.ci_low is None or row.ci_high is None:
         return f"{row.speedup:.2f}x, no interval"
     return f"{row.speedup:.2f}x [{row.ci_low:.2f}, {row.ci_high:.2f}]"
@@ -134,9 +134,9 @@ def _ratio(row: ComparisonRow) -> str:
 
 def _ratios(rows: list[ComparisonRow]) -> str:
     if len(rows) == 1:
-        return _ratio(rows[0])
+        return ratio(rows[0])
     low, high = min(rows, key=lambda r: r.speedup), max(rows, key=lambda r: r.speedup)
-    return f"{_ratio(low)} to {_ratio(high)}"
+    return f"{ratio(low)} to {ratio(high)}"
 
 
 def _levels(rows: list[ComparisonRow], measured: list[int]) -> str:

@@ -148,6 +148,9 @@ def experiment_row_json(row: ExperimentRow) -> dict[str, Any]:
         "tags": experiment.tag_list,
         "created_at": experiment.created_at.isoformat(),
         "duration_s": row.duration.total_seconds() if row.duration else None,
+        # duration_s is the calendar span; a nightly series spans days its runs never took (`Experiment.time_taken`).
+        "run_time_s": row.time_taken.run_time.total_seconds() if row.time_taken else None,
+        "duration_text": str(row.time_taken) if row.time_taken else None,
         "best": None
         if best is None
         else {

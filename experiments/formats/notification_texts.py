@@ -58,14 +58,17 @@ def experiment_ended(
     verdicts: list[str],
     url: str,
     answers: Sequence[str] = (),
+    recommendation: Sequence[str] = (),
 ) -> Message:
     """`answers`: the experiment page's verdict card sentences, one per candidate, what the message leads with;
-    `verdicts`: one line per candidate and concurrency, already worded by the comparison."""
+    `verdicts`: one line per candidate and concurrency, already worded by the comparison; `recommendation`: the
+    bands of the study this experiment's round ended, as the study's page words them (they lead when given)."""
     if failed_runs:
         subject = _subject(f"Experiment {_name(name)} failed: {failed_runs} of {runs} runs failed")
     else:
         subject = _subject(f"Experiment {_name(name)} finished")
-    lines = [*answers, ""] if answers else []
+    lines = [*recommendation, ""] if recommendation else []
+    lines += [*answers, ""] if answers else []
     lines += [f"Experiment: {name}", f"Owner: {owner}", f"Host: {host}", f"Runs: {runs}, failed: {failed_runs}"]
     if verdicts:
         lines += ["", "Verdicts:", *(f"- {v}" for v in verdicts)]

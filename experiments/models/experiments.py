@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator
 from django.db import models
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, Q, Sum
 from django.urls import reverse
 from django.utils import timezone
 
+from ..formats.durations import in_words, span_in_words
 from .configs import BenchmarkProfile, ServerConfig
 from .hosts import Host
 
@@ -26,10 +29,50 @@ MAX_TAGS = 8
 NOTES_MAX_LENGTH = 20_000
 
 
+# An experiment whose calendar span is more than this many times its runs' own time was launched spread out (a
+# nightly series, re-runs days later): its span is no duration of anything, so it is not called one.
+SPREAD_OUT = 2
+
+
+@dataclass(frozen=True)
+class TimeTaken:
+    """How long an experiment took: its calendar span (the first run's start to the last one's end), the sum of
+    its runs' own durations, and the runs that ran."""
+
+    span: timedelta
+    run_time: timedelta
+    launches: int
+
+    @property
+    def is_spread_out(self) -> bool:
+        return self.launches > 1 and self.span > SPREAD_OUT * self.run_time
+
+    def __str__(self) -> str:
+        """ "1 h 5 min", or for launches spread out "22 launches over 13 days (5 h 30 min of runs)"."""
+        if self.is_spread_out:
+            span = span_in_words(self.span.total_seconds())
+            return f"{self.launches} launches over {span} ({in_words(self.run_time.total_seconds())} of runs)"
+        return in_words(self.span.total_seconds())
+
+
 class ExperimentQuerySet(models.QuerySet["Experiment"]):
     def scheduled_due(self, now: datetime) -> ExperimentQuerySet:
         """Scheduled experiments whose next launch time has come."""
         return self.exclude(schedule="").filter(next_scheduled_at__lte=now)
+
+    def with_time_taken(self) -> ExperimentQuerySet:
+        """Annotated with what `Experiment.time_taken` reads, computed by the database (a table sorts by it)."""
+        from .runs import Run  # runs.py imports this module
+
+        ran = Q(run__started_at__isnull=False, run__finished_at__isnull=False)
+        own_time = ExpressionWrapper(F("run__finished_at") - F("run__started_at"), output_field=DurationField())
+        return self.annotate(
+            first_started_at=Min("run__started_at"),
+            last_finished_at=Max("run__finished_at"),
+            run_time=Sum(own_time, filter=ran),
+            launches_ran=Count("run", filter=ran),
+            unfinished_runs=Count("run", filter=~Q(run__state__in=Run.TERMINAL_STATES)),
+        )
 
 
 class Experiment(models.Model):
@@ -123,6 +166,20 @@ class Experiment(models.Model):
     @property
     def status(self) -> str:
         return self.status_of(list(self.run_set.all()))
+
+    @property
+    def time_taken(self) -> TimeTaken | None:
+        """How long it took, once every run ended (None before, or when none ran); from the annotations of
+        `ExperimentQuerySet.with_time_taken` where the row has them (a table), else one query."""
+        if not hasattr(self, "launches_ran"):
+            row = type(self).objects.filter(pk=self.pk).with_time_taken().get()
+            for name in ("first_started_at", "last_finished_at", "run_time", "launches_ran", "unfinished_runs"):
+                setattr(self, name, getattr(row, name))
+        values = self.__dict__
+        if values["unfinished_runs"] or not values["launches_ran"] or values["first_started_at"] is None:
+            return None
+        span = values["last_finished_at"] - values["first_started_at"]
+        return TimeTaken(span, values["run_time"] or timedelta(0), values["launches_ran"])
 
 
 class Candidate(models.Model):

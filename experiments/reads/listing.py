@@ -23,8 +23,6 @@ from django.db.models import (
     Exists,
     ExpressionWrapper,
     F,
-    Max,
-    Min,
     OuterRef,
     Prefetch,
     Q,
@@ -35,7 +33,7 @@ from django.db.models import (
 
 from experiments import analysis
 from experiments.models import Candidate, Experiment, Measurement, Run
-from experiments.models.experiments import TAG_PATTERN
+from experiments.models.experiments import TAG_PATTERN, TimeTaken
 
 PAGE_SIZE = 50
 MAX_RANKED = 1000  # a sort by best speedup computes the statistics of at most this many experiments
@@ -50,7 +48,7 @@ SORTS = {
     "host": "host__name",
     "owner": "created_by__username",
     "status": "list_status",
-    "duration": "duration",
+    "duration": "run_time_taken",
     "submitted": "created_at",
     "speedup": "",
 }
@@ -120,6 +118,7 @@ class ExperimentRow:
     status: str
     candidates: list[str]
     duration: timedelta | None
+    time_taken: TimeTaken | None = None
     best: analysis.ComparisonRow | None = None
     settling: str = ""
 
@@ -165,31 +164,36 @@ def experiments_table(query: ListingQuery) -> Listing:
 
 
 def _filtered(query: ListingQuery) -> QuerySet[Experiment]:
-    terminal = Run.TERMINAL_STATES
     experiments = (
         Experiment.objects.select_related("host", "created_by", "baseline", "profile")
         .prefetch_related(
             Prefetch("candidate_set", queryset=Candidate.objects.select_related("config").order_by("position"))
         )
+        .with_time_taken()
         .annotate(
             n_runs=Count("run"),
             n_queued=Count("run", filter=Q(run__state=Run.State.QUEUED)),
-            n_unfinished=Count("run", filter=~Q(run__state__in=terminal)),
             n_failed=Count("run", filter=Q(run__state=Run.State.FAILED)),
-            started=Min("run__started_at"),
-            ended=Max("run__finished_at"),
         )
         .annotate(
             list_status=Case(
                 When(Q(n_runs=0) | Q(n_queued=F("n_runs")), then=Value(Experiment.Status.QUEUED.value)),
-                When(n_unfinished__gt=0, then=Value(Experiment.Status.RUNNING.value)),
+                When(unfinished_runs__gt=0, then=Value(Experiment.Status.RUNNING.value)),
                 When(n_failed__gt=0, then=Value(Experiment.Status.FAILED.value)),
                 default=Value(Experiment.Status.FINISHED.value),
             ),
+            # The calendar span (the API's duration_s, as it always was) ...
             duration=Case(
-                When(n_unfinished=0, then=ExpressionWrapper(F("ended") - F("started"), output_field=DurationField())),
+                When(
+                    unfinished_runs=0,
+                    then=ExpressionWrapper(F("last_finished_at") - F("first_started_at"), output_field=DurationField()),
+                ),
                 default=None,
                 output_field=DurationField(),
+            ),
+            # ... and what the Duration column shows and sorts by: the runs' own time (`Experiment.time_taken`).
+            run_time_taken=Case(
+                When(unfinished_runs=0, then=F("run_time")), default=None, output_field=DurationField()
             ),
         )
     )
@@ -237,6 +241,7 @@ def _row(experiment: Experiment) -> ExperimentRow:
         status=experiment.list_status,  # type: ignore[attr-defined]
         candidates=[c.config.name for c in experiment.candidate_set.all()],
         duration=experiment.duration,  # type: ignore[attr-defined]
+        time_taken=experiment.time_taken,
     )
 
 

@@ -54,6 +54,9 @@ def study_json(study: Study) -> dict[str, Any]:
             {
                 "config": name,
                 "config_id": config_id,
+                # The reference every speedup is over, never a candidate: its `standing` is the racing rule's
+                # (kept as the API has it), the page calls it the reference.
+                "is_baseline": name == plan.BASELINE,
                 "state": state,
                 "values": _values(space, name),
                 "speedups": {level: _speedup(races[level], name) for level in races},

@@ -11,6 +11,7 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from experiments.formats import durations
 from experiments.formats.markdown import render_markdown
 
 register = template.Library()
@@ -49,14 +50,7 @@ def duration(seconds: Any) -> str:
     """Seconds as a person reads an estimate: "45 s", "12 min", "3 h 20 min"."""
     if seconds is None:
         return "—"
-    seconds = max(0, round(float(seconds)))
-    if seconds < 90:
-        return f"{seconds} s"
-    minutes = round(seconds / 60)
-    if minutes < 90:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return durations.in_words(seconds)
 
 
 @register.filter

@@ -17,7 +17,17 @@ from django.utils import timezone
 from dashboard.asgi import application
 from experiments.actions.runs import do_advance_run
 from experiments.actions.studies import do_advance_study
-from experiments.models import AuditEvent, Experiment, Measurement, PinnedBaseline, Run, Study, StudyRound
+from experiments.models import (
+    AuditEvent,
+    Delivery,
+    Experiment,
+    Measurement,
+    PinnedBaseline,
+    Run,
+    Study,
+    StudyRound,
+    Subscription,
+)
 
 from .factories import MODELS, make_host, make_measurement
 
@@ -103,9 +113,24 @@ def test_it_plans_each_round_once_and_stops_with_a_recommendation_per_band(api, 
     body = api(owner, "get", f"/api/studies/{study.pk}").json()
     assert [(b["concurrency"], b["config"]) for b in body["best"]] == [(1, "s2-k1-d3"), (8, "baseline")]
     assert body["recommendation"][0]["text"].startswith("c = 1: s2-k1-d3, 1.12x")
-    assert body["recommendation"][1]["text"] == "c = 8: no speculation"
+    assert body["recommendation"][1]["text"] == "c = 8: no speculation; settled"
+    assert body["best"][0]["settled"] and body["best"][1]["versus"] in ("s1-k1-d2", "s2-k1-d3")
     assert body["budget"]["launches_spent"] <= 12
     assert {t["config"]: t["state"] for t in body["trials"]}["s3-k1-d4"] == "failed"
+
+
+def test_it_tells_the_recommendation_in_the_message_of_the_round_that_ended_the_study(api, owner):
+    Subscription.objects.create(
+        user=owner, channel=Subscription.Channel.BROWSER, events=["experiment_finished", "experiment_failed"]
+    )
+    study = _finished_study(api, owner)
+
+    rounds = list(study.studyround_set.order_by("index"))
+    bodies = {d.url.rstrip("/").rsplit("/", 1)[-1]: d.body for d in Delivery.objects.filter(user=owner)}
+    last = bodies[str(rounds[-1].experiment_id)]
+    bands = [f"Study {study.name}: {band['text']}" for band in study.recommendation]
+    assert last.startswith("\n".join(bands)) and "; settled" in last
+    assert not any("Study " in bodies[str(r.experiment_id)] for r in rounds[:-1])
 
 
 HUGE: dict[str, Any] = {
@@ -152,6 +177,21 @@ def test_it_shows_the_study_page_to_viewers_only(client, owner, outsider, api):
     client.force_login(owner)
     page = client.get(study.get_absolute_url())
     assert page.status_code == 200 and b"0</strong> of 12 launches spent" in page.content
+
+
+def test_it_shows_the_baseline_as_the_reference_never_as_eliminated(api, client, owner):
+    study = _start(api, owner)
+    # Every candidate clearly faster at c=1: the racing rule puts the baseline below the leader ("eliminated").
+    _finish_round(study, {**TRUTH, "baseline": {1: 60.0, 8: 460.0}})
+    body = api(owner, "get", f"/api/studies/{study.pk}").json()
+    baseline, *candidates = body["trials"]
+
+    assert baseline["is_baseline"] and not any(t["is_baseline"] for t in candidates)
+    assert baseline["cells"][0]["standing"] == "eliminated"  # the API's value, as it always was
+    client.force_login(owner)
+    page = client.get(study.get_absolute_url()).content.decode()
+    row = page.split('<tr data-config="baseline">')[1].split("</tr>")[0]
+    assert row.count("reference (baseline)") == 2 and "eliminated" not in row and "standing-reference" in row
 
 
 def _finished_study(api, user) -> Study:
