@@ -14,6 +14,21 @@ from .hosts import Host
 from .runs import Run
 
 
+class OfMetric:
+    """A row about one history metric (`metric`, a key of analysis.METRICS): its unit and digits for the pages."""
+
+    metric: str
+
+    @property
+    def unit(self) -> str:
+        """The unit of its means ("tok/s", "tokens/step")."""
+        return analysis.METRICS[self.metric].unit
+
+    @property
+    def digits(self) -> int:
+        return analysis.METRICS[self.metric].digits
+
+
 class FlagQuerySet(models.QuerySet["Flag"]):
     def of_series(self, host: Host | int, config_hash: str, profile_key: str) -> FlagQuerySet:
         """The flags holding one history series (any concurrency), also those led by another config of the host."""
@@ -21,7 +36,7 @@ class FlagQuerySet(models.QuerySet["Flag"]):
         return self.filter(holding, host=host, profile_key=profile_key).distinct()
 
 
-class Flag(models.Model):
+class Flag(OfMetric, models.Model):
     """A regression or anomaly found in a (host, config, profile, concurrency) series; the team triages it."""
 
     class Triage(models.TextChoices):
@@ -82,14 +97,6 @@ class Flag(models.Model):
     def is_open(self) -> bool:
         return self.triage in self.OPEN_STATES
 
-    @property
-    def unit(self) -> str:
-        """The unit of its means, for the pages ("tok/s", "tokens/step")."""
-        return analysis.METRICS[self.metric].unit
-
-    @property
-    def digits(self) -> int:
-        return analysis.METRICS[self.metric].digits
 
 
 class FlagSeries(models.Model):

@@ -9,7 +9,7 @@ from .. import analysis
 from .configs import ServerConfig
 from .experiments import Experiment
 from .hosts import Host
-from .review import Flag
+from .review import Flag, OfMetric
 from .runs import Run
 
 
@@ -64,7 +64,7 @@ class Suspicion(models.Model):
         )
 
 
-class SuspectSeries(models.Model):
+class SuspectSeries(OfMetric, models.Model):
     """One concurrency of a suspicion: the hypotheses its sequential test weighs, and the values it has seen."""
 
     class State(models.TextChoices):
@@ -101,14 +101,6 @@ class SuspectSeries(models.Model):
 
     def test(self) -> analysis.SuspectedChange:
         return analysis.SuspectedChange(**self.hypotheses)
-
-    @property
-    def unit(self) -> str:
-        return analysis.METRICS[self.metric].unit
-
-    @property
-    def digits(self) -> int:
-        return analysis.METRICS[self.metric].digits
 
     @property
     def after_mean(self) -> float | None:
