@@ -356,6 +356,17 @@ class ImportFileIn(Schema):
 
 
 class ImportIn(Schema):
+    """Into an existing `experiment` (by id), or a new one on `host` (by name): one of the two."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["experiment"], "properties": {"experiment": {"type": "integer"}}},
+                {"required": ["host"], "properties": {"host": {"type": "string"}}},
+            ]
+        }
+    )
+
     experiment: Annotated[int | None, WithJsonSchema({"anyOf": [_ID, {"type": "null"}]})] = None
     name: Annotated[str | None, _text(column_length(Experiment, "name"), required=False)] = None
     host: Annotated[str | None, WithJsonSchema({"anyOf": [{"type": "string", "minLength": 1}, {"type": "null"}]})] = (
