@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field, WithJsonSchema
 from experiments.analysis import slo
 from experiments.formats import imported_results
 from experiments.formats.prompt_sampling import MAX_UPLOAD_BYTES
-from experiments.rules import launch_policy, log_metrics, sweeps
+from experiments.rules import headroom, launch_policy, log_metrics, sweeps
 
 from ..forms import ENV_NAME, MAX_CONCURRENCY, BenchmarkProfileForm, PromptSetUploadForm, RerunForm, ScheduleForm
 from ..forms.configs import MAX_EXPECT_ITEMS, MAX_EXPECT_TEXT
@@ -379,9 +379,10 @@ class HeadroomIn(Schema):
     config: Annotated[
         int | str, WithJsonSchema({"anyOf": [_ID, {"type": "string", "minLength": 1, "maxLength": 200}]})
     ]  # a candidate of the experiment, by id or name
+    # Each at most the longest accept length any config reaches (steps + 1); the config's own steps bound it too.
     accept_lengths: Annotated[
-        list[float],
-        WithJsonSchema({"type": "array", "maxItems": 12, "items": {"type": "number", "minimum": 1, "maximum": 17}}),
+        list[Annotated[float, Field(ge=1, le=_BOUNDS["speculative_num_steps"][1] + 1)]],
+        Field(max_length=headroom.MAX_LENGTHS),
     ] = []  # empty: 1.5, 2, 2.5 ... up to steps + 1
 
 
