@@ -115,7 +115,7 @@ ENV_SCHEMA = {
     "propertyNames": {"pattern": ENV_NAME_PATTERN, "maxLength": launch_policy.MAX_ENV_NAME_LENGTH},
     "additionalProperties": ENV_VALUE,
 }
-ARG = {**ENV_VALUE, "minLength": 1}
+ARG = {**ENV_VALUE, "minLength": 1, "maxLength": launch_policy.MAX_EXTRA_ARG_LENGTH}
 LOG_METRICS_SCHEMA = {
     "type": "object",
     "maxProperties": log_metrics.MAX_METRICS,
@@ -144,7 +144,7 @@ class ConfigIn(Schema):
     tp_size: Annotated[int | None, int_schema(*_BOUNDS["tp_size"], nullable=True)] = None
     env: Annotated[dict[str, Any] | None, WithJsonSchema(ENV_SCHEMA)] = None
     extra_args: Annotated[
-        list[str] | None, WithJsonSchema({"type": "array", "maxItems": launch_policy.MAX_ENV_VARS, "items": ARG})
+        list[str] | None, WithJsonSchema({"type": "array", "maxItems": launch_policy.MAX_EXTRA_ARGS, "items": ARG})
     ] = None
     expect: ExpectIn | None = None
     log_metrics: Annotated[dict[str, Any] | None, WithJsonSchema(LOG_METRICS_SCHEMA)] = None
@@ -171,7 +171,7 @@ class ProfileIn(Schema):
 
     # Also taken as the page's text ("1, 4"), which the schema leaves out: a list is what the API documents.
     concurrency: Annotated[
-        list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] | str | None,
+        list[int] | str | None,
         WithJsonSchema({"type": "array", "minItems": 1, "maxItems": MAX_CONCURRENCY_LEVELS, "items": _LEVELS}),
     ] = None
     prompt_set: Annotated[int | None, WithJsonSchema({"anyOf": [_ID, {"type": "null"}]})] = None

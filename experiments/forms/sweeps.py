@@ -18,7 +18,7 @@ from ..models import MANAGED_FLAGS, Host
 from .configs import ServerConfigForm, split_eagle3_profile
 from .profiles import BenchmarkProfileForm
 from .submission import ExperimentSubmission, config_form_data, plain_errors
-from .values import CONFLICT, ECHO, NOT_ALLOWED, format_env, no_control_chars
+from .values import CONFLICT, ECHO, format_env, no_control_chars, policy_error
 
 # The page's sweep inputs belong to a form of their own (`form="sweep-form"`), outside the experiment's: submitting
 # the experiment never carries, and so never silently drops, a sweep that was not turned into candidates.
@@ -120,7 +120,7 @@ class SweepForm(forms.Form):
             for value in values:
                 problems = launch_policy.extra_args_refusals([flag, value], MANAGED_FLAGS, self.extra_flags)
                 if problems:
-                    raise ValidationError([ValidationError(f"{p}.", code=NOT_ALLOWED) for p in problems])
+                    raise ValidationError([policy_error(p) for p in problems])
         return varied
 
     def clean_env(self) -> sweeps.Varied:
@@ -129,7 +129,7 @@ class SweepForm(forms.Form):
             for value in values:
                 problems = launch_policy.env_refusals({name: value}, self.extra_env_prefixes)
                 if problems:
-                    raise ValidationError([ValidationError(f"{p}.", code=NOT_ALLOWED) for p in problems])
+                    raise ValidationError([policy_error(p) for p in problems])
         return varied
 
     def clean(self) -> dict[str, Any]:

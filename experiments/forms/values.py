@@ -30,6 +30,11 @@ MAX_CONCURRENCY = 4096
 MAX_CONCURRENCY_LEVELS = 32  # each level is a benchmark cell per pass: 32 is already hours of benchmarking
 
 
+def policy_error(problem: str) -> ValidationError:
+    """A refusal of the launch policy: of a value's shape (the API's schema states it), or NOT_ALLOWED."""
+    return ValidationError(f"{problem}.", code="invalid" if launch_policy.is_shape_refusal(problem) else NOT_ALLOWED)
+
+
 def no_control_chars(value: str, what: str) -> None:
     if CONTROL_CHARS.search(value):
         raise ValidationError(f"{what} must not contain control characters or newlines.")
@@ -38,7 +43,7 @@ def no_control_chars(value: str, what: str) -> None:
 def _check_env_policy(env: dict[str, Any], extra_prefixes: Iterable[str]) -> None:
     problems = launch_policy.env_refusals(env, extra_prefixes)
     if problems:
-        raise ValidationError([ValidationError(f"{problem}.", code=NOT_ALLOWED) for problem in problems])
+        raise ValidationError([policy_error(problem) for problem in problems])
 
 
 def parse_env(text: str, extra_prefixes: Iterable[str] = ()) -> dict[str, str]:
@@ -86,7 +91,7 @@ def check_extra_args(args: Any, extra_flags: Iterable[str] = ()) -> list[str]:
     # argparse accepts unique prefixes, so `--tp` or `--speculative-num-st` would also override a field.
     problems = launch_policy.extra_args_refusals(args, MANAGED_FLAGS, extra_flags)
     if problems:
-        raise ValidationError([ValidationError(f"{problem}.", code=NOT_ALLOWED) for problem in problems])
+        raise ValidationError([policy_error(problem) for problem in problems])
     return args
 
 
