@@ -117,13 +117,21 @@ api = SpecdashApi(
 )
 
 # The parts of a location that name no field: a body's parameter, and the branch of a union pydantic tried.
-_NOT_A_FIELD = re.compile(r"[A-Z]\w*In|constrained-int|int|str|bool|float|(list|dict)\[.*")
+_NOT_A_FIELD = re.compile(r"[A-Z]\w*In|constrained-int|int|str|bool|float|(list|dict|function-\w+)\[.*")
+
+
+def _may_change_anything(request: HttpRequest) -> bool:
+    # Members and up submit (add_experiment); only admins may register hosts. Viewers and outsiders change nothing.
+    return request.user.has_perm("experiments.add_experiment") or request.user.has_perm("experiments.add_host")
 
 
 @api.exception_handler(NinjaValidationError)
 def _schema_refusal(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
     """A request the schema refuses: django-ninja's `detail`, and the same under `errors` by the API's field names
-    (`candidates.0.tp_size`), as the forms answer."""
+    (`candidates.0.tp_size`), as the forms answer. A user whose role may change nothing hears 403 whatever the body
+    (the handler, which checks the role, never runs on a body the schema refuses)."""
+    if request.method != "GET" and not _may_change_anything(request):
+        return api.create_response(request, {"detail": "Your role does not allow this."}, status=403)
     errors: dict[str, list[str]] = {}
     for item in exc.errors:
         where, *path = [str(part) for part in item.get("loc", [])] or ["body"]

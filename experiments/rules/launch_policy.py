@@ -113,7 +113,9 @@ def env_value_refusal(name: str, value: Any) -> str | None:
 
 # The refusals of a value's shape (how many, how long, which characters, which type): what the API's schema states,
 # unlike the lists of names and the value rules, which only this policy knows.
-_SHAPE_REFUSAL = re.compile(r"\AAt most \d+ |is longer than \d+ characters|must not contain control|must be a string")
+_SHAPE_REFUSAL = re.compile(
+    r"\AAt most \d+ |is longer than \d+ characters|must not contain control|must be a string|is not a valid environment"
+)
 
 
 def is_shape_refusal(problem: str) -> bool:
