@@ -267,9 +267,12 @@ CONFIG_NAME_MAX = ServerConfig._meta.get_field("name").max_length or 128
 class RemedyRefused(Exception):
     """The remedy cannot be applied: the run has none by that id, it is advice, or the changed config is refused."""
 
-    def __init__(self, message: str, errors: dict[str, list[str]] | None = None) -> None:
+    def __init__(self, message: str, errors: dict[str, list[str]] | None = None, *, kind: str = "conflict") -> None:
         super().__init__(message)
         self.errors = errors or {}
+        # What kind of refusal (the API's status): "not_found" (no such remedy), "over_quota", or "conflict" with the
+        # run, its experiment or the config the change makes.
+        self.kind = kind
 
 
 @transaction.atomic
@@ -283,7 +286,7 @@ def do_rerun_with_remedy(run: Run, remedy_id: str, actor: Actor) -> tuple[Server
     run = Run.objects.select_related("config", "host", "experiment__profile").get(pk=run.pk)
     remedy = next((r for r in run.remedies() if r.id == remedy_id), None)
     if remedy is None:
-        raise RemedyRefused(f"Run {run.pk} has no remedy “{remedy_id[:64]}”.")
+        raise RemedyRefused(f"Run {run.pk} has no remedy “{remedy_id[:64]}”.", kind="not_found")
     if remedy.change is None:
         raise RemedyRefused(f"“{remedy.title}” is advice, not a change of the config: nothing to re-run.")
     old = run.config
@@ -314,7 +317,7 @@ def do_rerun_with_remedy(run: Run, remedy_id: str, actor: Actor) -> tuple[Server
         # new version on refusal).
         check_launch_quota(actor, experiment.host, queued_with, experiment.profile.launches, experiment.profile)
     except QuotaExceeded as exc:
-        raise RemedyRefused(str(exc)) from exc
+        raise RemedyRefused(str(exc), kind="over_quota") from exc
     last_sequence, last_launch = experiment.run_set.order_by("-sequence").values_list("sequence", "launch_index")[0]
     runs = _queue_runs(
         experiment,

@@ -4,12 +4,14 @@ configs, profiles and hosts given inline or by id."""
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Schema
 from ninja.errors import HttpError
+from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, django_auth
 
 from ..forms import (
@@ -19,7 +21,7 @@ from ..forms import (
     config_form_data,
     profile_form_data,
 )
-from ..models import ApiToken, BenchmarkProfile, Experiment, Host, ServerConfig
+from ..models import ApiToken, BenchmarkProfile, Experiment, Host, PromptSet, ServerConfig
 
 
 class BearerToken(HttpBearer):
@@ -70,7 +72,7 @@ _ERRORS = {
     "400": "The body is not JSON, or is larger than the API accepts",
     "401": "No valid token or session",
     "403": "The user's role (or ownership of the object) does not allow this",
-    "404": "No such object",
+    "404": "No such object: an id in the path, or one in the body or query (the answer names the field)",
     "422": "A parameter or a field of the body is invalid; the answer names it",
 }
 
@@ -84,7 +86,7 @@ def _operation_errors(operation: dict[str, Any]) -> list[str]:
         "401",
         "403",
         *(["400"] if has_body else []),
-        *(["404"] if "path" in locations else []),
+        *(["404"] if "path" in locations or has_body else []),
         *(["422"] if locations or has_body else []),
     ]
 
@@ -114,6 +116,29 @@ api = SpecdashApi(
     docs_decorator=_viewers_only,
 )
 
+# The parts of a location that name no field: a body's parameter, and the branch of a union pydantic tried.
+_NOT_A_FIELD = re.compile(r"[A-Z]\w*In|constrained-int|int|str|bool|float|(list|dict|function-\w+)\[.*")
+
+
+def _may_change_anything(request: HttpRequest) -> bool:
+    # Members and up submit (add_experiment); only admins may register hosts. Viewers and outsiders change nothing.
+    return request.user.has_perm("experiments.add_experiment") or request.user.has_perm("experiments.add_host")
+
+
+@api.exception_handler(NinjaValidationError)
+def _schema_refusal(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    """A request the schema refuses: django-ninja's `detail`, and the same under `errors` by the API's field names
+    (`candidates.0.tp_size`), as the forms answer. A user whose role may change nothing hears 403 whatever the body
+    (the handler, which checks the role, never runs on a body the schema refuses)."""
+    if request.method != "GET" and not _may_change_anything(request):
+        return api.create_response(request, {"detail": "Your role does not allow this."}, status=403)
+    errors: dict[str, list[str]] = {}
+    for item in exc.errors:
+        where, *path = [str(part) for part in item.get("loc", [])] or ["body"]
+        names = [part for part in (path[1:] if where == "body" else path) if not _NOT_A_FIELD.fullmatch(part)]
+        errors.setdefault(".".join(names) or where, []).append(str(item.get("msg", "invalid")))
+    return api.create_response(request, {"detail": exc.errors, "errors": errors}, status=422)
+
 
 def require(request: HttpRequest, perm: str) -> None:
     """403 unless the user's role grants `perm` (see roles.py)."""
@@ -126,29 +151,43 @@ def require_manage(request: HttpRequest, experiment: Experiment) -> None:
         raise HttpError(403, "Only the experiment's owner or a maintainer may do this.")
 
 
-def config_data(value: dict[str, Any] | int, path: str) -> dict[str, Any]:
+def config_data(value: Any, path: str) -> dict[str, Any]:
+    """A config given inline (a body's ConfigIn, or its plain object) or by id, as the config form's data; 404 naming
+    `path` for an id that names no row."""
+    if isinstance(value, Schema):
+        value = value.form_payload()  # type: ignore[attr-defined]
     if isinstance(value, int):
         config = ServerConfig.objects.filter(pk=value).first()
         if config is None:
-            raise HttpError(422, f"{path}: no config with id {value}")
+            raise HttpError(404, f"{path}: no config with id {value}")
         return config_form_data({**config.launch_spec(), "name": config.name})
     return config_form_data(value)
 
 
-def profile_data(value: dict[str, Any] | int) -> dict[str, Any]:
+def profile_data(value: Any) -> dict[str, Any]:
+    """A profile given inline (a body's ProfileIn, or its plain object) or by id, as the profile form's data; 404 for
+    an id (its own, or its prompt set's) that names no row."""
+    if isinstance(value, Schema):
+        value = value.form_payload()  # type: ignore[attr-defined]
     if isinstance(value, int):
         profile = BenchmarkProfile.objects.filter(pk=value).first()
         if profile is None:
-            raise HttpError(422, f"profile: no profile with id {value}")
+            raise HttpError(404, f"profile: no profile with id {value}")
         value = {f: getattr(profile, f) for f in (*BenchmarkProfileForm.Meta.fields, "concurrency")}
+    else:
+        prompt_set = value.get("prompt_set")
+        if isinstance(prompt_set, int) and not PromptSet.objects.filter(pk=prompt_set).exists():
+            raise HttpError(404, f"profile.prompt_set: no prompt set with id {prompt_set}")
     return profile_form_data(apply_profile_defaults(value))
 
 
 def host_name(value: str | int) -> str:
-    if isinstance(value, int):
-        host = Host.objects.filter(pk=value).first()
-        return host.name if host else str(value)
-    return value
+    """The name of a host given by name or id; 404 when it names none."""
+    host = Host.objects.filter(**({"pk": value} if isinstance(value, int) else {"name": value})).first()
+    if host is None:
+        named = f"with id {value}" if isinstance(value, int) else f"named {value[:80]!r}"
+        raise HttpError(404, f"host: no host {named}")
+    return host.name
 
 
 def api_user(request: HttpRequest):

@@ -2,24 +2,43 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from django.http import HttpRequest
-from ninja import Query, Status
+from ninja import Query
+from pydantic import Field
 
 from experiments.reads import profile_traces
-from experiments.reads.comparisons import MAX_PICKS, NotComparable, build_comparison, parse_picks
+from experiments.reads.comparisons import (
+    MAX_PICKS,
+    PICK_PATTERN,
+    NotComparable,
+    PickNotFound,
+    PicksDiffer,
+    build_comparison,
+    parse_picks,
+)
 
 from .base import api, require
+from .refusals import documented, refused, responses
+
+# The picks as parse_picks reads them (the schema states the list's bounds and each pick's shape); what no schema
+# states is answered: a pick that names no row is a 404, picks measured with different request shapes a 409.
+PICKS = Query(..., min_length=1, max_length=MAX_PICKS)
+PickText = Annotated[str, Field(pattern=PICK_PATTERN)]
 
 
-@api.get("/compare", response={200: dict, 422: dict})
-def compare(request: HttpRequest, pick: Query[list[str]] = None):  # type: ignore[assignment]
+@api.get("/compare", response=responses(200, 409), openapi_extra=documented(404, 409))
+def compare(request: HttpRequest, pick: list[PickText] = PICKS):
     """`?pick=r12&pick=c3-7`: runs (`r<run id>`) or an experiment's config (`c<experiment id>-<config id>`), the
-    first the reference; 422 with the reason when they do not compare (different request shapes, unknown picks)."""
+    first the reference; 404 for a pick that names no run or config, 409 when they do not compare (different
+    request shapes), 422 with the reason for a pick that is not one."""
     require(request, "experiments.view_run")
     try:
         result = build_comparison(parse_picks((pick or [])[: MAX_PICKS + 1]))
-    except NotComparable as refused:
-        return Status(422, {"detail": str(refused), "errors": {"pick": [str(refused)]}})
+    except NotComparable as exc:
+        status = 404 if isinstance(exc, PickNotFound) else 409 if isinstance(exc, PicksDiffer) else 422
+        return refused(str(exc), {"pick": [str(exc)]}, status)
     return {
         "reference": result.reference.label,
         "picks": [

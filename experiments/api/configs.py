@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import Body, Status
+from ninja import Status
 
 from experiments.api import serializers
 from experiments.reads import config_history
 
 from ..actions.audit import Actor
 from ..actions.configs import do_create_config, do_create_profile
-from ..forms import (
-    BenchmarkProfileForm,
-    ServerConfigForm,
-    apply_profile_defaults,
-    config_form_data,
-    plain_errors,
-    profile_form_data,
-)
+from ..forms import BenchmarkProfileForm, ServerConfigForm, config_form_data, plain_errors
 from ..models import BenchmarkProfile, ServerConfig
-from .base import api, require
+from .base import api, profile_data, require
+from .bodies import ConfigIn, NamedProfileIn
+from .refusals import documented, refused, responses, status_of
 
 PROFILE_NAME_MAX = BenchmarkProfile._meta.get_field("name").max_length or 128
 
@@ -41,12 +34,12 @@ def get_config(request: HttpRequest, config_id: int):
     return config_history.config_history_json(get_object_or_404(ServerConfig, pk=config_id))
 
 
-@api.post("/configs", response={201: dict, 422: dict})
-def create_config(request: HttpRequest, payload: Body[dict[str, Any]]):
+@api.post("/configs", response=responses(201, 403, 404, 409), openapi_extra=documented(403, 404, 409))
+def create_config(request: HttpRequest, payload: ConfigIn):
     require(request, "experiments.add_serverconfig")
-    form = ServerConfigForm(config_form_data(payload))
+    form = ServerConfigForm(config_form_data(payload.form_payload()))
     if not form.is_valid():
-        return Status(422, {"detail": "invalid config", "errors": plain_errors(form)})
+        return refused("invalid config", plain_errors(form), status_of([form]))
     # The very same stored config (same name and content) is reused, not re-owned.
     config = do_create_config(Actor.of(request), form.save_unsaved())
     return Status(201, serializers.config_json(config))
@@ -58,11 +51,13 @@ def list_profiles(request: HttpRequest, limit: int = 200, q: str = ""):
     return [serializers.profile_json(p) for p in config_history.search_profiles(q[:200])[: min(max(limit, 1), 1000)]]
 
 
-@api.post("/profiles", response={201: dict, 422: dict})
-def create_profile(request: HttpRequest, payload: Body[dict[str, Any]]):
+@api.post("/profiles", response=responses(201, 404, 409), openapi_extra=documented(404, 409))
+def create_profile(request: HttpRequest, payload: NamedProfileIn):
     require(request, "experiments.add_benchmarkprofile")
-    name = str(payload.get("name") or "").strip()
-    form = BenchmarkProfileForm(profile_form_data(apply_profile_defaults(payload)))
+    name = payload.name.strip()
+    fields = payload.form_payload()
+    fields.pop("name")
+    form = BenchmarkProfileForm(profile_data(fields))
     name_problem = "This field is required." if not name else None
     if len(name) > PROFILE_NAME_MAX:
         name_problem = f"Ensure this value has at most {PROFILE_NAME_MAX} characters."
@@ -70,6 +65,6 @@ def create_profile(request: HttpRequest, payload: Body[dict[str, Any]]):
         errors = plain_errors(form) if form.errors else {}
         if name_problem:
             errors["name"] = [name_problem]
-        return Status(422, {"detail": "invalid profile", "errors": errors})
+        return refused("invalid profile", errors, 422 if name_problem else status_of([form]))
     profile = do_create_profile(Actor.of(request), form.save_unsaved(name=name))
     return Status(201, serializers.profile_json(profile))

@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import Prefetch, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import Body, Schema, Status
+from ninja import Status
 
 from experiments.api import serializers
 from experiments.reads import environments, prompt_reports
@@ -27,23 +27,12 @@ from ..forms import (
 )
 from ..models import Experiment, Flag, FlagSeries, Suspicion
 from .base import api, config_data, host_name, profile_data, require, require_manage
+from .bodies import ExperimentIn, RerunIn, ScheduleIn
+from .refusals import documented, refused, responses, status_of
 from .sweeps import sweep_form
 
 
-class ExperimentIn(Schema):
-    name: str
-    host: str | int
-    baseline: dict[str, Any] | int
-    candidates: list[dict[str, Any] | int] = []  # none: the baseline measured alone
-    profile: dict[str, Any] | int
-    run_candidates_without_baseline: bool = False
-    # Every run records profiler traces after its measured cells (summaries in GET /api/runs/{id}).
-    profile_traces: bool = False
-    # Value lists whose grid of candidates joins `candidates` (see "Sweeps" below).
-    sweep: dict[str, Any] | None = None
-
-
-@api.post("/experiments", response={201: dict, 422: dict})
+@api.post("/experiments", response=responses(201, 403, 404, 409, 429), openapi_extra=documented(403, 404, 409, 429))
 def create_experiment(request: HttpRequest, payload: ExperimentIn):
     require(request, "experiments.add_experiment")
     submission = ExperimentSubmission(
@@ -59,11 +48,11 @@ def create_experiment(request: HttpRequest, payload: ExperimentIn):
         sweep=sweep_form(payload.sweep) if payload.sweep is not None else None,
     )
     if not submission.is_valid():
-        return Status(422, {"detail": "invalid experiment", "errors": submission.errors})
+        return refused("invalid experiment", submission.errors, status_of(submission.every_form()))
     try:
         experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())
     except QuotaExceeded as exc:
-        return Status(422, {"detail": "over quota", "errors": {"profile.launches": [str(exc)]}})
+        return refused("over quota", {"profile.launches": [str(exc)]}, 429)
     return Status(201, serializers.queued_experiment_json(experiment, warnings=submission.warnings))
 
 
@@ -143,17 +132,13 @@ def _suspicions_of(experiment: Experiment):
     return Suspicion.objects.filter(experiment=experiment).prefetch_related("series", "confirming_runs")
 
 
-class RerunIn(Schema):
-    launches: int = 1
-
-
 @api.post("/experiments/{experiment_id}/schedule", response={200: dict, 422: dict})
-def schedule_experiment(request: HttpRequest, experiment_id: int, payload: Body[dict[str, Any]]):
+def schedule_experiment(request: HttpRequest, experiment_id: int, payload: ScheduleIn):
     """`{"every": "nightly" | "weekly" | "", "hour_utc": 0-23}`: launch the experiment again on that schedule."""
     require(request, "experiments.change_experiment")
     experiment = get_object_or_404(Experiment, pk=experiment_id)
     require_manage(request, experiment)
-    form = ScheduleForm({"every": payload.get("every") or "", "hour_utc": payload.get("hour_utc", 2)})
+    form = ScheduleForm({"every": payload.every or "", "hour_utc": payload.hour_utc})
     if not form.is_valid():
         return Status(422, {"detail": "invalid schedule", "errors": form.errors})
     data = form.cleaned_data
@@ -161,7 +146,7 @@ def schedule_experiment(request: HttpRequest, experiment_id: int, payload: Body[
     return {"id": experiment.pk, "schedule": serializers.schedule_json(experiment)}
 
 
-@api.post("/experiments/{experiment_id}/rerun", response={201: dict, 422: dict})
+@api.post("/experiments/{experiment_id}/rerun", response=responses(201, 429), openapi_extra=documented(429))
 def rerun_experiment(request: HttpRequest, experiment_id: int, payload: RerunIn):
     require(request, "experiments.change_experiment")
     experiment = get_object_or_404(Experiment, pk=experiment_id)
@@ -172,7 +157,7 @@ def rerun_experiment(request: HttpRequest, experiment_id: int, payload: RerunIn)
     try:
         runs = do_rerun_experiment(experiment, actor=Actor.of(request), launches=form.cleaned_data["launches"])
     except QuotaExceeded as exc:
-        return Status(422, {"detail": "over quota", "errors": {"launches": [str(exc)]}})
+        return refused("over quota", {"launches": [str(exc)]}, 429)
     return Status(
         201, {"id": experiment.pk, "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs]}
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import Schema, Status
+from ninja import Status
 from ninja.errors import HttpError
 
 from experiments.reads.headroom import headroom_json, headroom_view, study_for
@@ -12,32 +12,38 @@ from experiments.reads.headroom import headroom_json, headroom_view, study_for
 from ..actions.audit import Actor
 from ..actions.headroom import do_start_headroom
 from ..actions.quotas import QuotaExceeded
-from ..forms.headroom import HeadroomForm
+from ..forms.headroom import HeadroomForm, eligible_configs
 from ..forms.submission import plain_errors
 from ..models import Experiment
 from .base import api, require
+from .bodies import HeadroomIn
+from .refusals import documented, refused, responses, status_of
 
 
-class HeadroomIn(Schema):
-    config: int | str  # a candidate of the experiment, by id or name
-    accept_lengths: list[float] = []  # empty: 1.5, 2, 2.5 ... up to steps + 1
-
-
-@api.post("/experiments/{experiment_id}/headroom", response={201: dict, 422: dict})
+@api.post(
+    "/experiments/{experiment_id}/headroom",
+    response=responses(201, 404, 409, 429),
+    openapi_extra=documented(404, 409, 429),
+)
 def start_headroom(request: HttpRequest, experiment_id: int, payload: HeadroomIn):
     """Queue a headroom study of one of the experiment's speculative candidates."""
     require(request, "experiments.add_experiment")
     source = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
+    config_id = _config_id(source, payload.config)
+    if config_id not in {c.pk for c in eligible_configs(source.ordered_candidates())}:
+        why = (
+            "Only an EAGLE-family speculative candidate with its steps set (and no simulated acceptance) is simulated."
+        )
+        return refused("invalid headroom study", {"config": [why]}, 409)
     form = HeadroomForm(
-        {"config": _config_id(source, payload.config), "accept_lengths": ", ".join(map(str, payload.accept_lengths))},
-        experiment=source,
+        {"config": config_id, "accept_lengths": ", ".join(map(str, payload.accept_lengths))}, experiment=source
     )
     if not form.is_valid():
-        return Status(422, {"detail": "invalid headroom study", "errors": plain_errors(form)})
+        return refused("invalid headroom study", plain_errors(form), status_of([form]))
     try:
         study = do_start_headroom(source, actor=Actor.of(request), **form.cleaned_data)
     except QuotaExceeded as exc:
-        return Status(422, {"detail": "over quota", "errors": {"accept_lengths": [str(exc)]}})
+        return refused("over quota", {"accept_lengths": [str(exc)]}, 429)
     return Status(201, headroom_json(headroom_view(study)))
 
 
@@ -52,9 +58,10 @@ def get_headroom(request: HttpRequest, experiment_id: int):
     return headroom_json(headroom_view(study))
 
 
-def _config_id(source: Experiment, given: int | str) -> int | str:
-    """A candidate named by its name, as its id (the form takes ids); anything else as given, for the form to refuse."""
-    if isinstance(given, str):
-        named = next((c.pk for c in source.ordered_candidates() if c.name == given), None)
-        return named if named is not None else given[:200]
-    return given
+def _config_id(source: Experiment, given: int | str) -> int:
+    """The candidate named by its id or name, as its id (the form takes ids); 404 when the experiment has none."""
+    candidates = source.ordered_candidates()
+    found = next((c.pk for c in candidates if (c.pk if isinstance(given, int) else c.name) == given), None)
+    if found is None:
+        raise HttpError(404, f"config: the experiment has no candidate {given!r}"[:300])
+    return found

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import Body, Status
+from ninja import Schema, Status
 from ninja.errors import HttpError
+from pydantic import ConfigDict, WithJsonSchema
 
 from experiments.actions import dispatch
 from experiments.api import serializers
@@ -20,6 +21,42 @@ from ..forms import (
 )
 from ..models import Host
 from .base import api, require
+from .bodies import column_length, int_schema
+from .refusals import documented, refused, responses, status_of
+
+
+def _required_text(field: str) -> WithJsonSchema:
+    return WithJsonSchema({"type": "string", "minLength": 1, "maxLength": column_length(Host, field)})
+
+
+class HostIn(Schema):
+    """A host as an admin registers it: the host form's fields, which check every value (an address in the allowlist,
+    a key by name, ...)."""
+
+    # Required, as the schema says, but refused by the form: a user who may not register hosts hears 403 whatever
+    # the body holds.
+    model_config = ConfigDict(json_schema_extra={"required": ["name", "address", "username"]})
+
+    name: Annotated[str | None, _required_text("name")] = None
+    address: Annotated[str | None, _required_text("address")] = None
+    username: Annotated[str | None, _required_text("username")] = None
+    port: Annotated[int, int_schema(1, 65535)] = 22
+    server_port: Annotated[int | None, int_schema(1, 65535)] = None
+    work_dir: str | None = None
+    models_root: str | None = None
+    shell_setup: str | None = None
+    launcher: str | None = None
+    python: str | None = None
+    cost_per_gpu_hour: float | None = None
+    quota_launches_queued: int | None = None
+    quota_gpu_hours_per_day: float | None = None
+    key_name: str | None = None  # a key under SPECDASH_SSH_KEY_DIR, by file name; left out: the SSH agent
+    extra_env_prefixes: str | list[str] | None = None
+    extra_flags: str | list[str] | None = None
+    default_env: str | dict[str, Any] | None = None
+
+
+assert set(HostIn.model_fields) >= {*Host.ADMIN_FIELDS}, "a host field unstated"
 
 
 @api.get("/hosts")
@@ -35,12 +72,12 @@ def get_host(request: HttpRequest, host_id: int):
     return serializers.host_json(get_object_or_404(Host.objects.select_related("ssh_key"), pk=host_id))
 
 
-@api.post("/hosts", response={201: dict, 422: dict})
-def create_host(request: HttpRequest, payload: Body[dict[str, Any]]):
+@api.post("/hosts", response=responses(201, 409), openapi_extra=documented(409))
+def create_host(request: HttpRequest, payload: HostIn):
     require(request, "experiments.add_host")
-    form = HostForm(payload)
+    form = HostForm(payload.model_dump(exclude_unset=True))
     if not form.is_valid():
-        return Status(422, {"detail": "invalid host", "errors": plain_errors(form)})
+        return refused("invalid host", plain_errors(form), status_of([form]))
     return Status(201, serializers.host_json(do_register_host(form.save_unsaved(), Actor.of(request))))
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Body, Status
+from ninja import Status
+from ninja.errors import HttpError
 
 from experiments.formats import imported_results
 
@@ -13,30 +14,36 @@ from ..actions.audit import Actor
 from ..actions.imports import ImportedFile, do_import_runs
 from ..models import Experiment, Host
 from .base import api, require, require_manage
+from .bodies import IMPORT_FORMATS, MAX_IMPORT_FILE_CHARS, MAX_IMPORT_FILE_NAME, MAX_IMPORT_FILES, ImportIn
+from .refusals import documented, refused, responses
 
-MAX_FILES = 20
-MAX_FILE_CHARS = 2_000_000  # the request body is bounded by DATA_UPLOAD_MAX_MEMORY_SIZE as well
-MAX_FILE_NAME = 255
+MAX_FILES = MAX_IMPORT_FILES
+MAX_FILE_CHARS = MAX_IMPORT_FILE_CHARS
+MAX_FILE_NAME = MAX_IMPORT_FILE_NAME
 EXPERIMENT_NAME_MAX = 200
-FORMATS = (imported_results.AUTO, *imported_results.FORMATS)
+FORMATS = IMPORT_FORMATS
 
 
-@api.post("/imports", response={201: dict, 403: dict, 422: dict})
-def import_results(request: HttpRequest, payload: Body[dict[str, Any]]):
+@api.post("/imports", response=responses(201, 400), openapi_extra=documented(400, 404))
+def import_results(request: HttpRequest, body: ImportIn):
     """`{"experiment"?: id, "name"?, "host"?: name, "files": [{"name", "format"?: auto | sglang-bench-serving |
     vllm-bench-serve | specforge-benchmark, "content": "<the file's text>", "given"?: {...}}]}`: every file is read
     and checked first; one error anywhere (named `files[i]`, with the line and the field) and nothing is written.
     A SpecForge file names neither its model nor its concurrency: `given` states them (`model_path`,
     `concurrency`, and optionally `tp_size` and the speculative settings), as the specforge command line had them."""
     require(request, "experiments.add_experiment")
+    payload = body.model_dump(exclude_unset=True)
     errors: dict[str, list[str]] = {}
     experiment, host = _target(request, payload, errors)
     name = payload.get("name") or ""
     if not isinstance(name, str) or len(name) > EXPERIMENT_NAME_MAX:
         errors["name"] = [f"Text of at most {EXPERIMENT_NAME_MAX} characters."]
-    files = _read_files(payload.get("files"), errors)
+    unreadable: set[str] = set()
+    files = _read_files(payload.get("files"), errors, unreadable)
     if errors:
-        return Status(422, {"detail": "invalid import", "errors": errors})
+        # Only files whose text cannot be read (no schema states a file format): the body's own 400.
+        status = 400 if set(errors) == unreadable else 422
+        return refused("invalid import", errors, status)
     experiment, runs = do_import_runs(
         actor=Actor.of(request), files=files, experiment=experiment, name=str(name), host=host
     )
@@ -72,8 +79,7 @@ def _target(
             return None, None
         experiment = Experiment.objects.select_related("host").filter(pk=experiment_id).first()
         if experiment is None:
-            errors["experiment"] = [f"No experiment with id {experiment_id}."]
-            return None, None
+            raise HttpError(404, f"experiment: no experiment with id {experiment_id}")
         require_manage(request, experiment)
         return experiment, None
     host_name = payload.get("host")
@@ -82,11 +88,13 @@ def _target(
         return None, None
     host = Host.objects.filter(name=host_name[:MAX_FILE_NAME]).first()
     if host is None:
-        errors["host"] = [f"No host named {host_name[:80]!r}."]
+        raise HttpError(404, f"host: no host named {host_name[:80]!r}")
     return None, host
 
 
-def _read_files(value: Any, errors: dict[str, list[str]]) -> list[ImportedFile]:
+def _read_files(value: Any, errors: dict[str, list[str]], unreadable: set[str]) -> list[ImportedFile]:
+    """The files read; each refused one's errors under `files[i]`, whose key joins `unreadable` when its text (not
+    a field the schema states) is what is refused."""
     if not isinstance(value, list) or not value:
         errors["files"] = ["At least one file: [{name, format?, content}]."]
         return []
@@ -122,6 +130,7 @@ def _read_files(value: Any, errors: dict[str, list[str]]) -> list[ImportedFile]:
             runs = imported_results.parse(content, detected, given)
         except imported_results.ResultFileError as exc:
             errors[where] = [f"{name[:80]}: {message}" for message in exc.errors]
+            unreadable.add(where)
             continue
         files.append(ImportedFile(name=name.strip(), format=detected, runs=runs))
     return files

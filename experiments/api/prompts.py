@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest
-from ninja import Body, Status
+from ninja import Status
 
 from experiments.api import serializers
 from experiments.formats.prompt_sampling import MAX_UPLOAD_BYTES, PromptSetError
@@ -15,6 +13,8 @@ from ..actions.prompts import PublishRefused, do_create_prompt_set
 from ..forms import PromptSetUploadForm
 from ..models import PromptSet
 from .base import api, require
+from .bodies import PromptSetIn
+from .refusals import documented, refused, responses
 
 
 @api.get("/prompt-sets")
@@ -23,10 +23,12 @@ def list_prompt_sets(request: HttpRequest):
     return [serializers.prompt_set_json(s) for s in PromptSet.objects.defer("conversations")]
 
 
-@api.post("/prompt-sets", response={201: dict, 403: dict, 422: dict})
-def create_prompt_set(request: HttpRequest, payload: Body[dict[str, Any]]):
-    """`{"name": ..., "content": "<the JSONL or JSON file's text>"}`."""
+@api.post("/prompt-sets", response=responses(201, 400), openapi_extra=documented(400))
+def create_prompt_set(request: HttpRequest, body: PromptSetIn):
+    """`{"name": ..., "content": "<the JSONL or JSON file's text>"}`; 400 when the text is not a prompt set the
+    upload reads (the answer says the line and why)."""
     require(request, "experiments.add_promptset")
+    payload = body.model_dump()
     content = payload.get("content")
     errors: dict[str, list[str]] = {}
     name = ""
@@ -43,7 +45,8 @@ def create_prompt_set(request: HttpRequest, payload: Body[dict[str, Any]]):
         try:
             prompt_set = do_create_prompt_set(Actor.of(request), name, content.encode())
         except PromptSetError as exc:
-            errors["content"] = [str(exc)]
+            # No schema states a file's format: the body's text is unreadable, as a body that is not JSON is.
+            return refused("invalid prompt set", {"content": [str(exc)]}, 400)
         except PublishRefused as exc:
             return Status(403, {"detail": str(exc)})
         else:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import Schema, Status
+from ninja import Status
 from pydantic import WithJsonSchema
 
 from experiments.api import serializers
@@ -23,6 +23,8 @@ from ..forms import (
 )
 from ..models import LogChunk, Run
 from .base import TEXT_WITHOUT_CONTROLS, api, require, require_manage
+from .bodies import RemedyIn
+from .refusals import documented, refused, responses
 
 LOG_PAGE_MAX = 10_000
 LOG_QUERY_MAX = 500
@@ -114,11 +116,7 @@ def cancel_run(request: HttpRequest, run_id: int):
     return {"id": run.pk, "state": run.state, "cancel_requested": run.cancel_requested, "accepted": accepted}
 
 
-class RemedyIn(Schema):
-    remedy: str
-
-
-@api.post("/runs/{run_id}/remedy", response={201: dict, 422: dict})
+@api.post("/runs/{run_id}/remedy", response=responses(201, 404, 409, 429), openapi_extra=documented(404, 409, 429))
 def rerun_with_remedy(request: HttpRequest, run_id: int, payload: RemedyIn):
     """Re-run the failed run's config with one of its remedies: a new config version linked to the failure, queued in
     the experiment with what it is compared with. 201 {config, runs}; 422 when the remedy cannot be applied."""
@@ -129,7 +127,8 @@ def rerun_with_remedy(request: HttpRequest, run_id: int, payload: RemedyIn):
         config, runs = do_rerun_with_remedy(run, payload.remedy, Actor.of(request))
     except RemedyRefused as exc:
         # Refused by the config form: its fields' errors; else the remedy itself is the field at fault.
-        return Status(422, {"detail": str(exc), "errors": exc.errors or {"remedy": [str(exc)]}})
+        status = {"not_found": 404, "over_quota": 429}.get(exc.kind, 409)
+        return refused(str(exc), exc.errors or {"remedy": [str(exc)]}, status)
     return Status(
         201,
         {
@@ -144,18 +143,18 @@ def rerun_with_remedy(request: HttpRequest, run_id: int, payload: RemedyIn):
     )
 
 
-@api.post("/runs/{run_id}/profile", response={201: dict, 422: dict})
+@api.post("/runs/{run_id}/profile", response=responses(201, 409, 429), openapi_extra=documented(409, 429))
 def profile_run(request: HttpRequest, run_id: int):
     """Queue a profiled launch of a finished run's config (same host and benchmark profile), as an experiment of its
     own: 201 {id, url, runs}; its runs' profile_traces fill in once they finish."""
     require(request, "experiments.add_experiment")
     run = get_object_or_404(Run.objects.select_related("experiment__profile", "config", "host"), pk=run_id)
     if not run.is_finished:
-        return Status(422, {"detail": "the run has not finished", "errors": {"run": ["Profile a finished run."]}})
+        return refused("the run has not finished", {"run": ["Profile a finished run."]}, 409)
     try:
         experiment = do_profile_run(run, actor=Actor.of(request))
     except QuotaExceeded as exc:
-        return Status(422, {"detail": "over quota", "errors": {"run": [str(exc)]}})
+        return refused("over quota", {"run": [str(exc)]}, 429)
     return Status(201, serializers.queued_experiment_json(experiment))
 
 

@@ -16,15 +16,16 @@ from ..actions.quotas import QuotaExceeded
 from ..actions.schedules import ScheduleRefused, do_build_experiment_schedule, do_build_study_schedule
 from ..models import AdaptiveSchedule, Experiment, Study
 from .base import api, require
+from .refusals import documented, refused, responses
 
 
 def _built(build: Callable[[], AdaptiveSchedule]) -> Status:
     try:
         schedule = build()
     except ScheduleRefused as exc:
-        return Status(422, {"detail": "no schedule", "errors": {"source": [str(exc)]}})
+        return refused("no schedule", {"source": [str(exc)]}, 409)
     except QuotaExceeded as exc:
-        return Status(422, {"detail": "over quota", "errors": {"verification": [str(exc)]}})
+        return refused("over quota", {"verification": [str(exc)]}, 429)
     verification = schedule.verification
     return Status(
         201,
@@ -40,7 +41,7 @@ def _built(build: Callable[[], AdaptiveSchedule]) -> Status:
     )  # fmt: skip
 
 
-@api.post("/studies/{study_id}/schedule", response={201: dict, 422: dict})
+@api.post("/studies/{study_id}/schedule", response=responses(201, 409, 429), openapi_extra=documented(409, 429))
 def build_study_schedule(request: HttpRequest, study_id: int):
     """The next adaptive schedule of a finished study, from its recommendation, and its verification (queued)."""
     require(request, "experiments.add_experiment")
@@ -48,7 +49,11 @@ def build_study_schedule(request: HttpRequest, study_id: int):
     return _built(lambda: do_build_study_schedule(study, actor=Actor.of(request)))
 
 
-@api.post("/experiments/{experiment_id}/adaptive-schedule", response={201: dict, 422: dict})
+@api.post(
+    "/experiments/{experiment_id}/adaptive-schedule",
+    response=responses(201, 409, 429),
+    openapi_extra=documented(409, 429),
+)
 def build_experiment_schedule(request: HttpRequest, experiment_id: int):
     """The next adaptive schedule of an experiment (the fastest candidate per concurrency), and its verification."""
     require(request, "experiments.add_experiment")

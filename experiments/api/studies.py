@@ -3,11 +3,9 @@ trials, best config per concurrency and recommendation, cancel it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import Schema, Status
+from ninja import Status
 from ninja.errors import HttpError
 
 from experiments.reads.study_report import study_json
@@ -17,51 +15,30 @@ from ..actions.studies import do_cancel_study, do_confirm_recommendation, do_sta
 from ..forms.studies import StudySubmission
 from ..models import Study
 from .base import api, config_data, host_name, profile_data, require
+from .bodies import StudyIn
+from .refusals import documented, refused, responses, status_of
 from .sweeps import sweep_form
 
 
-class StudyIn(Schema):
-    name: str
-    host: str | int
-    baseline: dict[str, Any] | int
-    profile: dict[str, Any] | int
-    # The search space: the value lists of a sweep and the candidate they vary (`base`), as POST /api/experiments.
-    sweep: dict[str, Any]
-    budget: dict[str, Any]  # {"launches": 40} and/or {"hours": 6}
-    precision: dict[str, Any] = {}  # {"within": 0.02, "confidence": 0.95}
-    round_size: int = 4
-    seed: int = 0
-
-
-@api.post("/studies", response={201: dict, 422: dict})
+@api.post("/studies", response=responses(201, 403, 404, 409), openapi_extra=documented(403, 404, 409))
 def create_study(request: HttpRequest, payload: StudyIn):
     require(request, "experiments.add_experiment")
-    errors = {}
-    for field, given, known in (
-        ("budget", payload.budget, {"launches", "hours"}),
-        ("precision", payload.precision, {"within", "confidence"}),
-    ):
-        unknown = ", ".join(sorted(str(key) for key in set(given) - known))[:200]
-        if unknown:
-            errors[field] = [f"Unknown keys {unknown} (it takes {', '.join(sorted(known))})."]
-    if errors:
-        return Status(422, {"detail": "invalid study", "errors": errors})
     submission = StudySubmission(
         {"name": payload.name, "host": host_name(payload.host)},
         config_data(payload.baseline, "baseline"),
         profile_data(payload.profile),
         {
-            "max_launches": payload.budget.get("launches"),
-            "max_hours": payload.budget.get("hours"),
-            "tolerance": payload.precision.get("within", 0.02),
-            "confidence": payload.precision.get("confidence", 0.95),
+            "max_launches": payload.budget.launches,
+            "max_hours": payload.budget.hours,
+            "tolerance": payload.precision.within,
+            "confidence": payload.precision.confidence,
             "round_size": payload.round_size,
             "seed": payload.seed,
         },
         sweep=sweep_form(payload.sweep),
     )
     if not submission.is_valid():
-        return Status(422, {"detail": "invalid study", "errors": submission.errors})
+        return refused("invalid study", submission.errors, status_of(submission.every_form()))
     study = do_start_study(actor=Actor.of(request), **submission.study_fields())
     return Status(201, {"id": study.pk, "url": study.get_absolute_url(), "state": study.state})
 

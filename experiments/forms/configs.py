@@ -16,6 +16,7 @@ from experiments.rules import launch_policy, log_metrics, server_flags
 
 from ..models import Host, ServerConfig
 from .values import (
+    CONFLICT,
     CONTROL_CHARS,
     ENV_NAME,
     check_env,
@@ -189,7 +190,8 @@ class ServerConfigForm(forms.ModelForm):
             read_at = self.listed_on.server_flags_at
             when = f"{timesince(read_at)} ago" if read_at else "before"
             raise ValidationError(
-                server_flags.refusal(unknown, self.listed_on.name, self.listed_on.listed_sglang_version, when)
+                server_flags.refusal(unknown, self.listed_on.name, self.listed_on.listed_sglang_version, when),
+                code=CONFLICT,
             )
         return args
 
@@ -229,7 +231,9 @@ class ServerConfigForm(forms.ModelForm):
             raise ValidationError("Log metrics must not contain NUL characters.")
         problems = log_metrics.pattern_refusals(value)
         if problems:
-            raise ValidationError(problems)
+            # A pattern without its metric's group is a rule between a key and its value; the rest a schema states.
+            unnamed = {log_metrics.needs_group(name) for name in value} if isinstance(value, dict) else set()
+            raise ValidationError([ValidationError(p, code=CONFLICT if p in unnamed else "invalid") for p in problems])
         return value
 
     def clean(self) -> dict[str, Any]:
@@ -242,17 +246,17 @@ class ServerConfigForm(forms.ModelForm):
         if not algorithm:
             for field in (*spec_fields, "speculative_draft_model_path", "profile_eagle3"):
                 if data.get(field):
-                    self.add_error(field, "Only a speculative config (algorithm set) takes this.")
+                    self._conflict(field, "Only a speculative config (algorithm set) takes this.")
             return data
         if data.get("profile_eagle3"):
             self._add_eagle3_profile(data)
         if algorithm in {"EAGLE", "EAGLE3"} and not data.get("speculative_draft_model_path"):
-            self.add_error("speculative_draft_model_path", f"{algorithm} needs a draft model path.")
+            self._conflict("speculative_draft_model_path", f"{algorithm} needs a draft model path.")
         given = [f for f, v in values.items() if v is not None]
         if given and len(given) != len(spec_fields):
             # SGLang asserts this too: it only auto-chooses all three together.
             for field in set(spec_fields) - set(given):
-                self.add_error(field, "Set steps, topk and draft tokens together, or leave all three empty.")
+                self._conflict(field, "Set steps, topk and draft tokens together, or leave all three empty.")
             return data
         for field, value in values.items():
             low, high = launch_policy.NUMBER_BOUNDS[field]
@@ -260,12 +264,16 @@ class ServerConfigForm(forms.ModelForm):
                 self.add_error(field, f"Must be between {low} and {high}.")
         steps, topk, draft = (values[f] for f in spec_fields)
         if topk == 1 and steps and draft and draft != steps + 1:
-            self.add_error(
+            self._conflict(
                 "speculative_num_draft_tokens",
                 f"With topk 1 SGLang forces draft tokens to steps + 1 = {steps + 1}; "
                 f"set {steps + 1} so the stored config says what runs.",
             )
         return data
+
+    def _conflict(self, field: str, message: str) -> None:
+        """A field refused for what another field holds (a rule no schema states)."""
+        self.add_error(field, ValidationError(message, code=CONFLICT))
 
     def _restore_masked_secrets(self, data: dict[str, Any]) -> None:
         """A block loaded from a stored config shows its secret-looking values as SECRET_MASK; submitted so, each
@@ -282,7 +290,7 @@ class ServerConfigForm(forms.ModelForm):
             if name in stored_env:
                 env[name] = stored_env[name]
             else:
-                self.add_error(
+                self._conflict(
                     "env_text",
                     f"{name} shows {launch_policy.SECRET_MASK}: type its value (secrets are never shown, and this "
                     "config was not loaded from one that has it).",
@@ -297,10 +305,10 @@ class ServerConfigForm(forms.ModelForm):
         box = "“Profile EAGLE-3”"
         clashes = [k for k, v in EAGLE3_PROFILE_ENV.items() if env.get(k, v) != v]
         if clashes:
-            self.add_error("env_text", f"{', '.join(clashes)} is set by {box}: leave it out or untick the box.")
+            self._conflict("env_text", f"{', '.join(clashes)} is set by {box}: leave it out or untick the box.")
         clashes = [k for k, v in MODEL_METRICS.items() if metrics.get(k, v) != v]
         if clashes:
-            self.add_error("log_metrics", f"{', '.join(clashes)} is set by {box}: leave it out or untick the box.")
+            self._conflict("log_metrics", f"{', '.join(clashes)} is set by {box}: leave it out or untick the box.")
         if "env_text" in data and "log_metrics" in data:
             data["env_text"] = {**env, **EAGLE3_PROFILE_ENV}
             data["log_metrics"] = {**metrics, **MODEL_METRICS}

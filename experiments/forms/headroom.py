@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 
 from ..models import Experiment, ServerConfig
 from ..rules import headroom, launch_policy
+from .values import CONFLICT, NOT_ALLOWED
 
 # The engines whose verify step SGLANG_SIMULATE_ACC_LEN sets (SGLang's EAGLE worker and its standalone draft).
 SIMULATED_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE")
@@ -69,11 +70,13 @@ class HeadroomForm(forms.Form):
             return data
         steps = int(config.speculative_num_steps or 0)
         lengths = data.get("accept_lengths") or headroom.default_accept_lengths(steps)
-        problems = headroom.accept_length_refusals(lengths, steps)
+        # Lengths past the config's own steps + 1 (a rule between the two), or a variable the host's policy refuses.
+        problems = [ValidationError(p, code=CONFLICT) for p in headroom.accept_length_refusals(lengths, steps)]
         if not problems:
             for length in lengths:
                 env = headroom.simulated_env(config.env, length)
-                problems += launch_policy.env_refusals(env, self.experiment.host.extra_env_prefixes)
+                refusals = launch_policy.env_refusals(env, self.experiment.host.extra_env_prefixes)
+                problems += [ValidationError(p, code=NOT_ALLOWED) for p in refusals]
         if problems:
             self.add_error("accept_lengths", problems)
             return data

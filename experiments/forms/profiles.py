@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from ..models import BenchmarkProfile
-from .values import parse_concurrency
+from .values import CONFLICT, parse_concurrency
 
 # What a new profile starts with, in the browser and through the API (`apply_profile_defaults`); the model's column
 # defaults (1 pass, 1 launch) stay as the history of stored rows. One sample per config and concurrency gives no
@@ -117,25 +118,29 @@ class BenchmarkProfileForm(forms.ModelForm):
         given = [name for name in SLO_FIELDS if data.get(name) not in (None, "")]
         if given and len(given) < len(SLO_FIELDS):
             for name in set(SLO_FIELDS) - set(given):
-                self.add_error(name, "An SLO takes a metric, a percentile and a limit: set all three, or none.")
+                self._conflict(name, "An SLO takes a metric, a percentile and a limit: set all three, or none.")
         if (top_p := data.get("top_p")) is not None and not 0 < top_p <= 1:
             self.add_error("top_p", "Must be above 0 and at most 1.")
         levels = data.get("concurrency_text")
         if levels and data.get("num_prompts") and data["num_prompts"] < max(levels):
-            self.add_error(
+            self._conflict(
                 "num_prompts",
                 f"At least {max(levels)} prompts are needed to keep {max(levels)} requests in flight.",
             )
         if levels and data.get("num_prompts") and data.get("passes"):
             requests = len(levels) * data["passes"] * data["num_prompts"]
             if requests > MAX_REQUESTS_PER_LAUNCH:
-                self.add_error(
+                self._conflict(
                     "num_prompts",
                     f"{len(levels)} concurrency levels x {data['passes']} passes x {data['num_prompts']} prompts is "
                     f"{requests:,} requests per launch; at most {MAX_REQUESTS_PER_LAUNCH:,}. Use fewer levels, passes "
                     "or prompts (re-run the experiment for more launches).",
                 )
         return data
+
+    def _conflict(self, field: str, message: str) -> None:
+        """A field refused for what another field holds (a rule no schema states)."""
+        self.add_error(field, ValidationError(message, code=CONFLICT))
 
     def save_unsaved(self, name: str) -> BenchmarkProfile:
         profile = self.save(commit=False)

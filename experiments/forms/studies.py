@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from ..tuning.space import MAX_SPACE
 from .submission import ExperimentSubmission, plain_errors
 from .sweeps import SweepForm
+from .values import CONFLICT
 
 MAX_LAUNCHES = 500
 # A study recommends configs to deploy; a simulated accept length is no draft anyone has (forms/headroom.py is the
@@ -70,7 +71,11 @@ class StudySubmission(ExperimentSubmission):
             self.errors.update(plain_errors(self.study_form, ""))
         if valid and not self.errors and any(c.simulated_accept_length for c in self.experiment_fields()["candidates"]):
             self.errors["sweep"] = [SIMULATED_REFUSAL]
+            self.study_form.add_error(None, ValidationError(SIMULATED_REFUSAL, code=CONFLICT))
         return valid and not self.errors
+
+    def every_form(self) -> list[forms.BaseForm]:
+        return [*super().every_form(), self.study_form]
 
     def study_fields(self) -> dict[str, Any]:
         """The arguments of `do_start_study` (bar the user)."""

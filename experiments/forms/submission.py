@@ -6,6 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.timesince import timesince
 
@@ -14,7 +15,7 @@ from experiments.rules import model_checks, model_paths
 from ..models import BenchmarkProfile, Host
 from .configs import ServerConfigForm
 from .profiles import PROFILE_DEFAULTS, BenchmarkProfileForm
-from .values import no_control_chars
+from .values import CONFLICT, NOT_FOUND, no_control_chars
 
 if TYPE_CHECKING:
     from .sweeps import SweepForm
@@ -153,7 +154,10 @@ class ExperimentSubmission:
                 self.errors.update(plain_errors(form, path))
         # No candidate is allowed: a baseline measured alone (on a schedule, say) feeds its history checks.
         if len(self._all_candidate_forms()) > self.MAX_CANDIDATES:
-            self.errors["candidates"] = [f"At most {self.MAX_CANDIDATES} candidates per experiment."]
+            message = f"At most {self.MAX_CANDIDATES} candidates per experiment."
+            self.errors["candidates"] = [message]
+            # The given ones are bounded by the schema; with a sweep's, the sum is a rule between fields.
+            self.experiment_form.add_error(None, ValidationError(message, code=CONFLICT))
         if not self.errors:
             self._check_names()
             self._check_host_fits()
@@ -164,10 +168,17 @@ class ExperimentSubmission:
         self.warnings = [*self.profile_form.warnings(), *pair_warnings] if not self.errors else []
         return not self.errors
 
-    def _field_error(self, path: str, form: forms.BaseForm, field: str, message: str) -> None:
-        """An error found across forms: under its dotted key for the API, and on the form's field for the page."""
+    def every_form(self) -> list[forms.BaseForm]:
+        """Every form whose errors `errors` holds (their codes say the API's status)."""
+        sweep = self.sweep_form
+        own = [sweep, *([sweep.base_form] if sweep.base_form is not None else [])] if sweep is not None else []
+        return [*(form for _, form in self._named_forms()), *own]
+
+    def _field_error(self, path: str, form: forms.BaseForm, field: str, message: str, code: str = CONFLICT) -> None:
+        """An error found across forms: under its dotted key for the API, and on the form's field for the page. None
+        breaks a rule a schema states: `code` says which kind it is."""
         self.errors[f"{path}{field}"] = [message]
-        form.add_error(field, message)
+        form.add_error(field, ValidationError(message, code=code))
 
     def _check_names(self) -> None:
         config_forms = [("baseline.", self.baseline_form)]
@@ -201,7 +212,7 @@ class ExperimentSubmission:
                 value = form.cleaned_data.get(field)
                 refusal = model_paths.model_path_refusal(label, value, host.models_root) if value else None
                 if refusal:
-                    self._field_error(path, form, field, refusal + ".")
+                    self._field_error(path, form, field, refusal + ".", NOT_FOUND)
 
     def _check_listed_models(self) -> list[str]:
         """What the host's last model listing proves about each config's paths and model pair, as field errors, and
@@ -230,6 +241,7 @@ class ExperimentSubmission:
                         field,
                         f"{host.name} has no model with a config.json at {data[field]} (its models as listed "
                         f"{_ago(host)}; a member can list them again on the host's page).",
+                        NOT_FOUND,
                     )
             target, draft = found.get("model_path"), found.get("speculative_draft_model_path")
             mismatch = model_checks.algorithm_problem(data.get("speculative_algorithm"), draft)

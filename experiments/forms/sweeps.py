@@ -18,7 +18,7 @@ from ..models import MANAGED_FLAGS, Host
 from .configs import ServerConfigForm, split_eagle3_profile
 from .profiles import BenchmarkProfileForm
 from .submission import ExperimentSubmission, config_form_data, plain_errors
-from .values import format_env, no_control_chars
+from .values import CONFLICT, ECHO, format_env, no_control_chars, policy_error
 
 # The page's sweep inputs belong to a form of their own (`form="sweep-form"`), outside the experiment's: submitting
 # the experiment never carries, and so never silently drops, a sweep that was not turned into candidates.
@@ -120,7 +120,7 @@ class SweepForm(forms.Form):
             for value in values:
                 problems = launch_policy.extra_args_refusals([flag, value], MANAGED_FLAGS, self.extra_flags)
                 if problems:
-                    raise ValidationError([f"{problem}." for problem in problems])
+                    raise ValidationError([policy_error(p) for p in problems])
         return varied
 
     def clean_env(self) -> sweeps.Varied:
@@ -129,7 +129,7 @@ class SweepForm(forms.Form):
             for value in values:
                 problems = launch_policy.env_refusals({name: value}, self.extra_env_prefixes)
                 if problems:
-                    raise ValidationError([f"{problem}." for problem in problems])
+                    raise ValidationError([policy_error(p) for p in problems])
         return varied
 
     def clean(self) -> dict[str, Any]:
@@ -141,7 +141,7 @@ class SweepForm(forms.Form):
             )
         self.base_form.launches_on(self.host)
         if not self.base_form.is_valid():
-            raise ValidationError("Fix the candidate the sweep varies first (its errors are listed).")
+            raise ValidationError("Fix the candidate the sweep varies first (its errors are listed).", code=ECHO)
         if self.errors:
             return data
         sweep = sweeps.Sweep(
@@ -155,11 +155,12 @@ class SweepForm(forms.Form):
         try:
             self.grid = sweeps.build_grid(self._base_config(), sweep)
         except sweeps.SweepError as exc:
-            self.add_error(exc.field if exc.field in self.fields else None, exc.message)
+            field = exc.field if exc.field in self.fields else None
+            self.add_error(field, ValidationError(exc.message, code=CONFLICT))
             return data
         refusal = self.grid.refusal(self.max_candidates)
         if refusal:
-            raise ValidationError(refusal)
+            raise ValidationError(refusal, code=CONFLICT)
         self.candidate_forms = [ServerConfigForm(config_form_data(c)) for c in self.grid.candidates]
         for form in self.candidate_forms:
             form.launches_on(self.host)
@@ -235,6 +236,12 @@ class SweepPreview:
                 errors.update(plain_errors(form, path))
         self.errors = errors
         return not errors
+
+    def every_form(self) -> list[forms.BaseForm]:
+        """Every form whose errors the answer holds (their codes say its status)."""
+        base = [self.sweep_form.base_form] if self.sweep_form.base_form is not None else []
+        candidates = [form for _, form in self.sweep_form.named_forms()]
+        return [self.host_form, self.profile_form, self.sweep_form, *base, *candidates]
 
     def as_json(self, *, with_form_text: bool = False) -> dict[str, Any]:
         """The grid and its estimate; `with_form_text` adds each candidate's boxes as the page's form shows them."""

@@ -18,9 +18,21 @@ from experiments.rules.launch_policy import CONTROL_CHARS, ENV_NAME
 
 from ..models import MANAGED_FLAGS
 
+# What kind of rule a refusal is, as its ValidationError code, for the API to answer with the status that says so
+# (api/refusals.py): no schema can state these, so a request the schema calls valid may still break one.
+NOT_ALLOWED = "not_allowed"  # the launch policy: an admin can allow the flag or variable for a host
+NOT_FOUND = "not_found"  # a model path that names nothing under the host's models root
+CONFLICT = "conflict"  # fields that must agree, a name taken, a flag the host's SGLang lacks
+ECHO = "echo"  # repeats another form's errors (the sweep's base): that form's codes decide
+
 # More in flight than any single server batches (SGLang's running requests top out in the low thousands).
 MAX_CONCURRENCY = 4096
 MAX_CONCURRENCY_LEVELS = 32  # each level is a benchmark cell per pass: 32 is already hours of benchmarking
+
+
+def policy_error(problem: str) -> ValidationError:
+    """A refusal of the launch policy: of a value's shape (the API's schema states it), or NOT_ALLOWED."""
+    return ValidationError(f"{problem}.", code="invalid" if launch_policy.is_shape_refusal(problem) else NOT_ALLOWED)
 
 
 def no_control_chars(value: str, what: str) -> None:
@@ -31,7 +43,7 @@ def no_control_chars(value: str, what: str) -> None:
 def _check_env_policy(env: dict[str, Any], extra_prefixes: Iterable[str]) -> None:
     problems = launch_policy.env_refusals(env, extra_prefixes)
     if problems:
-        raise ValidationError([f"{problem}." for problem in problems])
+        raise ValidationError([policy_error(problem) for problem in problems])
 
 
 def parse_env(text: str, extra_prefixes: Iterable[str] = ()) -> dict[str, str]:
@@ -79,7 +91,7 @@ def check_extra_args(args: Any, extra_flags: Iterable[str] = ()) -> list[str]:
     # argparse accepts unique prefixes, so `--tp` or `--speculative-num-st` would also override a field.
     problems = launch_policy.extra_args_refusals(args, MANAGED_FLAGS, extra_flags)
     if problems:
-        raise ValidationError([f"{problem}." for problem in problems])
+        raise ValidationError([policy_error(problem) for problem in problems])
     return args
 
 

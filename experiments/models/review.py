@@ -98,7 +98,6 @@ class Flag(OfMetric, models.Model):
         return self.triage in self.OPEN_STATES
 
 
-
 class FlagSeries(models.Model):
     """One series a flag holds: a concurrency of a config that moved at the flag's point, with its evidence."""
 

@@ -26,10 +26,20 @@ from experiments.reads.deployment import curves_of
 
 MAX_PICKS = 8
 _PICK = re.compile(r"r(\d{1,12})|c(\d{1,12})-(\d{1,12})")
+# A pick as the API's schema states it (ASCII digits, no blanks around it).
+PICK_PATTERN = "^(r[0-9]{1,12}|c[0-9]{1,12}-[0-9]{1,12})$"
 
 
 class NotComparable(Exception):
     """The picks cannot be compared; the message says why, for the page."""
+
+
+class PickNotFound(NotComparable):
+    """A pick names no run, or no config of the experiment it names."""
+
+
+class PicksDiffer(NotComparable):
+    """The picks were measured with different request shapes."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +125,7 @@ def build_comparison(picks: Sequence[Pick]) -> PickedComparison:
     shapes = {p.experiment.profile.series_key for p in picked}
     if len(shapes) > 1:
         described = "; ".join(f"{p.label}: {p.experiment.profile.series_label}" for p in picked)
-        raise NotComparable(
+        raise PicksDiffer(
             "These were measured with different request shapes, so their throughputs do not compare: "
             f"{described}. Pick runs or configs whose profiles agree on dataset, lengths, prompts, seed and warm-up."
         )
@@ -184,14 +194,14 @@ def _load(picks: Sequence[Pick]) -> list[Picked]:
         if pick.run_id is not None:
             run = runs.get(pick.run_id)
             if run is None:
-                raise NotComparable(f"There is no run {pick.run_id}.")
+                raise PickNotFound(f"There is no run {pick.run_id}.")
             label = f"run {run.pk} · {run.config.name}"
             picked.append(Picked(pick, label, run.experiment, run.config, run))
         else:
             experiment = experiments.get(pick.experiment_id or 0)
             config = configs.get(pick.config_id or 0)
             if experiment is None or config is None or (experiment.pk, config.pk) not in belongs:
-                raise NotComparable(f"Experiment {pick.experiment_id} has no config {pick.config_id}.")
+                raise PickNotFound(f"Experiment {pick.experiment_id} has no config {pick.config_id}.")
             picked.append(Picked(pick, f"{config.name} · {experiment.name[:60]}", experiment, config))
     gated = set(
         Candidate.objects.filter(experiment_id__in={p.experiment.pk for p in picked}, outputs_differ=True).values_list(

@@ -111,6 +111,17 @@ def env_value_refusal(name: str, value: Any) -> str | None:
     return rule.refusal(name, text) if rule else None
 
 
+# The refusals of a value's shape (how many, how long, which characters, which type): what the API's schema states,
+# unlike the lists of names and the value rules, which only this policy knows.
+_SHAPE_REFUSAL = re.compile(
+    r"\AAt most \d+ |is longer than \d+ characters|must not contain control|must be a string|is not a valid environment"
+)
+
+
+def is_shape_refusal(problem: str) -> bool:
+    return bool(_SHAPE_REFUSAL.search(problem))
+
+
 def env_refusals(env: Mapping[str, Any], extra_prefixes: Iterable[str] = ()) -> list[str]:
     """Every reason `env` may not be given to a server (empty: it may)."""
     if len(env) > MAX_ENV_VARS:

@@ -119,8 +119,13 @@ def pattern_refusals(metrics: Any) -> list[str]:
             problems.append(f"The pattern of {name!r} is not a valid regex: {exc}.")
             continue
         if name not in compiled.groupindex:
-            problems.append(f"The pattern of {name!r} needs a named group (?P<{name}>...).")
+            problems.append(needs_group(name))
     return problems
+
+
+def needs_group(name: str) -> str:
+    """The refusal of a pattern that lacks its metric's named group."""
+    return f"The pattern of {name!r} needs a named group (?P<{name}>...)."
 
 
 def timeout_warning(name: str) -> str:

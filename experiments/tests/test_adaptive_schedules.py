@@ -173,10 +173,11 @@ def test_it_refuses_a_source_it_cannot_schedule_with_a_clear_error(api, client, 
     client.force_login(owner)
     page = client.post(reverse("build_study_schedule", args=[running.pk]), follow=True)
 
-    assert refused.status_code == 422 and refused.json()["errors"]["source"] == [
+    # The study's state, or what the experiment measured, does not allow a schedule: 409.
+    assert refused.status_code == 409 and refused.json()["errors"]["source"] == [
         "The study has not finished: a schedule is built from its recommendation."
     ]
-    assert single.status_code == 422 and "at least two candidates and two concurrencies" in str(single.json())
+    assert single.status_code == 409 and "at least two candidates and two concurrencies" in str(single.json())
     assert b"No schedule built: The study has not finished" in page.content
     assert not AdaptiveSchedule.objects.exists() and api(owner, "get", "/api/schedules/999").status_code == 404
 
@@ -189,7 +190,7 @@ def test_a_study_where_nothing_speculates_gets_no_schedule(api, owner):
 
     response = _build(api, owner, study)
 
-    assert response.status_code == 422
+    assert response.status_code == 409
     assert response.json()["errors"]["source"] == ["No band speculates: serve the baseline; there is nothing to adapt."]
 
 
@@ -259,7 +260,7 @@ def test_a_member_cannot_name_an_adaptive_config_file_of_their_own(api, member):
     for args in attempts:
         body = {**payload, "candidates": [{**candidate, "extra_args": args}]}
         response = api(member, "post", "/api/experiments", body)
-        assert response.status_code == 422, response.content
+        assert response.status_code == 403, response.content  # the launch policy's
         refusals.append(response.json()["errors"]["candidates.0.extra_args"])
     assert all("set by the config's own fields (--speculative-adaptive-config)" in r[0] for r in refusals)
     switch = api(member, "post", "/api/experiments",
@@ -279,7 +280,7 @@ def test_it_refuses_a_host_whose_sglang_has_no_adaptive_speculation(api, owner):
 
     response = _build(api, owner, study)
 
-    assert response.status_code == 422
+    assert response.status_code == 409
     (message,) = response.json()["errors"]["source"]
     assert message.startswith(
         f"SGLang 0.5.9 on {host.name} does not know the flags --speculative-adaptive, --speculative-adaptive-config"

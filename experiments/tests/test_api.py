@@ -155,8 +155,8 @@ def test_it_refuses_an_unknown_config_id_and_saves_nothing(client, auth):
 
     response = client.post("/api/experiments", payload, content_type="application/json", headers=auth)
 
-    assert response.status_code == 422
-    assert "candidates.0" in response.json()["detail"]
+    assert response.status_code == 404
+    assert response.json()["detail"] == "candidates.0: no config with id 987654"
     assert ServerConfig.objects.count() == configs_before
     assert BenchmarkProfile.objects.count() == 0
 
@@ -375,13 +375,18 @@ def test_it_creates_configs_and_profiles_with_the_forms_validation(client, auth)
         "/api/profiles", {"name": "c1-4", "concurrency": [1, 4], "num_prompts": 8}, content_type="application/json",
         headers=auth,
     )  # fmt: skip
-    nameless = client.post("/api/profiles", {"concurrency": [0]}, content_type="application/json", headers=auth)
+    nameless = client.post("/api/profiles", {"concurrency": [1]}, content_type="application/json", headers=auth)
+    levelless = client.post(
+        "/api/profiles", {"name": "p", "concurrency": [0]}, content_type="application/json", headers=auth
+    )
 
     assert created.status_code == 201 and created.json()["env"] == {"NCCL_PROTO": "LL"}
     assert len(created.json()["content_hash"]) == 64
-    assert refused.status_code == 422 and "speculative_num_draft_tokens" in refused.json()["errors"]
+    # topk 1 runs steps + 1 draft tokens: a rule between fields, which no schema states.
+    assert refused.status_code == 409 and "speculative_num_draft_tokens" in refused.json()["errors"]
     assert profile.status_code == 201 and profile.json()["concurrency"] == [1, 4]
-    assert nameless.status_code == 422 and set(nameless.json()["errors"]) >= {"name", "concurrency"}
+    assert nameless.status_code == 422 and set(nameless.json()["errors"]) == {"name"}
+    assert levelless.status_code == 422 and set(levelless.json()["errors"]) == {"concurrency"}
     listed = client.get("/api/configs", headers=auth).json()
     assert [c["name"] for c in listed] == ["eagle3"]
     assert [p["name"] for p in client.get("/api/profiles", headers=auth).json()] == ["c1-4"]

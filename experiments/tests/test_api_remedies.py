@@ -72,13 +72,13 @@ def test_it_reruns_a_failed_run_with_a_remedy(client, owner, failed):
     assert f'remedy for <a href="/runs/{failed.pk}/">run {failed.pk}</a>' in page
 
 
-def test_it_answers_422_for_a_remedy_that_cannot_be_applied(client, owner, failed):
+def test_it_answers_409_for_a_remedy_that_cannot_be_applied(client, owner, failed):
     response = client.post(
         f"/api/runs/{failed.pk}/remedy", {"remedy": "matching-draft"}, content_type="application/json",
         headers=_bearer(owner),
     )  # fmt: skip
 
-    assert response.status_code == 422
+    assert response.status_code == 409  # the remedy is advice: nothing about the request is malformed
     assert "is advice" in response.json()["detail"] and "is advice" in response.json()["errors"]["remedy"][0]
 
 

@@ -121,26 +121,28 @@ def test_it_estimates_from_the_hosts_succeeded_runs_of_the_same_profile(api):
 
 
 @pytest.mark.parametrize(
-    "sweep, key, fragment",
+    "sweep, key, fragment, status",
     [
-        ({"speculative_num_steps": "1, x"}, "sweep.speculative_num_steps", "'x' is not a whole number"),
-        ({"speculative_num_steps": [0]}, "sweep.speculative_num_steps", "outside 1..16"),
-        ({"speculative_eagle_topk": []}, "sweep.speculative_eagle_topk", "required"),
-        ({"env": {"LD_PRELOAD": ["x"]}}, "sweep.env", "LD_PRELOAD"),
-        ({"extra_args": {"--tp-size": [2]}}, "sweep.extra_args", "set by the config's own fields"),
-        ({"extra_args": {"--config": ["a.yaml"]}}, "sweep.extra_args", "never settable"),
-        ({"base": {**BASE, "model_path": ""}}, "sweep.base.model_path", "required"),
-        ({"base": {**BASE, "speculative_algorithm": "NGRAM"}}, "sweep", "EAGLE family"),
-        ({"base": "eagle3"}, "sweep", "Give the candidate the sweep varies"),
+        ({"speculative_num_steps": "1, x"}, "sweep.speculative_num_steps", "'x' is not a whole number", 422),
+        ({"speculative_num_steps": [0]}, "sweep.speculative_num_steps", "outside 1..16", 422),
+        ({"speculative_eagle_topk": []}, "sweep.speculative_eagle_topk", "required", 422),
+        # The launch policy's refusals: 403, as no schema states them.
+        ({"env": {"LD_PRELOAD": ["x"]}}, "sweep.env", "LD_PRELOAD", 403),
+        ({"extra_args": {"--tp-size": [2]}}, "sweep.extra_args", "set by the config's own fields", 403),
+        ({"extra_args": {"--config": ["a.yaml"]}}, "sweep.extra_args", "never settable", 403),
+        ({"base": {**BASE, "model_path": ""}}, "sweep.base.model_path", "required", 422),
+        # A rule between the base's algorithm and the sweep's lists.
+        ({"base": {**BASE, "speculative_algorithm": "NGRAM"}}, "sweep", "EAGLE family", 409),
+        ({"base": "eagle3"}, "sweep.base", "valid integer", 422),
     ],
 )
-def test_it_names_the_field_of_a_bad_sweep(api, sweep, key, fragment):
+def test_it_names_the_field_of_a_bad_sweep(api, sweep, key, fragment, status):
     body = _preview_body(make_host(), speculative_num_steps=[2], speculative_eagle_topk=[1])
     body["sweep"].update(sweep)
 
     response = api("/api/sweeps/preview", body)
 
-    assert response.status_code == 422, response.content
+    assert response.status_code == status, response.content
     errors = response.json()["errors"]
     assert any(fragment in message for message in errors[key]), errors
 
@@ -150,7 +152,7 @@ def test_it_lists_every_skipped_combination_when_none_is_valid(api):
 
     response = api("/api/sweeps/preview", body)
 
-    assert response.status_code == 422
+    assert response.status_code == 409
     answer = response.json()
     assert "No valid candidate" in answer["errors"]["sweep"][0]
     assert [(s["label"], "needs draft tokens" in s["reason"]) for s in answer["skipped"]] == [
@@ -164,8 +166,13 @@ def test_it_refuses_unknown_sweep_keys_and_hosts(api):
     typo = _preview_body(host, speculative_num_steps=[2], speculative_eagle_topk=[1], draft_tokens=[3])
     unknown_host = {**_preview_body(host, speculative_num_steps=[2], speculative_eagle_topk=[1]), "host": "nowhere"}
 
-    assert api("/api/sweeps/preview", typo).json()["detail"].startswith("sweep: unknown keys draft_tokens")
-    assert "host" in api("/api/sweeps/preview", unknown_host).json()["errors"]
+    refused = api("/api/sweeps/preview", typo)
+    assert (refused.status_code, refused.json()["errors"]) == (
+        422,
+        {"sweep.draft_tokens": ["Extra inputs are not permitted"]},
+    )
+    missing = api("/api/sweeps/preview", unknown_host)
+    assert (missing.status_code, missing.json()) == (404, {"detail": "host: no host named 'nowhere'"})
 
 
 def test_it_allows_an_env_var_the_host_allows(api):
@@ -240,22 +247,22 @@ def test_it_takes_the_sweeps_base_by_config_id_and_no_other_candidate(api):
 
 
 @pytest.mark.parametrize(
-    "sweep, key, fragment",
+    "sweep, key, fragment, status",
     [
-        ({"speculative_num_steps": "2, two"}, "sweep.speculative_num_steps", "'two' is not a whole number"),
-        ({"speculative_eagle_topk": [2], "speculative_num_draft_tokens": [9]}, "sweep", "No valid candidate"),
-        ({"base": {**BASE, "tp_size": 16}}, "sweep.candidates.0.tp_size", "fewer than tp 16"),
-        ({"name_prefix": "x" * 41}, "sweep.name_prefix", "at most 40"),
+        ({"speculative_num_steps": "2, two"}, "sweep.speculative_num_steps", "'two' is not a whole number", 422),
+        ({"speculative_eagle_topk": [2], "speculative_num_draft_tokens": [9]}, "sweep", "No valid candidate", 409),
+        ({"base": {**BASE, "tp_size": 16}}, "sweep.candidates.0.tp_size", "fewer than tp 16", 409),
+        ({"name_prefix": "x" * 41}, "sweep.name_prefix", "at most 40", 422),
     ],
 )
-def test_it_refuses_a_bad_sweep_with_field_errors_and_saves_nothing(api, sweep, key, fragment):
+def test_it_refuses_a_bad_sweep_with_field_errors_and_saves_nothing(api, sweep, key, fragment, status):
     payload = _experiment_with_sweep(make_host(), speculative_num_steps=[2], speculative_eagle_topk=[1])
     payload["sweep"].update(sweep)
     before = row_counts()
 
     response = api("/api/experiments", payload)
 
-    assert response.status_code == 422, response.content
+    assert response.status_code == status, response.content
     errors = response.json()["errors"]
     assert any(fragment in message for message in errors[key]), errors
     assert row_counts() == before
@@ -398,7 +405,7 @@ def test_it_refuses_a_profile_flag_that_contradicts_the_config(api, change, key)
 
     response = api("/api/experiments", payload)
 
-    assert response.status_code == 422
+    assert response.status_code == 409  # the box and the fields it fills disagree
     assert key in response.json()["errors"], response.json()
 
 

@@ -151,7 +151,7 @@ def test_it_answers_the_comparison_as_json_and_422_with_the_reason(client, owner
     assert [row["verdict"] for row in body["comparison"]] == ["slower", "slower"]
     assert body["never_pays"] == ["eagle3-3step · <b>tuesday</b>"]
     refused = client.get("/api/compare", {"pick": [picks[0], "r999999999999"]}, headers=auth)
-    assert refused.status_code == 422 and "no run" in refused.json()["errors"]["pick"][0]
+    assert refused.status_code == 404 and "no run" in refused.json()["errors"]["pick"][0]
     assert client.get("/api/compare", {"pick": picks}).status_code == 401
 
 

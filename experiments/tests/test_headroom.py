@@ -220,12 +220,15 @@ def test_the_api_refuses_bad_input_with_the_field_named(client, member, viewer):
     path = f"/api/experiments/{source.pk}/headroom"
 
     unknown = _api(client, member, "post", path, {"config": "no-such-config"})
-    out_of_range = _api(client, member, "post", path, {"config": REAL, "accept_lengths": [40]})
+    out_of_range = _api(client, member, "post", path, {"config": REAL, "accept_lengths": [3.5]})
+    unbounded = _api(client, member, "post", path, {"config": REAL, "accept_lengths": [40]})
     forbidden = _api(client, viewer, "post", path, {"config": REAL})
     missing = _api(client, viewer, "get", path)
 
-    assert unknown.status_code == 422 and "config" in unknown.json()["errors"]
-    assert out_of_range.status_code == 422, out_of_range.json()
+    assert unknown.status_code == 404 and unknown.json()["detail"].startswith("config: ")
+    # Past this config's steps + 1: a rule between the config and the lengths; past any config's, the schema's.
+    assert out_of_range.status_code == 409, out_of_range.json()
+    assert unbounded.status_code == 422 and list(unbounded.json()["errors"]) == ["accept_lengths.0"]
     assert "outside 1 to 3" in out_of_range.json()["errors"]["accept_lengths"][0], out_of_range.json()
     assert forbidden.status_code == 403 and missing.status_code == 404
     assert _api(client, viewer, "get", "/api/experiments/999999/headroom").status_code == 404
@@ -240,6 +243,6 @@ def test_it_is_held_to_the_member_s_launch_quota(client, member, settings):
     client.force_login(member)
     page = client.post(f"/experiments/{source.pk}/headroom/new/", {"config": _real(source).pk}, follow=True)
 
-    assert over.status_code == 422 and "at most 5" in over.json()["errors"]["accept_lengths"][0]
+    assert over.status_code == 429 and "at most 5" in over.json()["errors"]["accept_lengths"][0]
     assert "at most 5" in page.content.decode()
     assert not HeadroomStudy.objects.exists() and Experiment.objects.count() == 1

@@ -34,7 +34,7 @@ def test_a_member_cannot_queue_past_their_quota_by_submitting_or_rerunning(clien
     )
 
     assert first.status_code == 201
-    assert over.status_code == 422 and rerun.status_code == 422
+    assert over.status_code == 429 and rerun.status_code == 429
     message = over.json()["errors"]["profile.launches"][0]
     assert "you have 4 queued or running" in message and "at most 5" in message and "admin" in message
     assert "at most 5" in rerun.json()["errors"]["launches"][0]
@@ -52,7 +52,7 @@ def test_a_host_has_a_quota_of_its_own_and_an_admin_is_not_held_to_either(client
                           headers=_headers(member))  # fmt: skip
 
     assert admin.status_code == 201
-    assert refused.status_code == 422 and f"on {host.name}, which has 5 queued" in str(refused.json()["errors"])
+    assert refused.status_code == 429 and f"on {host.name}, which has 5 queued" in str(refused.json()["errors"])
 
 
 def test_the_page_shows_the_quota_as_the_launches_fields_error(client, member, settings):

@@ -102,7 +102,7 @@ def test_a_members_submission_past_their_gpu_hours_is_refused_and_nothing_is_que
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         refused = _post(client, "/api/experiments", small_submission(host, 9), member)  # 9 x 12.13 = 109 GPU-hours
 
-    assert refused.status_code == 422
+    assert refused.status_code == 429
     message = refused.json()["errors"]["profile.launches"][0]
     assert "This would reserve 109.2 GPU-hours" in message
     assert "you have 0.0 GPU-hours used or reserved in the last 24 h" in message
@@ -121,7 +121,7 @@ def test_a_members_rerun_is_bounded_by_the_same_quota(client, member, settings):
     rerun = _post(client, f"/api/experiments/{first.json()['id']}/rerun", {"launches": 4}, member)
 
     assert first.status_code == 201
-    assert rerun.status_code == 422
+    assert rerun.status_code == 429
     message = rerun.json()["errors"]["launches"][0]
     assert "This would reserve 48.5 GPU-hours" in message and "you have 60.7 GPU-hours used or reserved" in message
     assert Run.objects.count() == 5
@@ -143,7 +143,7 @@ def test_what_finished_launches_took_today_counts_and_what_they_took_yesterday_d
     refused = _post(client, "/api/experiments", small_submission(host, 2), member)  # 24.3 GPU-hours
     accepted = _post(client, "/api/experiments", small_submission(host, 1, "one"), member)
 
-    assert refused.status_code == 422
+    assert refused.status_code == 429
     assert (
         "you have 80.0 GPU-hours used or reserved in the last 24 h" in refused.json()["errors"]["profile.launches"][0]
     )
@@ -161,7 +161,7 @@ def test_a_hosts_gpu_hours_count_everyones_launches_there_and_an_admin_is_not_he
     refused = _post(client, "/api/experiments", small_submission(host, 1, "one"), member)
 
     assert admin.status_code == 201
-    assert refused.status_code == 422
+    assert refused.status_code == 429
     message = refused.json()["errors"]["profile.launches"][0]
     assert f"on {host.name}, which has 60.7 used or reserved in the last 24 h of at most 50.0 a day" in message
     assert "SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY" in message and "ask an admin" in message
@@ -191,7 +191,7 @@ def test_a_members_remedy_rerun_is_held_to_the_quota(client, member, settings):
 
     response = _post(client, f"/api/runs/{failed.pk}/remedy", {"remedy": "context-length"}, member)
 
-    assert response.status_code == 422
+    assert response.status_code == 429
     assert "you have 1 queued or running, and a member may have at most 2" in response.json()["detail"]
     assert Run.objects.count() == 2 and ServerConfig.objects.count() == configs  # no new version either
 
@@ -204,7 +204,7 @@ def test_a_request_of_32_levels_50_passes_100000_prompts_and_day_long_timeouts_i
 
     response = _post(client, "/api/experiments", attack, member)
 
-    assert response.status_code == 422
+    assert response.status_code == 409  # levels x passes x prompts: a rule between fields
     message = " ".join(response.json()["errors"]["profile.num_prompts"])
     assert "160,000,000 requests per launch; at most 200,000" in message
     assert not Run.objects.exists()
@@ -218,6 +218,6 @@ def test_a_profile_within_the_request_bound_but_with_day_long_timeouts_is_refuse
 
     response = _post(client, "/api/experiments", long_waits, member)
 
-    assert response.status_code == 422
+    assert response.status_code == 429
     assert "SPECDASH_QUOTA_GPU_HOURS_PER_USER_PER_DAY" in response.json()["errors"]["profile.launches"][0]
     assert not Run.objects.exists()

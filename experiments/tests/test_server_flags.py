@@ -93,7 +93,7 @@ def test_a_submission_with_a_flag_the_hosts_version_lacks_is_refused_and_nothing
         "/api/experiments", payload, content_type="application/json", headers={"Authorization": f"Bearer {token}"}
     )
 
-    assert refused.status_code == 422, refused.content
+    assert refused.status_code == 409, refused.content  # a flag the host's SGLang lacks
     message = refused.json()["errors"]["candidates.0.extra_args"][0]
     assert message.startswith("SGLang 0.5.23 on gpu8 does not know the flag --cuda-graph-max-bs (its launch_server")
     assert not Experiment.objects.exists() and ServerConfig.objects.count() == configs_before
@@ -148,6 +148,6 @@ def test_a_remedy_whose_flag_the_hosts_version_lacks_is_refused_before_anything_
         headers={"Authorization": f"Bearer {token}"},
     )  # fmt: skip
 
-    assert refused.status_code == 422, refused.content
+    assert refused.status_code == 409, refused.content
     assert "does not know the flag --context-length" in refused.content.decode()
     assert Run.objects.count() == runs_before and not ServerConfig.objects.filter(derived_from=candidate).exists()

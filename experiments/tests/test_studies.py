@@ -142,16 +142,16 @@ HUGE: dict[str, Any] = {
 
 def test_it_refuses_a_study_without_budget_or_with_an_unsafe_or_oversized_space(api, owner):
     host = make_host()
-    cases: list[tuple[dict[str, Any], str]] = [
-        ({"budget": {}}, "__all__"),
-        ({"budget": {"launches": 100_000}}, "max_launches"),
-        ({"sweep": {**BODY["sweep"], "env": {"LD_PRELOAD": ["/tmp/x.so"]}}}, "sweep.env"),
-        ({"sweep": {**BODY["sweep"], **HUGE}}, "sweep"),
-        ({"sweep": {**BODY["sweep"], "env": {"SGLANG_SIMULATE_ACC_LEN": ["2", "3"]}}}, "sweep"),
+    cases: list[tuple[dict[str, Any], str, int]] = [
+        ({"budget": {}}, "__all__", 422),
+        ({"budget": {"launches": 100_000}}, "max_launches", 422),
+        ({"sweep": {**BODY["sweep"], "env": {"LD_PRELOAD": ["/tmp/x.so"]}}}, "sweep.env", 403),  # the launch policy
+        ({"sweep": {**BODY["sweep"], **HUGE}}, "sweep", 409),  # lists whose grid is too large: no schema says so
+        ({"sweep": {**BODY["sweep"], "env": {"SGLANG_SIMULATE_ACC_LEN": ["2", "3"]}}}, "sweep", 409),
     ]
-    for changes, field in cases:
+    for changes, field, status in cases:
         response = api(owner, "post", "/api/studies", {**BODY, "host": host.name, **changes})
-        assert response.status_code == 422, (changes, response.content)
+        assert response.status_code == status, (changes, response.content)
         assert field in response.json()["errors"], response.json()
         if "SGLANG_SIMULATE_ACC_LEN" in str(changes):
             assert "start an acceptance headroom study" in response.json()["errors"]["sweep"][0]

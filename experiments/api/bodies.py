@@ -1,0 +1,390 @@
+"""The typed request bodies of the JSON API: what the forms check, stated in the OpenAPI schema where a schema can
+state it (types, required fields, enums, bounds, lengths, patterns, unknown keys the API refuses).
+
+The forms stay the one validator (pages and API share them); these classes say what they take, with every bound
+read from the rule or form that enforces it. A field's JSON Schema is attached with `WithJsonSchema` where Python's
+type says less than the form checks, so that pydantic never refuses what the forms accepted before (the API is a
+contract). Rules between fields or against stored rows are the forms' and the actions', answered with the statuses
+`refusals.py` documents.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from django import forms
+from ninja import Schema
+from pydantic import ConfigDict, Field, WithJsonSchema
+
+from experiments.analysis import slo
+from experiments.formats import imported_results
+from experiments.formats.prompt_sampling import MAX_UPLOAD_BYTES
+from experiments.rules import headroom, launch_policy, log_metrics, sweeps
+
+from ..forms import ENV_NAME, MAX_CONCURRENCY, BenchmarkProfileForm, PromptSetUploadForm, RerunForm, ScheduleForm
+from ..forms.configs import MAX_EXPECT_ITEMS, MAX_EXPECT_TEXT
+from ..forms.profiles import OPTIONAL_FIELDS, SLO_FIELDS
+from ..forms.studies import StudyForm
+from ..forms.submission import ExperimentSubmission
+from ..forms.sweeps import SweepForm
+from ..forms.values import MAX_CONCURRENCY_LEVELS
+from ..models import BenchmarkProfile, Experiment, ServerConfig
+
+# The characters CONTROL_CHARS refuses, as a character class of a JSON Schema (ECMA-262) pattern.
+_CONTROLS = launch_policy.CONTROL_CHARS.pattern[1:-1]
+_ID = {"type": "integer", "minimum": 1}
+
+
+def _text(max_length: int, *, required: bool = True, argument: bool = False) -> Any:
+    """A string the forms strip and check: without control characters, at most `max_length` long, not blank when
+    `required`, and (for a value that becomes one argument of a launch) not starting with - or @."""
+    first = rf"[^\s\-@{_CONTROLS}]" if argument else rf"[^\s{_CONTROLS}]"
+    pattern = rf"^\s*{first}[^{_CONTROLS}]*$" if required else rf"^(\s*{first}[^{_CONTROLS}]*)?\s*$"
+    if argument:  # a value led by blanks is stripped, so its first other character is the one that must not be -
+        pattern = rf"^{first}[^{_CONTROLS}]*$" if required else rf"^({first}[^{_CONTROLS}]*)?$"
+    schema = {"type": "string", "maxLength": max_length, "pattern": pattern}
+    return WithJsonSchema({**schema, "minLength": 1} if required else schema)
+
+
+def int_schema(low: int, high: int, *, nullable: bool = False) -> Any:
+    schema: dict[str, Any] = {"type": "integer", "minimum": low, "maximum": high}
+    return WithJsonSchema({"anyOf": [schema, {"type": "null"}]} if nullable else schema)
+
+
+def _number(low: float, high: float, *, nullable: bool = False, exclusive_low: bool = False) -> Any:
+    schema: dict[str, Any] = {"type": "number", "maximum": high}
+    schema["exclusiveMinimum" if exclusive_low else "minimum"] = low
+    return WithJsonSchema({"anyOf": [schema, {"type": "null"}]} if nullable else schema)
+
+
+def _choice(values: Any, *, nullable: bool = False) -> Any:
+    return WithJsonSchema({"enum": [*values, *([None] if nullable else [])]})
+
+
+def _bounded(form: Any, field: str) -> Any:
+    """The bounds of a number field of a Django form, as a JSON Schema."""
+    declared = form.base_fields[field]
+    bounds = (declared.min_value, declared.max_value)
+    return int_schema(*bounds) if isinstance(declared, forms.IntegerField) else _number(*bounds)
+
+
+def column_length(model: Any, field: str) -> int:
+    return int(model._meta.get_field(field).max_length)
+
+
+_BOUNDS = launch_policy.NUMBER_BOUNDS
+ENV_NAME_PATTERN = ENV_NAME.pattern.replace(r"\A", "^").replace(r"\Z", "$")
+_LINE = {"type": "string", "minLength": 1, "maxLength": MAX_EXPECT_TEXT, "pattern": f"^[^{_CONTROLS}]*$"}
+
+
+class ExpectIn(Schema):
+    """What the verification holds the server to; the API refuses other keys."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    server_args: Annotated[
+        dict[str, Any],
+        WithJsonSchema(
+            {
+                "type": "object",
+                "maxProperties": MAX_EXPECT_ITEMS,
+                "propertyNames": {"maxLength": launch_policy.MAX_ENV_NAME_LENGTH, "pattern": f"^[^{_CONTROLS}]*$"},
+                "additionalProperties": {"type": ["string", "number", "boolean", "null"]},
+            }
+        ),
+    ] = {}
+    log_contains: Annotated[
+        list[str], WithJsonSchema({"type": "array", "maxItems": MAX_EXPECT_ITEMS, "items": _LINE})
+    ] = []
+    env_propagated: Annotated[
+        list[str],
+        WithJsonSchema(
+            {
+                "type": "array",
+                "maxItems": MAX_EXPECT_ITEMS,
+                "items": {**_LINE, "maxLength": launch_policy.MAX_ENV_NAME_LENGTH, "pattern": ENV_NAME_PATTERN},
+            }
+        ),
+    ] = []
+
+
+ENV_VALUE = {"type": "string", "maxLength": launch_policy.MAX_ENV_VALUE_LENGTH, "pattern": f"^[^{_CONTROLS}]*$"}
+ENV_SCHEMA = {
+    "type": "object",
+    "maxProperties": launch_policy.MAX_ENV_VARS,
+    "propertyNames": {"pattern": ENV_NAME_PATTERN, "maxLength": launch_policy.MAX_ENV_NAME_LENGTH},
+    "additionalProperties": ENV_VALUE,
+}
+ARG = {**ENV_VALUE, "minLength": 1, "maxLength": launch_policy.MAX_EXTRA_ARG_LENGTH}
+LOG_METRICS_SCHEMA = {
+    "type": "object",
+    "maxProperties": log_metrics.MAX_METRICS,
+    "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "maxLength": log_metrics.MAX_NAME_LENGTH},
+    "additionalProperties": {"type": "string", "format": "regex", "maxLength": log_metrics.MAX_PATTERN_LENGTH},
+}
+
+
+class ConfigIn(Schema):
+    """A server config, inline; field names follow SGLang's flags. Keys the form does not know are ignored."""
+
+    name: Annotated[str, _text(column_length(ServerConfig, "name"))]
+    model_path: Annotated[str, _text(launch_policy.TEXT_FIELDS["model_path"], argument=True)]
+    served_model_name: Annotated[
+        str | None, _text(launch_policy.TEXT_FIELDS["served_model_name"], required=False, argument=True)
+    ] = None
+    speculative_algorithm: Annotated[str | None, _choice(ServerConfig.Algorithm.values, nullable=True)] = None
+    speculative_draft_model_path: Annotated[
+        str | None, _text(launch_policy.TEXT_FIELDS["speculative_draft_model_path"], required=False, argument=True)
+    ] = None
+    speculative_num_steps: Annotated[int | None, int_schema(*_BOUNDS["speculative_num_steps"], nullable=True)] = None
+    speculative_eagle_topk: Annotated[int | None, int_schema(*_BOUNDS["speculative_eagle_topk"], nullable=True)] = None
+    speculative_num_draft_tokens: Annotated[
+        int | None, int_schema(*_BOUNDS["speculative_num_draft_tokens"], nullable=True)
+    ] = None
+    tp_size: Annotated[int | None, int_schema(*_BOUNDS["tp_size"], nullable=True)] = None
+    env: Annotated[dict[str, Any] | None, WithJsonSchema(ENV_SCHEMA)] = None
+    extra_args: Annotated[
+        list[str] | None, WithJsonSchema({"type": "array", "maxItems": launch_policy.MAX_EXTRA_ARGS, "items": ARG})
+    ] = None
+    expect: ExpectIn | None = None
+    log_metrics: Annotated[dict[str, Any] | None, WithJsonSchema(LOG_METRICS_SCHEMA)] = None
+    profile_eagle3: bool = False
+
+    def form_payload(self) -> dict[str, Any]:
+        """The fields as the client gave them (what `config_form_data` reads), `expect` as its plain object."""
+        return self.model_dump(exclude_unset=True)
+
+
+class SweepBaseIn(ConfigIn):
+    """The candidate a sweep varies: a config without a name of its own (each candidate is named after its values)."""
+
+    name: Annotated[str, _text(column_length(ServerConfig, "name"), required=False)] = ""
+
+
+_LEVELS = {"type": "integer", "minimum": 1, "maximum": MAX_CONCURRENCY}
+_LIMITS = BenchmarkProfileForm.LIMITS
+
+
+class ProfileIn(Schema):
+    """How configs are measured. Left out, a field takes the browser form's default (3 passes of 1 launch at 1 and
+    4 concurrent requests); `prompt_set` is a prompt set's id (null: random token ids)."""
+
+    # Also taken as the page's text ("1, 4"), which the schema leaves out: a list is what the API documents.
+    concurrency: Annotated[
+        list[int] | str | None,
+        WithJsonSchema({"type": "array", "minItems": 1, "maxItems": MAX_CONCURRENCY_LEVELS, "items": _LEVELS}),
+    ] = None
+    prompt_set: Annotated[int | None, WithJsonSchema({"anyOf": [_ID, {"type": "null"}]})] = None
+    input_len: Annotated[int | None, int_schema(*_LIMITS["input_len"])] = None
+    output_len: Annotated[int | None, int_schema(*_LIMITS["output_len"])] = None
+    num_prompts: Annotated[int | None, int_schema(*_LIMITS["num_prompts"])] = None
+    warmup_requests: Annotated[int | None, int_schema(*_LIMITS["warmup_requests"])] = None
+    passes: Annotated[int | None, int_schema(*_LIMITS["passes"])] = None
+    launches: Annotated[int | None, int_schema(*_LIMITS["launches"])] = None
+    seed: Annotated[int | None, int_schema(*_LIMITS["seed"])] = None
+    temperature: Annotated[float | None, _number(*_LIMITS["temperature"], nullable=True)] = None
+    top_p: Annotated[float | None, _number(0, 1, nullable=True, exclusive_low=True)] = None
+    gate_within_tokens: Annotated[int | None, int_schema(*_LIMITS["gate_within_tokens"], nullable=True)] = None
+    gate_max_share: Annotated[float | None, _number(*_LIMITS["gate_max_share"], nullable=True)] = None
+    request_timeout_s: Annotated[int | None, int_schema(*_LIMITS["request_timeout_s"])] = None
+    readiness_timeout_s: Annotated[int | None, int_schema(*_LIMITS["readiness_timeout_s"])] = None
+    stall_timeout_s: Annotated[int | None, int_schema(*_LIMITS["stall_timeout_s"])] = None
+    slo_metric: Annotated[str | None, _choice(["", *slo.METRICS], nullable=True)] = None
+    slo_percentile: Annotated[str | None, _choice(["", *slo.PERCENTILES], nullable=True)] = None
+    slo_limit_ms: Annotated[float | None, _number(*_LIMITS["slo_limit_ms"], nullable=True)] = None
+
+    def form_payload(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True)
+
+
+assert set(ProfileIn.model_fields) == {*BenchmarkProfileForm.Meta.fields, "concurrency"}, "a profile field unstated"
+assert set(OPTIONAL_FIELDS) | set(SLO_FIELDS) <= set(ProfileIn.model_fields)
+
+
+class NamedProfileIn(ProfileIn):
+    name: Annotated[str, _text(column_length(BenchmarkProfile, "name"))]
+
+
+HostRef = Annotated[
+    str | int,
+    WithJsonSchema({"anyOf": [{"type": "string", "minLength": 1, "maxLength": 100}, _ID]}),
+]
+Id = Annotated[int, Field(ge=1)]
+ConfigRef = ConfigIn | Id
+ProfileRef = ProfileIn | Id
+_NUMBERS = {"type": "array", "minItems": 1, "maxItems": sweeps.MAX_VALUES}
+_VARIED = {
+    "type": "object",
+    "maxProperties": sweeps.MAX_VARIED,
+    "additionalProperties": {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": sweeps.MAX_VALUES,
+        "items": {
+            "anyOf": [
+                {"type": "string", "maxLength": sweeps.MAX_VALUE_LENGTH, "pattern": f"^[^{_CONTROLS}]*$"},
+                {"type": "number"},
+            ]
+        },
+    },
+}
+
+
+def _numbers(field: str) -> Any:
+    low, high = _BOUNDS[field]
+    return WithJsonSchema({**_NUMBERS, "items": {"type": "integer", "minimum": low, "maximum": high}})
+
+
+class SweepIn(Schema):
+    """Value lists whose grid of candidates varies `base` (a config inline or by id); the API refuses other keys."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: SweepBaseIn | Id
+    # Lists are also taken as the page's text ("1, 2" or "1-4"), which the schema leaves out.
+    speculative_num_steps: Annotated[list[int] | str, _numbers("speculative_num_steps")]
+    speculative_eagle_topk: Annotated[list[int] | str, _numbers("speculative_eagle_topk")]
+    speculative_num_draft_tokens: Annotated[list[int] | str | None, _numbers("speculative_num_draft_tokens")] = None
+    extra_args: Annotated[dict[str, list[Any]] | str | None, WithJsonSchema(_VARIED)] = None
+    env: Annotated[
+        dict[str, list[Any]] | str | None,
+        WithJsonSchema({**_VARIED, "propertyNames": {"pattern": ENV_NAME_PATTERN}}),
+    ] = None
+    name_prefix: Annotated[str, _text(sweeps.MAX_PREFIX_LENGTH, required=False)] = ""
+
+    def form_payload(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump(exclude_unset=True).items() if k != "base"}
+
+
+assert set(SweepIn.model_fields) == {"base", *SweepForm.base_fields}, "a sweep field unstated"
+
+
+class ExperimentIn(Schema):
+    name: Annotated[str, _text(column_length(Experiment, "name"))]
+    host: HostRef  # a host's name or id
+    baseline: ConfigRef
+    candidates: Annotated[list[ConfigRef], Field(max_length=ExperimentSubmission.MAX_CANDIDATES)] = []
+    # none: the baseline measured alone
+    profile: ProfileRef
+    run_candidates_without_baseline: bool = False
+    # Every run records profiler traces after its measured cells (summaries in GET /api/runs/{id}).
+    profile_traces: bool = False
+    # Value lists whose grid of candidates joins `candidates` (see "Sweeps" below).
+    sweep: SweepIn | None = None
+
+
+class SweepPreviewIn(Schema):
+    host: HostRef
+    sweep: SweepIn
+    profile: ProfileRef
+
+
+class BudgetIn(Schema):
+    """At least one of the two; the API refuses other keys."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
+
+    launches: Annotated[int | None, _bounded(StudyForm, "max_launches")] = None
+    hours: Annotated[float | None, _bounded(StudyForm, "max_hours")] = None
+
+
+class PrecisionIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    within: Annotated[float, _bounded(StudyForm, "tolerance")] = 0.02
+    confidence: Annotated[float, _choice([0.95])] = 0.95
+
+
+class StudyIn(Schema):
+    name: Annotated[str, _text(column_length(Experiment, "name"))]
+    host: HostRef
+    baseline: ConfigRef
+    profile: ProfileRef
+    # The search space: the value lists of a sweep and the candidate they vary (`base`), as POST /api/experiments.
+    sweep: SweepIn
+    budget: BudgetIn  # {"launches": 40} and/or {"hours": 6}
+    precision: PrecisionIn = PrecisionIn()
+    round_size: Annotated[int, _bounded(StudyForm, "round_size")] = 4
+    seed: Annotated[int, _bounded(StudyForm, "seed")] = 0
+
+
+class ScheduleIn(Schema):
+    every: Annotated[str | None, _choice(Experiment.Schedule.values, nullable=True)] = ""
+    hour_utc: Annotated[int, _bounded(ScheduleForm, "hour_utc")] = 2
+
+
+class RerunIn(Schema):
+    launches: Annotated[int, _bounded(RerunForm, "launches")] = 1
+
+
+_PROMPT_NAME = 128
+assert getattr(PromptSetUploadForm.base_fields["name"], "max_length", None) == _PROMPT_NAME
+
+
+class PromptSetIn(Schema):
+    name: Annotated[str, _text(_PROMPT_NAME)]
+    # The JSONL or JSON file's text (its bytes in UTF-8 are bounded too).
+    content: Annotated[str, WithJsonSchema({"type": "string", "maxLength": MAX_UPLOAD_BYTES})]
+
+
+IMPORT_FORMATS = (imported_results.AUTO, *imported_results.FORMATS)
+MAX_IMPORT_FILES = 20
+MAX_IMPORT_FILE_CHARS = 2_000_000  # the request body is bounded by DATA_UPLOAD_MAX_MEMORY_SIZE as well
+MAX_IMPORT_FILE_NAME = 255
+
+
+class ImportFileIn(Schema):
+    name: Annotated[str, _text(MAX_IMPORT_FILE_NAME)]
+    format: Annotated[str | None, _choice(IMPORT_FORMATS, nullable=True)] = None
+    content: Annotated[str, WithJsonSchema({"type": "string", "maxLength": MAX_IMPORT_FILE_CHARS})]
+    # What the format does not hold (SpecForge: model_path, concurrency, ...).
+    given: Annotated[
+        dict[str, Any] | None,
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {
+                        "type": "object",
+                        "propertyNames": {"enum": list(imported_results.SPECFORGE_GIVEN)},
+                        "maxProperties": len(imported_results.SPECFORGE_GIVEN),
+                    },
+                    {"type": "null"},
+                ]
+            }
+        ),
+    ] = None
+
+
+class ImportIn(Schema):
+    """Into an existing `experiment` (by id), or a new one on `host` (by name): one of the two."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["experiment"], "properties": {"experiment": {"type": "integer"}}},
+                {"required": ["host"], "properties": {"host": {"type": "string"}}},
+            ]
+        }
+    )
+
+    experiment: Annotated[int | None, WithJsonSchema({"anyOf": [_ID, {"type": "null"}]})] = None
+    name: Annotated[str | None, _text(column_length(Experiment, "name"), required=False)] = None
+    host: Annotated[str | None, WithJsonSchema({"anyOf": [{"type": "string", "minLength": 1}, {"type": "null"}]})] = (
+        None
+    )
+    files: Annotated[list[ImportFileIn], Field(min_length=1, max_length=MAX_IMPORT_FILES)]
+
+
+class HeadroomIn(Schema):
+    config: Annotated[
+        int | str, WithJsonSchema({"anyOf": [_ID, {"type": "string", "minLength": 1, "maxLength": 200}]})
+    ]  # a candidate of the experiment, by id or name
+    # Each at most the longest accept length any config reaches (steps + 1); the config's own steps bound it too.
+    accept_lengths: Annotated[
+        list[Annotated[float, Field(ge=1, le=_BOUNDS["speculative_num_steps"][1] + 1)]],
+        Field(max_length=headroom.MAX_LENGTHS),
+    ] = []  # empty: 1.5, 2, 2.5 ... up to steps + 1
+
+
+class RemedyIn(Schema):
+    remedy: Annotated[str, WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 200})]
