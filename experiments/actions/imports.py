@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from ..analysis import slo
 from ..formats.imported_results import ImportedRun, Server
 from ..models import AuditEvent, BenchmarkProfile, Candidate, Experiment, Host, Measurement, Run, ServerConfig
 from .audit import Actor, record_event
@@ -34,6 +35,7 @@ def do_import_runs(
     experiment: Experiment | None = None,
     name: str = "",
     host: Host | None = None,
+    objective: slo.Slo | None = None,
 ) -> tuple[Experiment, list[Run]]:
     """File every run of the (parsed, valid) files as a succeeded, imported run with its measurements: into
     `experiment`, or a new one on `host` whose baseline is the first run without speculation (the first run when all
@@ -43,7 +45,7 @@ def do_import_runs(
     configs = _configs_of(actor, [run.server for _, run in pairs])
     if experiment is None:
         assert host is not None, "a new experiment needs a host"
-        experiment = _new_experiment(actor, name or _default_name(files), host, configs, pairs)
+        experiment = _new_experiment(actor, name or _default_name(files), host, configs, pairs, objective)
     else:
         _add_candidates(experiment, configs)
     last = experiment.run_set.aggregate(sequence=Max("sequence"), launch=Max("launch_index"))
@@ -121,6 +123,7 @@ def _new_experiment(
     host: Host,
     configs: dict[tuple, ServerConfig],
     pairs: list[tuple[ImportedFile, ImportedRun]],
+    objective: slo.Slo | None,
 ) -> Experiment:
     ordered = list(dict.fromkeys(configs.values()))
     baseline = next((c for c in ordered if not c.is_speculative), ordered[0])
@@ -135,6 +138,10 @@ def _new_experiment(
         "passes": passes,
         "launches": 1,
         "prompt_set": None,
+        # The SLO the cells are judged under (goodput from their request rows), or none.
+        "slo_metric": objective.metric if objective else "",
+        "slo_percentile": objective.percentile if objective else "",
+        "slo_limit_ms": objective.limit_ms if objective else None,
     }
     label = f"imported: {first.dataset} {first.input_len} in / {first.output_len} out, {first.num_prompts} prompts"
     profile = BenchmarkProfile.objects.filter(name=label[:128], **shape).order_by("-created_at").first()

@@ -355,6 +355,16 @@ class ImportFileIn(Schema):
     ] = None
 
 
+class SloIn(Schema):
+    """A latency objective whole: `percentile` of `metric` at most `limit_ms` (analysis/slo.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: Annotated[str, _choice(slo.METRICS)]
+    percentile: Annotated[str, _choice(slo.PERCENTILES)]
+    limit_ms: Annotated[float, _number(*_LIMITS["slo_limit_ms"])]
+
+
 class ImportIn(Schema):
     """Into an existing `experiment` (by id), or a new one on `host` (by name): one of the two."""
 
@@ -373,6 +383,8 @@ class ImportIn(Schema):
         None
     )
     files: Annotated[list[ImportFileIn], Field(min_length=1, max_length=MAX_IMPORT_FILES)]
+    # A new experiment's SLO, its imported cells' goodput judged under it; an existing experiment keeps its own.
+    slo: SloIn | None = None
 
 
 class HeadroomIn(Schema):

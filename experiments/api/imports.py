@@ -8,10 +8,12 @@ from django.http import HttpRequest
 from ninja import Status
 from ninja.errors import HttpError
 
+from experiments.analysis import slo
 from experiments.formats import imported_results
 
 from ..actions.audit import Actor
 from ..actions.imports import ImportedFile, do_import_runs
+from ..forms.profiles import BenchmarkProfileForm
 from ..models import Experiment, Host
 from .base import api, require, require_manage
 from .bodies import IMPORT_FORMATS, MAX_IMPORT_FILE_CHARS, MAX_IMPORT_FILE_NAME, MAX_IMPORT_FILES, ImportIn
@@ -24,7 +26,7 @@ EXPERIMENT_NAME_MAX = 200
 FORMATS = IMPORT_FORMATS
 
 
-@api.post("/imports", response=responses(201, 400), openapi_extra=documented(400, 404))
+@api.post("/imports", response=responses(201, 400, 409), openapi_extra=documented(400, 404, 409))
 def import_results(request: HttpRequest, body: ImportIn):
     """`{"experiment"?: id, "name"?, "host"?: name, "files": [{"name", "format"?: auto | sglang-bench-serving |
     vllm-bench-serve | specforge-benchmark, "content": "<the file's text>", "given"?: {...}}]}`: every file is read
@@ -44,8 +46,14 @@ def import_results(request: HttpRequest, body: ImportIn):
         # Only files whose text cannot be read (no schema states a file format): the body's own 400.
         status = 400 if set(errors) == unreadable else 422
         return refused("invalid import", errors, status)
+    objective = _objective(body)
+    if isinstance(objective, dict):
+        return refused("invalid import", objective, 422)
+    if objective is not None and experiment is not None:
+        why = "an import into an existing experiment is judged under that experiment's own SLO (set it on its profile)"
+        return refused("invalid import", {"slo": [why]}, 409)
     experiment, runs = do_import_runs(
-        actor=Actor.of(request), files=files, experiment=experiment, name=str(name), host=host
+        actor=Actor.of(request), files=files, experiment=experiment, name=str(name), host=host, objective=objective
     )
     return Status(
         201,
@@ -66,6 +74,22 @@ def import_results(request: HttpRequest, body: ImportIn):
             ],
         },
     )
+
+
+def _objective(body: ImportIn) -> slo.Slo | dict[str, list[str]] | None:
+    """The SLO a new experiment's cells are judged under, or the errors naming its fields."""
+    if body.slo is None:
+        return None
+    given = body.slo
+    errors: dict[str, list[str]] = {}
+    if given.metric not in slo.METRICS:
+        errors["slo.metric"] = [f"One of {', '.join(slo.METRICS)}."]
+    if given.percentile not in slo.PERCENTILES:
+        errors["slo.percentile"] = [f"One of {', '.join(slo.PERCENTILES)}."]
+    low, high = BenchmarkProfileForm.LIMITS["slo_limit_ms"]
+    if not low <= given.limit_ms <= high:
+        errors["slo.limit_ms"] = [f"A number of milliseconds from {low} to {high:g}."]
+    return errors or slo.Slo(given.metric, given.percentile, given.limit_ms)
 
 
 def _target(

@@ -104,3 +104,52 @@ def test_an_imported_cell_has_goodput_and_attainment_under_its_experiments_slo(c
     assert cell.goodput is not None and (cell.goodput.met, cell.goodput.total) == (2, 4)
     assert cell.goodput.requests_per_s == pytest.approx(2 / 25.6)
     assert cell.goodput.output_tok_s == pytest.approx(5 / 25.6)
+
+
+@pytest.mark.django_db
+def test_a_new_imported_experiment_takes_its_slo_and_judges_the_detailed_cells_under_it(client, owner):
+    make_host(name="gpu-8")
+    body = {"host": "gpu-8", "files": _files(("d.jsonl", _detailed(BASELINE))),
+            "slo": {"metric": "tpot", "percentile": "p90", "limit_ms": 50}}  # fmt: skip
+
+    response = _post(client, owner, body)
+
+    assert response.status_code == 201, response.content
+    experiment = Experiment.objects.get(pk=response.json()["id"])
+    assert experiment.profile.slo is not None and experiment.profile.slo.key == "p90_tpot_ms"
+    view = build_report(experiment).deployment
+    assert view is not None
+    (cell, _) = view.cells[experiment.baseline.name]
+    assert cell.goodput is not None and (cell.goodput.met, cell.goodput.total) == (2, 4)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("slo", "status", "field"),
+    [
+        ({"metric": "tpot", "percentile": "p90"}, 422, "slo.limit_ms"),  # whole or not at all
+        ({"metric": "tpot; rm -rf /", "percentile": "p90", "limit_ms": 50}, 422, "slo.metric"),
+        ({"metric": "tpot", "percentile": "p90", "limit_ms": -1}, 422, "slo.limit_ms"),
+    ],
+)
+def test_an_import_slo_that_is_not_whole_or_valid_is_refused_naming_it(client, owner, slo, status, field):
+    make_host(name="gpu-8")
+
+    response = _post(client, owner, {"host": "gpu-8", "files": _files(("b.jsonl", BASELINE)), "slo": slo})
+
+    assert response.status_code == status, response.content
+    assert field in response.json()["errors"], response.json()
+    assert not Experiment.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_import_into_an_existing_experiment_keeps_that_experiments_slo(client, owner):
+    make_host(name="gpu-8")
+    created = _post(client, owner, {"host": "gpu-8", "files": _files(("b.jsonl", BASELINE))}).json()
+    runs = Measurement.objects.count()
+
+    response = _post(client, owner, {"experiment": created["id"], "files": _files(("d.jsonl", BASELINE)),
+                                     "slo": {"metric": "ttft", "percentile": "p99", "limit_ms": 500}})  # fmt: skip
+
+    assert response.status_code == 409 and "own SLO" in response.json()["errors"]["slo"][0]
+    assert Measurement.objects.count() == runs
