@@ -35,6 +35,14 @@ LEVELS = [2, 16]  # two steps pay at c = 2 (~1.26x) and lose a little at c = 16 
 WITHIN = 0.1
 
 
+def _cells(study_id: int) -> str:
+    """Each measured cell of the study (config, concurrency, tok/s), to read a recommendation by."""
+    rows = Measurement.objects.filter(run__experiment__studyround__study_id=study_id).order_by("run__sequence")
+    return "; ".join(
+        f"{m.run.config.name} c={m.concurrency} {m.output_throughput:.1f}" for m in rows.select_related("run__config")
+    )
+
+
 def _runs(**where) -> str:
     return "; ".join(
         f"{r.pk} {r.config.name} {r.state} {r.failure_message[:200]}"
@@ -76,7 +84,7 @@ def test_a_studys_schedule_is_built_and_verified_on_the_simulated_host(
 
     built = client.post(f"/api/studies/{study_id}/schedule", content_type="application/json", headers=headers)
 
-    assert built.status_code == 201, built.content
+    assert built.status_code == 201, (built.content, study.recommendation, _cells(study_id))
     schedule = AdaptiveSchedule.objects.get(pk=built.json()["id"])
     steps = {int(k): v["candidate_steps"] for k, v in json.loads(schedule.config_json).items()}
     assert any(s != [0] for s in steps.values()), (study.recommendation, steps)
