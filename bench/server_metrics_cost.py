@@ -3,9 +3,10 @@
     .venv/bin/python bench/server_metrics_cost.py [--mode speed-model|client-bound] [--pairs 8] [--interval-ms 250]
 
 One simulated server with --enable-metrics, and the shipped client (`python -m workers.benchclient`, one process)
-run against it in interleaved pairs: with the gauges scraped every --interval-ms and without (--metrics-interval-ms
-0), the order alternating pair by pair so a slow drift of the machine cancels out. Each pair gives a ratio, output
-throughput with / without; the median over the pairs is the figure, with the spread beside it.
+run against it in interleaved pairs: with the gauges scraped every --interval-ms and streamed on stderr as the worker
+runs it (--stream-metrics) and without (--metrics-interval-ms 0), the order alternating pair by pair so a slow drift
+of the machine cancels out. Each pair gives a ratio, output throughput with / without; the median over the pairs is
+the figure, with the spread beside it.
 
 --mode speed-model: the server on its speed model (the simulated GPU sets the pace, as a real one does), noise off.
 --mode client-bound: the speed model off (SIMHOST_SPEED=0), so the client's own CPU is what limits throughput and
@@ -63,13 +64,21 @@ def _cell(port: int, concurrency: int, prompts: int, output_len: int, interval_m
     client = subprocess.run(
         [sys.executable, "-m", "workers.benchclient", "--base-url", f"http://127.0.0.1:{port}",
          "--concurrency", str(concurrency), "--num-prompts", str(prompts), "--input-len", "64",
-         "--output-len", str(output_len), "--seed", "1", "--metrics-interval-ms", str(interval_ms)],
+         "--output-len", str(output_len), "--seed", "1", "--metrics-interval-ms", str(interval_ms),
+         *(["--stream-metrics"] if interval_ms else [])],
         cwd=REPO, capture_output=True, text=True, check=True, preexec_fn=_pin(cpus),
     )  # fmt: skip
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = json.loads(client.stdout)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     result["client_cpu_us_per_token"] = cpu / max(result["total_output_tokens"], 1) * 1e6
+    # Streamed as the worker's command asks (a line a second on stderr), the rest in the result: every scrape once.
+    streamed = [
+        json.loads(line.removeprefix(prometheus.STREAM_PREFIX))["samples"]
+        for line in client.stderr.splitlines()
+        if line.startswith(prometheus.STREAM_PREFIX)
+    ]
+    result["scrapes"] = sum(map(len, streamed)) + len((result["server_metrics"] or {}).get("samples", []))
     return result
 
 
@@ -117,7 +126,7 @@ def main() -> None:
                 with_scrapes, without = results[args.interval_ms], results[0]
                 ratios.append(with_scrapes["output_throughput"] / without["output_throughput"])
                 cpu_ratios.append(with_scrapes["client_cpu_us_per_token"] / without["client_cpu_us_per_token"])
-                scrapes.append(len(with_scrapes["server_metrics"]["samples"]))
+                scrapes.append(with_scrapes["scrapes"])
                 throughput.append(without["output_throughput"])
                 print(
                     f"pair {pair + 1}: {with_scrapes['output_throughput']:,.0f} tok/s with "

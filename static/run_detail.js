@@ -814,6 +814,45 @@
     $("remedies").hidden = remedies.length === 0;
   }
 
+  // ---- the server's gauges, streamed while a cell runs ------------------------------------------------------------
+  // Each sample arrives once (the worker stores it, then sends it). A drawn chart is extended in place; a folded one
+  // not yet drawn gets them in the figure it will be drawn from when opened.
+  const EXTEND_RETRY_MS = 500;
+
+  function extendServerMetrics(message) {
+    const holder = $("server-metrics-chart");
+    const source = holder && document.getElementById(holder.dataset.figure);
+    if (!source || !Array.isArray(message.fields) || !Array.isArray(message.samples)) return;
+    if (holder.dataset.drawn && !holder.data) {
+      setTimeout(() => extendServerMetrics(message), EXTEND_RETRY_MS); // plotly.js still loading: its figure is read
+      return;
+    }
+    const column = new Map(message.fields.map((name, i) => [name, i]));
+    const at = message.samples.map((s) => new Date(s[column.get("t")] * 1000).toISOString().replace("Z", "+00:00"));
+    const figure = holder.data ? null : JSON.parse(source.textContent);
+    const traces = holder.data || figure.data;
+    const update = { x: [], y: [] };
+    const indices = [];
+    traces.forEach((trace, index) => {
+      const i = trace.meta && column.get(trace.meta.field);
+      if (i === undefined) return;
+      indices.push(index);
+      update.x.push(at);
+      update.y.push(message.samples.map((s) => (typeof s[i] === "number" ? s[i] * trace.meta.scale : null)));
+    });
+    if (indices.length === 0) return;
+    if (holder.data) {
+      Plotly.extendTraces(holder, update, indices);
+    } else {
+      indices.forEach((traceIndex, k) => {
+        figure.data[traceIndex].x.push(...update.x[k]);
+        figure.data[traceIndex].y.push(...update.y[k]);
+      });
+      source.textContent = JSON.stringify(figure);
+    }
+    holder.dataset.streamed = String(Number(holder.dataset.streamed || 0) + message.samples.length);
+  }
+
   window.specdashSocket(logBox.dataset.ws, {
     resumeQuery: () => `?after=${lastLine}`,
     onMessage(message) {
@@ -824,6 +863,8 @@
         renderThrottled();
       } else if (message.type === "state") {
         onState(message);
+      } else if (message.type === "server_metrics") {
+        extendServerMetrics(message);
       }
     },
   });

@@ -10,10 +10,11 @@ from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja.errors import HttpError
 
-from experiments.analysis.telemetry import SERVER_METRIC_FIELDS, server_metrics_summary
+from experiments.analysis.telemetry import server_metrics_summary
 from experiments.reads import environments
 
 from ..models import Experiment, Run, RunEnvironment
+from . import serializers
 from .base import api, require
 
 
@@ -55,8 +56,7 @@ def get_run_server_metrics(request: HttpRequest, run_id: int):
     return {
         "run": run.pk,
         "summary": server_metrics_summary(readings),
-        "fields": ["t", *SERVER_METRIC_FIELDS],
-        "samples": [[r.t, *r.stored_fields().values()] for r in readings],
+        **serializers.server_metric_samples_json(readings),
         "cells": [{"start": start, "end": end, "label": label} for start, end, label in cells],
     }
 

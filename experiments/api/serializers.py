@@ -3,11 +3,13 @@ too, so a field is added in one place. Secret-looking environment values are mas
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.urls import reverse
 
 from experiments.analysis import acceptance
+from experiments.analysis.telemetry import SERVER_METRIC_FIELDS, ServerMetricReading
 from experiments.forms import BenchmarkProfileForm
 from experiments.models import (
     BenchmarkProfile,
@@ -99,6 +101,11 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
             for m in run.measurement_set.all()
         ]
     return data
+
+
+def server_metric_samples_json(readings: Sequence[ServerMetricReading]) -> dict[str, Any]:
+    """The server's gauges as columns: `t` in seconds since the epoch, then each gauge (null: not served)."""
+    return {"fields": ["t", *SERVER_METRIC_FIELDS], "samples": [[r.t, *r.stored_fields().values()] for r in readings]}
 
 
 def run_row_json(run: Run) -> dict[str, Any]:

@@ -136,11 +136,12 @@ SERVER_FIGURE_HEIGHT = 720  # the holder's height in specdash.css (#server-metri
 
 
 def server_metrics_figure(
-    readings: Sequence[ServerMetricReading], cells: Sequence[tuple[float, float, str]]
+    readings: Sequence[ServerMetricReading], cells: Sequence[tuple[float, float, str]], *, speculative: bool = False
 ) -> dict[str, Any]:
     """`readings` oldest first; `cells` as for `telemetry_figure`. A baseline's panels of speculative gauges (all
-    absent or 0) are left out."""
-    speculative = any(r.spec_accept_length or r.spec_num_steps for r in readings)
+    absent or 0) are left out; `speculative` keeps them for samples still to come (a run not yet benchmarking).
+    Each trace's `meta` names the gauge it draws and its scale: the page extends it from streamed samples."""
+    speculative = speculative or any(r.spec_accept_length or r.spec_num_steps for r in readings)
     panels = [
         p for p in dict.fromkeys(panel for *_, panel in SERVER_SERIES) if speculative or p not in SPECULATIVE_PANELS
     ]
@@ -162,6 +163,7 @@ def server_metrics_figure(
                 "mode": "lines",
                 "line": {"shape": "hv", "width": 1.5, "color": qualitative.Plotly[position % len(qualitative.Plotly)]},
                 "name": name,
+                "meta": {"field": attribute, "scale": scale},
                 "x": [_iso(r.t) for r in readings],
                 "y": [None if (v := getattr(r, attribute)) is None else v * scale for r in readings],
                 "yaxis": "y" if index == 0 else f"y{index + 1}",

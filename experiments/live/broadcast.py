@@ -42,6 +42,11 @@ def run_facts_event(decode: list[dict[str, Any]], metrics: dict[str, list[list[f
     return {"type": "run.facts", "decode": decode, "metrics": metrics}
 
 
+def server_metrics_event(samples: dict[str, Any]) -> dict[str, Any]:
+    """Samples of the server's gauges just stored, in the API's shape (`fields`, `samples`)."""
+    return {"type": "server.metrics", **samples}
+
+
 def run_state_event(run: Run) -> dict[str, Any]:
     """The run's live state in the API's shape (`id` ...), and `run`, the id under the name the pages read."""
     return {"type": "run.state", "run": run.pk, **serializers.run_state_json(run)}
@@ -53,6 +58,10 @@ async def send_log_lines(run_id: int, first_line: int, lines: list[str]) -> None
 
 async def send_run_facts(run_id: int, decode: list[dict[str, Any]], metrics: dict[str, list[list[float]]]) -> None:
     await _send(run_facts_event(decode, metrics), run_group(run_id))
+
+
+async def send_server_metrics(run_id: int, samples: dict[str, Any]) -> None:
+    await _send(server_metrics_event(samples), run_group(run_id))
 
 
 def send_run_state(run: Run) -> None:

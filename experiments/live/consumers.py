@@ -137,6 +137,10 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
     async def run_facts(self, event: dict[str, Any]) -> None:
         await self.send_json({**event, "type": "facts"})
 
+    async def server_metrics(self, event: dict[str, Any]) -> None:
+        # Stored before sent: a page that missed some reads them on reload (the chart is drawn from storage).
+        await self.send_json({**event, "type": "server_metrics"})
+
 
 class ExperimentConsumer(AsyncJsonWebsocketConsumer):
     """Forwards state changes of an experiment's runs (the page re-renders results when all are done)."""

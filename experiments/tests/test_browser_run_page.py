@@ -9,10 +9,15 @@ import threading
 from datetime import timedelta
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection
 from django.utils import timezone
 
+from experiments.actions.environments import do_add_server_metric_samples
 from experiments.actions.runs import do_add_run_warning
+from experiments.analysis.telemetry import ServerMetricReading
+from experiments.api import serializers
+from experiments.live import broadcast
 from experiments.models import GpuSample, Run, ServerMetricSample
 from experiments.remedies import acceptance_remedies
 
@@ -127,6 +132,46 @@ def test_it_shows_a_warning_raised_mid_run_with_its_remedies_without_a_reload(br
         assert page.locator('#warnings a[href="#L7"]').inner_text() == "log line 7"
         causes = page.eval_on_selector_all("#warnings li[data-remedy]", "items => items.map(i => i.dataset.remedy)")
         assert causes == ["eagle3-algorithm", "draft-target-mismatch", "draft-weights"]
+    finally:
+        page.close()
+
+
+def test_it_extends_the_server_metrics_chart_while_the_run_benchmarks_folded_or_open(browser, live_web, log_in):
+    run = make_run(state=Run.State.BENCHMARKING)
+    page = browser.new_page()
+
+    def stream(first: int) -> None:
+        """What the worker does with a line the client streamed mid-cell: store it, then broadcast it."""
+        now = timezone.now().timestamp()
+        readings = [
+            ServerMetricReading(t=now - 1 + i / 4, num_running_reqs=first + i, token_usage=0.5) for i in range(3)
+        ]
+        try:
+            do_add_server_metric_samples(run, readings)
+            async_to_sync(broadcast.send_server_metrics)(run.pk, serializers.server_metric_samples_json(readings))
+        finally:
+            connection.close()
+
+    def stream_off_this_thread(first: int) -> None:  # Playwright's event loop runs on this one
+        thread = threading.Thread(target=stream, args=(first,))
+        thread.start()
+        thread.join()
+
+    points = "document.querySelector('#server-metrics-chart').data[0].y"
+    try:
+        log_in(page)
+        page.goto(f"{live_web}/runs/{run.pk}/", wait_until="load")
+        page.wait_for_selector("body[data-live=on]", timeout=15_000)
+
+        stream_off_this_thread(1)  # folded: kept for the chart drawn on open
+        page.wait_for_selector('#server-metrics-chart[data-streamed="3"]', state="attached", timeout=15_000)
+        page.locator("#server-metrics > summary").click()
+        page.wait_for_selector("#server-metrics-chart[data-drawn] .main-svg", timeout=30_000)
+        page.wait_for_function(f"{points} && {points}.length === 3", timeout=15_000)
+        stream_off_this_thread(4)  # open: drawn at once
+
+        page.wait_for_function(f"{points}.length === 6", timeout=15_000)
+        assert page.evaluate(points) == [1, 2, 3, 4, 5, 6]  # running requests, in order, each once
     finally:
         page.close()
 

@@ -38,7 +38,12 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "telemetry_figure": telemetry_figure(samples, cells) if samples else None,
         "telemetry": telemetry_summary,
         "throttle_warning": describe_throttling(f"Run {run.pk}", telemetry_summary),
-        "server_metrics_figure": server_metrics_figure(server_readings, cells) if server_readings else None,
+        # While the run may still benchmark, an empty chart too: the samples streamed mid-cell extend it.
+        "server_metrics_figure": server_metrics_figure(
+            server_readings, cells, speculative=bool(run.config.speculative_algorithm)
+        )
+        if server_readings or not run.is_finished
+        else None,
         "server_metrics": server_metrics_summary(server_readings),
         "run": run,
         "measurements": measurements,

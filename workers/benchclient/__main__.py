@@ -93,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=prometheus.DEFAULT_INTERVAL_MS,
         help="scrape the server's /metrics gauges this often during the cell; 0: never",
     )
+    parser.add_argument(
+        "--stream-metrics",
+        action="store_true",
+        help="print those samples on stderr as they are taken; the result then holds only the rest",
+    )
     parser.add_argument("--keep-outputs", action="store_true", help="report each request's output token ids")
     return parser
 
@@ -116,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         keep_outputs=args.keep_outputs,
         steady_state_ratio=args.steady_state_concurrency_ratio,
         metrics_interval_ms=args.metrics_interval_ms,
+        stream_metrics=args.stream_metrics,
     )
     result, exit_code = asyncio.run(run_benchmark(config))
     sys.stdout.write(json.dumps(result, allow_nan=False) + "\n")

@@ -55,6 +55,8 @@ class BenchConfig:
     steady_state_ratio: float = steady_state.DEFAULT_RATIO
     # How often the server's gauges are scraped during the measured requests (prometheus.GaugeSampler); 0: never.
     metrics_interval_ms: int = prometheus.DEFAULT_INTERVAL_MS
+    # Send those samples on stderr as they come (the worker stores and broadcasts them); the result keeps the rest.
+    stream_metrics: bool = False
 
 
 @dataclass(frozen=True)
@@ -267,7 +269,7 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
         async with aiohttp.ClientSession() as metrics_session:
             counters_before = await prometheus.scrape(metrics_session, base_url)  # after the warm-up finished
             sampler = (
-                prometheus.GaugeSampler(base_url, config.metrics_interval_ms)
+                prometheus.GaugeSampler(base_url, config.metrics_interval_ms, stream=config.stream_metrics)
                 if counters_before and config.metrics_interval_ms
                 else contextlib.nullcontext(None)
             )

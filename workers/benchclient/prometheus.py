@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
+import sys
 import time
 from typing import Any
 
@@ -49,6 +51,13 @@ MIN_INTERVAL_MS, MAX_INTERVAL_MS = 50, 10_000
 # A cell's samples at most: past it, every other one goes and the interval doubles, so a long cell keeps its whole
 # span at a coarser step and the result line stays bounded (~200 KB).
 MAX_SAMPLES = 2000
+# While a cell runs, the samples taken since the last such line go out on stderr at most once a second, so the run
+# page's chart moves with the cell; what went out is not in the result again. A line stays under the worker's
+# 4096-character cut: past it, fewer samples go and the rest wait for the next line (or the result).
+STREAM_EVERY_S = 1.0
+STREAM_PREFIX = "benchclient: metrics "
+MAX_STREAM_LINE = 4000
+MAX_STREAM_SAMPLES = 40
 
 
 def _values(text: str, names: tuple[str, ...]) -> dict[str, list[float]]:
@@ -101,13 +110,17 @@ class GaugeSampler:
     or failing scrape never holds up a request; `async with` bounds it to the cell. A server without metrics (the
     first scrape answers 404, or nothing) is not asked again."""
 
-    def __init__(self, base_url: str, interval_ms: int = DEFAULT_INTERVAL_MS) -> None:
+    def __init__(self, base_url: str, interval_ms: int = DEFAULT_INTERVAL_MS, *, stream: bool = False) -> None:
         if not MIN_INTERVAL_MS <= interval_ms <= MAX_INTERVAL_MS:
             raise ValueError(f"the scrape interval must be {MIN_INTERVAL_MS}-{MAX_INTERVAL_MS} ms, got {interval_ms}")
         self.base_url = base_url
         self.interval_s = interval_ms / 1000
-        self.samples: list[tuple[float, list[float | None]]] = []  # (time.perf_counter(), GAUGES' values)
+        # (time.perf_counter(), GAUGES' values), not yet streamed
+        self.samples: list[tuple[float, list[float | None]]] = []
         self.served = True
+        self.stream = stream
+        self._streamed_at = time.perf_counter()
+        self._has_streamed = False
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> GaugeSampler:
@@ -128,7 +141,7 @@ class GaugeSampler:
                 # (nor bring the next one closer than the interval).
                 asked = time.perf_counter()
                 text = await _metrics_text(session, self.base_url, timeout_s)
-                if text is None and not self.samples:
+                if text is None and not self.samples and not self._has_streamed:
                     self.served = False
                     return
                 if text is not None:
@@ -136,20 +149,43 @@ class GaugeSampler:
                     if len(self.samples) > MAX_SAMPLES:
                         del self.samples[1::2]
                         self.interval_s *= 2
+                if self.stream and asked - self._streamed_at >= STREAM_EVERY_S:
+                    self._streamed_at = asked
+                    line = self.stream_line(time.perf_counter())
+                    if line is not None:
+                        print(line, file=sys.stderr, flush=True)
                 # The next one an interval after this one was asked: never closer (a scrape that woke late is not
                 # caught up in a burst), at once after a scrape that took longer than the interval.
                 await asyncio.sleep(max(0.0, asked + self.interval_s - time.perf_counter()))
 
-    def report(self, now: float) -> dict[str, Any] | None:
-        """The samples for the result: each one's age in seconds at `now` (a time.perf_counter() taken as the result
-        is written, so the worker can put them on its own clock) then the GAUGES' values; None without metrics."""
-        if not self.served:
-            return None
+    def stream_line(self, now: float) -> str | None:
+        """The oldest samples not yet streamed as one stderr line, `STREAM_PREFIX` then the report's JSON shape (ages
+        at `now`, the worker dates them by the line's arrival); they leave `samples`. None when there are none."""
+        count = min(len(self.samples), MAX_STREAM_SAMPLES)
+        while count > 0:
+            report = self._report(self.samples[:count], now)
+            line = STREAM_PREFIX + json.dumps(report, separators=(",", ":"), allow_nan=False)
+            if len(line) <= MAX_STREAM_LINE:
+                del self.samples[:count]
+                self._has_streamed = True
+                return line
+            count //= 2
+        return None
+
+    def _report(self, samples: list[tuple[float, list[float | None]]], now: float) -> dict[str, Any]:
         return {
             "interval_ms": round(self.interval_s * 1000),
             "fields": ["ago_s", *GAUGE_FIELDS],
-            "samples": [[round(now - t, 3), *values] for t, values in self.samples],
+            "samples": [[round(now - t, 3), *values] for t, values in samples],
         }
+
+    def report(self, now: float) -> dict[str, Any] | None:
+        """The samples for the result, those not streamed: each one's age in seconds at `now` (a time.perf_counter()
+        taken as the result is written, so the worker can put them on its own clock) then the GAUGES' values; None
+        without metrics."""
+        if not self.served:
+            return None
+        return self._report(self.samples, now)
 
 
 async def _metrics_text(session: aiohttp.ClientSession, base_url: str, timeout_s: float) -> str | None:

@@ -23,7 +23,9 @@ from django.conf import settings
 from experiments.actions.environments import do_add_server_metric_samples
 from experiments.actions.measurements import do_record_measurement, do_record_prompt_results
 from experiments.analysis import telemetry
+from experiments.api import serializers
 from experiments.formats import prompt_sampling
+from experiments.live import broadcast
 from experiments.models import BenchmarkProfile, Host, LogChunk, Run
 from experiments.reads import series
 from experiments.remedies import acceptance_remedies
@@ -211,6 +213,8 @@ async def _run_client(
 
     async def on_progress(line: str) -> None:
         nonlocal reported
+        if await store_streamed_metrics(session.run, line):
+            return
         counts = progress_counts(line)
         if counts is not None and counts != reported:
             reported = counts
@@ -222,12 +226,32 @@ async def _run_client(
     data = parse_result(result.stdout)
     if not result.ok or data is None or not data.get("completed"):
         await session.raise_if_server_died()
-        errors = "; ".join((data or {}).get("errors") or []) or result.stderr_tail()
+        errors = "; ".join((data or {}).get("errors") or []) or _stderr_tail(result.stderr)
         raise RunFailed(
             Run.FailureKind.BENCHMARK_FAILED,
             f"The benchmark at concurrency {concurrency} failed (exit {result.exit_status}): {errors}",
         )
     return data
+
+
+async def store_streamed_metrics(run: Run, line: str) -> bool:
+    """Store the samples of the client's streamed line, dated by its arrival, and send them to the run page; False
+    for a line of another kind. Stored before sent: a page that misses the broadcast reads them on reload; the
+    client leaves them out of its result, so each is stored once."""
+    report = streamed_server_metrics(line)
+    if report is None:
+        return False
+    readings = telemetry.server_metric_readings(report, time.time())
+    if readings:
+        await db(do_add_server_metric_samples)(run, readings)
+        await broadcast.send_server_metrics(run.pk, serializers.server_metric_samples_json(readings))
+    return True
+
+
+def _stderr_tail(stderr: str, lines: int = 5) -> str:
+    """The client's last words before it failed, its streamed samples left out: what a failure message quotes."""
+    said = [line for line in stderr.strip().splitlines() if not line.startswith(STREAMED_METRICS_PREFIX)]
+    return "\n".join(said[-lines:])
 
 
 def client_pid_file(session: RunSession) -> str:
@@ -248,6 +272,8 @@ async def stop_client(session: RunSession) -> None:
 
 # ---- the client's command line and output (pure) ---------------------------------------------------------
 
+# The client's prefix (workers/benchclient/prometheus.py STREAM_PREFIX); the client imports nothing of ours.
+STREAMED_METRICS_PREFIX = "benchclient: metrics "
 _PROGRESS_LINE = re.compile(r"benchclient: (\d{1,9})/(\d{1,9}) done")
 
 
@@ -258,6 +284,18 @@ def progress_counts(line: str) -> tuple[int, int] | None:
         return None
     done, total = int(match[1]), int(match[2])
     return (done, total) if 0 <= done <= total else None
+
+
+def streamed_server_metrics(line: str) -> Any:
+    """The report of the client's streamed-samples line (`benchclient: metrics {...}`, the result's `server_metrics`
+    shape), else None; what it holds is checked by telemetry.server_metric_readings, as the result's is."""
+    line = line.strip()
+    if not line.startswith(STREAMED_METRICS_PREFIX):
+        return None
+    try:
+        return json.loads(line[len(STREAMED_METRICS_PREFIX) :])
+    except json.JSONDecodeError:
+        return None  # a line cut at the SSH reader's limit: its samples are lost, never misread
 
 
 def command(
@@ -298,6 +336,7 @@ def command(
         repr(profile.top_p),
         "--metrics-interval-ms",
         str(settings.SPECDASH_SERVER_METRICS_MS),
+        "--stream-metrics",
     ]
     if prompts_file is not None:
         argv += ["--prompts-file", prompts_file]

@@ -5,6 +5,7 @@ without metrics asked once."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
@@ -116,3 +117,22 @@ def test_it_refuses_a_scrape_interval_out_of_bounds(interval, capsys):
     assert exit_info.value.code == 2 and "must be 0 (off) or 50-10000" in capsys.readouterr().err
     with pytest.raises(ValueError, match="50-10000 ms"):
         prometheus.GaugeSampler("http://127.0.0.1:1", int(interval))
+
+
+async def test_a_streamed_cell_sends_its_samples_on_stderr_once_and_the_result_keeps_the_rest(launch, capsys):  # noqa: F811
+    server = launch(*EAGLE3_2STEP, "--enable-metrics", *TICKS, env=NO_NOISE)
+    server.wait_ready()
+    config = BenchConfig(base_url=server.base, concurrency=4, num_prompts=24, input_len=32, output_len=96,
+                         metrics_interval_ms=50, stream_metrics=True)  # fmt: skip
+
+    result, code = await run_benchmark(config)
+
+    assert code == 0 and result["duration_s"] > 1.5, result  # long enough for a line a second
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith(prometheus.STREAM_PREFIX)]
+    streamed = [json.loads(line.removeprefix(prometheus.STREAM_PREFIX))["samples"] for line in lines]
+    assert lines and all(len(line) <= prometheus.MAX_STREAM_LINE for line in lines)
+    kept = result["server_metrics"]["samples"]
+    # Every scrape once, streamed or kept: about one per 50 ms of the cell (never more; a loaded machine: fewer).
+    total = sum(map(len, streamed)) + len(kept)
+    assert result["duration_s"] / 0.05 / 3 <= total <= result["duration_s"] / 0.049 + 2, (total, result["duration_s"])
+    assert all(age < 2.5 for batch in streamed for age, *_ in batch)  # each line carries only its last second

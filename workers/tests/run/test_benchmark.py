@@ -27,7 +27,7 @@ def test_it_runs_the_client_from_its_directory_with_every_profile_setting_quoted
         "/opt/venv name/bin/python", "-X", "dev", "-m", "benchclient", "--base-url", "http://127.0.0.1:31000",
         "--concurrency", "16", "--num-prompts", "64", "--input-len", "512", "--output-len", "256", "--seed", "7",
         "--warmup-requests", "2", "--request-timeout", "120", "--temperature", "0.0", "--top-p", "1.0",
-        "--metrics-interval-ms", "250",
+        "--metrics-interval-ms", "250", "--stream-metrics",
     ]  # fmt: skip
     assert benchmark.timeout(profile, 16) == 120 * 5 + benchmark.TIMEOUT_MARGIN_S  # 64 prompts: 4 waves, and one more
 
