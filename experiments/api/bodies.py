@@ -6,6 +6,9 @@ read from the rule or form that enforces it. A field's JSON Schema is attached w
 type says less than the form checks, so that pydantic never refuses what the forms accepted before (the API is a
 contract). Rules between fields or against stored rows are the forms' and the actions', answered with the statuses
 `refusals.py` documents.
+
+Long module: one schema per body, each a screen or less; split across modules they would import each other's
+field types (a config inside an experiment, a sweep and a study) and the bounds they all read.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def test_it_reads_the_hosts_sglang_flags_and_version_and_the_submission_holds_to
     refused = client.post(
         "/api/experiments", payload, content_type="application/json", headers={"Authorization": f"Bearer {token}"}
     )
-    assert refused.status_code == 422
+    assert refused.status_code == 409  # a flag this host's SGLang lacks
     assert "SGLang 0.5.23 on" in refused.json()["errors"]["candidates.0.extra_args"][0]
     host = client.get(f"/api/hosts/{sim_host.pk}", headers={"Authorization": f"Bearer {token}"}).json()
     assert host["sglang_version"] == "0.5.23" and "--cuda-graph-max-bs-decode" in host["server_flags"]

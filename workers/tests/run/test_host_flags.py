@@ -48,7 +48,7 @@ def test_it_refuses_a_members_admin_allowable_flag_on_a_host_that_does_not_allow
 
     response = _submit(client, member, host, WORKERS)
 
-    assert response.status_code == 422, response.content
+    assert response.status_code == 403, response.content  # the launch policy refuses it
     assert response.json()["errors"][ARGS] == [
         "--tokenizer-worker-num is not allowed on this host: it is not on the list of flags a member may set "
         "(an admin can allow it for the host, with the host's extra flags)."
@@ -65,7 +65,7 @@ def test_it_takes_the_flag_on_a_host_that_allows_it_and_still_bounds_its_value(c
 
     assert accepted.status_code == 201, accepted.content
     assert ServerConfig.objects.filter(extra_args=WORKERS).count() == 1
-    assert too_many.status_code == 422
+    assert too_many.status_code == 403  # the policy's value rule
     assert too_many.json()["errors"][ARGS] == ["--tokenizer-worker-num takes a whole number from 1 to 16, not '1000'."]
 
 

@@ -303,6 +303,7 @@ def test_it_benchmarks_any_accepted_profile_with_exactly_its_argv(remote, probe_
         repr(saved.top_p),
         "--metrics-interval-ms",
         "250",
+        "--stream-metrics",
     ]
 
 
