@@ -312,7 +312,10 @@ class Command(BaseCommand):
         self.children.append((name, child))
         self.commands[name] = (argv, env)
         self.recorded.append({"name": name, "pgid": child.pid, "started": _start_time(child.pid)})
-        self.children_file.write_text(json.dumps(self.recorded))
+        # Written whole, then renamed into place: a reader (the next demo, a test) never sees a half-written file.
+        partial = self.children_file.with_suffix(".json.partial")
+        partial.write_text(json.dumps(self.recorded))
+        os.replace(partial, self.children_file)
         return child
 
     def _restart_or_stop(self, name: str, child: subprocess.Popen) -> None:
