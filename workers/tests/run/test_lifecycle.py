@@ -233,7 +233,7 @@ def test_it_cancels_a_live_run_and_tears_its_server_down(sim_host, owner, phase)
     driver.join(timeout=60)
 
     run.refresh_from_db()
-    assert run.state == Run.State.CANCELLED
+    assert run.state == Run.State.CANCELLED, (run.failure_kind, run.failure_message, run.phases())
     # Under the SIGTERM grace (10 s): the benchmark client is stopped and the server, as SGLang does, aborts the
     # requests whose client went away instead of draining them until SIGKILL.
     assert time.monotonic() - cancelled_at < 10, run.phases()

@@ -196,18 +196,8 @@ class Command(BaseCommand):
                 [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
                 cwd=REPO, env=static_env, check=True,
             )  # fmt: skip
-            web = self._start(
-                "web",
-                env=static_env,
-                argv=[
-                    str(REPO / ".venv" / "bin" / "daphne"),
-                    "-b",
-                    "127.0.0.1",
-                    "-p",
-                    str(web_port),
-                    "dashboard.asgi:application",
-                ],
-            )
+            daphne = [str(REPO / ".venv" / "bin" / "daphne"), "-b", "127.0.0.1", "-p", str(web_port)]
+            web = self._start("web", env=static_env, argv=[*daphne, "dashboard.asgi:application"])
             _wait_for_port(web_port, web, "The web server")
             experiment = self._seed_experiment()
             url = f"http://127.0.0.1:{web_port}/"
@@ -312,8 +302,7 @@ class Command(BaseCommand):
         self.children.append((name, child))
         self.commands[name] = (argv, env)
         self.recorded.append({"name": name, "pgid": child.pid, "started": _start_time(child.pid)})
-        # Written whole, then renamed into place: a reader (the next demo, a test) never sees a half-written file.
-        partial = self.children_file.with_suffix(".json.partial")
+        partial = self.children_file.with_suffix(".partial")  # then renamed into place: never read half-written
         partial.write_text(json.dumps(self.recorded))
         os.replace(partial, self.children_file)
         return child
