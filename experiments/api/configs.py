@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Status
 
@@ -21,10 +22,16 @@ PROFILE_NAME_MAX = BenchmarkProfile._meta.get_field("name").max_length or 128
 
 
 @api.get("/configs")
-def list_configs(request: HttpRequest, limit: int = 200, q: str = ""):
-    """Newest first; `q` searches names, model paths and hash prefixes (as the Configs page does)."""
+def list_configs(request: HttpRequest, response: HttpResponse, limit: int = 200, q: str = "", page: int = 1):
+    """Newest first, `limit` a page (at most 1000); `q` searches names, model paths and hash prefixes (as the Configs
+    page does). The body stays the list it always was: `page` picks a page (past the last: the last), and the
+    `X-Count`, `X-Page` and `X-Pages` headers say what `GET /api/experiments` says in its `count`, `page`, `pages`."""
     require(request, "experiments.view_serverconfig")
-    return [serializers.config_json(c) for c in config_history.search_configs(q[:200])[: min(max(limit, 1), 1000)]]
+    shown = Paginator(config_history.search_configs(q[:200]), min(max(limit, 1), 1000)).get_page(max(page, 1))
+    response["X-Count"] = str(shown.paginator.count)
+    response["X-Page"] = str(shown.number)
+    response["X-Pages"] = str(shown.paginator.num_pages)
+    return [serializers.config_json(c) for c in shown.object_list]
 
 
 @api.get("/configs/{config_id}")

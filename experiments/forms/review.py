@@ -19,7 +19,7 @@ class FlagTriageForm(forms.Form):
 class FlagBulkTriageForm(forms.Form):
     """The review queue's triage of several flags at once (or one, from its row)."""
 
-    MAX_FLAGS = 500  # the queue shows at most this many
+    MAX_FLAGS = 500  # a bound on one request (the queue shows its flags a page at a time)
 
     flags = forms.ModelMultipleChoiceField(queryset=Flag.objects.all(), error_messages={"required": "Tick a flag."})
     triage = forms.ChoiceField(choices=Flag.Triage.choices)

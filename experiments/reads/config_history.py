@@ -16,7 +16,8 @@ from functools import reduce
 from operator import or_
 from typing import Any
 
-from django.db.models import Avg, Count, Q, QuerySet
+from django.db.models import Avg, Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from experiments.api import serializers
 from experiments.forms.configs import ServerConfigForm, split_eagle3_profile
@@ -53,6 +54,13 @@ def search_configs(query: str) -> ServerConfigQuerySet:
     if len(text) >= MIN_HASH_PREFIX and _HEX.fullmatch(text.lower()):
         match |= Q(content_hash__startswith=text.lower())
     return configs.filter(match)
+
+
+def with_run_count(configs: ServerConfigQuerySet) -> ServerConfigQuerySet:
+    """`run_count` on each config, counted per row read (a correlated count, served by the run's config index), so a
+    page of configs counts its own runs, never a GROUP BY over every run of every config."""
+    runs = Run.objects.filter(config=OuterRef("pk")).order_by().values("config").annotate(n=Count("*")).values("n")
+    return configs.annotate(run_count=Coalesce(Subquery(runs), 0))
 
 
 def search_profiles(query: str) -> QuerySet[BenchmarkProfile]:
@@ -205,10 +213,8 @@ def config_versions(config: ServerConfig) -> list[ConfigVersion]:
 
 
 def _annotated() -> ServerConfigQuerySet:
-    return (
-        ServerConfig.objects.select_related("created_by", "derived_from")
-        .annotate(run_count=Count("run"))
-        .order_by("created_at", "id")
+    return with_run_count(ServerConfig.objects.select_related("created_by", "derived_from")).order_by(
+        "created_at", "id"
     )
 
 

@@ -12,8 +12,11 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import or_
 from typing import Any
 
+from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from experiments.models import Host, Run
@@ -94,23 +97,35 @@ class LaunchDurations:
 
 
 def launch_durations(host_ids: Iterable[int]) -> dict[int, LaunchDurations]:
-    """Each host's recent launch durations (one query)."""
+    """Each host's latest HISTORY_RUNS succeeded launches (two queries, each reading only those runs through the
+    run_host_state_finished index, however long the hosts' history)."""
     host_ids = list(host_ids)
-    history = (
-        Run.objects.filter(host_id__in=host_ids, state=Run.State.SUCCEEDED, started_at__isnull=False)
-        .exclude(finished_at=None)
-        .order_by("-finished_at")
-        .values("host_id", "started_at", "finished_at", "config__content_hash", "experiment__profile__series_key")
-    )
+    if not host_ids:
+        return {}
+    ended = Run.objects.filter(state=Run.State.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False)
+    # Per host, the end of its HISTORY_RUNS-th latest launch (None: it has fewer): a window function would rank
+    # every run of every host first, and a UNION of per-host LIMITs is not portable (SQLite).
+    oldest = ended.filter(host_id=OuterRef("pk")).order_by("-finished_at").values("finished_at")
+    cutoffs = Host.objects.filter(pk__in=host_ids).annotate(cutoff=Subquery(oldest[HISTORY_RUNS - 1 : HISTORY_RUNS]))
+    recent = [
+        Q(host_id=pk) if cutoff is None else Q(host_id=pk, finished_at__gte=cutoff)
+        for pk, cutoff in cutoffs.values_list("pk", "cutoff")
+    ]
     rows_by_host: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for row in history[: HISTORY_RUNS * max(len(host_ids), 1)]:
-        if len(rows_by_host[row["host_id"]]) < HISTORY_RUNS:
-            rows_by_host[row["host_id"]].append(dict(row))
+    if recent:
+        history = (
+            ended.filter(reduce(or_, recent))
+            .order_by("-finished_at")
+            .values("host_id", "started_at", "finished_at", "config__content_hash", "experiment__profile__series_key")
+        )
+        for row in history:
+            if len(rows_by_host[row["host_id"]]) < HISTORY_RUNS:  # runs ending at the same instant as the cutoff
+                rows_by_host[row["host_id"]].append(dict(row))
     return {pk: LaunchDurations(rows_by_host[pk]) for pk in host_ids}
 
 
 def host_queues(host_list: Iterable[Host]) -> dict[int, HostQueue]:
-    """Every given host's queue in claim order, with estimates (three queries, whatever the number of runs)."""
+    """Every given host's queue in claim order, with estimates (four queries, whatever the number of runs)."""
     hosts: dict[int, Host] = {host.pk: host for host in host_list}
     queued = (
         Run.objects.queued()

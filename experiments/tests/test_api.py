@@ -441,3 +441,20 @@ def test_it_reports_the_flags_of_an_experiment_in_the_api(client, owner):
     [suspicion] = body["suspicions"]
     assert suspicion["state"] == "confirmed" and suspicion["run"] == runs[9].pk and suspicion["flag"] == flag["id"]
     assert len(suspicion["confirming_runs"]) == 1 and suspicion["series"][0]["state"] == "confirmed"
+
+
+def test_it_pages_the_config_list_keeping_its_shape(client, auth, django_assert_max_num_queries):
+    configs = [make_config(name=f"paged-{i}") for i in range(5)]  # newest last
+    newest_first = [c.pk for c in reversed(configs)]
+
+    with django_assert_max_num_queries(6):
+        first = client.get("/api/configs", {"limit": 2}, headers=auth)
+    second = client.get("/api/configs", {"limit": 2, "page": 2}, headers=auth)
+    past = client.get("/api/configs", {"limit": 2, "page": 99}, headers=auth)
+
+    assert [c["id"] for c in first.json()] == newest_first[:2]
+    assert set(first.json()[0]) == set(client.get("/api/configs", headers=auth).json()[0])  # the same fields
+    assert (first["X-Count"], first["X-Page"], first["X-Pages"]) == ("5", "1", "3")
+    assert [c["id"] for c in second.json()] == newest_first[2:4] and second["X-Page"] == "2"
+    assert [c["id"] for c in past.json()] == newest_first[4:] and past["X-Page"] == "3"
+    assert client.get("/api/configs", headers=auth)["X-Pages"] == "1"  # 200 a page unless `limit` says

@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from experiments.models import Host, Run
+from experiments.reads import queueing
 from experiments.reads.queueing import host_queues, queued_run
 
 from .factories import make_config, make_eagle_config, make_experiment, make_host, make_profile, make_run
@@ -133,3 +136,31 @@ def test_the_run_page_says_where_a_queued_run_stands_and_why_one_was_skipped(own
     Run.objects.filter(pk=candidate.pk).update(state=Run.State.CANCELLED, cancel_reason="Skipped: the baseline failed.")
     page = owner_client.get(candidate.get_absolute_url()).content.decode()
     assert 'id="queue-standing"' not in page and "Skipped: the baseline failed." in page
+
+
+def test_each_host_estimates_from_its_own_latest_runs(monkeypatch, owner_client, django_assert_max_num_queries):
+    """A busy host's many recent runs never crowd a quiet host's older ones out of its estimates."""
+    monkeypatch.setattr(queueing, "HISTORY_RUNS", 2)
+    quiet, busy = make_host(), make_host()
+    config = make_config()
+    old = make_experiment(host=quiet, baseline=config, candidates=[], with_runs=False)
+    for days_ago, minutes in ((32, 30), (31, 10), (30, 10)):  # the oldest is past HISTORY_RUNS: it counts no more
+        end = timezone.now() - timedelta(days=days_ago)
+        make_run(experiment=old, config=config, state=Run.State.SUCCEEDED, started_at=end - timedelta(minutes=minutes),
+                 finished_at=end)  # fmt: skip
+    recent = make_experiment(host=busy, baseline=config, candidates=[], with_runs=False)
+    for _ in range(5):
+        _past_run(recent, config, 40)
+    for host in (quiet, busy):
+        make_experiment(host=host, baseline=config, candidates=[config])
+
+    queues = host_queues([quiet, busy])
+
+    assert queues[quiet.pk].runs[0].expected_duration_s == 10 * 60
+    assert queues[busy.pk].runs[0].expected_duration_s == 40 * 60
+    with CaptureQueriesContext(connection) as two_hosts:
+        assert owner_client.get("/hosts/").status_code == 200
+    for _ in range(3):
+        make_experiment(host=make_host(), baseline=config, candidates=[])
+    with django_assert_max_num_queries(len(two_hosts)):  # as many queries for five hosts as for two
+        assert owner_client.get("/hosts/").status_code == 200

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.models import AuditEvent, Flag, FlagComment, PinnedBaseline
+from experiments.views import flags as flag_views
 
 from .factories import make_history, make_host
 
@@ -189,3 +190,20 @@ def test_bulk_triage_needs_a_member_and_a_ticked_flag(client, viewer, member):
     assert refused.status_code == 400 and "Tick a flag." in refused.content.decode()
     flag.refresh_from_db()
     assert flag.triage == "untriaged"
+
+
+def test_the_queue_shows_its_flags_a_page_at_a_time(monkeypatch, owner_client, django_assert_max_num_queries):
+    monkeypatch.setattr(flag_views, "FLAGS_PAGE", 2)
+    for _ in range(3):
+        _flag()
+    newest_first = list(Flag.objects.order_by("-created_at", "-id"))
+
+    with django_assert_max_num_queries(12):
+        first = owner_client.get("/flags/?state=open")
+    second = owner_client.get("/flags/?state=open&page=2")
+
+    assert [f.pk for f in first.context["flags"]] == [f.pk for f in newest_first[:2]]
+    assert [f.pk for f in second.context["flags"]] == [newest_first[2].pk]
+    assert "page 1 of 2 · 3 flags" in first.content.decode()
+    assert 'href="?state=open&amp;page=2" rel="next"' in first.content.decode()
+    assert [f.pk for f in owner_client.get("/flags/?page=99").context["flags"]] == [newest_first[2].pk]

@@ -4,7 +4,6 @@ new-experiment page's "Load a saved config…" and "Load a saved profile…" pic
 from __future__ import annotations
 
 from django.core.paginator import Paginator
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 
@@ -17,6 +16,7 @@ from experiments.reads.config_history import (
     profile_search_json,
     search_configs,
     search_profiles,
+    with_run_count,
 )
 
 from ..models import ServerConfig
@@ -28,7 +28,7 @@ CONFIGS_PAGE = 50
 @requires("experiments.view_serverconfig")
 def config_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.get("q", "")
-    configs = search_configs(query).select_related("created_by").annotate(run_count=Count("run"))
+    configs = with_run_count(search_configs(query).select_related("created_by"))
     page = Paginator(configs, CONFIGS_PAGE).get_page(request.GET.get("page"))
     return render(request, "experiments/config_list.html", {"page": page, "q": query})
 

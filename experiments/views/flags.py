@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -30,6 +31,8 @@ from ..models import (
 )
 from .access import requires
 
+FLAGS_PAGE = 50
+
 
 @requires("experiments.view_flag")
 def flag_list(request: HttpRequest) -> HttpResponse:
@@ -45,8 +48,16 @@ def flag_list(request: HttpRequest) -> HttpResponse:
             count = do_triage_flags(form.cleaned_data["flags"], actor=Actor.of(request), **_bulk_fields(form))
             messages.success(request, f"{count} flag{'s' if count != 1 else ''} marked {form.cleaned_data['triage']}.")
             return redirect(f"{reverse('flag_list')}?state={state if state in states else 'open'}")
-    flags = _flags_in_state(state)[: FlagBulkTriageForm.MAX_FLAGS]
-    context = {"flags": flags, "state": state, "states": states, "form": form, "triage_choices": Flag.Triage.choices}
+    # Pages as the experiments table has them: a year of flags is thousands of rows, each with its triage select.
+    page = Paginator(_flags_in_state(state), FLAGS_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "flags": page.object_list,
+        "page": page,
+        "state": state,
+        "states": states,
+        "form": form,
+        "triage_choices": Flag.Triage.choices,
+    }
     return render(request, "experiments/flag_list.html", context, status=400 if form.errors else 200)
 
 
@@ -70,8 +81,11 @@ def flag_export_csv(request: HttpRequest) -> HttpResponse:
 
 
 def _flags_in_state(state: str):
-    flags = Flag.objects.select_related("host", "config", "assignee", "run__experiment").annotate(
-        series_count=Count("series")
+    # Ordered here: a GROUP BY query (the Count) drops Meta.ordering, and pages need a stable order.
+    flags = (
+        Flag.objects.select_related("host", "config", "assignee", "run__experiment")
+        .annotate(series_count=Count("series"))
+        .order_by("-created_at", "-id")
     )
     if state == "open":
         return flags.filter(triage__in=Flag.OPEN_STATES)
