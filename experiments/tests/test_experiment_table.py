@@ -14,6 +14,7 @@ from experiments.actions.audit import Actor
 from experiments.actions.users import do_set_role
 from experiments.formats.markdown import render_markdown
 from experiments.models import AuditEvent, Experiment, Measurement, Run
+from experiments.reads import listing
 
 from .factories import make_config, make_eagle_config, make_experiment, make_host, make_profile
 
@@ -225,3 +226,13 @@ def test_it_lets_the_owner_note_a_run_and_another_member_not(client, member, dja
     do_set_role(other, "member", Actor.command())
     client.force_login(other)
     assert client.post(f"/runs/{run.pk}/notes/", {"notes": "not mine"}).status_code == 403
+
+
+def test_it_pages_the_table_keeping_its_view_in_the_page_links(owner_client, three, monkeypatch):
+    monkeypatch.setattr(listing, "PAGE_SIZE", 2)
+    first = owner_client.get("/experiments/?sort=name").content.decode()
+    second = owner_client.get("/experiments/?sort=name&page=2").content.decode()
+
+    assert "page 1 of 2 · 3 experiments" in first and 'href="?sort=name&amp;page=2" rel="next"' in first
+    assert "page 2 of 2 · 3 experiments" in second and 'href="?sort=name" rel="prev"' in second
+    assert 'aria-label="Pages"' not in owner_client.get("/experiments/?status=queued").content.decode()

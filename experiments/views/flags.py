@@ -30,6 +30,7 @@ from ..models import (
     Suspicion,
 )
 from .access import requires
+from .paging import PageLinks
 
 FLAGS_PAGE = 50
 
@@ -53,6 +54,7 @@ def flag_list(request: HttpRequest) -> HttpResponse:
     context = {
         "flags": page.object_list,
         "page": page,
+        "page_links": PageLinks({"state": state}),
         "state": state,
         "states": states,
         "form": form,
