@@ -13,7 +13,7 @@ from experiments.actions.audit import Actor
 from experiments.actions.runs import do_cancel_run, do_claim_next_run
 from experiments.models import Host, Run
 from workers.tasks import drive_host
-from workers.tests.run.simruns import held_gpu_memory, lines_on_host, queue_run, sim_config
+from workers.tests.run.simruns import held_gpu_memory, lines_on_host, queue_run, sim_config, wait_for_state
 
 pytestmark = [
     pytest.mark.integration,
@@ -238,6 +238,38 @@ def test_it_cancels_a_live_run_and_tears_its_server_down(sim_host, owner, phase)
     # requests whose client went away instead of draining them until SIGKILL.
     assert time.monotonic() - cancelled_at < 10, run.phases()
     assert [p["state"] for p in run.phases()][-2:] == ["teardown", "cancelled"]
+    assert held_gpu_memory(sim_host) == ""
+
+
+def test_it_cancels_a_run_whose_phase_swallowed_the_first_cancellation(sim_host, owner, monkeypatch):
+    # Python 3.11's asyncio.wait_for returns its future's result when a cancellation arrives as that future
+    # completes: the cancel is lost. Verification that swallows one cancel stands in for that race, made certain.
+    import asyncio
+
+    from workers.run import lifecycle
+
+    swallowed = []
+
+    async def verify_that_swallows_a_cancel(session):
+        try:
+            await asyncio.sleep(120)
+        except asyncio.CancelledError:
+            swallowed.append(True)
+        await asyncio.sleep(120)
+
+    monkeypatch.setattr(lifecycle.verify, "verify", verify_that_swallows_a_cancel)
+    run = queue_run(sim_host, sim_config(sim_host), owner)
+    driver = threading.Thread(target=drive_host, args=(sim_host.pk,))
+    driver.start()
+    wait_for_state(run, {Run.State.READY}, timeout=60)
+    cancelled_at = time.monotonic()
+    assert do_cancel_run(run, Actor.command())
+    driver.join(timeout=60)
+
+    run.refresh_from_db()
+    assert swallowed
+    assert run.state == Run.State.CANCELLED, (run.failure_kind, run.failure_message, run.phases())
+    assert time.monotonic() - cancelled_at < 15, run.phases()
     assert held_gpu_memory(sim_host) == ""
 
 
