@@ -91,3 +91,22 @@ def test_it_records_a_lockout_and_each_attempt_refused_by_it(django_user_model, 
     failures = settings.AXES_FAILURE_LIMIT - 1
     assert actions == [AuditEvent.Action.LOGIN_FAILED] * failures + [AuditEvent.Action.LOCKOUT] * 2
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.LOGIN).exists()
+
+
+def test_the_audit_log_pages_keeping_its_action_filter(client, owner, monkeypatch):
+    monkeypatch.setattr("experiments.views.team.AUDIT_PAGE", 2)
+    AuditEvent.objects.bulk_create(
+        AuditEvent(action=AuditEvent.Action.HOST_TEST, target_type="host", target_label=f"h{i}") for i in range(3)
+    )
+    AuditEvent.objects.create(action=AuditEvent.Action.KEY_CREATE, target_type="key", target_label="k")
+    client.force_login(owner)
+
+    first = client.get("/audit/", {"action": "host.test"}).content.decode()
+    second = client.get("/audit/", {"action": "host.test", "page": "2"}).content.decode()
+    unknown = client.get("/audit/", {"action": "<script>", "page": "2"}).content.decode()
+
+    assert "page 1 of 2 · 3 events" in first and 'href="?action=host.test&amp;page=2" rel="next"' in first
+    assert "page 2 of 2 · 3 events" in second and 'href="?action=host.test&amp;page=1" rel="prev"' in second
+    # An action that is not one filters nothing and is not carried into the links.
+    every = AuditEvent.objects.count()  # with the login's own events
+    assert f"page 2 of {(every + 1) // 2} · {every} events" in unknown and 'href="?page=1" rel="prev"' in unknown

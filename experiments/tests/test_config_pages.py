@@ -79,7 +79,10 @@ def test_it_pages_through_the_config_list(client, viewer, monkeypatch):
     second = client.get("/configs/", {"page": "2"}).content.decode()
 
     assert f'data-config="{configs[2].pk}"' in first and f'data-config="{configs[0].pk}"' not in first
-    assert f'data-config="{configs[0].pk}"' in second and "page 2 of 2" in second
+    assert f'data-config="{configs[0].pk}"' in second and "page 2 of 2 · 3 configs" in second
+    assert 'href="?page=2" rel="next"' in first and 'href="?page=1" rel="prev"' in second
+    searched = client.get("/configs/", {"q": "config <b>"}).content.decode()
+    assert "config &lt;b&gt;" in searched  # the search is kept on the page links, escaped
     assert client.get("/configs/", {"page": "lots"}).status_code == 200
 
 

@@ -21,6 +21,7 @@ from experiments.reads.config_history import (
 
 from ..models import ServerConfig
 from .access import requires
+from .paging import PageLinks
 
 CONFIGS_PAGE = 50
 
@@ -30,7 +31,8 @@ def config_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.get("q", "")
     configs = with_run_count(search_configs(query).select_related("created_by"))
     page = Paginator(configs, CONFIGS_PAGE).get_page(request.GET.get("page"))
-    return render(request, "experiments/config_list.html", {"page": page, "q": query})
+    context = {"page": page, "q": query, "page_links": PageLinks({"q": query} if query else {})}
+    return render(request, "experiments/config_list.html", context)
 
 
 @requires("experiments.view_serverconfig")

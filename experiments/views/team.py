@@ -18,6 +18,7 @@ from ..actions.users import do_set_role
 from ..forms import MemberQuotaForm, plain_errors
 from ..models import AuditEvent, MemberQuota
 from .access import requires
+from .paging import PageLinks
 
 AUDIT_PAGE = 100
 
@@ -75,5 +76,10 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     if action in AuditEvent.Action.values:
         events = events.filter(action=action)
     page = Paginator(events, AUDIT_PAGE).get_page(request.GET.get("page"))
-    context = {"page": page, "action": action, "actions": AuditEvent.Action.choices}
+    context = {
+        "page": page,
+        "action": action,
+        "actions": AuditEvent.Action.choices,
+        "page_links": PageLinks({"action": action} if action in AuditEvent.Action.values else {}),
+    }
     return render(request, "experiments/audit_log.html", context)
