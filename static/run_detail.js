@@ -815,20 +815,31 @@
   }
 
   // ---- the server's gauges, streamed while a cell runs ------------------------------------------------------------
-  // Each sample arrives once (the worker stores it, then sends it). A drawn chart is extended in place; a folded one
-  // not yet drawn gets them in the figure it will be drawn from when opened.
+  // The worker stores each sample, then sends it with its id; the socket resumes after the newest id the chart has
+  // (`metrics_after`), and the consumer refills from storage any it missed, so each arrives once and none is lost.
+  // A drawn chart is extended in place; a folded one not yet drawn gets them in the figure it will be drawn from.
   const EXTEND_RETRY_MS = 500;
+  const metricsHolder = $("server-metrics-chart");
+  let lastMetricId = Number(metricsHolder ? metricsHolder.dataset.metricsAfter : 0) || 0;
 
-  function extendServerMetrics(message) {
-    const holder = $("server-metrics-chart");
+  function receiveServerMetrics(message) {
+    if (!Array.isArray(message.fields) || !Array.isArray(message.samples) || !Array.isArray(message.ids)) return;
+    const fresh = message.samples.filter((_, i) => message.ids[i] > lastMetricId);
+    if (fresh.length === 0) return;
+    lastMetricId = Math.max(lastMetricId, ...message.ids);
+    extendServerMetrics(message.fields, fresh);
+  }
+
+  function extendServerMetrics(fields, samples) {
+    const holder = metricsHolder;
     const source = holder && document.getElementById(holder.dataset.figure);
-    if (!source || !Array.isArray(message.fields) || !Array.isArray(message.samples)) return;
+    if (!source) return;
     if (holder.dataset.drawn && !holder.data) {
-      setTimeout(() => extendServerMetrics(message), EXTEND_RETRY_MS); // plotly.js still loading: its figure is read
+      setTimeout(() => extendServerMetrics(fields, samples), EXTEND_RETRY_MS); // plotly.js still loading
       return;
     }
-    const column = new Map(message.fields.map((name, i) => [name, i]));
-    const at = message.samples.map((s) => new Date(s[column.get("t")] * 1000).toISOString().replace("Z", "+00:00"));
+    const column = new Map(fields.map((name, i) => [name, i]));
+    const at = samples.map((s) => new Date(s[column.get("t")] * 1000).toISOString().replace("Z", "+00:00"));
     const figure = holder.data ? null : JSON.parse(source.textContent);
     const traces = holder.data || figure.data;
     const update = { x: [], y: [] };
@@ -838,7 +849,7 @@
       if (i === undefined) return;
       indices.push(index);
       update.x.push(at);
-      update.y.push(message.samples.map((s) => (typeof s[i] === "number" ? s[i] * trace.meta.scale : null)));
+      update.y.push(samples.map((s) => (typeof s[i] === "number" ? s[i] * trace.meta.scale : null)));
     });
     if (indices.length === 0) return;
     if (holder.data) {
@@ -850,11 +861,11 @@
       });
       source.textContent = JSON.stringify(figure);
     }
-    holder.dataset.streamed = String(Number(holder.dataset.streamed || 0) + message.samples.length);
+    holder.dataset.streamed = String(Number(holder.dataset.streamed || 0) + samples.length);
   }
 
   window.specdashSocket(logBox.dataset.ws, {
-    resumeQuery: () => `?after=${lastLine}`,
+    resumeQuery: () => `?after=${lastLine}&metrics_after=${lastMetricId}`,
     onMessage(message) {
       if (message.type === "lines") {
         ingest(message.first, message.lines);
@@ -864,7 +875,7 @@
       } else if (message.type === "state") {
         onState(message);
       } else if (message.type === "server_metrics") {
-        extendServerMetrics(message);
+        receiveServerMetrics(message);
       }
     },
   });

@@ -4,6 +4,7 @@ the server's metrics during its benchmark cells."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,8 +47,20 @@ def do_add_gpu_samples(run: Run, readings: list[GpuReading]) -> None:
     )
 
 
-def do_add_server_metric_samples(run: Run, readings: list[ServerMetricReading]) -> None:
+@dataclass(frozen=True)
+class StoredServerMetrics:
+    """Where a batch of samples went: the id of the run's newest sample before it (0: none), and the batch's ids.
+    A live page that has every sample up to `after` has missed nothing before this batch."""
+
+    after: int
+    ids: list[int]
+
+
+@transaction.atomic
+def do_add_server_metric_samples(run: Run, readings: list[ServerMetricReading]) -> StoredServerMetrics:
     """Store the server's gauges sampled during one benchmark cell, each at its time on the worker's clock."""
-    ServerMetricSample.objects.bulk_create(
+    after = ServerMetricSample.objects.newest_id(run.pk)
+    created = ServerMetricSample.objects.bulk_create(
         [ServerMetricSample(run=run, at=datetime.fromtimestamp(r.t, UTC), **r.stored_fields()) for r in readings]
     )
+    return StoredServerMetrics(after=after, ids=[sample.pk for sample in created])

@@ -103,9 +103,18 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
     return data
 
 
-def server_metric_samples_json(readings: Sequence[ServerMetricReading]) -> dict[str, Any]:
-    """The server's gauges as columns: `t` in seconds since the epoch, then each gauge (null: not served)."""
-    return {"fields": ["t", *SERVER_METRIC_FIELDS], "samples": [[r.t, *r.stored_fields().values()] for r in readings]}
+def server_metric_samples_json(
+    readings: Sequence[ServerMetricReading], ids: Sequence[int] | None = None
+) -> dict[str, Any]:
+    """The server's gauges as columns: `t` in seconds since the epoch, then each gauge (null: not served); with
+    `ids`, each sample's id beside it (what a live page resumes after)."""
+    shape: dict[str, Any] = {
+        "fields": ["t", *SERVER_METRIC_FIELDS],
+        "samples": [[r.t, *r.stored_fields().values()] for r in readings],
+    }
+    if ids is not None:
+        shape["ids"] = list(ids)
+    return shape
 
 
 def run_row_json(run: Run) -> dict[str, Any]:

@@ -42,9 +42,10 @@ def run_facts_event(decode: list[dict[str, Any]], metrics: dict[str, list[list[f
     return {"type": "run.facts", "decode": decode, "metrics": metrics}
 
 
-def server_metrics_event(samples: dict[str, Any]) -> dict[str, Any]:
-    """Samples of the server's gauges just stored, in the API's shape (`fields`, `samples`)."""
-    return {"type": "server.metrics", **samples}
+def server_metrics_event(samples: dict[str, Any], after: int) -> dict[str, Any]:
+    """Samples of the server's gauges just stored, in the API's shape (`fields`, `samples`, `ids`), and `after`: the
+    id of the run's newest sample before them, so a receiver that has not got that one knows it missed some."""
+    return {"type": "server.metrics", **samples, "after": after}
 
 
 def run_state_event(run: Run) -> dict[str, Any]:
@@ -60,8 +61,8 @@ async def send_run_facts(run_id: int, decode: list[dict[str, Any]], metrics: dic
     await _send(run_facts_event(decode, metrics), run_group(run_id))
 
 
-async def send_server_metrics(run_id: int, samples: dict[str, Any]) -> None:
-    await _send(server_metrics_event(samples), run_group(run_id))
+async def send_server_metrics(run_id: int, samples: dict[str, Any], after: int) -> None:
+    await _send(server_metrics_event(samples, after), run_group(run_id))
 
 
 def send_run_state(run: Run) -> None:

@@ -11,10 +11,13 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from experiments.api import serializers
 from experiments.live import broadcast
-from experiments.models import Experiment, LogChunk, Run, Study
+from experiments.models import Experiment, LogChunk, Run, ServerMetricSample, Study
+from experiments.reads import environments
 
 REPLAY_PAGE = 5000
+MAX_ID = 2**63 - 1  # PostgreSQL's bigint: a larger `after` would be refused by the database, not just match nothing
 # How often an open log page's consumer compares what is stored with what it sent. Every batch is stored before it
 # is broadcast, so lines stored a whole period ago and still not sent were lost on the way (or are late): they are
 # sent from storage and the gap is logged. The same tick re-joins the group, which a restarted Redis forgot.
@@ -24,10 +27,13 @@ log = logging.getLogger(__name__)
 
 
 class RunLogConsumer(AsyncJsonWebsocketConsumer):
-    """Streams a run's log lines and state. The client says the last line it has (`?after=N`).
+    """Streams a run's log lines, state and server-metric samples. The client says the last line it has
+    (`?after=N`) and the id of the newest sample its chart has (`?metrics_after=ID`; without it, none stored before
+    it connected is sent).
 
-    Live batches are joined before the replay so nothing written meanwhile is missed; line numbers make the
-    hand-over exact: anything at or below `last_sent` is dropped, any gap is refilled from the database.
+    Live batches are joined before the replay so nothing written meanwhile is missed; line numbers and sample ids
+    make the hand-over exact: anything at or below `last_sent` (`last_metric_sent`) is dropped, any gap is refilled
+    from the database.
     """
 
     async def connect(self) -> None:
@@ -37,10 +43,11 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4403)
             return
         query = parse_qs(self.scope.get("query_string", b"").decode())
-        try:
-            self.last_sent = max(0, int(query.get("after", ["0"])[0]))
-        except ValueError:
-            self.last_sent = 0
+        self.last_sent = _id_param(query, "after") or 0
+        metrics_after = _id_param(query, "metrics_after")
+        self.last_metric_sent = (
+            metrics_after if metrics_after is not None else await _newest_metric_id(self.run_id)
+        )  # fmt: skip
         self.group = broadcast.run_group(self.run_id)
         # Live events and the storage check both send; one at a time keeps `last_sent` exact.
         self._sending = asyncio.Lock()
@@ -49,6 +56,7 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         async with self._sending:
             await self._send_from_storage(upto=None)
+            await self._send_metrics_from_storage(upto=None)
             # Facts and state broadcast between the page render and this connection would otherwise be missed
             # until a reload; the client drops points it already has.
             await self._send_snapshot()
@@ -70,9 +78,9 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
         self.last_state = snapshot["state"]["state"]
 
     async def _watch_storage(self) -> None:
-        """Until the run has ended and its whole log was sent: lines or a state that storage has had for a whole
-        period without a broadcast bringing them are sent from storage (and the lost broadcast logged)."""
-        seen: tuple[int, str] | None = None  # what storage held at the previous tick
+        """Until the run has ended and its whole log was sent: lines, samples or a state that storage has had for a
+        whole period without a broadcast bringing them are sent from storage (and the lost broadcast logged)."""
+        seen: tuple[int, str, int] | None = None  # what storage held at the previous tick
         while True:
             await asyncio.sleep(STORAGE_CHECK_SECONDS)
             try:
@@ -89,18 +97,31 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
             async with self._sending:
                 if seen is not None:
                     await self._catch_up(seen, stored)
-                if stored[1] in Run.TERMINAL_STATES and self.last_state == stored[1] and self.last_sent >= stored[0]:
+                lines, state, newest_metric = stored
+                if (
+                    state in Run.TERMINAL_STATES
+                    and self.last_state == state
+                    and self.last_sent >= lines
+                    and self.last_metric_sent >= newest_metric
+                ):
                     return
             seen = stored
 
-    async def _catch_up(self, seen: tuple[int, str], now: tuple[int, str]) -> None:
-        stored_lines = seen[0]
+    async def _catch_up(self, seen: tuple[int, str, int], now: tuple[int, str, int]) -> None:
+        stored_lines, newest_metric = seen[0], seen[2]
         if self.last_sent < stored_lines:
             log.warning(
                 "run %s: log lines %d-%d were stored but not broadcast to this page within %.1f s; sent from storage",
                 self.run_id, self.last_sent + 1, stored_lines, STORAGE_CHECK_SECONDS,
             )  # fmt: skip
             await self._send_from_storage(upto=stored_lines)
+        if self.last_metric_sent < newest_metric:
+            log.warning(
+                "run %s: server-metric samples after id %d were stored but not broadcast to this page within %.1f s; "
+                "sent from storage",
+                self.run_id, self.last_metric_sent, STORAGE_CHECK_SECONDS,
+            )  # fmt: skip
+            await self._send_metrics_from_storage(upto=newest_metric)
         stored_state = now[1]
         if self.last_state != stored_state and seen[1] == stored_state:  # stored a whole period ago, not received
             log.warning("run %s: state %s was not broadcast to this page; sent from storage", self.run_id, stored_state)
@@ -137,9 +158,37 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
     async def run_facts(self, event: dict[str, Any]) -> None:
         await self.send_json({**event, "type": "facts"})
 
+    async def _send_metrics_from_storage(self, upto: int | None) -> None:
+        """The samples stored after the newest one sent, up to the id `upto` (None: all), a page at a time."""
+        while upto is None or self.last_metric_sent < upto:
+            ids, readings = await database_sync_to_async(environments.server_metrics_after)(
+                self.run_id, self.last_metric_sent, REPLAY_PAGE
+            )
+            if upto is not None:
+                keep = sum(1 for sample_id in ids if sample_id <= upto)
+                ids, readings = ids[:keep], readings[:keep]
+            if not ids:
+                return
+            await self._send_metrics(serializers.server_metric_samples_json(readings, ids))
+
+    async def _send_metrics(self, shape: dict[str, Any]) -> None:
+        """Samples in the API's shape (`fields`, `samples`, `ids`), and `after`: the newest id sent before them."""
+        after, self.last_metric_sent = self.last_metric_sent, shape["ids"][-1]
+        await self.send_json({**shape, "type": "server_metrics", "after": after})
+
     async def server_metrics(self, event: dict[str, Any]) -> None:
-        # Stored before sent: a page that missed some reads them on reload (the chart is drawn from storage).
-        await self.send_json({**event, "type": "server_metrics"})
+        async with self._sending:
+            if event["after"] > self.last_metric_sent:
+                await self._send_metrics_from_storage(upto=event["after"])
+            fresh = [
+                (sample_id, sample)
+                for sample_id, sample in zip(event["ids"], event["samples"], strict=True)
+                if sample_id > self.last_metric_sent
+            ]
+            if fresh:
+                await self._send_metrics(
+                    {"fields": event["fields"], "samples": [s for _, s in fresh], "ids": [i for i, _ in fresh]}
+                )
 
 
 class ExperimentConsumer(AsyncJsonWebsocketConsumer):
@@ -212,9 +261,28 @@ def _run_snapshot(run_id: int) -> dict[str, Any]:
 
 
 @database_sync_to_async
-def _stored_progress(run_id: int) -> tuple[int, str] | None:
-    """The lines stored and the state of a run (one indexed row), or None once it is deleted."""
-    return Run.objects.filter(pk=run_id).values_list("log_lines", "state").first()
+def _stored_progress(run_id: int) -> tuple[int, str, int] | None:
+    """The lines stored, the state and the newest server-metric sample's id of a run (two index reads), or None
+    once it is deleted."""
+    progress = Run.objects.filter(pk=run_id).values_list("log_lines", "state").first()
+    if progress is None:
+        return None
+    return progress[0], progress[1], ServerMetricSample.objects.newest_id(run_id)
+
+
+@database_sync_to_async
+def _newest_metric_id(run_id: int) -> int:
+    return ServerMetricSample.objects.newest_id(run_id)
+
+
+def _id_param(query: dict[str, list[str]], name: str) -> int | None:
+    """A non-negative integer query parameter (a line number or a sample id), within the database's bigint; None
+    when absent or not one."""
+    try:
+        value = max(0, int(query[name][0][:20]))
+    except (KeyError, IndexError, ValueError):
+        return None
+    return value if value <= MAX_ID else None
 
 
 @database_sync_to_async

@@ -138,6 +138,11 @@ class ServerMetricSampleQuerySet(models.QuerySet["ServerMetricSample"]):
     def of_run(self, run: Run | int) -> ServerMetricSampleQuerySet:
         return self.filter(run=run).order_by("at")
 
+    def newest_id(self, run_id: int) -> int:
+        """The id of the run's newest sample, 0 if it has none: samples are only ever added, so a page that has
+        every sample up to this id has them all."""
+        return self.filter(run_id=run_id).order_by("-id").values_list("id", flat=True).first() or 0
+
 
 class ServerMetricSample(models.Model):
     """The server's Prometheus gauges at one instant of a benchmark cell (`analysis.telemetry.ServerMetricReading`),
@@ -163,7 +168,12 @@ class ServerMetricSample(models.Model):
     objects = ServerMetricSampleQuerySet.as_manager()
 
     class Meta:
-        indexes = [models.Index(fields=["run", "at"])]
+        indexes = [
+            models.Index(fields=["run", "at"]),
+            # A live page resumes after the newest sample it has (`?metrics_after=`), and its consumer compares that
+            # with the newest stored every second: both read this index alone.
+            models.Index(fields=["run", "id"], name="server_metric_samples_by_id"),
+        ]
 
     def __str__(self) -> str:
         return f"run {self.run_id} server metrics at {self.at:%H:%M:%S}"

@@ -139,10 +139,21 @@ def run_telemetry(run: Run) -> tuple[list[GpuReading], list[tuple[float, float, 
 def run_server_metrics(run: Run) -> list[ServerMetricReading]:
     """The server's gauges sampled during the run's benchmark cells, oldest first, on the cells' clock."""
     rows = ServerMetricSample.objects.of_run(run).values_list("at", *SERVER_METRIC_FIELDS).iterator()
-    return [
-        ServerMetricReading(t=at.timestamp(), **dict(zip(SERVER_METRIC_FIELDS, values, strict=True)))
-        for at, *values in rows
-    ]
+    return [_server_metric_reading(at, values) for at, *values in rows]
+
+
+def server_metrics_after(
+    run_id: int, after: int, limit: int | None = None
+) -> tuple[list[int], list[ServerMetricReading]]:
+    """(ids, readings) of the run's samples stored after the sample `after` (0: all), in the order they were
+    stored, at most `limit`: what a live page that has every sample up to `after` lacks."""
+    rows = ServerMetricSample.objects.filter(run_id=run_id, id__gt=after).order_by("id")
+    values = list((rows[:limit] if limit is not None else rows).values_list("id", "at", *SERVER_METRIC_FIELDS))
+    return [sample_id for sample_id, *_ in values], [_server_metric_reading(at, rest) for _, at, *rest in values]
+
+
+def _server_metric_reading(at: Any, values: Any) -> ServerMetricReading:
+    return ServerMetricReading(t=at.timestamp(), **dict(zip(SERVER_METRIC_FIELDS, values, strict=True)))
 
 
 def telemetry_warnings(runs: list[Run]) -> list[str]:

@@ -21,6 +21,7 @@ from experiments.live import broadcast
 from experiments.models import GpuSample, Run, ServerMetricSample
 from experiments.remedies import acceptance_remedies
 
+from .browser_support import DROP_SOCKETS, KEEP_SOCKETS
 from .factories import make_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -139,26 +140,31 @@ def test_it_shows_a_warning_raised_mid_run_with_its_remedies_without_a_reload(br
 def test_it_extends_the_server_metrics_chart_while_the_run_benchmarks_folded_or_open(browser, live_web, log_in):
     run = make_run(state=Run.State.BENCHMARKING)
     page = browser.new_page()
+    page.add_init_script(KEEP_SOCKETS)
 
-    def stream(first: int) -> None:
-        """What the worker does with a line the client streamed mid-cell: store it, then broadcast it."""
+    def stream(first: int, broadcast_them: bool) -> None:
+        """What the worker does with samples the client streamed mid-cell: store them, then broadcast them with
+        their ids and the id before them (`workers.run.benchmark.store_and_send_server_metrics`)."""
         now = timezone.now().timestamp()
         readings = [
             ServerMetricReading(t=now - 1 + i / 4, num_running_reqs=first + i, token_usage=0.5) for i in range(3)
         ]
         try:
-            do_add_server_metric_samples(run, readings)
-            async_to_sync(broadcast.send_server_metrics)(run.pk, serializers.server_metric_samples_json(readings))
+            stored = do_add_server_metric_samples(run, readings)
+            if broadcast_them:
+                samples = serializers.server_metric_samples_json(readings, stored.ids)
+                async_to_sync(broadcast.send_server_metrics)(run.pk, samples, after=stored.after)
         finally:
             connection.close()
 
-    def stream_off_this_thread(first: int) -> None:  # Playwright's event loop runs on this one
-        thread = threading.Thread(target=stream, args=(first,))
+    def stream_off_this_thread(first: int, broadcast_them: bool = True) -> None:  # Playwright's loop runs here
+        thread = threading.Thread(target=stream, args=(first, broadcast_them))
         thread.start()
         thread.join()
 
     points = "document.querySelector('#server-metrics-chart').data[0].y"
     try:
+        stream_off_this_thread(-2)  # before the page: drawn from storage
         log_in(page)
         page.goto(f"{live_web}/runs/{run.pk}/", wait_until="load")
         page.wait_for_selector("body[data-live=on]", timeout=15_000)
@@ -167,11 +173,18 @@ def test_it_extends_the_server_metrics_chart_while_the_run_benchmarks_folded_or_
         page.wait_for_selector('#server-metrics-chart[data-streamed="3"]', state="attached", timeout=15_000)
         page.locator("#server-metrics > summary").click()
         page.wait_for_selector("#server-metrics-chart[data-drawn] .main-svg", timeout=30_000)
-        page.wait_for_function(f"{points} && {points}.length === 3", timeout=15_000)
+        page.wait_for_function(f"{points} && {points}.length === 6", timeout=15_000)
         stream_off_this_thread(4)  # open: drawn at once
+        page.wait_for_function(f"{points}.length === 9", timeout=15_000)
 
-        page.wait_for_function(f"{points}.length === 6", timeout=15_000)
-        assert page.evaluate(points) == [1, 2, 3, 4, 5, 6]  # running requests, in order, each once
+        # The socket drops, and samples are stored while it is down (their broadcast reaches no one): the page
+        # resumes after the newest sample it has and gets them, then the live ones, each once.
+        page.evaluate("document.body.dataset.live = 'dropped'; " + DROP_SOCKETS)
+        stream_off_this_thread(7, broadcast_them=False)
+        page.wait_for_selector("body[data-live=on]", timeout=15_000)
+        stream_off_this_thread(10)
+        page.wait_for_function(f"{points}.length === 15", timeout=15_000)
+        assert page.evaluate(points) == list(range(-2, 13))  # running requests, in order, each once
     finally:
         page.close()
 

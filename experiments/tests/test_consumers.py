@@ -14,6 +14,9 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from dashboard.asgi import application
+from experiments.actions.environments import do_add_server_metric_samples
+from experiments.analysis.telemetry import ServerMetricReading
+from experiments.api import serializers
 from experiments.live import broadcast, consumers
 from experiments.models import Run
 
@@ -265,5 +268,105 @@ async def test_it_does_not_resend_what_the_broadcast_delivered(browser, run, cap
         assert await _lines(communicator, 2) == _numbered(6, 7)
         assert await communicator.receive_nothing(timeout=2.5 * consumers.STORAGE_CHECK_SECONDS)
         assert "not broadcast" not in caplog.text
+    finally:
+        await communicator.disconnect()
+
+
+# ---- server-metric samples: each reaches the page once, a lost broadcast is refilled from storage ----------------
+
+
+def _readings(first: int, count: int) -> list[ServerMetricReading]:
+    """`count` samples whose running-requests gauge numbers them from `first`."""
+    return [ServerMetricReading(t=1_700_000_000 + n, num_running_reqs=float(n)) for n in range(first, first + count)]
+
+
+async def store_and_send_server_metrics(run: Run, readings: list[ServerMetricReading]) -> None:
+    """What the worker does with samples (workers.run.benchmark's function of this name): store, then broadcast."""
+    stored = await sync_to_async(do_add_server_metric_samples)(run, readings)
+    await broadcast.send_server_metrics(
+        run.pk, serializers.server_metric_samples_json(readings, stored.ids), after=stored.after
+    )
+
+
+async def _samples(communicator: WebsocketCommunicator, count: int) -> list[tuple[int, float]]:
+    """The next `count` samples as (id, running requests), however they are split into messages; each message's
+    `after` must be the id of the sample before it, so the page can tell it has missed none."""
+    out: list[tuple[int, float]] = []
+    while len(out) < count:
+        message = await communicator.receive_json_from(timeout=5)
+        if message["type"] != "server_metrics":
+            continue
+        assert message["after"] == (out[-1][0] if out else message["after"])
+        running = message["fields"].index("num_running_reqs")
+        out += [(sample_id, s[running]) for sample_id, s in zip(message["ids"], message["samples"], strict=True)]
+    return out
+
+
+async def test_it_resumes_server_metrics_after_the_newest_sample_the_page_has(browser, run):
+    stored = await sync_to_async(do_add_server_metric_samples)(run, _readings(1, 5))
+    have = stored.ids[1]  # the page's chart was drawn with samples 1 and 2
+
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after=5&metrics_after={have}", browser)
+    assert connected
+    try:
+        assert await _samples(communicator, 3) == list(zip(stored.ids[2:], [3.0, 4.0, 5.0], strict=True))
+        await store_and_send_server_metrics(run, _readings(6, 2))  # live, as the worker sends them
+        assert [running for _, running in await _samples(communicator, 2)] == [6.0, 7.0]
+        assert await communicator.receive_nothing(timeout=2.5 * consumers.STORAGE_CHECK_SECONDS)
+    finally:
+        await communicator.disconnect()
+
+
+async def test_it_replays_no_stored_sample_to_a_client_that_does_not_ask(browser, run):
+    await sync_to_async(do_add_server_metric_samples)(run, _readings(1, 3))
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after=5", browser)
+    assert connected
+    try:
+        await _snapshot(communicator)
+        await store_and_send_server_metrics(run, _readings(4, 1))
+        assert [running for _, running in await _samples(communicator, 1)] == [4.0]
+    finally:
+        await communicator.disconnect()
+
+
+async def test_it_sends_stored_samples_whose_broadcast_never_came(browser, run, caplog):
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after=5&metrics_after=0", browser)
+    assert connected
+    try:
+        await _snapshot(communicator)
+        await sync_to_async(do_add_server_metric_samples)(run, _readings(1, 3))  # stored; never broadcast
+
+        started = asyncio.get_running_loop().time()
+        assert [running for _, running in await _samples(communicator, 3)] == [1.0, 2.0, 3.0]
+        assert asyncio.get_running_loop().time() - started < 3 * consumers.STORAGE_CHECK_SECONDS
+        assert "server-metric samples after id 0 were stored but not broadcast" in caplog.text
+    finally:
+        await communicator.disconnect()
+
+
+async def test_it_refills_the_samples_of_a_lost_broadcast_before_the_next_one(browser, run):
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after=5&metrics_after=0", browser)
+    assert connected
+    try:
+        await _snapshot(communicator)
+        lost = await sync_to_async(do_add_server_metric_samples)(run, _readings(1, 2))  # its broadcast lost
+        await store_and_send_server_metrics(run, _readings(3, 2))  # the next one says what came before it
+
+        received = await _samples(communicator, 4)
+        assert [running for _, running in received] == [1.0, 2.0, 3.0, 4.0]  # in order, each once
+        assert received[0][0] == lost.ids[0]
+        assert await communicator.receive_nothing(timeout=2.5 * consumers.STORAGE_CHECK_SECONDS)
+    finally:
+        await communicator.disconnect()
+
+
+@pytest.mark.parametrize("query", ["metrics_after=99999999999999999999999", "metrics_after=-3&after=x", "after=1e9"])
+async def test_it_ignores_resume_points_that_are_not_ids(browser, run, query):
+    await sync_to_async(do_add_server_metric_samples)(run, _readings(1, 2))
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?{query}", browser)
+    assert connected
+    try:
+        received = await _lines(communicator, 5)
+        assert received == _numbered(1, 5)  # an unreadable `after` is no line: the whole log
     finally:
         await communicator.disconnect()

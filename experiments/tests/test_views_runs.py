@@ -6,6 +6,7 @@ import pytest
 
 from experiments.models import Host, Run
 
+from .browser_support import DROP_SOCKETS, KEEP_SOCKETS
 from .factories import make_eagle_config, make_experiment, make_log, make_run
 
 pytestmark = pytest.mark.django_db
@@ -179,18 +180,6 @@ def test_it_lets_only_whoever_manages_the_experiment_rerun_with_a_remedy(client,
     assert not Run.objects.filter(config__remedy_for_run=run).exists()
 
 
-# Keeps the page's websockets reachable, so a test can drop them (the page then reconnects, as after a network blip).
-KEEP_SOCKETS = """
-window.__sockets = [];
-const PageSocket = window.WebSocket;
-window.WebSocket = function (...args) {
-  const socket = new PageSocket(...args);
-  window.__sockets.push(socket);
-  return socket;
-};
-"""
-
-
 @pytest.mark.browser
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
@@ -213,7 +202,7 @@ def test_it_shows_a_failure_that_arrives_live_with_its_remedies_and_the_servers_
     # The run fails while the page is open; the reconnecting page gets the state as a live page would.
     failure = {"failure_kind": Run.FailureKind.OOM, "failure_message": "CUDA out of memory."}
     Run.objects.filter(pk=run.pk).update(state=Run.State.FAILED, live_facts={"server": SERVER_FACTS}, **failure)
-    page.evaluate("window.__sockets.forEach((socket) => socket.close())")
+    page.evaluate(DROP_SOCKETS)
 
     page.wait_for_selector("#remedy-list li[data-remedy=mem-fraction] form button")
     assert page.input_value("#remedy-list li[data-remedy=mem-fraction] input[name=remedy]") == "mem-fraction"

@@ -31,7 +31,9 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     )
     measurements = list(run.measurement_set.all())
     samples, cells, telemetry_summary = environments.run_telemetry(run)
-    server_readings = environments.run_server_metrics(run)
+    # In the order stored, so the newest id drawn is known: the live page resumes after it (`?metrics_after=`).
+    metric_ids, server_readings = environments.server_metrics_after(run.pk, after=0)
+    server_readings.sort(key=lambda reading: reading.t)
     context = {
         "environment": RunEnvironment.objects.filter(run=run).first(),
         "diff_before": environments.diff_before_change(run) if run.is_finished else None,
@@ -45,6 +47,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         if server_readings or not run.is_finished
         else None,
         "server_metrics": server_metrics_summary(server_readings),
+        "server_metrics_after": metric_ids[-1] if metric_ids else 0,
         "run": run,
         "measurements": measurements,
         "can_manage": run.experiment.can_be_managed_by(request.user),

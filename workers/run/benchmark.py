@@ -23,6 +23,7 @@ from django.conf import settings
 from experiments.actions.environments import do_add_server_metric_samples
 from experiments.actions.measurements import do_record_measurement, do_record_prompt_results
 from experiments.analysis import telemetry
+from experiments.analysis.telemetry import ServerMetricReading
 from experiments.api import serializers
 from experiments.formats import prompt_sampling
 from experiments.live import broadcast
@@ -128,8 +129,7 @@ async def run_cells(session: RunSession) -> None:
         if requests is not None and index == 0 and "categories" in result:
             await db(do_record_prompt_results)(session.run, pass_index, concurrency, requests)
         await db(do_record_measurement)(session.run, pass_index, concurrency, result)
-        if server_metrics:
-            await db(do_add_server_metric_samples)(session.run, server_metrics)
+        await store_and_send_server_metrics(session.run, server_metrics)
         if result.get("failed"):
             # Kept for the record, but a cell with failed requests measures the failures, not the speed.
             await session.raise_if_server_died()
@@ -241,11 +241,19 @@ async def store_streamed_metrics(run: Run, line: str) -> bool:
     report = streamed_server_metrics(line)
     if report is None:
         return False
-    readings = telemetry.server_metric_readings(report, time.time())
-    if readings:
-        await db(do_add_server_metric_samples)(run, readings)
-        await broadcast.send_server_metrics(run.pk, serializers.server_metric_samples_json(readings))
+    await store_and_send_server_metrics(run, telemetry.server_metric_readings(report, time.time()))
     return True
+
+
+async def store_and_send_server_metrics(run: Run, readings: list[ServerMetricReading]) -> None:
+    """The one way samples of the server's gauges are kept: stored, then sent to the run's open pages with their ids
+    and the id before them, so a page whose broadcast was lost is refilled from storage."""
+    if not readings:
+        return
+    stored = await db(do_add_server_metric_samples)(run, readings)
+    await broadcast.send_server_metrics(
+        run.pk, serializers.server_metric_samples_json(readings, stored.ids), after=stored.after
+    )
 
 
 def _stderr_tail(stderr: str, lines: int = 5) -> str:

@@ -12,7 +12,6 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from dashboard.asgi import application
-from experiments.actions.environments import do_add_server_metric_samples
 from experiments.analysis.telemetry import SERVER_METRIC_FIELDS, server_metric_readings
 from experiments.models import Run, ServerMetricSample
 from experiments.tests.factories import make_run
@@ -86,13 +85,17 @@ async def test_a_streamed_batch_is_stored_once_sent_to_the_open_page_and_shown_b
         assert abs(message["samples"][-1][0] - time.time()) < 5  # dated on the worker's clock, by arrival
         shown = (await sync_to_async(client.get)(f"/api/runs/{run.pk}/server-metrics")).json()
         assert [s[1] for s in shown["samples"]] == [4.0, 5.0, 6.0, 7.0, 8.0]  # mid-cell, before the result
+
+        # The cell ends: its result carries what came after the last line, stored and sent the same one way, saying
+        # which sample came before it (what the page needs to know it missed none).
+        sampler.samples.append((time.perf_counter(), [9.0, *[4.0] * 8]))
+        rest = server_metric_readings(json.loads(json.dumps(sampler.report(time.perf_counter()))), time.time())
+        await benchmark.store_and_send_server_metrics(run, rest)
+        last = await socket.receive_json_from(timeout=5)
+        assert [s[1] for s in last["samples"]] == [9.0] and last["after"] == message["ids"][-1]
+        assert message["ids"] == sorted(message["ids"]) and last["ids"][0] > message["ids"][-1]
     finally:
         await socket.disconnect()
-
-    # The cell ends: its result carries what came after the last line, stored as the run's cells store it.
-    sampler.samples.append((time.perf_counter(), [9.0, *[4.0] * 8]))
-    rest = server_metric_readings(json.loads(json.dumps(sampler.report(time.perf_counter()))), time.time())
-    await sync_to_async(do_add_server_metric_samples)(run, rest)
     stored = await sync_to_async(_stored_running)(run)
     assert stored == [4.0, 5.0, 6.0, 7.0, 8.0, 9.0]  # each sample once
 
