@@ -47,14 +47,17 @@ async def _receive(socket: aiohttp.ClientWebSocketResponse, delivery: Delivery, 
                 settle_until = time.monotonic() + settle
 
 
-async def watch(url: str, origin: str, cookie: str, clients: int, lines: int, settle: float) -> dict:
+async def watch(url: str, origin: str, cookie: str, clients: int, lines: int, settle: float, stalled: int) -> dict:
     headers = {"Cookie": cookie, "Origin": origin}
     async with aiohttp.ClientSession() as http:
         sockets = [await http.ws_connect(url, headers=headers, max_msg_size=0) for _ in range(clients)]
+        # Frozen tabs: open, never read. Once aiohttp's buffer is full it stops reading the socket, so TCP pushes
+        # back on the web process, which must then hold (or drop) what it cannot send.
+        frozen = [await http.ws_connect(url, headers=headers, max_msg_size=0) for _ in range(stalled)]
         print("connected", flush=True)
         deliveries = [Delivery(lines) for _ in sockets]
         await asyncio.gather(*(_receive(s, d, settle) for s, d in zip(sockets, deliveries, strict=True)))
-        for socket in sockets:
+        for socket in [*sockets, *frozen]:
             await socket.close()
     every = sorted(latency for d in deliveries for latency in d.latencies)
     accounts = [{k: v for k, v in d.summary().items() if k != "latencies"} for d in deliveries]
@@ -73,9 +76,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, required=True)
     parser.add_argument("--lines", type=int, required=True)
     parser.add_argument("--settle", type=float, default=2.5)
+    parser.add_argument("--stalled", type=int, default=0, help="more clients that connect and never read")
     args = parser.parse_args()
     cookie = os.environ["WATCH_COOKIE"]
-    result = asyncio.run(watch(args.url, args.origin, cookie, args.clients, args.lines, args.settle))
+    result = asyncio.run(watch(args.url, args.origin, cookie, args.clients, args.lines, args.settle, args.stalled))
     print(json.dumps(result), flush=True)
 
 

@@ -14,7 +14,9 @@ Two phases in the same run, each on a fresh run of its own: the anchor with 1 cl
 per phase: lines lost, duplicated or out of order per client, latency p50/p95/p99/max over all clients (and the
 ratio of the p95s), daphne's resident memory (before the clients, connected, mid-stream, at the end, after they
 left) and CPU, the consumers' catch-ups from storage (the "stored but not broadcast" warnings in daphne's log),
-and the database's transactions and new connections per second while the phase ran (PostgreSQL only).
+the database's transactions and new connections per second while the phase ran (PostgreSQL only), and with
+`--page-every S` the time to GET the run's page every S seconds meanwhile. `--stalled K` adds K clients to the
+crowd that never read (frozen tabs), to see what the web process holds for them.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import aiohttp
 import log_pipeline as pipeline  # (sets Django up)
 from asgiref.sync import sync_to_async
 from django.db import connection
+from scale_figures import distribution
 
 from simhost.ports import free_port, wait_for_port
 
@@ -83,8 +87,31 @@ def _database_counters() -> tuple[int, int] | None:
     return int(row[0]), int(row[1])
 
 
+async def _time_pages(url: str, cookie: str, every: float) -> list[float]:
+    """GET the run's page every `every` seconds until cancelled, as people opening it meanwhile would: its times.
+    The web process serves pages and the consumers' database calls on one thread, so a crowd's checks show here
+    (and a page's rendering holds the interpreter, so it shows in the stream's latency too)."""
+    times: list[float] = []
+    if not every:
+        await asyncio.Event().wait()  # until cancelled
+    async with aiohttp.ClientSession(headers={"Cookie": cookie}) as http:
+        while True:
+            started = time.monotonic()
+            try:
+                async with http.get(url) as response:
+                    await response.read()
+                    assert response.status == 200, response.status
+            except asyncio.CancelledError:
+                return times
+            times.append(time.monotonic() - started)
+            try:
+                await asyncio.sleep(every)
+            except asyncio.CancelledError:
+                return times
+
+
 async def _phase(work: Path, sshd_port: int, client_key: Path, host_key: str, web, web_port: int, web_log: Path,
-                 clients: int, rate: int, seconds: int) -> dict:  # fmt: skip
+                 clients: int, rate: int, seconds: int, stalled: int = 0, page_every: float = 0) -> dict:  # fmt: skip
     run, cookie = await sync_to_async(pipeline._make_run)(work, sshd_port, client_key, host_key)
     log_path = work / f"run-{run.pk}.log"
     log_path.touch()
@@ -94,7 +121,7 @@ async def _phase(work: Path, sshd_port: int, client_key: Path, host_key: str, we
     log_mark = _catch_ups(web_log, 0)[1]
     watchers = await asyncio.create_subprocess_exec(
         sys.executable, str(REPO / "bench" / "log_watchers.py"), f"ws://127.0.0.1:{web_port}/ws/runs/{run.pk}/log/?after=0",
-        "--origin", origin, "--clients", str(clients), "--lines", str(lines),
+        "--origin", origin, "--clients", str(clients), "--lines", str(lines), "--stalled", str(stalled),
         stdout=asyncio.subprocess.PIPE, env={**os.environ, "WATCH_COOKIE": cookie["cookie"]},
     )  # fmt: skip
     assert watchers.stdout is not None
@@ -108,6 +135,7 @@ async def _phase(work: Path, sshd_port: int, client_key: Path, host_key: str, we
         sys.executable, "-c", pipeline._PACED_WRITER, str(log_path), str(rate), str(seconds)
     )
     tail_conn, run_log = await pipeline._follow(run, log_path, writer.pid)
+    pages = asyncio.create_task(_time_pages(f"{origin}{run.get_absolute_url()}", cookie["cookie"], page_every))
     samples: list[float] = []
     while writer.returncode is None:
         samples.append(_rss_mib(web.pid))
@@ -115,6 +143,8 @@ async def _phase(work: Path, sshd_port: int, client_key: Path, host_key: str, we
             await asyncio.wait_for(writer.wait(), timeout=0.5)
         except TimeoutError:
             pass
+    pages.cancel()
+    page_times = await pages
     result_line = await asyncio.wait_for(watchers.stdout.readline(), timeout=120)
     elapsed = time.monotonic() - started
     cpu = _cpu_seconds(web.pid) - cpu
@@ -129,7 +159,8 @@ async def _phase(work: Path, sshd_port: int, client_key: Path, host_key: str, we
     later = await sync_to_async(_database_counters)()
     catch_ups, _ = _catch_ups(web_log, log_mark)
     result = json.loads(result_line)
-    result.update(rss=rss, elapsed=elapsed, web_cpu=cpu / elapsed, catch_ups=catch_ups, lines=lines)
+    result.update(rss=rss, elapsed=elapsed, web_cpu=cpu / elapsed, catch_ups=catch_ups, lines=lines, stalled=stalled,
+                  page_s=distribution(sorted(page_times)) if page_times else None)  # fmt: skip
     if counters is not None and later is not None:
         result["db_per_s"] = [(b - a) / elapsed for a, b in zip(counters, later, strict=True)]
     return result
@@ -142,7 +173,8 @@ def _report(name: str, phase: dict) -> None:
     latency = phase["latency_s"] or {}
     ms = {k: v * 1000 for k, v in latency.items()}
     rss = phase["rss"]
-    print(f"{name}: {len(accounts)} client(s), {phase['lines']:,} lines each, {phase['received']:,} received")
+    frozen = f" (and {phase['stalled']} that never read)" if phase["stalled"] else ""
+    print(f"{name}: {len(accounts)} client(s){frozen}, {phase['lines']:,} lines each, {phase['received']:,} received")
     print(f"  delivery: {len(accounts) - len(bad)} of {len(accounts)} clients got every line once and in order; "
           f"worst client: {worst['missing']} missing, {worst['duplicates']} duplicated, "
           f"{worst['out_of_order']} out-of-order messages, {worst['wrong_text']} wrong lines")  # fmt: skip
@@ -157,19 +189,32 @@ def _report(name: str, phase: dict) -> None:
     database = phase.get("db_per_s")
     extra = f"; database {database[0]:.0f} transactions/s, {database[1]:.1f} new connections/s" if database else ""
     print(f"  catch-ups from storage (lost or late broadcasts): {phase['catch_ups']}{extra}")
+    if phase["page_s"]:
+        page = {k: v * 1000 for k, v in phase["page_s"].items()}
+        print(f"  the run's page meanwhile: p50 {page['p50']:.0f} ms  p95 {page['p95']:.0f} ms  "
+              f"max {page['max']:.0f} ms")  # fmt: skip
 
 
-async def bench(clients: int, rate: int, seconds: int) -> None:
+async def _warm_up(url: str, cookie: str) -> None:
+    """One GET of a page first: the web process's first request loads what every later one reuses."""
+    async with aiohttp.ClientSession(headers={"Cookie": cookie}) as http, http.get(url) as response:
+        await response.read()
+
+
+async def bench(clients: int, rate: int, seconds: int, stalled: int, page_every: float) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         sshd, sshd_port, client_key, host_key = pipeline._start_sshd(work)
         web = None
         try:
-            await sync_to_async(pipeline._make_run)(work, sshd_port, client_key, host_key)  # migrated before daphne
+            # Migrated before daphne starts.
+            first, cookie = await sync_to_async(pipeline._make_run)(work, sshd_port, client_key, host_key)
             web, web_port, web_log = _start_web(work)
+            await _warm_up(f"http://127.0.0.1:{web_port}{first.get_absolute_url()}", cookie["cookie"])
             common = (work, sshd_port, client_key, host_key, web, web_port, web_log)
-            anchor = await _phase(*common, clients=1, rate=rate, seconds=seconds)
-            crowd = await _phase(*common, clients=clients, rate=rate, seconds=seconds)
+            anchor = await _phase(*common, clients=1, rate=rate, seconds=seconds, page_every=page_every)
+            crowd = await _phase(*common, clients=clients, rate=rate, seconds=seconds, stalled=stalled,
+                                 page_every=page_every)  # fmt: skip
         finally:
             if web is not None:
                 web.terminate()
@@ -191,8 +236,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--stalled", type=int, default=0, help="frozen tabs beside the crowd: open, never reading")
+    parser.add_argument("--page-every", type=float, default=0, help="GET the run's page every S seconds meanwhile")
     args = parser.parse_args()
-    asyncio.run(bench(args.clients, args.rate, args.seconds))
+    asyncio.run(bench(args.clients, args.rate, args.seconds, args.stalled, args.page_every))
 
 
 if __name__ == "__main__":
