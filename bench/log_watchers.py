@@ -55,8 +55,10 @@ async def watch(url: str, origin: str, cookie: str, clients: int, lines: int, se
         # back on the web process, which must then hold (or drop) what it cannot send.
         frozen = [await http.ws_connect(url, headers=headers, max_msg_size=0) for _ in range(stalled)]
         print("connected", flush=True)
+        started, cpu = time.monotonic(), time.process_time()
         deliveries = [Delivery(lines) for _ in sockets]
         await asyncio.gather(*(_receive(s, d, settle) for s, d in zip(sockets, deliveries, strict=True)))
+        busy = (time.process_time() - cpu) / (time.monotonic() - started)
         for socket in [*sockets, *frozen]:
             await socket.close()
     every = sorted(latency for d in deliveries for latency in d.latencies)
@@ -65,6 +67,7 @@ async def watch(url: str, origin: str, cookie: str, clients: int, lines: int, se
         "clients": accounts,
         "received": sum(len(d.latencies) for d in deliveries),
         "latency_s": distribution(every) if every else None,
+        "cpu": busy,  # of one core: near 1, the clients' own queueing would be in their latencies
         "client_p95_s": [distribution(sorted(d.latencies))["p95"] for d in deliveries if d.latencies],
     }
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -93,7 +94,9 @@ async def _time_pages(url: str, cookie: str, every: float) -> list[float]:
     (and a page's rendering holds the interpreter, so it shows in the stream's latency too)."""
     times: list[float] = []
     if not every:
-        await asyncio.Event().wait()  # until cancelled
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()  # until cancelled
+        return times
     async with aiohttp.ClientSession(headers={"Cookie": cookie}) as http:
         while True:
             started = time.monotonic()
@@ -185,7 +188,8 @@ def _report(name: str, phase: dict) -> None:
               f"{per_client[-1] * 1000:.0f} ms)")  # fmt: skip
     print(f"  daphne RSS: {rss['before']:.0f} MiB before the clients, {rss['connected']:.0f} connected, "
           f"{rss['middle']:.0f} mid-stream, {rss['end']:.0f} at the end (peak {rss['peak']:.0f}), "
-          f"{rss['after']:.0f} after they left; CPU {phase['web_cpu']:.0%} of a core")  # fmt: skip
+          f"{rss['after']:.0f} after they left; CPU {phase['web_cpu']:.0%} of a core (the clients' process: "
+          f"{phase['cpu']:.0%})")  # fmt: skip
     database = phase.get("db_per_s")
     extra = f"; database {database[0]:.0f} transactions/s, {database[1]:.1f} new connections/s" if database else ""
     print(f"  catch-ups from storage (lost or late broadcasts): {phase['catch_ups']}{extra}")

@@ -12,6 +12,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from experiments.live import broadcast
+from experiments.live.shared_reads import shared_for
 from experiments.models import Experiment, LogChunk, Run, Study
 
 REPLAY_PAGE = 5000
@@ -211,6 +212,7 @@ def _run_snapshot(run_id: int) -> dict[str, Any]:
     return {"facts": facts, "state": broadcast.run_state_event(run)}
 
 
+@shared_for(STORAGE_CHECK_SECONDS / 4)  # a crowd's pages of one run: a few reads a second, not one each
 @database_sync_to_async
 def _stored_progress(run_id: int) -> tuple[int, str] | None:
     """The lines stored and the state of a run (one indexed row), or None once it is deleted."""
