@@ -13,6 +13,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from experiments.api import serializers
 from experiments.live import broadcast
+from experiments.live.shared_reads import shared_for
 from experiments.models import Experiment, LogChunk, Run, ServerMetricSample, Study
 from experiments.reads import environments
 
@@ -260,6 +261,7 @@ def _run_snapshot(run_id: int) -> dict[str, Any]:
     return {"facts": facts, "state": broadcast.run_state_event(run)}
 
 
+@shared_for(STORAGE_CHECK_SECONDS / 4)  # a crowd's pages of one run: a few reads a second, not one each
 @database_sync_to_async
 def _stored_progress(run_id: int) -> tuple[int, str, int] | None:
     """The lines stored, the state and the newest server-metric sample's id of a run (two index reads), or None
