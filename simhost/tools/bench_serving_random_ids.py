@@ -3,10 +3,11 @@
 
 The very prompts `bench_serving --dataset-name random-ids --random-range-ratio 1.0 --random-input-len LENGTH
 --random-output-len LENGTH --num-prompts COUNT --seed SEED` sends: drawn by its own sampler, seeded as its main()
-seeds it, as the text it sends (the decoded ids). With them both clients ask the server for the same work, which
-their own random ids do not (workers/benchclient draws ids uniformly and sends them as ids; bench_serving sends the
-text of consecutive ids from a random offset), and a speculative server accepts drafts by prompt. Runs on the
-venv's Python (numpy, transformers, sglang), never the project's.
+seeds it, as the text it sends (the decoded ids). Each line is also a prompt set's item (`"prompt"`), so the file
+uploads as one. With these prompts both clients ask the server for the same work, which their own random ids do
+not (workers/benchclient draws ids uniformly and sends them as ids; bench_serving sends the text of consecutive ids
+from a random offset), and a speculative server accepts drafts by prompt. Runs on the venv's Python (numpy,
+transformers, sglang), never the project's.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def main() -> None:
         item = {
             "index": index,
             "text": row.prompt,
+            "prompt": row.prompt,  # the same file uploads as a prompt set (experiments/formats/prompt_sampling.py)
             "category": "random-ids",
             "input_len": int(row.prompt_len),
             "output_len": int(row.output_len),
