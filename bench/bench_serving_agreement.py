@@ -1,12 +1,13 @@
 """Does the benchmark client read the output throughput SGLang's own `bench_serving` reads, on every prompt kind?
 
     SIMHOST_BENCH_VENV=/tmp/sgl-bench .venv/bin/python bench/bench_serving_agreement.py [--rounds 6] [--prompts 8]
-        [--length 128] [--kinds random-ids:1,random-ids:4,sharegpt:4] [--speculative]
+        [--length 128] [--kinds random-ids:1,random-ids:4,random-ids-same:4,sharegpt:4] [--speculative]
 
 One simulated server (step and launch noise off, radix cache off, as the opt-in agreement tests launch it) and
 the two clients run against it in turn, A B A B ..., the order alternating round by round so a slow drift of the
 machine cancels out: the shipped client (`python -m workers.benchclient`, one process, as a worker runs it) and
-`python -m sglang.bench_serving` from the venv SIMHOST_BENCH_VENV names (simhost/README.md "Real SGLang client").
+`python -m sglang.bench_serving` from the venv SIMHOST_BENCH_VENV names (run by simhost/tools/bench_serving.py,
+simhost/README.md "Real SGLang client").
 
 Kinds, each `name:concurrency`:
 - random-ids: each client's own random ids at --length in and out, what a random-ids profile is compared with:
@@ -19,9 +20,10 @@ Kinds, each `name:concurrency`:
 Each round prints both clients' output throughput, benchmark duration and token counts, and the ratio
 specdash / bench_serving; the summary gives the median ratio with its range over the rounds. Beside each run, the
 server's own account of it, read from its log (every decode step logged): how many prefill batches and decode
-steps the run cost and their time on the speed model, which a loaded CPU cannot stretch. A gap in the clients'
-figures that the server's account shares is a different load the clients sent (their requests arriving in other
-batches); a gap it does not share is where a client's clock starts and stops.
+steps the run cost, the output tokens per request-step (the accept length the server delivered) and their time on
+the speed model, which a loaded CPU cannot stretch. A gap in the clients' figures that the server's account shares
+is different work the clients asked for (other prompts, or requests arriving in other batches); a gap it does not
+share is where a client's clock starts and stops. Results: bench/README.md (2026-12-04).
 """
 
 from __future__ import annotations
