@@ -25,6 +25,8 @@ TARGET = str(MODELS / "kimi-k2.5-sim")
 DRAFT = str(MODELS / "kimi-k2.5-sim-eagle3")
 DRAFT_131K = str(MODELS / "kimi-k2.5-sim-eagle3-ctx131k")
 NVIDIA_SMI = str(REPO / "simhost" / "bin" / "nvidia-smi")
+# `python -m sglang.bench_serving` for any 0.5.x, from a venv without the server's GPU stack (tools/bench_serving.py).
+BENCH_SERVING = str(REPO / "simhost" / "tools" / "bench_serving.py")
 EAGLE3_2STEP = [
     "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", DRAFT,
     "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3",

@@ -1,4 +1,4 @@
-"""Opt-in: the real `sglang.bench_serving` (SGLang 0.5.9 wheel) against simhost. Skipped unless
+"""Opt-in: the real `sglang.bench_serving` (an SGLang 0.5.x wheel: 0.5.9, 0.5.23) against simhost. Skipped unless
 SIMHOST_BENCH_VENV names a venv holding it (README "Real SGLang client"); never touches the project venv."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import EAGLE3_2STEP, MODELS
+from .conftest import BENCH_SERVING, EAGLE3_2STEP, MODELS
 
 VENV = os.environ.get("SIMHOST_BENCH_VENV", "")
 pytestmark = pytest.mark.skipif(
@@ -24,7 +24,7 @@ def test_bench_serving_runs_against_simhost(launch, tmp_path, backend):
     server = launch("--tp", "2", *EAGLE3_2STEP)
     server.wait_ready()
     argv = [
-        str(Path(VENV) / "bin" / "python"), "-m", "sglang.bench_serving", "--backend", backend,
+        str(Path(VENV) / "bin" / "python"), BENCH_SERVING, "--backend", backend,
         "--base-url", server.base, "--dataset-name", "random-ids", "--tokenizer", TOKENIZER,
         "--num-prompts", "4", "--random-input-len", "32", "--random-output-len", "32", "--random-range-ratio", "1.0",
         "--max-concurrency", "1", "--output-file", str(tmp_path / "out.jsonl"), "--disable-tqdm",
