@@ -59,7 +59,6 @@ class ServerLog:
         # The live acceptance alarm, armed by the benchmark phase (`watch_acceptance`).
         self.acceptance: sglang.AcceptanceWatch | None = None
         self.acceptance_remedies: list[dict[str, Any]] = []
-        self._after_store: asyncio.Future[None] | None = None  # the last stored batch's broadcast and reading
 
     def watch_acceptance(self, watch: sglang.AcceptanceWatch, remedies: list[dict[str, Any]]) -> None:
         """From now on, read the Decode lines' accept length for a collapse; `remedies` go with its warning."""
@@ -89,8 +88,6 @@ class ServerLog:
         self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self.task  # its `finally` stores what it had read (nothing once discarded)
-        with contextlib.suppress(Exception):
-            await self._settled()
         self.task = None
 
     async def drained(self, timeout: float) -> bool:
@@ -99,9 +96,6 @@ class ServerLog:
             return True
         with contextlib.suppress(TimeoutError, Exception):
             await asyncio.wait_for(asyncio.shield(self.task), timeout)
-        if self.task.done():
-            with contextlib.suppress(Exception):
-                await self._settled()
         return self.task.done()
 
     async def finish(self, timeout: float | None = None) -> None:
@@ -134,15 +128,9 @@ class ServerLog:
         return await self.drained(max(deadline - time.monotonic(), END_GRACE))
 
     async def flush(self) -> None:
-        """Store what the tail has read but not stored yet, and broadcast and read it."""
+        """Store what the tail has read but not stored yet."""
         if self.tail is not None:
             await self.tail.flush()
-        await self._settled()
-
-    async def _settled(self) -> None:
-        """Wait for the last stored batch to be broadcast and read for facts; raise what failed there."""
-        if self._after_store is not None:
-            await asyncio.shield(self._after_store)
 
     async def next_milestone(self, timeout: float) -> bool:
         """Wait up to `timeout` for the log to pass a milestone (HTTP started, ready, ...); True if it did."""
@@ -162,20 +150,9 @@ class ServerLog:
             raise RunFailed(Run.FailureKind.INTERNAL, f"Following the server log failed: {task.exception()!r}")
 
     async def _on_batch(self, first_line: int, lines: list[str], offset: int) -> None:
-        """Store, then broadcast, then learn: storage first so a browser can always refill from it. A batch's
-        broadcast and reading go on beside the next batch's store, after the previous batch's (so in order): in a
-        flood the database and the channel layer work at once. One batch's at most is left outstanding."""
+        """Store, then broadcast and learn: storage first so a browser can always refill from it. The broadcast
+        and the reading of facts (its own stores and broadcasts) go on at once."""
         await db(do_append_log)(self.run, first_line, lines, offset)
-        previous = self._after_store
-        self._after_store = asyncio.ensure_future(self._broadcast_and_learn(previous, first_line, lines))
-        if previous is not None:
-            await asyncio.shield(previous)
-
-    async def _broadcast_and_learn(
-        self, previous: asyncio.Future[None] | None, first_line: int, lines: list[str]
-    ) -> None:
-        if previous is not None:
-            await previous
         await asyncio.gather(broadcast.send_log_lines(self.run.pk, first_line, lines), self._learn(first_line, lines))
 
     async def _learn(self, first_line: int, lines: list[str]) -> None:
