@@ -45,7 +45,7 @@ from experiments import roles  # noqa: E402
 from experiments.actions.audit import Actor  # noqa: E402
 from experiments.actions.experiments import do_create_experiment  # noqa: E402
 from experiments.actions.users import do_set_role  # noqa: E402
-from experiments.models import BenchmarkProfile, Host, Run, ServerConfig, SshKey  # noqa: E402
+from experiments.models import BenchmarkProfile, Host, LogChunk, Run, ServerConfig, SshKey  # noqa: E402
 from simhost.ports import free_port  # noqa: E402
 from workers.hosts import host_access  # noqa: E402
 from workers.run.server_log import ServerLog  # noqa: E402
@@ -129,6 +129,11 @@ async def _websocket(run: Run, cookie: dict[str, str]) -> WebsocketCommunicator:
     return communicator
 
 
+async def _batches_stored(run: Run) -> str:
+    count = await sync_to_async(LogChunk.objects.filter(run=run).count)()
+    return f"{count:,} batches stored ({run.log_lines / max(count, 1):,.0f} lines each on average)"
+
+
 async def _receive_lines(communicator: WebsocketCommunicator, until: int, on_lines=None) -> None:
     received = 0
     while received < until:
@@ -189,6 +194,7 @@ async def throughput(lines: int) -> None:
             print(f"stored in the database:        {stored_s:6.2f} s  {lines / stored_s:12,.0f} lines/s")
             print(f"received by the websocket:     {websocket_s:6.2f} s  {ws_rate:12,.0f} lines/s")
             print(f"ratio to the physical limit:   {ws_rate / cat_rate:.2f}")
+            print(await _batches_stored(run))
             quarter = max(1, len(rss_samples) // 4)
             trend = ", ".join(f"{rss_samples[min(i * quarter, len(rss_samples) - 1)]:.0f}" for i in range(4))
             print(f"RSS of this process (tail + storage + consumer): {rss_start:.0f} MiB before, {trend}, "
@@ -211,6 +217,7 @@ async def latency(rate: int, seconds: int) -> None:
             writer = await asyncio.create_subprocess_exec(
                 sys.executable, "-c", _PACED_WRITER, str(log_path), str(rate), str(seconds)
             )
+            cpu_start = time.process_time()
             tail_conn, run_log = await _follow(run, log_path, writer.pid)
             delays: list[float] = []
 
@@ -219,6 +226,7 @@ async def latency(rate: int, seconds: int) -> None:
                 delays.extend(now - float(line.rsplit(" ", 1)[1]) for line in lines)
 
             await _receive_lines(communicator, rate * seconds, on_lines)
+            cpu_s = time.process_time() - cpu_start
             await writer.wait()
             await communicator.disconnect()
             await run_log.stop_now()
@@ -228,6 +236,10 @@ async def latency(rate: int, seconds: int) -> None:
             print(f"{len(ms):,} lines at {rate:,} lines/s for {seconds} s, written -> received by the websocket:")
             print(f"p50 {statistics.median(ms):.0f} ms  p95 {ms[int(len(ms) * 0.95)]:.0f} ms  "
                   f"p99 {ms[int(len(ms) * 0.99)]:.0f} ms  max {ms[-1]:.0f} ms")  # fmt: skip
+            await sync_to_async(run.refresh_from_db)()
+            print(await _batches_stored(run))
+            print(f"CPU of this process (tail + storage + consumer): {cpu_s:.1f} s in {seconds} s "
+                  f"({cpu_s / seconds:.0%} of a core)")  # fmt: skip
         finally:
             sshd.terminate()
             sshd.wait()

@@ -45,6 +45,8 @@ TIMEOUT_MARGIN_S = gpu_hours.CELL_MARGIN_S
 # The longest stretch of log read back for one cell's Decode-batch summary.
 MAX_WINDOW_LINES = 500_000
 FLUSH_WAIT_S, FLUSH_RETRY_S = 10.0, 0.1
+# The server writes a cell's last Decode lines a moment after its last token: the tail reads them meanwhile.
+LAST_LINES_WAIT_S = 0.2
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +189,7 @@ async def _flush_cache(session: RunSession) -> bool:
 
 async def _server_figures(session: RunSession, window_start: int) -> dict[str, Any]:
     """The server's own view of the cell just run: its accept length and its Decode-batch log lines."""
-    await asyncio.sleep(settings.SPECDASH_LOG_BATCH_SECONDS * 2)  # let the tail store the cell's last lines
+    await asyncio.sleep(LAST_LINES_WAIT_S)
     await session.server_log.flush()
     accept = await session.api.spec_accept_length()
     run = session.run

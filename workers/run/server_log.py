@@ -8,10 +8,8 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-import asyncssh
 from django.conf import settings
 
 from experiments.actions.runs import do_add_run_warning, do_append_log, do_update_run
@@ -20,14 +18,18 @@ from experiments.models import Run
 from experiments.rules import log_metrics
 
 from .. import sglang
-from ..ssh import HostConnection, SSHError, quote_command
+from ..ssh import HostConnection
 from .database import db
 from .errors import RunFailed
-from .log_lines import LineAssembler
+from .log_tail import LogTail
 
 RECENT_LINES = 400  # kept in memory to cut the excerpt that proves a failure
 EXCERPT_CONTEXT = 3
 SERVER_EXITED = "The server process group exited."
+END_POLL, END_GRACE = 0.02, 0.5  # reading a dead server's log to its end
+# A bound, not a wait: the tail is usually through a dead server's last lines in milliseconds, but on a loaded
+# worker or a slow link it can take seconds, and a failure judged before its traceback is read says "crashed".
+EXITED_READ_TIMEOUT = 15.0
 
 
 class ServerLog:
@@ -73,7 +75,6 @@ class ServerLog:
             next_line=self.run.log_lines + 1,
             on_batch=self._on_batch,
             batch_lines=settings.SPECDASH_LOG_BATCH_LINES,
-            batch_seconds=settings.SPECDASH_LOG_BATCH_SECONDS,
         )
         self.task = asyncio.create_task(self.tail.follow(stop_when_pid_exits=self.run.remote_pid))
 
@@ -149,11 +150,16 @@ class ServerLog:
             raise RunFailed(Run.FailureKind.INTERNAL, f"Following the server log failed: {task.exception()!r}")
 
     async def _on_batch(self, first_line: int, lines: list[str], offset: int) -> None:
-        """Store, then broadcast, then learn: storage first so a browser can always refill from it."""
+        """Store, then broadcast and learn: storage first so a browser can always refill from it. The broadcast
+        and the reading of facts (its own stores and broadcasts) go on at once."""
+        await db(do_append_log)(self.run, first_line, lines, offset)
+        await asyncio.gather(broadcast.send_log_lines(self.run.pk, first_line, lines), self._learn(first_line, lines))
+
+    async def _learn(self, first_line: int, lines: list[str]) -> None:
+        """The batch's facts: the excerpt kept for a failure, milestones, warnings, the live chart's series."""
         run = self.run
-        await db(do_append_log)(run, first_line, lines, offset)
-        await broadcast.send_log_lines(run.pk, first_line, lines)
-        self.recent.extend(enumerate(lines, start=first_line))
+        kept = max(len(lines) - RECENT_LINES, 0)  # a flood's batch is far longer than what is kept
+        self.recent.extend(enumerate(lines[kept:], start=first_line + kept))
         facts = self.facts.read(first_line, lines)
         self.milestones |= facts.milestones
         if facts.milestones:
@@ -207,156 +213,3 @@ class ServerLog:
         if not lines:
             return "", None
         return "\n".join(text for _, text in lines), lines[0][0]
-
-
-# ---- the byte-offset tail ---------------------------------------------------------------------------------
-
-READ_SIZE = 1 << 16
-# How often `tail --pid` checks that the server lives (GNU tail's default is 1 s): teardown waits for the tail to
-# drain the file once the server is gone, so this bounds that wait.
-PID_CHECK_SECONDS = 0.2
-END_POLL, END_GRACE = 0.02, 0.5  # reading a dead server's log to its end
-# A bound, not a wait: the tail is usually through a dead server's last lines in milliseconds, but on a loaded
-# worker or a slow link it can take seconds, and a failure judged before its traceback is read says "crashed".
-EXITED_READ_TIMEOUT = 15.0
-
-
-BatchHandler = Callable[[int, list[str], int], Awaitable[None]]
-
-
-async def _exited_cleanly(process: asyncssh.SSHClientProcess) -> bool:
-    """tail exits 0 once `--pid` has exited and the file is drained; a dropped connection has no exit status."""
-    try:
-        completed = await asyncio.wait_for(process.wait(), timeout=5)
-    except (TimeoutError, asyncssh.Error, OSError):
-        return False
-    return completed.exit_status == 0
-
-
-class LogTail:
-    """Runs `tail -F` on the host from a byte offset and hands batches of lines to `on_batch`.
-
-    `on_batch(first_line, lines, offset_after)` is awaited in order; it stores, then broadcasts. A batch is
-    flushed when it reaches `batch_lines` or has waited `batch_seconds`, so a flood is written in big
-    batches and a trickle still shows up within a fraction of a second.
-    """
-
-    def __init__(
-        self,
-        conn: HostConnection,
-        path: str,
-        *,
-        offset: int,
-        next_line: int,
-        on_batch: BatchHandler,
-        batch_lines: int = 2000,
-        batch_seconds: float = 0.1,
-    ) -> None:
-        self.conn = conn
-        self.path = path
-        self.assembler = LineAssembler(offset)
-        self.next_line = next_line
-        self.on_batch = on_batch
-        self.batch_lines = batch_lines
-        self.batch_seconds = batch_seconds
-        self.last_growth = time.monotonic()
-        self._process: asyncssh.SSHClientProcess | None = None
-        self._buffer: list[str] = []
-        self._buffer_offset = offset
-        self._ended = False  # `end()` was called: the file was read to its end
-        # Batches are stored strictly in order: the periodic flush and a full-buffer flush must not overlap.
-        self._flush_lock = asyncio.Lock()
-        self._handover: asyncio.Future[None] | None = None  # the batch being stored and broadcast
-        self._discarded = False  # `discard()` was called: nothing more is stored
-
-    async def follow(self, stop_when_pid_exits: int | None = None) -> None:
-        """Follow until cancelled, or until `stop_when_pid_exits` has exited and the file is drained."""
-        argv = ["tail", "-c", f"+{self.assembler.offset + 1}", "-F", "-s", str(PID_CHECK_SECONDS)]
-        if stop_when_pid_exits:
-            argv.append(f"--pid={stop_when_pid_exits}")
-        argv.append(self.path)
-        # tail complains on stderr while the file does not exist yet; that is expected.
-        process = self._process = await self.conn.start(quote_command(argv) + " 2>/dev/null")
-        reader = process.stdout
-        flusher = asyncio.create_task(self._flush_periodically())
-        try:
-            while True:
-                try:
-                    data = await reader.read(READ_SIZE)
-                except (asyncssh.Error, OSError):
-                    if self._ended:
-                        break
-                    raise
-                if not data:
-                    break
-                self.last_growth = time.monotonic()
-                lines = self.assembler.feed(data)
-                if lines:
-                    self._buffer.extend(lines)
-                    self._buffer_offset = self.assembler.offset
-                    if len(self._buffer) >= self.batch_lines:
-                        await self.flush()
-            if self._ended or (stop_when_pid_exits and await _exited_cleanly(process)):
-                # The server is gone and the file was read to its end: a partial last line is final.
-                self._buffer.extend(self.assembler.finish())
-                self._buffer_offset = self.assembler.offset
-        finally:
-            flusher.cancel()
-            process.close()
-            await self.flush()
-
-    @property
-    def bytes_read(self) -> int:
-        return self.assembler.offset + self.assembler.pending_bytes
-
-    async def file_size(self) -> int | None:
-        """The log file's size now, or None when it cannot be read."""
-        try:
-            result = await self.conn.run(quote_command(["stat", "-c", "%s", "--", self.path]), timeout=10)
-        except SSHError:
-            return None
-        text = result.stdout.strip()
-        return int(text) if result.exit_status == 0 and text.isdigit() else None
-
-    def discard(self) -> None:
-        """Store nothing more: the lines read but not stored are dropped (a batch already being stored finishes)."""
-        self._discarded = True
-        self._buffer = []
-
-    def end(self) -> None:
-        """Stop following: the writer is gone and every byte of the file has been read."""
-        self._ended = True
-        if self._process is not None:
-            self._process.close()
-
-    async def _flush_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(self.batch_seconds)
-            await self.flush()
-
-    async def flush(self) -> None:
-        """Hand the buffered lines to `on_batch`. A batch is never cut in two: cancelling the caller (the periodic
-        flusher when the tail ends, or the whole tail when a run stops it) lets the batch finish storing and
-        broadcasting, and the next flush waits for it. A batch stored but never broadcast would be missing from
-        every open page, and one stored without advancing `next_line` would make the next batch's numbers clash."""
-        async with self._flush_lock:
-            await self._finish_handover()
-            if not self._buffer or self._discarded:
-                return
-            lines, self._buffer = self._buffer, []
-            self._handover = asyncio.ensure_future(self._hand_over(self.next_line, lines, self._buffer_offset))
-            await self._finish_handover()
-
-    async def _hand_over(self, first: int, lines: list[str], offset: int) -> None:
-        await self.on_batch(first, lines, offset)
-        self.next_line = first + len(lines)
-
-    async def _finish_handover(self) -> None:
-        handover = self._handover
-        if handover is None:
-            return
-        try:
-            await asyncio.shield(handover)
-        finally:
-            if handover.done():
-                self._handover = None

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import threading
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import pytest
 from django.db import connections
@@ -15,8 +18,11 @@ from hypothesis import strategies as st
 from experiments.tests.factories import make_run
 from workers.run.database import db
 from workers.run.log_lines import LineAssembler
-from workers.run.server_log import LogTail, ServerLog
+from workers.run.log_tail import LogTail
+from workers.run.server_log import ServerLog
 from workers.ssh import HostConnection
+
+T = TypeVar("T")
 
 
 def test_it_holds_back_a_partial_last_line():
@@ -142,6 +148,14 @@ def test_it_gives_the_same_lines_however_the_bytes_are_split(data):
     assert chunked.pending_bytes == whole.pending_bytes
 
 
+@given(LOGS)
+def test_it_decodes_each_line_as_decoding_it_alone_would(log):
+    """Lines are decoded many at once for speed; the result is the per-line reading the class promises."""
+    alone = [raw.removesuffix(b"\r").rsplit(b"\r", 1)[-1].decode("utf-8", "replace") for raw in log.split(b"\n")]
+
+    assert LineAssembler().feed(log) == alone[:-1]
+
+
 @given(st.data())
 def test_it_resumes_from_any_stored_offset_without_loss_or_repeat(data):
     log = data.draw(LOGS)
@@ -265,6 +279,146 @@ async def test_a_tail_told_to_discard_stores_nothing_more_but_finishes_the_batch
     await tail.flush()  # as the tail's `finally` does
 
     assert handed == [(1, ["a"])]
+
+
+# ---- pushing batches: no timer, coalescing while a batch is in hand ---------------------------------------
+
+
+class _TailOutput:
+    """What `tail` prints, as the chunks a test hands over: one chunk per read, b"" for the end."""
+
+    def __init__(self) -> None:
+        self.chunks: asyncio.Queue[bytes] = asyncio.Queue()
+        self.reads = 0
+        self.all_taken = asyncio.Event()  # the reader took every chunk handed over so far
+
+    def hand(self, *chunks: bytes) -> None:
+        self.all_taken.clear()
+        for chunk in chunks:
+            self.chunks.put_nowait(chunk)
+
+    async def read(self, size: int) -> bytes:
+        chunk = await self.chunks.get()
+        self.reads += 1
+        if self.chunks.empty():
+            self.all_taken.set()
+        return chunk
+
+
+class _TailProcess:
+    def __init__(self) -> None:
+        self.stdout = _TailOutput()
+
+    def close(self) -> None:
+        pass
+
+
+class _Host:
+    def __init__(self, process: _TailProcess) -> None:
+        self.process = process
+
+    async def start(self, command: str) -> _TailProcess:
+        return self.process
+
+
+def _on_a_stopped_clock(main: Callable[[], Awaitable[T]]) -> T:
+    """Run `main` on an event loop whose clock never moves: no timer ever fires (a poll period would wait
+    forever), so only what is pushed happens. A watchdog thread gives up after 20 s."""
+    loop = asyncio.new_event_loop()
+    loop.time = lambda: 0.0  # type: ignore[method-assign]
+    task: asyncio.Task[T] = loop.create_task(main())  # type: ignore[arg-type]
+    watchdog = threading.Timer(20, loop.call_soon_threadsafe, args=(task.cancel,))
+    watchdog.start()
+    try:
+        return loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        pytest.fail("the tail stopped handing lines over: it waited for a timer (or a batch never came)")
+    finally:
+        watchdog.cancel()
+        left = asyncio.all_tasks(loop)
+        for other in left:
+            other.cancel()
+        if left:  # a test that failed leaves the tail's tasks: end them on their own loop
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.close()
+
+
+def _tail(on_batch: Any, batch_lines: int) -> tuple[LogTail, _TailOutput]:
+    process = _TailProcess()
+    host: Any = _Host(process)
+    return LogTail(host, "/unused", offset=0, next_line=1, on_batch=on_batch, batch_lines=batch_lines), process.stdout
+
+
+def test_it_hands_a_line_over_at_once_and_the_lines_read_meanwhile_as_one_batch_right_after():
+    """A trickle's line is stored and broadcast as soon as it is read, not after a period; the lines read while a
+    batch is in hand go together as the next batch the moment that one is done."""
+    handed: list[tuple[int, list[str], int]] = []
+
+    async def main() -> None:
+        entered: asyncio.Queue[int] = asyncio.Queue()
+        release = asyncio.Event()
+
+        async def on_batch(first: int, lines: list[str], offset: int) -> None:
+            handed.append((first, lines, offset))
+            entered.put_nowait(first)
+            if first == 1:
+                await release.wait()  # storing and broadcasting the first line
+
+        tail, output = _tail(on_batch, batch_lines=1000)
+        following = asyncio.create_task(tail.follow())
+        try:
+            output.hand(b"one\n")
+            assert await entered.get() == 1
+            output.hand(b"two\n", b"three\nfo", b"ur\n")
+            await output.all_taken.wait()
+        finally:
+            release.set()
+        assert await entered.get() == 2
+        output.hand(b"")
+        await following
+
+    _on_a_stopped_clock(main)
+
+    assert handed == [(1, ["one"], 4), (2, ["two", "three", "four"], 19)]
+
+
+def test_in_a_flood_it_reads_the_next_full_batch_while_one_is_stored_and_no_further():
+    """Batches grow to `batch_lines` when lines pile up; reading goes on while a batch is stored (the database and
+    the network work meanwhile) but stops one full batch ahead, so a flood's memory stays bounded."""
+    chunk_lines, chunks, batch_lines = 50, 20, 100
+    handed: list[tuple[int, list[str]]] = []
+    reads_while_first_stored: list[int] = []
+
+    async def main() -> None:
+        first_entered, release = asyncio.Event(), asyncio.Event()
+
+        async def on_batch(first: int, lines: list[str], offset: int) -> None:
+            handed.append((first, lines))
+            if first == 1:
+                first_entered.set()
+                await release.wait()
+
+        tail, output = _tail(on_batch, batch_lines=batch_lines)
+        following = asyncio.create_task(tail.follow())
+        flood = [
+            b"".join(f"line {c * chunk_lines + i + 1}\n".encode() for i in range(chunk_lines)) for c in range(chunks)
+        ]
+        output.hand(*flood, b"")
+        try:
+            await first_entered.wait()
+            for _ in range(20):
+                await asyncio.sleep(0)  # every other task runs until it waits
+            reads_while_first_stored.append(output.reads)
+        finally:
+            release.set()
+        await following
+
+    _on_a_stopped_clock(main)
+
+    # Read on to the next full batch (two chunks), and not one read further.
+    assert reads_while_first_stored == [4]
+    assert [first for first, _ in handed] == list(range(1, chunk_lines * chunks, batch_lines))
+    assert [line for _, lines in handed for line in lines] == [f"line {n}" for n in range(1, chunk_lines * chunks + 1)]
 
 
 @pytest.mark.django_db
