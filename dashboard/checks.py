@@ -92,6 +92,9 @@ def check_secret_key_file(app_configs, **kwargs):
     return []
 
 
+MAX_LOG_BATCH_GAP = 0.5  # seconds: past that a live line waits longer than the old 0.1 s poll by far
+
+
 @checks.register()
 def check_server_metrics_interval(app_configs, **kwargs):
     # The benchmark client refuses any other value (and exits 2), which would fail every benchmark cell.
@@ -103,5 +106,20 @@ def check_server_metrics_interval(app_configs, **kwargs):
             f"SPECDASH_SERVER_METRICS_MS is {value}.",
             hint=f"0 (never scrape the server's /metrics during a cell) or {low}-{high} ms.",
             id="specdash.E120",
+        )
+    ]
+
+
+@checks.register()
+def check_log_batch_gap(app_configs, **kwargs):
+    # Negative waits nothing, but a gap of seconds would hold every live line that long.
+    value = settings.SPECDASH_LOG_BATCH_GAP
+    if 0 <= value <= MAX_LOG_BATCH_GAP:
+        return []
+    return [
+        checks.Error(
+            f"SPECDASH_LOG_BATCH_GAP is {value}.",
+            hint=f"0-{MAX_LOG_BATCH_GAP} s between two batches of a steady log stream (default 0.02).",
+            id="specdash.E121",
         )
     ]

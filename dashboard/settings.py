@@ -262,6 +262,7 @@ SPECDASH_HOST_ALLOWLIST = tuple(
 SPECDASH_SSH_KEY_DIR = Path(os.environ.get("SPECDASH_SSH_KEY_DIR", VAR_DIR / "ssh"))
 SPECDASH_CONNECT_TIMEOUT = float(os.environ.get("SPECDASH_CONNECT_TIMEOUT", "15"))
 SPECDASH_LOG_BATCH_LINES = int(os.environ.get("SPECDASH_LOG_BATCH_LINES", "10000"))
+SPECDASH_LOG_BATCH_GAP = float(os.environ.get("SPECDASH_LOG_BATCH_GAP", "0.02"))
 SPECDASH_TEARDOWN_GRACE = float(os.environ.get("SPECDASH_TEARDOWN_GRACE", "10"))
 # How often a run samples its GPUs' clocks, temperature, power and clock event reasons (nvidia-smi -lms); 0: never.
 SPECDASH_TELEMETRY_MS = int(os.environ.get("SPECDASH_TELEMETRY_MS", "1000"))

@@ -20,6 +20,7 @@ import pytest
 from dashboard.checks import (
     allowlist_entry_error,
     check_host_allowlist,
+    check_log_batch_gap,
     check_production,
     check_secret_key_file,
     check_server_metrics_interval,
@@ -149,6 +150,13 @@ def test_it_refuses_a_server_metrics_interval_the_benchmark_client_would_refuse(
     settings.SPECDASH_SERVER_METRICS_MS = interval
 
     assert [e.id for e in check_server_metrics_interval(None)] == (["specdash.E120"] if refused else [])
+
+
+@pytest.mark.parametrize(("gap", "refused"), [(0.0, False), (0.02, False), (0.5, False), (-0.1, True), (2.0, True)])
+def test_it_refuses_a_log_batch_gap_that_would_hold_live_lines(gap, refused, settings):
+    settings.SPECDASH_LOG_BATCH_GAP = gap
+
+    assert [e.id for e in check_log_batch_gap(None)] == (["specdash.E121"] if refused else [])
 
 
 def test_it_refuses_debug_in_production_mode(settings):

@@ -75,6 +75,7 @@ class ServerLog:
             next_line=self.run.log_lines + 1,
             on_batch=self._on_batch,
             batch_lines=settings.SPECDASH_LOG_BATCH_LINES,
+            min_gap=settings.SPECDASH_LOG_BATCH_GAP,
         )
         self.task = asyncio.create_task(self.tail.follow(stop_when_pid_exits=self.run.remote_pid))
 

@@ -4,6 +4,7 @@ the server log's tail, through a real sshd, once the server is gone."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import subprocess
 import threading
 import time
@@ -435,3 +436,34 @@ def test_a_log_batch_from_a_worker_whose_run_was_taken_over_is_refused_and_nothi
 
     run.refresh_from_db()
     assert (run.log_lines, run.log_offset) == (2, 8) and LogChunk.objects.filter(run=run).count() == 1
+
+
+def test_a_steady_stream_is_handed_over_at_most_once_a_gap_its_first_line_at_once():
+    """Lines read a few at a time would each be a store and a broadcast; handovers at least `min_gap` apart on the
+    event loop's clock carry the gap's lines together. Judged on that clock, which a loaded machine only stretches."""
+    handed: list[tuple[float, list[str]]] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        async def on_batch(first: int, lines: list[str], offset: int) -> None:
+            handed.append((loop.time(), lines))
+
+        process = _TailProcess()
+        host: Any = _Host(process)
+        tail = LogTail(host, "/unused", offset=0, next_line=1, on_batch=on_batch, batch_lines=1000, min_gap=0.05)
+        following = asyncio.create_task(tail.follow())
+        for n in range(30):
+            process.stdout.hand(f"line {n}\n".encode())
+            await asyncio.sleep(0.005)
+        process.stdout.hand(b"")
+        await following
+
+    asyncio.run(main())
+
+    assert [line for _, lines in handed for line in lines] == [f"line {n}" for n in range(30)]
+    assert handed[0][1] == ["line 0"]  # after a quiet spell, at once
+    # The last batch is the tail's end, which waits for nothing.
+    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(handed[:-1])]
+    assert gaps and min(gaps) >= 0.05
+    assert len(handed) < 30 / 2

@@ -26,7 +26,7 @@ def _compress_as_before(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0036_run_host_state_finished'),
+        ('experiments', '0037_server_metric_samples_by_id'),
     ]
 
     operations = [
