@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import stat
 
@@ -92,6 +93,10 @@ def check_secret_key_file(app_configs, **kwargs):
     return []
 
 
+REMOVED_SETTINGS = {
+    "SPECDASH_LOG_BATCH_SECONDS": "Live log lines are pushed as soon as the batch before them is stored (2026-12-04); "
+    "SPECDASH_LOG_BATCH_GAP sets the least time between two batches of a steady stream.",
+}
 MAX_LOG_BATCH_GAP = 0.5  # seconds: past that a live line waits longer than the old 0.1 s poll by far
 
 
@@ -122,4 +127,18 @@ def check_log_batch_gap(app_configs, **kwargs):
             hint=f"0-{MAX_LOG_BATCH_GAP} s between two batches of a steady log stream (default 0.02).",
             id="specdash.E121",
         )
+    ]
+
+
+@checks.register()
+def check_removed_settings(app_configs, **kwargs):
+    # A deployment's environment file outlives the settings it names: say so rather than ignore it in silence.
+    return [
+        checks.Warning(
+            f"{name} is set but no longer read.",
+            hint=instead,
+            id="specdash.W130",
+        )
+        for name, instead in REMOVED_SETTINGS.items()
+        if name in os.environ
     ]

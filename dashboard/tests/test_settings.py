@@ -22,6 +22,7 @@ from dashboard.checks import (
     check_host_allowlist,
     check_log_batch_gap,
     check_production,
+    check_removed_settings,
     check_secret_key_file,
     check_server_metrics_interval,
 )
@@ -157,6 +158,15 @@ def test_it_refuses_a_log_batch_gap_that_would_hold_live_lines(gap, refused, set
     settings.SPECDASH_LOG_BATCH_GAP = gap
 
     assert [e.id for e in check_log_batch_gap(None)] == (["specdash.E121"] if refused else [])
+
+
+def test_it_warns_about_a_setting_that_is_no_longer_read(monkeypatch):
+    monkeypatch.delenv("SPECDASH_LOG_BATCH_SECONDS", raising=False)
+    assert check_removed_settings(None) == []
+
+    monkeypatch.setenv("SPECDASH_LOG_BATCH_SECONDS", "0.1")
+    (warning,) = check_removed_settings(None)
+    assert warning.id == "specdash.W130" and "SPECDASH_LOG_BATCH_GAP" in warning.hint
 
 
 def test_it_refuses_debug_in_production_mode(settings):
