@@ -202,12 +202,8 @@ def _sharegpt_files(prompts: int, work: Path) -> tuple[Path, Path]:
     from experiments.reads import prompt_store
 
     sharegpt = prompt_store.sharegpt_conversations()
-    records = [
-        {"id": str(i), "conversations": [{"from": "human", "value": prompt}, {"from": "gpt", "value": answer}]}
-        for i, (prompt, answer) in enumerate(c.turns[:2] for c in sharegpt.conversations)
-    ]
     dataset = work / "sharegpt.json"
-    dataset.write_text(json.dumps(records))
+    dataset.write_bytes(prompt_sampling.sharegpt_bytes(sharegpt.conversations))
     sample = prompt_sampling.sample(sharegpt.conversations, prompts, SEED, input_cap=1 << 30, output_cap=1 << 30)
     prompts_file = work / "sharegpt-prompts.jsonl"
     prompts_file.write_bytes(prompt_sampling.sample_bytes(sample))

@@ -183,6 +183,17 @@ def content_hash(conversations: list[Conversation]) -> str:
 # ---- ShareGPT --------------------------------------------------------------------------------------------------
 
 
+def sharegpt_bytes(conversations: list[Conversation]) -> bytes:
+    """The conversations' first two turns as a whole ShareGPT JSON list, in order: what `bench_serving --dataset-name
+    sharegpt` reads with json.load (which the packaged file, cut off mid-record, defeats), so its seeded shuffle
+    draws from the very conversations specdash read."""
+    records = [
+        {"id": str(i), "conversations": [{"from": "human", "value": prompt}, {"from": "gpt", "value": answer}]}
+        for i, (prompt, answer) in enumerate(c.turns[:2] for c in conversations)
+    ]
+    return json.dumps(records).encode()
+
+
 def read_sharegpt(text: str) -> tuple[list[Conversation], bool]:
     """The first two turns of every conversation of at least two turns in ShareGPT's JSON list, and whether the
     list ended early (a truncated file): decoded record by record, so a file cut off mid-record still yields every

@@ -138,3 +138,17 @@ def test_it_names_a_sample_by_its_content():
 )
 def test_it_categorises_sharegpt_prompts(prompt, category):
     assert ps.categorize(prompt) == category
+
+
+def test_it_writes_conversations_as_a_sharegpt_file_that_reads_back_the_same():
+    conversations = [
+        Conversation(('write a "quicksort" in C', "void quicksort(int *xs) {}"), "code"),
+        Conversation(("hello", "hi there", "a third turn"), "general"),
+    ]
+
+    data = ps.sharegpt_bytes(conversations)
+    read, truncated = ps.read_sharegpt(data.decode())
+
+    assert not truncated
+    assert [c.turns for c in read] == [c.turns[:2] for c in conversations]  # bench_serving reads two turns
+    assert json.loads(data)[1]["conversations"][0] == {"from": "human", "value": "hello"}

@@ -56,14 +56,8 @@ def _bench_serving(server: Server, tmp_path: Path, *source: str) -> dict[str, An
 
 def test_it_agrees_with_bench_serving_on_a_sharegpt_sample(launch, tmp_path):  # noqa: F811
     sharegpt = prompt_store.sharegpt_conversations()
-    # bench_serving reads ShareGPT with json.load, which the package's cut-off file defeats: it gets the very
-    # conversations specdash read, in the same order, as a valid file.
-    records = [
-        {"id": str(i), "conversations": [{"from": "human", "value": prompt}, {"from": "gpt", "value": answer}]}
-        for i, (prompt, answer) in enumerate(c.turns[:2] for c in sharegpt.conversations)
-    ]
     dataset = tmp_path / "sharegpt.json"
-    dataset.write_text(json.dumps(records))
+    dataset.write_bytes(prompt_sampling.sharegpt_bytes(sharegpt.conversations))
     # No caps: bench_serving keeps each answer's length as the output length.
     sample = prompt_sampling.sample(sharegpt.conversations, PROMPTS, SEED, input_cap=1 << 30, output_cap=1 << 30)
     prompts = tmp_path / "prompts.jsonl"
