@@ -93,13 +93,6 @@ def check_secret_key_file(app_configs, **kwargs):
     return []
 
 
-REMOVED_SETTINGS = {
-    "SPECDASH_LOG_BATCH_SECONDS": "Live log lines are pushed as soon as the batch before them is stored (2026-12-04); "
-    "SPECDASH_LOG_BATCH_GAP sets the least time between two batches of a steady stream.",
-}
-MAX_LOG_BATCH_GAP = 0.5  # seconds: past that a live line waits longer than the old 0.1 s poll by far
-
-
 @checks.register()
 def check_server_metrics_interval(app_configs, **kwargs):
     # The benchmark client refuses any other value (and exits 2), which would fail every benchmark cell.
@@ -115,6 +108,9 @@ def check_server_metrics_interval(app_configs, **kwargs):
     ]
 
 
+MAX_LOG_BATCH_GAP = 0.5  # seconds: past that a live line waits longer than the old 0.1 s poll by far
+
+
 @checks.register()
 def check_log_batch_gap(app_configs, **kwargs):
     # Negative waits nothing, but a gap of seconds would hold every live line that long.
@@ -128,6 +124,12 @@ def check_log_batch_gap(app_configs, **kwargs):
             id="specdash.E121",
         )
     ]
+
+
+REMOVED_SETTINGS = {
+    "SPECDASH_LOG_BATCH_SECONDS": "Live log lines are pushed as soon as the batch before them is stored (2026-12-04); "
+    "SPECDASH_LOG_BATCH_GAP sets the least time between two batches of a steady stream.",
+}
 
 
 @checks.register()
