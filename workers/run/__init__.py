@@ -5,5 +5,6 @@
 - `preflight`, `startup` (launch or re-attach, then follow to ready), `verify`, `benchmark`, `teardown`: the phases;
 - `server`: the server's process group on the host and its HTTP API;
 - `server_log`: the server's log, tailed by byte offset, stored, broadcast and read for facts;
-- `errors`: how a phase stops early (a failure of a known kind, or a cancel).
+- `errors`: how a phase stops early (a failure of a known kind, or a cancel);
+- `stopping`: cancelling a task for certain (Python 3.11's `wait_for` can lose a cancellation).
 """

@@ -26,12 +26,11 @@ from . import benchmark, preflight, profiling, startup, teardown, verify
 from .database import DatabaseUnreachable
 from .errors import RunCancelled, RunFailed
 from .session import RunSession, db
+from .stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
 CANCEL_POLL = 1.0
-# How long a cancelled phase may take to end before it is cancelled again (see `_stop_phases`).
-RECANCEL_AFTER = 0.5
 SUPERSEDED, CANCELLED = "superseded", "cancelled"  # why the watcher stopped the phases
 LEFT = "left"  # the database stayed away: the run is left as it is, for a worker to re-attach
 
@@ -45,18 +44,6 @@ async def drive_run(run_id: int) -> str:
         # The ORM ran in sync_to_async's thread; its connection must not outlive this event loop.
         with contextlib.suppress(DatabaseUnreachable):
             await db(connections.close_all)()
-
-
-async def _stop_phases(phases: asyncio.Task[None]) -> None:
-    """Cancel the phases and wait until they have ended, cancelling again while they run on. Python 3.11's
-    `asyncio.wait_for` swallows a cancellation that arrives as the future it waits on completes (fixed in 3.12),
-    and the phases wait in many of them: a single cancel, lost that way under load, left a cancelled run warming up
-    until its readiness timeout failed it."""
-    while not phases.done():
-        phases.cancel()
-        await asyncio.wait({phases}, timeout=RECANCEL_AFTER)
-    with contextlib.suppress(asyncio.CancelledError, RunCancelled):
-        phases.result()
 
 
 class RunOrchestrator:
@@ -84,7 +71,9 @@ class RunOrchestrator:
         try:
             done, _ = await asyncio.wait({phases, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if watcher in done and not phases.done():
-                await _stop_phases(phases)
+                await cancel_and_wait(phases)
+                with contextlib.suppress(asyncio.CancelledError, RunCancelled):
+                    phases.result()
                 if watcher.result() == SUPERSEDED:
                     # Another worker re-attached while we were stalled: the run is its now; touch nothing.
                     log.warning("run %s: taken over by another worker; leaving it", self.run.pk)

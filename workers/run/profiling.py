@@ -28,6 +28,7 @@ from ..ssh import CommandResult, ConnectionLost, FileTooLarge, SSHError
 from . import benchmark
 from .errors import RunCancelled, RunFailed
 from .session import RunSession, db
+from .stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +119,8 @@ async def _profile_at(session: RunSession, concurrency: int) -> None:
         result = await load
     finally:
         if not load.done():
-            load.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await load
+                await cancel_and_wait(load)
             await benchmark.stop_client(session)
     if not finished:
         raise SSHError(f'the server did not log "{DONE_LINE}" within {DONE_WAIT_S:.0f} s')

@@ -22,6 +22,7 @@ from ..ssh import HostConnection
 from .database import db
 from .errors import RunFailed
 from .log_tail import LogTail
+from .stopping import cancel_and_wait
 
 RECENT_LINES = 400  # kept in memory to cut the excerpt that proves a failure
 EXCERPT_CONTEXT = 3
@@ -86,9 +87,8 @@ class ServerLog:
             return
         if not store and self.tail is not None:
             self.tail.discard()
-        self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.task  # its `finally` stores what it had read (nothing once discarded)
+            await cancel_and_wait(self.task)  # its `finally` stores what it had read (nothing once discarded)
         self.task = None
 
     async def drained(self, timeout: float) -> bool:

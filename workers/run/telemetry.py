@@ -18,6 +18,7 @@ from workers.hostreads import gpus
 
 from ..ssh import HostConnection, SSHError
 from .database import db
+from .stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +41,8 @@ class GpuSampler:
     async def stop(self) -> None:
         if self.task is None:
             return
-        self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.task
+            await cancel_and_wait(self.task)
         self.task = None
         await self._store()
 
