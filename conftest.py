@@ -143,8 +143,47 @@ def _tasks_out_of_a_session_workers_reach(request):
     reads."""
     marker = request.node.get_closest_marker("django_db")
     transactional = marker is not None and bool(marker.kwargs.get("transaction") or marker.args[:1] == (True,))
-    if transactional and "celery_worker_process" not in request.fixturenames:
-        request.getfixturevalue("private_queue")
+    if not transactional or "celery_worker_process" in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("private_queue")
+    yield
+    if "live_web" in request.fixturenames and _SESSION_WORKER_STARTED:
+        # The web server enqueues on the session queue, which that worker reads: it would still be claiming,
+        # failing and releasing the test's runs while the database is emptied (a TRUNCATE deadlocked with it).
+        _take_the_tests_runs_back_from_the_session_worker()
+
+
+_SESSION_WORKER_STARTED = False
+WORKER_LET_GO_SECONDS = 60
+
+
+def _take_the_tests_runs_back_from_the_session_worker() -> None:
+    import time
+
+    from django.db import connection
+    from django.utils import timezone
+
+    from experiments.models import Run
+
+    Run.objects.filter(state=Run.State.QUEUED).update(
+        state=Run.State.CANCELLED, cancel_requested=True, finished_at=timezone.now()
+    )
+    Run.objects.exclude(state__in=Run.TERMINAL_STATES).update(cancel_requested=True)
+    deadline = time.monotonic() + WORKER_LET_GO_SECONDS
+    busy: list = []
+    while time.monotonic() < deadline:
+        live = list(Run.objects.exclude(state__in=Run.TERMINAL_STATES).values_list("pk", "state"))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid, state, left(query, 120) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state <> 'idle'"
+            )
+            busy = live + cursor.fetchall()
+        if not busy:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"{WORKER_LET_GO_SECONDS} s after the test, the session worker still held its runs or database: {busy}")
 
 
 @pytest.fixture(autouse=True)
@@ -451,8 +490,10 @@ def _celery_worker_argv(
 def celery_worker_process(django_db_setup, sshd, task_queue, tmp_path_factory):
     """A real `celery worker` process on the session's queue, connected to the test database."""
     env = _shared_database_env(SPECDASH_QUEUE=task_queue, SPECDASH_SSH_KEY_DIR=str(sshd.key_dir))
+    global _SESSION_WORKER_STARTED
     log_path = tmp_path_factory.mktemp("celery") / "worker.log"
     process = _start_server_process(_celery_worker_argv(task_queue, concurrency=2), env, log_path)
+    _SESSION_WORKER_STARTED = True
     try:
         yield process, log_path
     finally:

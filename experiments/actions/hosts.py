@@ -185,8 +185,16 @@ def do_delete_key(key: SshKey, actor: Actor) -> None:
     key.delete()
 
 
+def lock_host_row(host_id: int) -> None:
+    """Every transaction that changes both a host and its runs takes the host row first, so two of them never each
+    hold what the other waits for (a claim held the host and waited for a queued run that a failing run's release
+    had cancelled, while the release waited for the host: a deadlock that failed the run as a crash)."""
+    Host.objects.select_for_update(no_key=True).filter(pk=host_id).values_list("pk", flat=True).first()
+
+
 @transaction.atomic
 def do_release_host(run: Run) -> None:
+    lock_host_row(run.host_id)
     Host.objects.filter(pk=run.host_id, active_run=run).update(active_run=None)
     enqueue_drive_host(run.host_id)
 

@@ -18,7 +18,7 @@ from ..rules import config_names
 from .audit import Actor, record_event
 from .confirmations import queue_confirmation_again
 from .experiments import _queue_runs
-from .hosts import do_release_host
+from .hosts import do_release_host, lock_host_row
 from .notifications import notify_if_experiment_ended
 from .prompts import do_record_equivalence
 from .quotas import QuotaExceeded, check_launch_quota
@@ -51,7 +51,11 @@ def _append_timeline(run: Run, state: str) -> None:
 @transaction.atomic
 def do_claim_next_run(host_id: int, worker: str) -> Run | None:
     """Take the host lock for its oldest queued run, or return None if the host is busy, dirty or idle."""
-    run = Run.objects.queued().on_host(host_id).filter(cancel_requested=False).in_claim_order().first()
+    lock_host_row(host_id)
+    # A run another transaction holds is being cancelled or skipped with its round: take the next one instead of
+    # waiting for it (and finding it gone).
+    waiting = Run.objects.queued().on_host(host_id).filter(cancel_requested=False).in_claim_order()
+    run = waiting.select_for_update(no_key=True, skip_locked=True, of=("self",)).first()
     if run is None:
         return None
     locked = Host.objects.filter(pk=host_id, active_run__isnull=True, is_dirty=False).update(active_run=run)
@@ -74,6 +78,7 @@ def do_claim_next_run(host_id: int, worker: str) -> Run | None:
 @transaction.atomic
 def do_abandon_run(run: Run, message: str) -> None:
     """Last resort when the orchestrator itself could not run: fail the run and free its host."""
+    lock_host_row(run.host_id)
     run.refresh_from_db()
     if not run.is_finished:
         do_record_failure(run, Run.FailureKind.INTERNAL, message)
