@@ -2,11 +2,14 @@
 
     python bench/log_pipeline.py                       # throughput: 1,000,000 lines, vs `cat` over SSH
     python bench/log_pipeline.py --latency             # latency: p50/p95/p99 at 1,000 lines/s for 20 s
+    python bench/log_pipeline.py --web-process         # either, with the consumer in a daphne of its own
 
 The "host" is this machine behind the simulated host's SSH server (`python -m simhost.sshd`), so the bytes take
 the real path: asyncssh, `tail -F` on the host, the orchestrator's batching, `do_append_log` into the database,
-the Redis channel layer, and the real `RunLogConsumer` behind the ASGI app (driven in-process by Channels'
-WebsocketCommunicator, as a browser would be). The database is whatever DATABASE_URL says (PostgreSQL gives the
+the Redis channel layer, and the real `RunLogConsumer` behind the ASGI app: by default driven in this process by
+Channels' WebsocketCommunicator (the tail and the consumer share one core: the conservative setup); with
+`--web-process` served by a `daphne` process of its own and read over a real websocket by aiohttp, as a worker
+machine and the web server are in production. The database is whatever DATABASE_URL says (PostgreSQL gives the
 production figure; the SQLite default works too). Redis must be up (REDIS_URL).
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import resource
 import statistics
@@ -33,6 +37,7 @@ import django  # noqa: E402
 
 django.setup()
 
+import aiohttp  # noqa: E402
 import asyncssh  # noqa: E402
 from asgiref.sync import sync_to_async  # noqa: E402
 from channels.testing import WebsocketCommunicator  # noqa: E402
@@ -46,7 +51,7 @@ from experiments.actions.audit import Actor  # noqa: E402
 from experiments.actions.experiments import do_create_experiment  # noqa: E402
 from experiments.actions.users import do_set_role  # noqa: E402
 from experiments.models import BenchmarkProfile, Host, LogChunk, Run, ServerConfig, SshKey  # noqa: E402
-from simhost.ports import free_port  # noqa: E402
+from simhost.ports import free_port, wait_for_port  # noqa: E402
 from workers.hosts import host_access  # noqa: E402
 from workers.run.server_log import ServerLog  # noqa: E402
 from workers.ssh import HostConnection  # noqa: E402
@@ -121,12 +126,68 @@ async def _follow(run: Run, log_path: Path, writer_pid: int) -> tuple[HostConnec
     return conn, run_log
 
 
-async def _websocket(run: Run, cookie: dict[str, str]) -> WebsocketCommunicator:
-    headers = [(b"cookie", cookie["cookie"].encode()), (b"origin", b"http://127.0.0.1")]
-    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/log/?after=0", headers=headers)
-    connected, _ = await communicator.connect(timeout=10)
-    assert connected, "the websocket was refused"
-    return communicator
+class _InProcessPage:
+    """The consumer on this process's loop, through Channels' WebsocketCommunicator."""
+
+    def __init__(self, run: Run, cookie: dict[str, str]) -> None:
+        headers = [(b"cookie", cookie["cookie"].encode()), (b"origin", b"http://127.0.0.1")]
+        self.communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/log/?after=0", headers=headers)
+
+    async def open(self) -> None:
+        connected, _ = await self.communicator.connect(timeout=10)
+        assert connected, "the websocket was refused"
+
+    async def receive(self) -> dict:
+        return await self.communicator.receive_json_from(timeout=60)
+
+    async def close(self) -> None:
+        await self.communicator.disconnect()
+
+
+class _WebProcessPage:
+    """The consumer in a daphne process of its own (as in production), read over a real websocket."""
+
+    def __init__(self, run: Run, cookie: dict[str, str]) -> None:
+        port = free_port()
+        self.url = f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/log/?after=0"
+        self.headers = {"Cookie": cookie["cookie"], "Origin": f"http://127.0.0.1:{port}"}
+        env = {**os.environ}
+        env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the served process runs as in production
+        argv = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"]
+        self.log = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)  # noqa: SIM115
+        self.daphne = subprocess.Popen(
+            argv, cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        wait_for_port(port, timeout=60, process=self.daphne, what="daphne")
+
+    async def open(self) -> None:
+        self.http = aiohttp.ClientSession()
+        self.socket = await self.http.ws_connect(self.url, headers=self.headers, max_msg_size=0)
+
+    async def receive(self) -> dict:
+        message = await self.socket.receive(timeout=60)
+        assert message.type == aiohttp.WSMsgType.TEXT, message
+        return json.loads(message.data)
+
+    async def close(self) -> None:
+        await self.socket.close()
+        await self.http.close()
+        self.daphne.terminate()
+        self.daphne.wait()
+
+
+async def _websocket(run: Run, cookie: dict[str, str], web_process: bool) -> _InProcessPage | _WebProcessPage:
+    page = (_WebProcessPage if web_process else _InProcessPage)(run, cookie)
+    try:
+        await page.open()
+    except BaseException:
+        if isinstance(page, _WebProcessPage):
+            page.daphne.kill()
+        raise
+    return page
+
+
+_WHAT_RUNS_HERE = {False: "tail + storage + consumer", True: "tail + storage; the consumer runs in daphne"}
 
 
 async def _batches_stored(run: Run) -> str:
@@ -134,10 +195,10 @@ async def _batches_stored(run: Run) -> str:
     return f"{count:,} batches stored ({run.log_lines / max(count, 1):,.0f} lines each on average)"
 
 
-async def _receive_lines(communicator: WebsocketCommunicator, until: int, on_lines=None) -> None:
+async def _receive_lines(page: _InProcessPage | _WebProcessPage, until: int, on_lines=None) -> None:
     received = 0
     while received < until:
-        message = await communicator.receive_json_from(timeout=60)
+        message = await page.receive()
         if message["type"] != "lines":
             continue
         if on_lines:
@@ -145,7 +206,7 @@ async def _receive_lines(communicator: WebsocketCommunicator, until: int, on_lin
         received = message["first"] + len(message["lines"]) - 1
 
 
-async def throughput(lines: int) -> None:
+async def throughput(lines: int, web_process: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         log_path = work / "flood.log"
@@ -166,7 +227,7 @@ async def throughput(lines: int) -> None:
             await conn.close()
 
             rss_start = _rss_mib()
-            communicator = await _websocket(run, cookie)
+            communicator = await _websocket(run, cookie, web_process)
             finished = await asyncio.create_subprocess_exec("true")
             await finished.wait()  # a dead pid: `tail --pid` drains the file and ends
             started = time.perf_counter()
@@ -181,7 +242,7 @@ async def throughput(lines: int) -> None:
             assert run_log.task is not None
             await run_log.task
             stored_s = time.perf_counter() - started
-            await communicator.disconnect()
+            await communicator.close()
             await run_log.stop_now()
             await tail_conn.close()
             await sync_to_async(run.refresh_from_db)()
@@ -197,14 +258,14 @@ async def throughput(lines: int) -> None:
             print(await _batches_stored(run))
             quarter = max(1, len(rss_samples) // 4)
             trend = ", ".join(f"{rss_samples[min(i * quarter, len(rss_samples) - 1)]:.0f}" for i in range(4))
-            print(f"RSS of this process (tail + storage + consumer): {rss_start:.0f} MiB before, {trend}, "
+            print(f"RSS of this process ({_WHAT_RUNS_HERE[web_process]}): {rss_start:.0f} MiB before, {trend}, "
                   f"{_rss_mib():.0f} MiB after (MiB, at each quarter of the stream)")  # fmt: skip
         finally:
             sshd.terminate()
             sshd.wait()
 
 
-async def latency(rate: int, seconds: int) -> None:
+async def latency(rate: int, seconds: int, web_process: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         log_path = work / "paced.log"
@@ -212,7 +273,7 @@ async def latency(rate: int, seconds: int) -> None:
         sshd, port, client_key, host_key = _start_sshd(work)
         try:
             run, cookie = await sync_to_async(_make_run)(work, port, client_key, host_key)
-            communicator = await _websocket(run, cookie)
+            communicator = await _websocket(run, cookie, web_process)
             # The writer stamps each line with the wall clock when written (same machine, same clock).
             writer = await asyncio.create_subprocess_exec(
                 sys.executable, "-c", _PACED_WRITER, str(log_path), str(rate), str(seconds)
@@ -228,7 +289,7 @@ async def latency(rate: int, seconds: int) -> None:
             await _receive_lines(communicator, rate * seconds, on_lines)
             cpu_s = time.process_time() - cpu_start
             await writer.wait()
-            await communicator.disconnect()
+            await communicator.close()
             await run_log.stop_now()
             await tail_conn.close()
             delays.sort()
@@ -238,7 +299,7 @@ async def latency(rate: int, seconds: int) -> None:
                   f"p99 {ms[int(len(ms) * 0.99)]:.0f} ms  max {ms[-1]:.0f} ms")  # fmt: skip
             await sync_to_async(run.refresh_from_db)()
             print(await _batches_stored(run))
-            print(f"CPU of this process (tail + storage + consumer): {cpu_s:.1f} s in {seconds} s "
+            print(f"CPU of this process ({_WHAT_RUNS_HERE[web_process]}): {cpu_s:.1f} s in {seconds} s "
                   f"({cpu_s / seconds:.0%} of a core)")  # fmt: skip
         finally:
             sshd.terminate()
@@ -265,11 +326,12 @@ def main() -> None:
     parser.add_argument("--latency", action="store_true", help="measure latency at a steady rate instead")
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--web-process", action="store_true", help="serve the websocket from a daphne of its own")
     args = parser.parse_args()
     if args.latency:
-        asyncio.run(latency(args.rate, args.seconds))
+        asyncio.run(latency(args.rate, args.seconds, args.web_process))
     else:
-        asyncio.run(throughput(args.lines))
+        asyncio.run(throughput(args.lines, args.web_process))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,12 @@ from experiments.models import Experiment, LogChunk, Run, ServerMetricSample, St
 from experiments.reads import environments
 
 REPLAY_PAGE = 5000
+# daphne refuses to send a websocket message over 1 MiB (its --websocket_max_message_size) and closes the socket
+# instead (1011): a flood's 10,000-line batch is 2 MB. So lines go in messages of at most MESSAGE_CHARS characters,
+# which JSON's \u escapes (up to 12 bytes a character) keep under 1 MiB; and a single line longer than
+# LIVE_LINE_CHARS is shown cut, with how much was left out (the downloaded log has it whole).
+MESSAGE_CHARS = 64 * 1024
+LIVE_LINE_CHARS = 32 * 1024
 MAX_ID = 2**63 - 1  # PostgreSQL's bigint: a larger `after` would be refused by the database, not just match nothing
 # How often an open log page's consumer compares what is stored with what it sent. Every batch is stored before it
 # is broadcast, so lines stored a whole period ago and still not sent were lost on the way (or are late): they are
@@ -136,20 +142,37 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
             lines = await database_sync_to_async(LogChunk.objects.lines)(self.run_id, after=self.last_sent, limit=limit)
             if not lines:
                 return
-            await self.send_json({"type": "lines", "first": lines[0]["n"], "lines": [x["text"] for x in lines]})
-            self.last_sent = lines[-1]["n"]
+            await self._send_lines(lines[0]["n"], [x["text"] for x in lines])
 
     async def log_lines(self, event: dict[str, Any]) -> None:
         async with self._sending:
-            first, lines = event["first"], event["lines"]
+            first, lines = event["first"], broadcast.lines_of(event)
             if first > self.last_sent + 1:
                 await self._send_from_storage(upto=first - 1)
             skip = self.last_sent + 1 - first
             if skip >= len(lines):
                 return
-            fresh = lines[max(skip, 0) :]
-            await self.send_json({"type": "lines", "first": first + max(skip, 0), "lines": fresh})
-            self.last_sent = first + max(skip, 0) + len(fresh) - 1
+            await self._send_lines(first + max(skip, 0), lines[max(skip, 0) :])
+
+    async def _send_lines(self, first: int, lines: list[str]) -> None:
+        """Send lines numbered from `first` in messages daphne will carry (see MESSAGE_CHARS)."""
+        message: list[str] = []
+        size = 0
+        for line in lines:
+            if len(line) > LIVE_LINE_CHARS:
+                left_out = len(line) - LIVE_LINE_CHARS
+                line = f"{line[:LIVE_LINE_CHARS]} … [{left_out:,} more characters: the downloaded log has it whole]"
+            if message and size + len(line) + 3 > MESSAGE_CHARS:
+                await self._send_message_of_lines(first, message)
+                first, message, size = first + len(message), [], 0
+            message.append(line)
+            size += len(line) + 3  # its quotes and comma
+        if message:
+            await self._send_message_of_lines(first, message)
+
+    async def _send_message_of_lines(self, first: int, lines: list[str]) -> None:
+        await self.send_json({"type": "lines", "first": first, "lines": lines})
+        self.last_sent = first + len(lines) - 1
 
     async def run_state(self, event: dict[str, Any]) -> None:
         async with self._sending:

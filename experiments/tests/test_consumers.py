@@ -104,6 +104,32 @@ async def test_it_replays_stored_lines_after_the_clients_last_then_forwards_live
         await communicator.disconnect()
 
 
+async def test_a_flood_batch_crosses_the_channel_layer_packed_and_reaches_the_page_line_for_line(browser, run):
+    # Lines of a traceback storm: blank ones, non-ASCII, a line that is only spaces, one that looks like a separator.
+    flood = [f"[TP0] Decode batch [{n}], gen throughput (token/s): 93.{n % 10} · ü" for n in range(6, 3006)]
+    flood[10], flood[11], flood[12], flood[-1] = "", "   ", "\\n not a newline", ""
+    event = broadcast.log_lines_event(6, flood)
+    assert "lines" not in event and len(event["packed"]) < sum(map(len, flood)) / 5
+    assert broadcast.log_lines_event(6, ["l6", "l7"]) == {"type": "log.lines", "first": 6, "lines": ["l6", "l7"]}
+
+    communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after=5", browser)
+    assert connected
+    try:
+        await _snapshot(communicator)
+        await sync_to_async(make_log)(run, [flood])
+        await broadcast.send_log_lines(run.pk, 6, flood)
+        assert await _lines(communicator, len(flood)) == list(enumerate(flood, start=6))
+        assert await communicator.receive_nothing(timeout=0.2)
+    finally:
+        await communicator.disconnect()
+
+
+def test_a_packed_batch_that_does_not_unpack_to_its_count_is_refused():
+    event = broadcast.log_lines_event(1, ["x" * 100] * 1000)
+    with pytest.raises(ValueError, match="999 lines, not 1000"):
+        broadcast.lines_of({**event, "packed": broadcast.log_lines_event(1, ["x" * 100] * 999)["packed"]})
+
+
 async def test_it_replays_everything_without_a_position(browser, run):
     communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/", browser)
     assert connected
