@@ -154,7 +154,8 @@ class _WebProcessPage:
         env = {**os.environ}
         env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the served process runs as in production
         argv = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"]
-        self.log = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)  # noqa: SIM115
+        # daphne's log is kept where the bench failed (a refused or closed socket is explained there).
+        self.log = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)
         self.daphne = subprocess.Popen(
             argv, cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -174,6 +175,7 @@ class _WebProcessPage:
         await self.http.close()
         self.daphne.terminate()
         self.daphne.wait()
+        os.unlink(self.log.name)
 
 
 async def _websocket(run: Run, cookie: dict[str, str], web_process: bool) -> _InProcessPage | _WebProcessPage:
@@ -183,6 +185,7 @@ async def _websocket(run: Run, cookie: dict[str, str], web_process: bool) -> _In
     except BaseException:
         if isinstance(page, _WebProcessPage):
             page.daphne.kill()
+            print(f"daphne's log: {page.log.name}", file=sys.stderr)
         raise
     return page
 
