@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -148,17 +149,19 @@ def _tasks_out_of_a_session_workers_reach(request):
         return
     request.getfixturevalue("private_queue")
     yield
-    if "live_web" in request.fixturenames and _SESSION_WORKER_STARTED:
+    if "live_web" in request.fixturenames and _SESSION_WORKER_PID is not None:
         # The web server enqueues on the session queue, which that worker reads: it would still be claiming,
         # failing and releasing the test's runs while the database is emptied (a TRUNCATE deadlocked with it).
         _take_the_tests_runs_back_from_the_session_worker()
 
 
-_SESSION_WORKER_STARTED = False
+_SESSION_WORKER_PID: int | None = None  # the session's `celery worker` process, once a test started it
 WORKER_LET_GO_SECONDS = 60
 
 
 def _take_the_tests_runs_back_from_the_session_worker() -> None:
+    """Cancel the test's queued runs, ask the worker to stop those it claimed, and wait until it has let go of them
+    and of the database. (Runs a test put in a live state itself, or drove in-process, are left as they are.)"""
     import time
 
     from django.db import connection
@@ -169,21 +172,31 @@ def _take_the_tests_runs_back_from_the_session_worker() -> None:
     Run.objects.filter(state=Run.State.QUEUED).update(
         state=Run.State.CANCELLED, cancel_requested=True, finished_at=timezone.now()
     )
-    Run.objects.exclude(state__in=Run.TERMINAL_STATES).update(cancel_requested=True)
+    assert _SESSION_WORKER_PID is not None
+    names = [f"{socket.gethostname()}:{pid}" for pid in _child_pids(_SESSION_WORKER_PID)]
+    claimed = Run.objects.exclude(state__in=Run.TERMINAL_STATES).filter(worker__in=names)
+    claimed.update(cancel_requested=True)
     deadline = time.monotonic() + WORKER_LET_GO_SECONDS
     busy: list = []
     while time.monotonic() < deadline:
-        live = list(Run.objects.exclude(state__in=Run.TERMINAL_STATES).values_list("pk", "state"))
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT pid, state, left(query, 120) FROM pg_stat_activity WHERE datname = current_database() "
                 "AND pid <> pg_backend_pid() AND state <> 'idle'"
             )
-            busy = live + cursor.fetchall()
+            busy = list(claimed.values_list("pk", "state", "worker")) + cursor.fetchall()
         if not busy:
             return
         time.sleep(0.1)
     pytest.fail(f"{WORKER_LET_GO_SECONDS} s after the test, the session worker still held its runs or database: {busy}")
+
+
+def _child_pids(pid: int) -> list[int]:
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            children += [int(child) for child in (task / "children").read_text().split()]
+    return children
 
 
 @pytest.fixture(autouse=True)
@@ -490,13 +503,14 @@ def _celery_worker_argv(
 def celery_worker_process(django_db_setup, sshd, task_queue, tmp_path_factory):
     """A real `celery worker` process on the session's queue, connected to the test database."""
     env = _shared_database_env(SPECDASH_QUEUE=task_queue, SPECDASH_SSH_KEY_DIR=str(sshd.key_dir))
-    global _SESSION_WORKER_STARTED
+    global _SESSION_WORKER_PID
     log_path = tmp_path_factory.mktemp("celery") / "worker.log"
     process = _start_server_process(_celery_worker_argv(task_queue, concurrency=2), env, log_path)
-    _SESSION_WORKER_STARTED = True
+    _SESSION_WORKER_PID = process.pid
     try:
         yield process, log_path
     finally:
+        _SESSION_WORKER_PID = None
         _stop_server_process(process)
 
 
