@@ -23,18 +23,17 @@ from simhost import hostsetup
 from simhost.ports import free_port, wait_for_port
 
 
-def _import_hypothesis_regex_support_now() -> None:
+@pytest.fixture(scope="session", autouse=True)
+def _hypothesis_regex_support_imported_before_any_test() -> None:
     """Hypothesis imports its regex support lazily, at the first draw from a `from_regex` strategy, deep inside its
     own recursion, and pytest's assertion rewriter (hypothesis being a plugin) parses that module right there, mid-
     test. Under load, CPython 3.11.7's `ast.parse` failed there once ("SystemError: AST constructor recursion depth
     mismatch": a FlakyFailure of test_launch_safety.py on whichever xdist worker drew from one first). Imported here,
-    once, at a shallow stack before any test runs, whatever the order the tests come in."""
+    once, at a shallow stack before the first test (not at conftest import, which hypothesis warns against)."""
     from hypothesis import strategies
 
     strategies.from_regex("a", fullmatch=True).validate()
 
-
-_import_hypothesis_regex_support_now()
 
 REPO = Path(__file__).resolve().parent
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
