@@ -194,7 +194,6 @@ def lock_host_row(host_id: int) -> None:
 
 @transaction.atomic
 def do_release_host(run: Run) -> None:
-    lock_host_row(run.host_id)
     Host.objects.filter(pk=run.host_id, active_run=run).update(active_run=None)
     enqueue_drive_host(run.host_id)
 
