@@ -4,13 +4,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import models
+import psycopg
+from django.db import connection, models
 from django.db.models import F
 
 from .runs import Run
 
 
 class LogChunkQuerySet(models.QuerySet["LogChunk"]):
+    def add(self, run_id: int, first_line: int, lines: list[str]) -> None:
+        """Store a batch of lines as one chunk. On PostgreSQL the text travels as a bound parameter: Django's
+        cursors bind on the client, escaping a flood's 2 MB batch in Python and making the server parse it back
+        out of the SQL text, which took half of each batch's store (21 -> 11 ms for 10,000 lines)."""
+        text = "\n".join(lines)
+        if connection.vendor != "postgresql":
+            self.create(run_id=run_id, first_line=first_line, line_count=len(lines), text=text)
+            return
+        connection.ensure_connection()
+        table = connection.ops.quote_name(self.model._meta.db_table)
+        with psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} (run_id, first_line, line_count, text) VALUES (%s, %s, %s, %s)",
+                (run_id, first_line, len(lines), text),
+            )
+
     def contains_text(self, run_id: int, text: str) -> bool:
         """Whether a stored line of the run's log contains `text` (case-sensitive: an expectation is exact)."""
         return self.filter(run_id=run_id, text__contains=text).exists()

@@ -1,6 +1,7 @@
 """A run's server log as its orchestrator follows it: `tail -F` on the host from the stored byte offset (so nothing
-is lost or stored twice across workers and reconnects), cut into complete numbered lines, and each batch stored,
-then broadcast, then read for facts (progress, milestones, the failure it proves)."""
+is lost or stored twice across workers and reconnects), cut into complete numbered lines, each batch read for facts
+(progress, milestones, the failure it proves) and stored with them, then broadcast and acted on while the next
+batch is read and stored."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
-from experiments.actions.runs import do_add_run_warning, do_append_log, do_update_run
+from experiments.actions.runs import do_add_run_warning, do_append_log
 from experiments.live import broadcast
 from experiments.models import Run
 from experiments.rules import log_metrics
@@ -57,6 +58,8 @@ class ServerLog:
             target_progress=run.loading_progress,
             max_concurrency=max(levels) if levels else None,
         )
+        # The stored batches' broadcasts and actions, in order: the last one scheduled (each waits for the one before).
+        self._publishing: asyncio.Future[None] | None = None
         # The live acceptance alarm, armed by the benchmark phase (`watch_acceptance`).
         self.acceptance: sglang.AcceptanceWatch | None = None
         self.acceptance_remedies: list[dict[str, Any]] = []
@@ -90,14 +93,21 @@ class ServerLog:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await cancel_and_wait(self.task)  # its `finally` stores what it had read (nothing once discarded)
         self.task = None
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.published()  # what was stored reaches the pages
 
     async def drained(self, timeout: float) -> bool:
         """Wait for the tail to end by itself: it does once the server is gone and the file is read to its end."""
         if self.task is None:
             return True
+        deadline = time.monotonic() + timeout
         with contextlib.suppress(TimeoutError, Exception):
             await asyncio.wait_for(asyncio.shield(self.task), timeout)
-        return self.task.done()
+        if not self.task.done():
+            return False
+        with contextlib.suppress(TimeoutError, Exception):
+            await asyncio.wait_for(self.published(), max(deadline - time.monotonic(), END_GRACE))
+        return self._publishing is None or self._publishing.done()
 
     async def finish(self, timeout: float | None = None) -> None:
         """Let the tail drain the file (the server is gone), or stop it if it does not within `timeout`: a tail
@@ -129,9 +139,15 @@ class ServerLog:
         return await self.drained(max(deadline - time.monotonic(), END_GRACE))
 
     async def flush(self) -> None:
-        """Store what the tail has read but not stored yet."""
+        """Store what the tail has read but not stored yet, and see every stored batch broadcast and acted on."""
         if self.tail is not None:
             await self.tail.flush()
+        await self.published()
+
+    async def published(self) -> None:
+        """Wait until every stored batch has been broadcast and acted on (a failure doing so is raised)."""
+        if self._publishing is not None:
+            await asyncio.shield(self._publishing)
 
     async def next_milestone(self, timeout: float) -> bool:
         """Wait up to `timeout` for the log to pass a milestone (HTTP started, ready, ...); True if it did."""
@@ -146,22 +162,49 @@ class ServerLog:
 
     def raise_if_broken(self) -> None:
         """A dead tail would look like a silent server (a false zombie); say what really broke."""
-        task = self.task
-        if task is not None and task.done() and not task.cancelled() and task.exception() is not None:
-            raise RunFailed(Run.FailureKind.INTERNAL, f"Following the server log failed: {task.exception()!r}")
+        for task in (self.task, self._publishing):
+            if task is not None and task.done() and not task.cancelled() and task.exception() is not None:
+                raise RunFailed(Run.FailureKind.INTERNAL, f"Following the server log failed: {task.exception()!r}")
 
     async def _on_batch(self, first_line: int, lines: list[str], offset: int) -> None:
-        """Store, then broadcast and learn: storage first so a browser can always refill from it. The broadcast
-        and the reading of facts (its own stores and broadcasts) go on at once."""
-        await db(do_append_log)(self.run, first_line, lines, offset)
-        await asyncio.gather(broadcast.send_log_lines(self.run.pk, first_line, lines), self._learn(first_line, lines))
+        """Read the batch's facts and store them with its lines, in one write; then hand the broadcast and what the
+        facts call for (milestones, warnings, the live chart) to a task of their own and return, so that the tail
+        hands over the next batch, whose reading and storing overlap this one's broadcast. Storage always comes
+        first, so a browser can refill from it; broadcasts go in order, each after the one before."""
+        before = self._publishing
+        if before is not None and before.done() and not before.cancelled() and before.exception() is not None:
+            before.result()  # the batch before could not be acted on: the tail fails, and the run says why
+        facts = self.facts.read(first_line, lines)
+        changes = self._run_changes(facts)
+        # The page shows the server's facts (draft loading, CUDA graphs, KV pool) from the state event.
+        notify = "loading_progress" in changes or bool(facts.server_facts) or facts.draft_progress is not None
+        await db(do_append_log)(self.run, first_line, lines, offset, notify=bool(changes) and notify, **changes)
+        self._publishing = asyncio.ensure_future(self._publish(before, first_line, lines, facts))
 
-    async def _learn(self, first_line: int, lines: list[str]) -> None:
-        """The batch's facts: the excerpt kept for a failure, milestones, warnings, the live chart's series."""
+    async def _publish(
+        self, before: asyncio.Future[None] | None, first_line: int, lines: list[str], facts: sglang.FactBatch
+    ) -> None:
+        if before is not None:
+            await before
+        await asyncio.gather(
+            broadcast.send_log_lines(self.run.pk, first_line, lines), self._learn(first_line, lines, facts)
+        )
+
+    def _run_changes(self, facts: sglang.FactBatch) -> dict[str, Any]:
+        """What the batch's facts change on the run: its loading progress, its live series."""
+        run = self.run
+        changes: dict[str, Any] = {}
+        if facts.progress is not None and facts.progress != run.loading_progress:
+            changes["loading_progress"] = facts.progress
+        if facts.has_series:
+            changes["live_facts"] = sglang.merge_series(run.live_facts, facts)
+        return changes
+
+    async def _learn(self, first_line: int, lines: list[str], facts: sglang.FactBatch) -> None:
+        """Act on the batch's facts: the excerpt kept for a failure, milestones, warnings, the live chart."""
         run = self.run
         kept = max(len(lines) - RECENT_LINES, 0)  # a flood's batch is far longer than what is kept
         self.recent.extend(enumerate(lines[kept:], start=first_line + kept))
-        facts = self.facts.read(first_line, lines)
         self.milestones |= facts.milestones
         if facts.milestones:
             self._new_milestone.set()
@@ -181,17 +224,8 @@ class ServerLog:
             await db(do_add_run_warning)(
                 run, alarm.kind, alarm.message, line=alarm.last_line, text=text, remedies=self.acceptance_remedies
             )
-        changes: dict[str, Any] = {}
-        if facts.progress is not None and facts.progress != run.loading_progress:
-            changes["loading_progress"] = facts.progress
-        if facts.has_series:
-            changes["live_facts"] = sglang.merge_series(run.live_facts, facts)
-            if facts.decode or facts.metrics:
-                await broadcast.send_run_facts(run.pk, facts.decode, facts.metrics)
-        if changes:
-            # The page shows the server's facts (draft loading, CUDA graphs, KV pool) from the state event.
-            notify = "loading_progress" in changes or bool(facts.server_facts) or facts.draft_progress is not None
-            await db(do_update_run)(run, notify=notify, **changes)
+        if facts.has_series and (facts.decode or facts.metrics):
+            await broadcast.send_run_facts(run.pk, facts.decode, facts.metrics)
 
     async def failure(self, *, default_kind: str, exited: bool = False) -> RunFailed:
         """The failure the log proves (kind, SGLang's message, the excerpt around it), else `default_kind` with
