@@ -4,13 +4,14 @@
     python bench/log_pipeline.py --latency             # latency: p50/p95/p99 at 1,000 lines/s for 20 s
     python bench/log_pipeline.py --web-process         # either, with the consumer in a daphne of its own
 
-The "host" is this machine behind the simulated host's SSH server (`python -m simhost.sshd`), so the bytes take
-the real path: asyncssh, `tail -F` on the host, the orchestrator's batching, `do_append_log` into the database,
-the Redis channel layer, and the real `RunLogConsumer` behind the ASGI app: by default driven in this process by
-Channels' WebsocketCommunicator (the tail and the consumer share one core: the conservative setup); with
-`--web-process` served by a `daphne` process of its own and read over a real websocket by aiohttp, as a worker
-machine and the web server are in production. The database is whatever DATABASE_URL says (PostgreSQL gives the
-production figure; the SQLite default works too). Redis must be up (REDIS_URL).
+The "host" is this machine behind a real OpenSSH sshd on loopback (bench/openssh_host.py), as a GPU host is
+reached, so the bytes take the real path: asyncssh, `tail -F` on the host, the orchestrator's batching and fact
+reading, `do_append_log` into the database, the Redis channel layer, and the real `RunLogConsumer` behind the ASGI
+app: by default driven in this process by Channels' WebsocketCommunicator and read here too (the tail, the consumer
+and the client share one core: the conservative setup); with `--web-process` served by a `daphne` process of its
+own and read over a real websocket by an aiohttp client in a process of its own (the browser), as a worker
+machine, the web server and a browser are in production. The database is whatever DATABASE_URL says (PostgreSQL
+gives the production figure; the SQLite default works too). Redis must be up (REDIS_URL).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 os.environ.setdefault("SECRET_KEY", "bench-only")
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # setup code below runs the ORM beside the event loop
@@ -37,19 +40,19 @@ import django  # noqa: E402
 
 django.setup()
 
-import aiohttp  # noqa: E402
-import asyncssh  # noqa: E402
 from asgiref.sync import sync_to_async  # noqa: E402
 from channels.testing import WebsocketCommunicator  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
+from openssh_host import KEY_NAME, start_sshd  # noqa: E402
 
 from dashboard.asgi import application  # noqa: E402
 from experiments import roles  # noqa: E402
 from experiments.actions.audit import Actor  # noqa: E402
 from experiments.actions.experiments import do_create_experiment  # noqa: E402
 from experiments.actions.users import do_set_role  # noqa: E402
+from experiments.live import log_messages  # noqa: E402
 from experiments.models import BenchmarkProfile, Host, LogChunk, Run, ServerConfig, SshKey  # noqa: E402
 from simhost.ports import free_port, wait_for_port  # noqa: E402
 from workers.hosts import host_access  # noqa: E402
@@ -66,23 +69,6 @@ def _rss_mib() -> float:
     """Current resident memory of this process (not the peak: flat is what matters)."""
     pages = int(Path("/proc/self/statm").read_text().split()[1])
     return pages * resource.getpagesize() / 2**20
-
-
-def _start_sshd(work: Path) -> tuple[subprocess.Popen, int, Path, str]:
-    client_key = work / "id_bench"
-    key = asyncssh.generate_private_key("ssh-ed25519")
-    key.write_private_key(str(client_key))
-    key.write_public_key(f"{client_key}.pub")
-    port = free_port()
-    sshd = subprocess.Popen(
-        [sys.executable, "-m", "simhost.sshd", "--listen", "127.0.0.1", "--port", str(port),
-         "--host-key", str(work / "host_key"), "--authorized-keys", f"{client_key}.pub"],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert sshd.stdout is not None
-    sshd.stdout.readline()  # "simhost sshd listening on ..."
-    host_key = asyncssh.read_public_key(str(work / "host_key.pub")).export_public_key().decode().strip()
-    return sshd, port, client_key, host_key
 
 
 def _make_run(work: Path, port: int, client_key: Path, host_key: str) -> tuple[Run, dict[str, str]]:
@@ -127,7 +113,7 @@ async def _follow(run: Run, log_path: Path, writer_pid: int) -> tuple[HostConnec
 
 
 class _InProcessPage:
-    """The consumer on this process's loop, through Channels' WebsocketCommunicator."""
+    """The consumer on this process's loop, through Channels' WebsocketCommunicator, read here too."""
 
     def __init__(self, run: Run, cookie: dict[str, str]) -> None:
         headers = [(b"cookie", cookie["cookie"].encode()), (b"origin", b"http://127.0.0.1")]
@@ -137,15 +123,25 @@ class _InProcessPage:
         connected, _ = await self.communicator.connect(timeout=10)
         assert connected, "the websocket was refused"
 
-    async def receive(self) -> dict:
-        return await self.communicator.receive_json_from(timeout=60)
+    async def receive_lines(self, until: int, stamped: bool) -> Received:
+        received = Received()
+        last = 0
+        while last < until:
+            message = log_messages.parse(await self.communicator.receive_from(timeout=60))
+            if message["type"] == "lines":
+                if stamped:
+                    received.note(message["lines"])
+                last = message["first"] + len(message["lines"]) - 1
+        received.finished_at = time.time()
+        return received
 
     async def close(self) -> None:
         await self.communicator.disconnect()
 
 
 class _WebProcessPage:
-    """The consumer in a daphne process of its own (as in production), read over a real websocket."""
+    """The consumer in a daphne process of its own (as in production), read over a real websocket by a client
+    process of its own (the browser, which in production is on another machine)."""
 
     def __init__(self, run: Run, cookie: dict[str, str]) -> None:
         port = free_port()
@@ -160,22 +156,77 @@ class _WebProcessPage:
             argv, cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
         wait_for_port(port, timeout=60, process=self.daphne, what="daphne")
+        self.client: asyncio.subprocess.Process | None = None
 
     async def open(self) -> None:
-        self.http = aiohttp.ClientSession()
-        self.socket = await self.http.ws_connect(self.url, headers=self.headers, max_msg_size=0)
+        self.client = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _WEBSOCKET_CLIENT, self.url, json.dumps(self.headers),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )  # fmt: skip
+        assert self.client.stdout is not None
+        line = await asyncio.wait_for(self.client.stdout.readline(), 30)
+        assert line.strip() == b"connected", f"the websocket client said {line!r}"
 
-    async def receive(self) -> dict:
-        message = await self.socket.receive(timeout=60)
-        assert message.type == aiohttp.WSMsgType.TEXT, message
-        return json.loads(message.data)
+    async def receive_lines(self, until: int, stamped: bool) -> Received:
+        assert self.client is not None and self.client.stdin is not None and self.client.stdout is not None
+        self.client.stdin.write(f"{until} {int(stamped)}\n".encode())
+        await self.client.stdin.drain()
+        answer = json.loads(await self.client.stdout.readline())
+        received = Received(delays=answer["delays"])
+        received.finished_at = answer["finished_at"]
+        return received
 
     async def close(self) -> None:
-        await self.socket.close()
-        await self.http.close()
+        if self.client is not None and self.client.returncode is None:
+            self.client.kill()
+            await self.client.wait()
         self.daphne.terminate()
         self.daphne.wait()
         os.unlink(self.log.name)
+
+
+@dataclass
+class Received:
+    """What the websocket client received: when its last line came, and each line's delay since it was written
+    (lines stamped with the wall clock by the paced writer; none for the flood)."""
+
+    delays: list[float] = field(default_factory=list)
+    finished_at: float = 0.0
+
+    def note(self, lines: list[str]) -> None:
+        now = time.time()
+        self.delays.extend(now - float(line.rsplit(" ", 1)[1]) for line in lines)
+
+
+# The browser's part, in a process of its own: connect, say so, then read until the line number asked for on stdin
+# and answer with when the last one came and, for stamped lines, each one's delay.
+_WEBSOCKET_CLIENT = """
+import asyncio, json, sys, time
+import aiohttp
+
+async def main(url, headers):
+    async with aiohttp.ClientSession() as http:
+        socket = await http.ws_connect(url, headers=headers, max_msg_size=0)
+        print("connected", flush=True)
+        asked = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        until, stamped = (int(word) for word in asked.split())
+        last, delays = 0, []
+        while last < until:
+            message = await socket.receive(timeout=60)
+            assert message.type == aiohttp.WSMsgType.TEXT, message
+            header, _, body = message.data.partition("\\n")  # see experiments/live/log_messages.py
+            data = json.loads(header)
+            if data["type"] != "lines":
+                continue
+            now = time.time()
+            if stamped:
+                delays.extend(now - float(line.rsplit(" ", 1)[1]) for line in body.split("\\n"))
+            last = data["first"] + data["count"] - 1
+        print(json.dumps({"finished_at": time.time(), "delays": delays}), flush=True)
+        await socket.close()
+
+asyncio.run(main(sys.argv[1], json.loads(sys.argv[2])))
+"""
 
 
 async def _websocket(run: Run, cookie: dict[str, str], web_process: bool) -> _InProcessPage | _WebProcessPage:
@@ -190,7 +241,10 @@ async def _websocket(run: Run, cookie: dict[str, str], web_process: bool) -> _In
     return page
 
 
-_WHAT_RUNS_HERE = {False: "tail + storage + consumer", True: "tail + storage; the consumer runs in daphne"}
+_WHAT_RUNS_HERE = {
+    False: "tail + storage + consumer + websocket client",
+    True: "tail + storage; the consumer runs in daphne, the client in a process of its own",
+}
 
 
 async def _batches_stored(run: Run) -> str:
@@ -198,15 +252,10 @@ async def _batches_stored(run: Run) -> str:
     return f"{count:,} batches stored ({run.log_lines / max(count, 1):,.0f} lines each on average)"
 
 
-async def _receive_lines(page: _InProcessPage | _WebProcessPage, until: int, on_lines=None) -> None:
-    received = 0
-    while received < until:
-        message = await page.receive()
-        if message["type"] != "lines":
-            continue
-        if on_lines:
-            on_lines(message["lines"])
-        received = message["first"] + len(message["lines"]) - 1
+async def _sample_memory(samples: list[float]) -> None:
+    while True:
+        samples.append(_rss_mib())
+        await asyncio.sleep(0.1)
 
 
 async def throughput(lines: int, web_process: bool) -> None:
@@ -216,7 +265,8 @@ async def throughput(lines: int, web_process: bool) -> None:
         with log_path.open("w") as out:
             out.writelines(LINE.format(n=n) + "\n" for n in range(1, lines + 1))
         size_mb = log_path.stat().st_size / 1e6
-        sshd, port, client_key, host_key = _start_sshd(work)
+        sshd, port, key_dir, host_key = start_sshd(work)
+        client_key = key_dir / KEY_NAME
         try:
             run, cookie = await sync_to_async(_make_run)(work, port, client_key, host_key)
             conn = await HostConnection.open(host_access(run.host))
@@ -230,22 +280,20 @@ async def throughput(lines: int, web_process: bool) -> None:
             await conn.close()
 
             rss_start = _rss_mib()
-            communicator = await _websocket(run, cookie, web_process)
+            page = await _websocket(run, cookie, web_process)
             finished = await asyncio.create_subprocess_exec("true")
             await finished.wait()  # a dead pid: `tail --pid` drains the file and ends
-            started = time.perf_counter()
-            tail_conn, run_log = await _follow(run, log_path, finished.pid)
             rss_samples: list[float] = []
-
-            def sample_memory(_lines: list[str]) -> None:
-                rss_samples.append(_rss_mib())
-
-            await _receive_lines(communicator, lines, sample_memory)
-            websocket_s = time.perf_counter() - started
+            sampling = asyncio.create_task(_sample_memory(rss_samples))
+            started_wall, started = time.time(), time.perf_counter()
+            tail_conn, run_log = await _follow(run, log_path, finished.pid)
+            received = await page.receive_lines(lines, stamped=False)
+            websocket_s = received.finished_at - started_wall
             assert run_log.task is not None
             await run_log.task
             stored_s = time.perf_counter() - started
-            await communicator.close()
+            sampling.cancel()
+            await page.close()
             await run_log.stop_now()
             await tail_conn.close()
             await sync_to_async(run.refresh_from_db)()
@@ -259,10 +307,11 @@ async def throughput(lines: int, web_process: bool) -> None:
             print(f"received by the websocket:     {websocket_s:6.2f} s  {ws_rate:12,.0f} lines/s")
             print(f"ratio to the physical limit:   {ws_rate / cat_rate:.2f}")
             print(await _batches_stored(run))
+            rss_samples = rss_samples or [_rss_mib()]
             quarter = max(1, len(rss_samples) // 4)
             trend = ", ".join(f"{rss_samples[min(i * quarter, len(rss_samples) - 1)]:.0f}" for i in range(4))
             print(f"RSS of this process ({_WHAT_RUNS_HERE[web_process]}): {rss_start:.0f} MiB before, {trend}, "
-                  f"{_rss_mib():.0f} MiB after (MiB, at each quarter of the stream)")  # fmt: skip
+                  f"{_rss_mib():.0f} MiB after (at each quarter of the stream)")  # fmt: skip
         finally:
             sshd.terminate()
             sshd.wait()
@@ -273,28 +322,24 @@ async def latency(rate: int, seconds: int, web_process: bool) -> None:
         work = Path(tmp)
         log_path = work / "paced.log"
         log_path.touch()
-        sshd, port, client_key, host_key = _start_sshd(work)
+        sshd, port, key_dir, host_key = start_sshd(work)
+        client_key = key_dir / KEY_NAME
         try:
             run, cookie = await sync_to_async(_make_run)(work, port, client_key, host_key)
-            communicator = await _websocket(run, cookie, web_process)
+            page = await _websocket(run, cookie, web_process)
             # The writer stamps each line with the wall clock when written (same machine, same clock).
             writer = await asyncio.create_subprocess_exec(
                 sys.executable, "-c", _PACED_WRITER, str(log_path), str(rate), str(seconds)
             )
             cpu_start = time.process_time()
             tail_conn, run_log = await _follow(run, log_path, writer.pid)
-            delays: list[float] = []
-
-            def on_lines(lines: list[str]) -> None:
-                now = time.time()
-                delays.extend(now - float(line.rsplit(" ", 1)[1]) for line in lines)
-
-            await _receive_lines(communicator, rate * seconds, on_lines)
+            received = await page.receive_lines(rate * seconds, stamped=True)
             cpu_s = time.process_time() - cpu_start
             await writer.wait()
-            await communicator.close()
+            await page.close()
             await run_log.stop_now()
             await tail_conn.close()
+            delays = received.delays
             delays.sort()
             ms = [d * 1000 for d in delays]
             print(f"{len(ms):,} lines at {rate:,} lines/s for {seconds} s, written -> received by the websocket:")

@@ -5,7 +5,8 @@ are on machines of their own), so that their parsing takes no CPU from the web p
 
 Prints "connected" once every socket is open, then, after each client has received all N lines and listened
 `--settle` seconds more (a late duplicate would come then), one JSON line: each client's account and the
-written -> received latencies of all clients together. Standard library, aiohttp and scale_figures only.
+written -> received latencies of all clients together. Standard library, aiohttp, scale_figures and the pure
+experiments.live.log_messages only.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale_figures import Delivery, distribution
 
+from experiments.live import log_messages  # pure: no Django
+
 QUIET_LIMIT = 30.0  # a client that hears nothing for this long stops (and reports what it lacks)
 
 
@@ -40,7 +43,7 @@ async def _receive(socket: aiohttp.ClientWebSocketResponse, delivery: Delivery, 
             return
         if message.type != aiohttp.WSMsgType.TEXT:
             return  # closed
-        event = json.loads(message.data)
+        event = log_messages.parse(message.data)
         if event["type"] == "lines":
             delivery.add(event["first"], event["lines"], time.time())
             if delivery.complete and settle_until is None:

@@ -46,6 +46,7 @@ import redis  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
+from openssh_host import KEY_NAME, start_sshd  # noqa: E402
 from scale_figures import distribution, phase_seconds, run_times, slot_waits, starved  # noqa: E402
 
 from experiments import roles  # noqa: E402
@@ -54,9 +55,8 @@ from experiments.actions.experiments import do_create_experiment  # noqa: E402
 from experiments.actions.users import do_set_role  # noqa: E402
 from experiments.models import BenchmarkProfile, Host, Run, ServerConfig, SshKey  # noqa: E402
 from simhost import hostsetup  # noqa: E402
-from simhost.ports import free_port, wait_for_port  # noqa: E402
+from simhost.ports import free_port  # noqa: E402
 
-SSHD = "/usr/sbin/sshd"
 # Timeouts generous: 20 hosts share 2 cores.
 PROFILE = dict(
     concurrency=[1], num_prompts=2, input_len=32, output_len=16, stall_timeout_s=300, readiness_timeout_s=900
@@ -64,34 +64,11 @@ PROFILE = dict(
 OVERHEAD_TARGET = 3.0
 
 
-def _start_sshd(work: Path) -> tuple[subprocess.Popen, int, Path, str]:
-    """One OpenSSH daemon on loopback that every simulated host is reached through, configured as the suite's."""
-    key_dir = work / "keys"
-    key_dir.mkdir()
-    for path in (work / "host_key", key_dir / "id_bench"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
-    (work / "authorized_keys").write_text((key_dir / "id_bench.pub").read_text())
-    home = work / "home"  # no ~/.bashrc: a GPU host's service account sources none per command
-    home.mkdir()
-    port = free_port()
-    (work / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {work / 'host_key'}\n"
-        f"AuthorizedKeysFile {work / 'authorized_keys'}\nPidFile {work / 'sshd.pid'}\n"
-        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        "UsePAM no\nStrictModes no\nAllowTcpForwarding yes\nMaxSessions 64\nMaxStartups 128\n"
-        f"Subsystem sftp internal-sftp\nLogLevel ERROR\nSetEnv HOME={home}\n"
-    )
-    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
-    sshd = subprocess.Popen([SSHD, "-D", "-e", "-f", str(work / "sshd_config")], stderr=open(work / "sshd.log", "wb"))
-    wait_for_port(port, process=sshd, what="sshd")
-    return sshd, port, key_dir, (work / "host_key.pub").read_text().strip()
-
-
 def _make_hosts(work: Path, count: int, tag: str, sshd_port: int, key_dir: Path, host_key: str,
                 load_seconds: float) -> list[Host]:  # fmt: skip
-    public_key = " ".join((key_dir / "id_bench.pub").read_text().split()[:2])
+    public_key = " ".join((key_dir / f"{KEY_NAME}.pub").read_text().split()[:2])
     key, _ = SshKey.objects.update_or_create(
-        name="many-hosts-bench", defaults={"file_name": "id_bench", "public_key": public_key}
+        name="many-hosts-bench", defaults={"file_name": KEY_NAME, "public_key": public_key}
     )
     hosts = []
     for i in range(count):
@@ -256,7 +233,7 @@ def bench(workers_count: int, host_count: int, slots: int | None, launches: int,
     tag = uuid.uuid4().hex[:6]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        sshd, sshd_port, key_dir, host_key = _start_sshd(work)
+        sshd, sshd_port, key_dir, host_key = start_sshd(work)
         workers: list[tuple[subprocess.Popen, Path]] = []
         hosts = _make_hosts(work, host_count + 1, tag, sshd_port, key_dir, host_key, load_seconds)
         try:

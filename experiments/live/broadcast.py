@@ -11,6 +11,7 @@ from channels.layers import get_channel_layer
 from redis.exceptions import RedisError
 
 from experiments.api import serializers
+from experiments.live import log_messages
 
 if TYPE_CHECKING:
     from experiments.models import Run
@@ -42,21 +43,28 @@ PACK_LINES_FROM_CHARS = 64 * 1024
 
 
 def log_lines_event(first_line: int, lines: list[str]) -> dict[str, Any]:
-    """The event of `lines` (one per log line, without its newline) numbered from `first_line`; read it back
-    with `lines_of`."""
-    if sum(map(len, lines)) < PACK_LINES_FROM_CHARS:
-        return {"type": "log.lines", "first": first_line, "lines": lines}
-    packed = lz4.block.compress("\n".join(lines).encode())
-    return {"type": "log.lines", "first": first_line, "count": len(lines), "packed": packed}
+    """The event of `lines` (one per log line, without its newline) numbered from `first_line`: their text as the
+    pages' messages carry it, cut and grouped once here rather than by the consumer of every page that watches.
+    Read it back with `messages_of`."""
+    batch = log_messages.batch(first_line, lines)
+    event: dict[str, Any] = {"type": "log.lines", "first": first_line, "count": len(lines), "bounds": batch.bounds}
+    if len(batch.text) < PACK_LINES_FROM_CHARS:
+        event["text"] = batch.text
+    else:
+        event["packed"] = lz4.block.compress(batch.text.encode())
+    return event
 
 
-def lines_of(event: dict[str, Any]) -> list[str]:
-    if "packed" not in event:
-        return event["lines"]
-    lines = lz4.block.decompress(event["packed"]).decode().split("\n")
-    if len(lines) != event["count"]:
-        raise ValueError(f"a packed log batch unpacked to {len(lines)} lines, not {event['count']}")
-    return lines
+def messages_of(event: dict[str, Any]) -> list[log_messages.LinesMessage]:
+    text = event["text"] if "packed" not in event else lz4.block.decompress(event["packed"]).decode()
+    bounds = [tuple(bound) for bound in event["bounds"]]  # msgpack gives lists
+    held = sum(bound[1] for bound in bounds)
+    if held != event["count"] or (bounds and bounds[-1][3] != len(text)):
+        raise ValueError(
+            f"a log batch of {event['count']} lines came as {len(text)} characters for messages of {held} lines "
+            f"ending at {bounds[-1][3] if bounds else 0}"
+        )
+    return log_messages.Batch(text, bounds).messages()  # type: ignore[arg-type]
 
 
 def run_facts_event(decode: list[dict[str, Any]], metrics: dict[str, list[list[float]]]) -> dict[str, Any]:

@@ -12,18 +12,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from experiments.api import serializers
-from experiments.live import broadcast
+from experiments.live import broadcast, log_messages
 from experiments.live.shared_reads import shared_for
 from experiments.models import Experiment, LogChunk, Run, ServerMetricSample, Study
 from experiments.reads import environments
 
 REPLAY_PAGE = 5000
-# daphne refuses to send a websocket message over 1 MiB (its --websocket_max_message_size) and closes the socket
-# instead (1011): a flood's 10,000-line batch is 2 MB. So lines go in messages of at most MESSAGE_CHARS characters,
-# which JSON's \u escapes (up to 12 bytes a character) keep under 1 MiB; and a single line longer than
-# LIVE_LINE_CHARS is shown cut, with how much was left out (the downloaded log has it whole).
-MESSAGE_CHARS = 64 * 1024
-LIVE_LINE_CHARS = 32 * 1024
 MAX_ID = 2**63 - 1  # PostgreSQL's bigint: a larger `after` would be refused by the database, not just match nothing
 # How often an open log page's consumer compares what is stored with what it sent. Every batch is stored before it
 # is broadcast, so lines stored a whole period ago and still not sent were lost on the way (or are late): they are
@@ -146,33 +140,23 @@ class RunLogConsumer(AsyncJsonWebsocketConsumer):
 
     async def log_lines(self, event: dict[str, Any]) -> None:
         async with self._sending:
-            first, lines = event["first"], broadcast.lines_of(event)
+            first = event["first"]
             if first > self.last_sent + 1:
                 await self._send_from_storage(upto=first - 1)
-            skip = self.last_sent + 1 - first
-            if skip >= len(lines):
+            if first + event["count"] - 1 <= self.last_sent:
                 return
-            await self._send_lines(first + max(skip, 0), lines[max(skip, 0) :])
+            for message in broadcast.messages_of(event):
+                if message.last <= self.last_sent:
+                    continue
+                await self._send_message(message.after(self.last_sent) if message.first <= self.last_sent else message)
 
     async def _send_lines(self, first: int, lines: list[str]) -> None:
-        """Send lines numbered from `first` in messages daphne will carry (see MESSAGE_CHARS)."""
-        message: list[str] = []
-        size = 0
-        for line in lines:
-            if len(line) > LIVE_LINE_CHARS:
-                left_out = len(line) - LIVE_LINE_CHARS
-                line = f"{line[:LIVE_LINE_CHARS]} … [{left_out:,} more characters: the downloaded log has it whole]"
-            if message and size + len(line) + 3 > MESSAGE_CHARS:
-                await self._send_message_of_lines(first, message)
-                first, message, size = first + len(message), [], 0
-            message.append(line)
-            size += len(line) + 3  # its quotes and comma
-        if message:
-            await self._send_message_of_lines(first, message)
+        for message in log_messages.lines_messages(first, lines):
+            await self._send_message(message)
 
-    async def _send_message_of_lines(self, first: int, lines: list[str]) -> None:
-        await self.send_json({"type": "lines", "first": first, "lines": lines})
-        self.last_sent = first + len(lines) - 1
+    async def _send_message(self, message: log_messages.LinesMessage) -> None:
+        await self.send(text_data=message.text)
+        self.last_sent = message.last
 
     async def run_state(self, event: dict[str, Any]) -> None:
         async with self._sending:

@@ -17,7 +17,7 @@ from dashboard.asgi import application
 from experiments.actions.environments import do_add_server_metric_samples
 from experiments.analysis.telemetry import ServerMetricReading
 from experiments.api import serializers
-from experiments.live import broadcast, consumers
+from experiments.live import broadcast, consumers, log_messages
 from experiments.models import Run
 
 from .factories import make_log, make_run
@@ -48,11 +48,16 @@ async def _connect(path: str, headers: list[tuple[bytes, bytes]]) -> tuple[Webso
     return communicator, connected, detail
 
 
+async def _receive(communicator: WebsocketCommunicator, timeout: float = 1) -> dict[str, Any]:
+    """The next message as a page reads it (a lines message is a JSON header, then its lines)."""
+    return log_messages.parse(await communicator.receive_from(timeout))
+
+
 async def _lines(communicator: WebsocketCommunicator, count: int) -> list[tuple[int, str]]:
     """The next `count` numbered lines, however they are split into messages."""
     out: list[tuple[int, str]] = []
     while len(out) < count:
-        message = await communicator.receive_json_from(timeout=5)
+        message = await _receive(communicator, timeout=5)
         if message["type"] in ("facts", "state"):
             continue  # the snapshot sent after the replay (tested on its own below)
         assert message["type"] == "lines", message
@@ -62,8 +67,8 @@ async def _lines(communicator: WebsocketCommunicator, count: int) -> list[tuple[
 
 async def _snapshot(communicator: WebsocketCommunicator) -> None:
     """The run's stored facts and state, sent once after the replay."""
-    assert (await communicator.receive_json_from(timeout=5))["type"] == "facts"
-    assert (await communicator.receive_json_from(timeout=5))["type"] == "state"
+    assert (await _receive(communicator, timeout=5))["type"] == "facts"
+    assert (await _receive(communicator, timeout=5))["type"] == "state"
 
 
 def _numbered(first: int, last: int) -> list[tuple[int, str]]:
@@ -109,8 +114,9 @@ async def test_a_flood_batch_crosses_the_channel_layer_packed_and_reaches_the_pa
     flood = [f"[TP0] Decode batch [{n}], gen throughput (token/s): 93.{n % 10} · ü" for n in range(6, 3006)]
     flood[10], flood[11], flood[12], flood[-1] = "", "   ", "\\n not a newline", ""
     event = broadcast.log_lines_event(6, flood)
-    assert "lines" not in event and len(event["packed"]) < sum(map(len, flood)) / 5
-    assert broadcast.log_lines_event(6, ["l6", "l7"]) == {"type": "log.lines", "first": 6, "lines": ["l6", "l7"]}
+    assert "text" not in event and len(event["packed"]) < sum(map(len, flood)) / 5
+    trickle = broadcast.log_lines_event(6, ["l6", "l7"])
+    assert trickle["text"] == "l6\nl7" and "packed" not in trickle
 
     communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after=5", browser)
     assert connected
@@ -124,10 +130,11 @@ async def test_a_flood_batch_crosses_the_channel_layer_packed_and_reaches_the_pa
         await communicator.disconnect()
 
 
-def test_a_packed_batch_that_does_not_unpack_to_its_count_is_refused():
-    event = broadcast.log_lines_event(1, ["x" * 100] * 1000)
-    with pytest.raises(ValueError, match="999 lines, not 1000"):
-        broadcast.lines_of({**event, "packed": broadcast.log_lines_event(1, ["x" * 100] * 999)["packed"]})
+def test_a_packed_batch_that_does_not_unpack_to_its_messages_is_refused():
+    event = broadcast.log_lines_event(1, ["x" * 100] * 3000)
+    other = broadcast.log_lines_event(1, ["x" * 100] * 1000)
+    with pytest.raises(ValueError, match="of 3000 lines came as 100999 characters for messages of 3000 lines ending"):
+        broadcast.messages_of({**event, "packed": other["packed"]})
 
 
 async def test_it_replays_everything_without_a_position(browser, run):
@@ -185,7 +192,7 @@ async def test_it_forwards_run_state_events(browser, run):
         await sync_to_async(broadcast.send_run_state)(run)
 
         for communicator in (log, experiment):
-            message = await communicator.receive_json_from(timeout=5)
+            message = await _receive(communicator, timeout=5)
             assert message["type"] == "state"
             assert message["run"] == run.pk
             assert message["state"] == "loading"
@@ -202,8 +209,8 @@ async def test_it_sends_the_stored_facts_and_state_after_the_replay(browser, run
     await sync_to_async(run.save)(update_fields=["live_facts"])
 
     communicator, connected, _ = await _connect(f"/ws/runs/{run.pk}/log/?after=5", browser)
-    facts = await communicator.receive_json_from(timeout=5)
-    state = await communicator.receive_json_from(timeout=5)
+    facts = await _receive(communicator, timeout=5)
+    state = await _receive(communicator, timeout=5)
 
     assert connected
     assert facts == {"type": "facts", "decode": [point], "metrics": {"verify_ms": [[5, 17.1]]}}
@@ -245,7 +252,7 @@ async def test_it_resumes_after_a_reconnect_in_the_middle_of_a_flood(browser, ru
         # Nothing more of the log: no line twice (a state or facts message, which the storage check may send
         # again after a lost broadcast, carries no line).
         while not await communicator.receive_nothing(timeout=0.3):
-            message = await communicator.receive_json_from()
+            message = await _receive(communicator)
             assert message["type"] != "lines", message
     finally:
         await communicator.disconnect()
@@ -275,9 +282,9 @@ async def test_it_sends_a_stored_state_whose_broadcast_never_came(browser, run):
         await _snapshot(communicator)
         await Run.objects.filter(pk=run.pk).aupdate(state=Run.State.FAILED)  # no broadcast
 
-        message = await communicator.receive_json_from(timeout=5 * consumers.STORAGE_CHECK_SECONDS)
+        message = await _receive(communicator, timeout=5 * consumers.STORAGE_CHECK_SECONDS)
         while message["type"] != "state":
-            message = await communicator.receive_json_from(timeout=5 * consumers.STORAGE_CHECK_SECONDS)
+            message = await _receive(communicator, timeout=5 * consumers.STORAGE_CHECK_SECONDS)
         assert message["state"] == Run.State.FAILED
     finally:
         await communicator.disconnect()
@@ -319,7 +326,7 @@ async def _samples(communicator: WebsocketCommunicator, count: int) -> list[tupl
     `after` must be the id of the sample before it, so the page can tell it has missed none."""
     out: list[tuple[int, float]] = []
     while len(out) < count:
-        message = await communicator.receive_json_from(timeout=5)
+        message = await _receive(communicator, timeout=5)
         if message["type"] != "server_metrics":
             continue
         assert message["after"] == (out[-1][0] if out else message["after"])

@@ -3,13 +3,11 @@ asked to send a message over 1 MiB on, which Channels' in-process communicator n
 
 from __future__ import annotations
 
-import json
-
 import aiohttp
 import pytest
 from asgiref.sync import sync_to_async
 
-from experiments.live import broadcast, consumers
+from experiments.live import broadcast, log_messages
 from experiments.models import Run
 
 from .factories import make_log, make_run
@@ -37,13 +35,13 @@ async def test_a_two_megabyte_batch_and_a_huge_line_reach_the_page_in_messages_d
             message = await socket.receive(timeout=30)
             assert message.type == aiohttp.WSMsgType.TEXT, f"the socket ended after {len(received)} lines: {message}"
             sizes.append(len(message.data.encode()))
-            event = json.loads(message.data)
+            event = log_messages.parse(message.data)
             if event["type"] == "lines":
                 received += list(enumerate(event["lines"], start=event["first"]))
 
     assert max(sizes) < DAPHNE_MESSAGE_LIMIT
     assert [n for n, _ in received] == list(range(1, 10_001))
-    cut = consumers.LIVE_LINE_CHARS
+    cut = log_messages.LIVE_LINE_CHARS
     expected = [
         *flood[:4000],
         f"{flood[4000][:cut]} … [{300_011 - cut:,} more characters: the downloaded log has it whole]",

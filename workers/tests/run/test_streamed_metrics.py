@@ -13,6 +13,7 @@ from channels.testing import WebsocketCommunicator
 
 from dashboard.asgi import application
 from experiments.analysis.telemetry import SERVER_METRIC_FIELDS, server_metric_readings
+from experiments.live import log_messages
 from experiments.models import Run, ServerMetricSample
 from experiments.tests.factories import make_run
 from workers.benchclient import prometheus
@@ -71,7 +72,7 @@ async def test_a_streamed_batch_is_stored_once_sent_to_the_open_page_and_shown_b
     socket = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/log/", headers=[cookie, ORIGIN])
     assert (await socket.connect(timeout=5))[0]
     try:
-        while (await socket.receive_json_from(timeout=5))["type"] != "state":
+        while (log_messages.parse(await socket.receive_from(timeout=5)))["type"] != "state":
             pass  # the replay and snapshot sent on connecting
         sampler = _sampler(5)
         line = sampler.stream_line(time.perf_counter())
@@ -79,7 +80,7 @@ async def test_a_streamed_batch_is_stored_once_sent_to_the_open_page_and_shown_b
 
         assert await benchmark.store_streamed_metrics(run, line)
 
-        message = await socket.receive_json_from(timeout=5)
+        message = log_messages.parse(await socket.receive_from(timeout=5))
         assert message["type"] == "server_metrics" and message["fields"] == ["t", *SERVER_METRIC_FIELDS]
         assert [s[1] for s in message["samples"]] == [4.0, 5.0, 6.0, 7.0, 8.0]
         assert abs(message["samples"][-1][0] - time.time()) < 5  # dated on the worker's clock, by arrival
@@ -91,7 +92,7 @@ async def test_a_streamed_batch_is_stored_once_sent_to_the_open_page_and_shown_b
         sampler.samples.append((time.perf_counter(), [9.0, *[4.0] * 8]))
         rest = server_metric_readings(json.loads(json.dumps(sampler.report(time.perf_counter()))), time.time())
         await benchmark.store_and_send_server_metrics(run, rest)
-        last = await socket.receive_json_from(timeout=5)
+        last = log_messages.parse(await socket.receive_from(timeout=5))
         assert [s[1] for s in last["samples"]] == [9.0] and last["after"] == message["ids"][-1]
         assert message["ids"] == sorted(message["ids"]) and last["ids"][0] > message["ids"][-1]
     finally:
