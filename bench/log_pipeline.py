@@ -161,7 +161,7 @@ class _WebProcessPage:
     async def open(self) -> None:
         self.client = await asyncio.create_subprocess_exec(
             sys.executable, "-c", _WEBSOCKET_CLIENT, self.url, json.dumps(self.headers),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, limit=1 << 26,  # its answer: a line with every delay
         )  # fmt: skip
         assert self.client.stdout is not None
         line = await asyncio.wait_for(self.client.stdout.readline(), 30)
