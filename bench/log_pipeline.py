@@ -1,6 +1,7 @@
 """The live-log path end to end: a log file on a GPU host -> SSH tail -> storage + channel layer -> websocket.
 
     python bench/log_pipeline.py                       # throughput: 1,000,000 lines, vs `cat` over SSH
+    python bench/log_pipeline.py --flood traceback     # the same with a crash's traceback storm
     python bench/log_pipeline.py --latency             # latency: p50/p95/p99 at 1,000 lines/s for 20 s
     python bench/log_pipeline.py --web-process         # either, with the consumer in a daphne of its own
 
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +56,7 @@ from experiments.actions.experiments import do_create_experiment  # noqa: E402
 from experiments.actions.users import do_set_role  # noqa: E402
 from experiments.live import log_messages  # noqa: E402
 from experiments.models import BenchmarkProfile, Host, LogChunk, Run, ServerConfig, SshKey  # noqa: E402
+from simhost import tracebacks  # noqa: E402
 from simhost.ports import free_port, wait_for_port  # noqa: E402
 from workers.hosts import host_access  # noqa: E402
 from workers.run.server_log import ServerLog  # noqa: E402
@@ -63,6 +66,25 @@ LINE = (
     "[2026-11-29 10:00:00 TP0] Decode batch [{n}], #running-req: 4, #token: 4182, token usage: 0.01, "
     "accept len: 2.05, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 351.20, #queue-req: 0"
 )
+
+
+def _decode_flood(count: int) -> Iterator[str]:
+    """SGLang's Decode-batch lines (a log_flood's)."""
+    return (LINE.format(n=n) for n in range(1, count + 1))
+
+
+def _traceback_flood(count: int) -> Iterator[str]:
+    """A crash's traceback storm: every rank's scheduler logging the same traceback, over and over."""
+    block = tracebacks.request_crash_traceback(speculative=True).splitlines()
+    written = 0
+    while written < count:
+        rank = (written // len(block)) % 8
+        for i, line in enumerate(block[: count - written]):
+            yield f"[2026-11-29 10:00:00 TP{rank}] Scheduler hit an exception: {line}" if i == 0 else line
+        written += min(len(block), count - written)
+
+
+FLOODS: dict[str, Callable[[int], Iterator[str]]] = {"decode": _decode_flood, "traceback": _traceback_flood}
 
 
 def _rss_mib() -> float:
@@ -258,12 +280,12 @@ async def _sample_memory(samples: list[float]) -> None:
         await asyncio.sleep(0.1)
 
 
-async def throughput(lines: int, web_process: bool) -> None:
+async def throughput(lines: int, web_process: bool, flood: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         log_path = work / "flood.log"
         with log_path.open("w") as out:
-            out.writelines(LINE.format(n=n) + "\n" for n in range(1, lines + 1))
+            out.writelines(line + "\n" for line in FLOODS[flood](lines))
         size_mb = log_path.stat().st_size / 1e6
         sshd, port, key_dir, host_key = start_sshd(work)
         client_key = key_dir / KEY_NAME
@@ -301,7 +323,7 @@ async def throughput(lines: int, web_process: bool) -> None:
 
             cat_rate = lines / cat_s
             ws_rate = lines / websocket_s
-            print(f"log file: {lines:,} lines, {size_mb:.0f} MB")
+            print(f"log file: {lines:,} lines ({flood}), {size_mb:.0f} MB")
             print(f"cat over SSH (physical limit): {cat_s:6.2f} s  {cat_rate:12,.0f} lines/s")
             print(f"stored in the database:        {stored_s:6.2f} s  {lines / stored_s:12,.0f} lines/s")
             print(f"received by the websocket:     {websocket_s:6.2f} s  {ws_rate:12,.0f} lines/s")
@@ -371,6 +393,7 @@ with open(path, "a", buffering=1) as out:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--flood", choices=sorted(FLOODS), default="decode", help="what the flood's lines are")
     parser.add_argument("--latency", action="store_true", help="measure latency at a steady rate instead")
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=int, default=20)
@@ -379,7 +402,7 @@ def main() -> None:
     if args.latency:
         asyncio.run(latency(args.rate, args.seconds, args.web_process))
     else:
-        asyncio.run(throughput(args.lines, args.web_process))
+        asyncio.run(throughput(args.lines, args.web_process, args.flood))
 
 
 if __name__ == "__main__":

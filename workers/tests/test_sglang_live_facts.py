@@ -140,3 +140,23 @@ def test_it_keeps_the_server_facts_on_the_run():
     assert server["limits"] == {"max_total_num_tokens": 104273, "max_running_requests": 2048, "context_len": 40960}
     assert server["capture_progress"] == 100 and server["retractions"] == 3
     assert server["graphs_captured"] == [["target", 18.28], ["draft", 62.67], ["target", 4.56], ["draft", 0.74]]
+
+
+def test_a_traceback_storm_is_read_whole_however_often_its_lines_repeat():
+    """Repeated lines are read once (a cache), which must change nothing of what each batch says."""
+    crash = [
+        "[2026-11-29 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sglang/srt/managers/scheduler.py", line 1061, in event_loop_normal',
+        "AttributeError: 'NoneType' object has no attribute 'shape'",
+        "[2026-11-29 10:00:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1",
+    ]
+    facts = LogFacts({})
+
+    first = facts.read(1, crash * 2500)
+    again = facts.read(10_001, crash * 2500)
+
+    for batch in (first, again):
+        assert batch.failure is not None and batch.failure.kind == "crashed"
+        assert batch.server_facts["retractions"] == 2500
+    # A warning is reported once per run, however many lines carry it.
+    assert [w.kind for w, _, _ in first.server_warnings] == ["kv_retraction"] and again.server_warnings == []
