@@ -303,37 +303,39 @@ async def throughput(lines: int, web_process: bool, flood: str) -> None:
 
             rss_start = _rss_mib()
             page = await _websocket(run, cookie, web_process)
-            finished = await asyncio.create_subprocess_exec("true")
-            await finished.wait()  # a dead pid: `tail --pid` drains the file and ends
-            rss_samples: list[float] = []
-            sampling = asyncio.create_task(_sample_memory(rss_samples))
-            started_wall, started = time.time(), time.perf_counter()
-            tail_conn, run_log = await _follow(run, log_path, finished.pid)
-            received = await page.receive_lines(lines, stamped=False)
-            websocket_s = received.finished_at - started_wall
-            assert run_log.task is not None
-            await run_log.task
-            stored_s = time.perf_counter() - started
-            sampling.cancel()
-            await page.close()
-            await run_log.stop_now()
-            await tail_conn.close()
-            await sync_to_async(run.refresh_from_db)()
-            assert run.log_lines == lines, f"stored {run.log_lines} of {lines} lines"
+            try:
+                finished = await asyncio.create_subprocess_exec("true")
+                await finished.wait()  # a dead pid: `tail --pid` drains the file and ends
+                rss_samples: list[float] = []
+                sampling = asyncio.create_task(_sample_memory(rss_samples))
+                started_wall, started = time.time(), time.perf_counter()
+                tail_conn, run_log = await _follow(run, log_path, finished.pid)
+                received = await page.receive_lines(lines, stamped=False)
+                websocket_s = received.finished_at - started_wall
+                assert run_log.task is not None
+                await run_log.task
+                stored_s = time.perf_counter() - started
+                sampling.cancel()
+                await run_log.stop_now()
+                await tail_conn.close()
+                await sync_to_async(run.refresh_from_db)()
+                assert run.log_lines == lines, f"stored {run.log_lines} of {lines} lines"
 
-            cat_rate = lines / cat_s
-            ws_rate = lines / websocket_s
-            print(f"log file: {lines:,} lines ({flood}), {size_mb:.0f} MB")
-            print(f"cat over SSH (physical limit): {cat_s:6.2f} s  {cat_rate:12,.0f} lines/s")
-            print(f"stored in the database:        {stored_s:6.2f} s  {lines / stored_s:12,.0f} lines/s")
-            print(f"received by the websocket:     {websocket_s:6.2f} s  {ws_rate:12,.0f} lines/s")
-            print(f"ratio to the physical limit:   {ws_rate / cat_rate:.2f}")
-            print(await _batches_stored(run))
-            rss_samples = rss_samples or [_rss_mib()]
-            quarter = max(1, len(rss_samples) // 4)
-            trend = ", ".join(f"{rss_samples[min(i * quarter, len(rss_samples) - 1)]:.0f}" for i in range(4))
-            print(f"RSS of this process ({_WHAT_RUNS_HERE[web_process]}): {rss_start:.0f} MiB before, {trend}, "
-                  f"{_rss_mib():.0f} MiB after (at each quarter of the stream)")  # fmt: skip
+                cat_rate = lines / cat_s
+                ws_rate = lines / websocket_s
+                print(f"log file: {lines:,} lines ({flood}), {size_mb:.0f} MB")
+                print(f"cat over SSH (physical limit): {cat_s:6.2f} s  {cat_rate:12,.0f} lines/s")
+                print(f"stored in the database:        {stored_s:6.2f} s  {lines / stored_s:12,.0f} lines/s")
+                print(f"received by the websocket:     {websocket_s:6.2f} s  {ws_rate:12,.0f} lines/s")
+                print(f"ratio to the physical limit:   {ws_rate / cat_rate:.2f}")
+                print(await _batches_stored(run))
+                rss_samples = rss_samples or [_rss_mib()]
+                quarter = max(1, len(rss_samples) // 4)
+                trend = ", ".join(f"{rss_samples[min(i * quarter, len(rss_samples) - 1)]:.0f}" for i in range(4))
+                print(f"RSS of this process ({_WHAT_RUNS_HERE[web_process]}): {rss_start:.0f} MiB before, {trend}, "
+                      f"{_rss_mib():.0f} MiB after (at each quarter of the stream)")  # fmt: skip
+            finally:
+                await page.close()
         finally:
             sshd.terminate()
             sshd.wait()
@@ -349,28 +351,30 @@ async def latency(rate: int, seconds: int, web_process: bool) -> None:
         try:
             run, cookie = await sync_to_async(_make_run)(work, port, client_key, host_key)
             page = await _websocket(run, cookie, web_process)
-            # The writer stamps each line with the wall clock when written (same machine, same clock).
-            writer = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", _PACED_WRITER, str(log_path), str(rate), str(seconds)
-            )
-            cpu_start = time.process_time()
-            tail_conn, run_log = await _follow(run, log_path, writer.pid)
-            received = await page.receive_lines(rate * seconds, stamped=True)
-            cpu_s = time.process_time() - cpu_start
-            await writer.wait()
-            await page.close()
-            await run_log.stop_now()
-            await tail_conn.close()
-            delays = received.delays
-            delays.sort()
-            ms = [d * 1000 for d in delays]
-            print(f"{len(ms):,} lines at {rate:,} lines/s for {seconds} s, written -> received by the websocket:")
-            print(f"p50 {statistics.median(ms):.0f} ms  p95 {ms[int(len(ms) * 0.95)]:.0f} ms  "
-                  f"p99 {ms[int(len(ms) * 0.99)]:.0f} ms  max {ms[-1]:.0f} ms")  # fmt: skip
-            await sync_to_async(run.refresh_from_db)()
-            print(await _batches_stored(run))
-            print(f"CPU of this process ({_WHAT_RUNS_HERE[web_process]}): {cpu_s:.1f} s in {seconds} s "
-                  f"({cpu_s / seconds:.0%} of a core)")  # fmt: skip
+            try:
+                # The writer stamps each line with the wall clock when written (same machine, same clock).
+                writer = await asyncio.create_subprocess_exec(
+                    sys.executable, "-c", _PACED_WRITER, str(log_path), str(rate), str(seconds)
+                )
+                cpu_start = time.process_time()
+                tail_conn, run_log = await _follow(run, log_path, writer.pid)
+                received = await page.receive_lines(rate * seconds, stamped=True)
+                cpu_s = time.process_time() - cpu_start
+                await writer.wait()
+                await run_log.stop_now()
+                await tail_conn.close()
+                delays = received.delays
+                delays.sort()
+                ms = [d * 1000 for d in delays]
+                print(f"{len(ms):,} lines at {rate:,} lines/s for {seconds} s, written -> received by the websocket:")
+                print(f"p50 {statistics.median(ms):.0f} ms  p95 {ms[int(len(ms) * 0.95)]:.0f} ms  "
+                      f"p99 {ms[int(len(ms) * 0.99)]:.0f} ms  max {ms[-1]:.0f} ms")  # fmt: skip
+                await sync_to_async(run.refresh_from_db)()
+                print(await _batches_stored(run))
+                print(f"CPU of this process ({_WHAT_RUNS_HERE[web_process]}): {cpu_s:.1f} s in {seconds} s "
+                      f"({cpu_s / seconds:.0%} of a core)")  # fmt: skip
+            finally:
+                await page.close()
         finally:
             sshd.terminate()
             sshd.wait()
