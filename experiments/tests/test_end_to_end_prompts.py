@@ -36,7 +36,14 @@ def test_it_marks_a_faster_candidate_that_changes_outputs_and_passes_an_honest_o
     ).json()
     models = sim_host.models_root
     buggy = _eagle(models, "eagle3-draft-bug", 2)
-    buggy["env"] = {**buggy["env"], "SIMHOST_FAULTS": "draft_bug", "SIMHOST_DRAFT_BUG_AFTER": "4"}
+    # Its draft also accepts more than the honest one's (0.85 a token, not 0.62): "faster" by a margin no load on
+    # this machine hides in cells this short (at the default it once measured 0.97 of the baseline under load).
+    buggy["env"] = {
+        **buggy["env"],
+        "SIMHOST_FAULTS": "draft_bug",
+        "SIMHOST_DRAFT_BUG_AFTER": "4",
+        "SIMHOST_ACCEPT_P": "0.85",
+    }
     payload = {
         "name": "gate",
         "host": sim_host.name,
