@@ -10,7 +10,8 @@ class LineAssembler:
     - a partial last line is held back until its newline arrives;
     - `\\r` rewrites (tqdm progress bars) keep the last state of the line;
     - invalid UTF-8 is replaced, never fatal (decoding is per complete line, so a multi-byte character split
-      across reads is not mangled).
+      across reads is not mangled); so is a NUL byte, which PostgreSQL's text refuses (a crashing process that
+      printed one would otherwise stop its log being stored at all).
     """
 
     def __init__(self, offset: int = 0) -> None:
@@ -35,7 +36,7 @@ class LineAssembler:
         raw = bytes(self._pending)
         self._pending.clear()
         self.offset += len(raw)
-        return [_last_state(raw.decode("utf-8", errors="replace"))]
+        return [_last_state(_decoded(raw))]
 
     @property
     def pending_bytes(self) -> int:
@@ -45,10 +46,15 @@ class LineAssembler:
 def _complete_lines(complete: bytes) -> list[str]:
     """Lines ending in newlines, decoded in one call: a flood is 10,000s of lines a second, and a newline byte is
     never inside a UTF-8 sequence, so this decodes each line exactly as decoding it alone would."""
-    text = complete.decode("utf-8", errors="replace")
+    text = _decoded(complete)
     lines = text.split("\n")
     lines.pop()  # what follows the last newline: nothing
     return [_last_state(line) for line in lines] if "\r" in text else lines
+
+
+def _decoded(raw: bytes) -> str:
+    text = raw.decode("utf-8", errors="replace")
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 def _last_state(line: str) -> str:

@@ -16,6 +16,8 @@ from django.db import connections
 from hypothesis import given
 from hypothesis import strategies as st
 
+from experiments.actions.runs import do_append_log
+from experiments.models import LogChunk
 from experiments.tests.factories import make_run
 from workers.run.database import db
 from workers.run.log_lines import LineAssembler
@@ -49,6 +51,18 @@ def test_it_stores_the_last_partial_line_of_a_dying_process_once():
     # A re-attach resumes at the stored offset: the flushed line is not read again.
     assert LineAssembler(assembler.offset).feed(data[assembler.offset :]) == []
     assert assembler.finish() == []
+
+
+@pytest.mark.django_db
+def test_it_stores_a_line_with_a_nul_byte_which_postgresql_text_refuses():
+    assembler = LineAssembler()
+    lines = assembler.feed(b"core dumped \x00\x00 here\nnext\n") + assembler.feed(b"last \x00") + assembler.finish()
+    run = make_run()
+
+    do_append_log(run, 1, lines, assembler.offset)
+
+    assert lines == ["core dumped \ufffd\ufffd here", "next", "last \ufffd"]
+    assert LogChunk.objects.get(run=run).lines() == lines
 
 
 def test_it_keeps_the_last_state_of_a_partial_progress_bar():
@@ -424,7 +438,6 @@ def test_in_a_flood_it_reads_the_next_full_batch_while_one_is_stored_and_no_furt
 
 @pytest.mark.django_db
 def test_a_log_batch_from_a_worker_whose_run_was_taken_over_is_refused_and_nothing_stored():
-    from experiments.actions.runs import do_append_log
     from experiments.models import LogChunk, Run
 
     run = make_run(state=Run.State.BENCHMARKING, worker="old-worker")
