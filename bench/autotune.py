@@ -97,8 +97,8 @@ def main() -> None:
     print(f"space: {len(space.names)} configs SGLang runs ({oom} out of memory on the host), concurrency {CONCURRENCY}")
     print(f"full grid: {grid_launches} launches ({args.grid_launches} per config, baseline included); budget {budget}")
     for c in CONCURRENCY:
-        best = max((v[c] or 0.0, name) for name, v in truth.items())
-        print(f"  true best at c={c}: {best[1]} {best[0] / truth[plan.BASELINE][c]:.3f}x")  # type: ignore[operator]
+        true_best = max((v[c] or 0.0, name) for name, v in truth.items())
+        print(f"  true best at c={c}: {true_best[1]} {true_best[0] / truth[plan.BASELINE][c]:.3f}x")  # type: ignore[operator]
 
     rng = random.Random(args.seed)
     right = {c: 0 for c in CONCURRENCY}
@@ -124,11 +124,11 @@ def main() -> None:
             ok = ok and hit
             if hit:  # launches after which the leader there was right to the end
                 found = history.launches
-                for spent, leader in reversed(leaders):
+                for launches_then, leader in reversed(leaders):
                     name = leader[best.concurrency]
                     if name is None or (truth[name][best.concurrency] or 0.0) < top * (1 - args.tolerance):
                         break
-                    found = spent
+                    found = launches_then
                 to_find[best.concurrency].append(found)
         all_right += ok
     n = args.studies
@@ -138,11 +138,11 @@ def main() -> None:
         f" of the grid), median {statistics.median(launches):.0f}, max {max(launches)}"
     )
     for c in CONCURRENCY:
-        found = sorted(to_find[c])
-        p90 = found[int(0.9 * (len(found) - 1))] if found else 0
+        spent = sorted(to_find[c])
+        p90 = spent[int(0.9 * (len(spent) - 1))] if spent else 0
         print(
             f"  right at c={c}: {right[c] / n:.1%}; launches until its answer was right for good: median "
-            f"{statistics.median(found) if found else 0:.0f} ({statistics.median(found) / grid_launches:.0%} of the "
+            f"{statistics.median(spent) if spent else 0:.0f} ({statistics.median(spent) / grid_launches:.0%} of the "
             f"grid), p90 {p90}"
         )
     print(f"right at every concurrency: {all_right / n:.1%}")

@@ -220,7 +220,10 @@ def main() -> int:
     options = [item for value in args.ssh_option for item in ("-o", value)]
     host = Host(None if args.local else args.ssh, options)
     python = shlex.split(args.python)
-    results = {"fingerprint": check_fingerprint(host, python), "telemetry": check_telemetry(host)}
+    results: dict[str, bool | None] = {
+        "fingerprint": check_fingerprint(host, python),
+        "telemetry": check_telemetry(host),
+    }
     if args.json:
         say(json.dumps(fingerprint.parse(host.run(fingerprint.script(python, {}), timeout=180).stdout), indent=2))
     if not args.skip_teardown:

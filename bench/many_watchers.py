@@ -3,12 +3,13 @@
     python bench/many_watchers.py [--clients 50] [--rate 1000] [--seconds 20]
 
 The lines take the production path of bench/log_pipeline.py (its helpers are reused): a writer on the "GPU host"
-(this machine behind `python -m simhost.sshd`) appends Decode-batch lines at `--rate` a second, each stamped with
-the wall clock; the run's ServerLog tails them over SSH, stores each batch with `do_append_log` and broadcasts it
-on the Redis channel layer. The web process is a real daphne serving `dashboard.asgi:application`, as `make demo`
-and the web unit start it, on the same database and Redis. The browsers are `bench/log_watchers.py`, a process of
-their own: K aiohttp websocket clients of `/ws/runs/<id>/log/`, logged in with a session cookie, each checking
-that every line arrives exactly once and in order and timing written -> received.
+(this machine behind a real OpenSSH sshd, bench/openssh_host.py) appends Decode-batch lines at `--rate` a second,
+each stamped with the wall clock; the run's ServerLog tails them over SSH, stores each batch with `do_append_log`
+and broadcasts it on the Redis channel layer. The web process is a real daphne serving
+`dashboard.asgi:application`, as `make demo` and the web unit start it, on the same database and Redis. The
+browsers are `bench/log_watchers.py`, a process of their own: K aiohttp websocket clients of `/ws/runs/<id>/log/`,
+logged in with a session cookie, each checking that every line arrives exactly once and in order and timing
+written -> received.
 
 Two phases in the same run, each on a fresh run of its own: the anchor with 1 client, then `--clients`. Printed
 per phase: lines lost, duplicated or out of order per client, latency p50/p95/p99/max over all clients (and the
@@ -37,6 +38,7 @@ import aiohttp
 import log_pipeline as pipeline  # (sets Django up)
 from asgiref.sync import sync_to_async
 from django.db import connection
+from openssh_host import KEY_NAME, start_sshd
 from scale_figures import distribution
 
 from simhost.ports import free_port, wait_for_port
@@ -208,7 +210,8 @@ async def _warm_up(url: str, cookie: str) -> None:
 async def bench(clients: int, rate: int, seconds: int, stalled: int, page_every: float) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        sshd, sshd_port, client_key, host_key = pipeline._start_sshd(work)
+        sshd, sshd_port, key_dir, host_key = start_sshd(work)
+        client_key = key_dir / KEY_NAME
         web = None
         try:
             # Migrated before daphne starts.

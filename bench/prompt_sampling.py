@@ -105,9 +105,9 @@ def main() -> None:
             print(f"ShareGPT: {len(data.conversations)} conversations of 2+ turns read; file cut off: {data.truncated}")
             lines = shipped.count(b"\n")
             print(f"sample: {lines} prompts, {len(shipped) / 1024:.0f} KiB, shipped as {Path(path).name}")
-            for case, seconds in cases.items():
-                median, worst = statistics.median(seconds), max(seconds)
-                print(f"{case:12s} median {median:.2f} s, max {worst:.2f} s over {len(seconds)}")
+            for case, timings in cases.items():
+                median, worst = statistics.median(timings), max(timings)
+                print(f"{case:12s} median {median:.2f} s, max {worst:.2f} s over {len(timings)}")
         finally:
             proc.terminate()
             proc.wait(5)

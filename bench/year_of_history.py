@@ -135,8 +135,9 @@ def seed(scale: float) -> None:
         Measurement.objects.bulk_create(measurements[chunk : chunk + BATCH])
     _seed_review(rng, runs, max(5, round(1000 * scale)))
     AuditEvent.objects.bulk_create(
-        (AuditEvent(at=e.created_at, actor=e.created_by, actor_name=e.created_by.username, action="experiment.submit",
-                    target_type="experiment", target_id=e.pk, target_label=e.name) for e in experiments),
+        (AuditEvent(at=e.created_at, actor=e.created_by, actor_name=e.created_by.username if e.created_by else "",
+                    action="experiment.submit", target_type="experiment", target_id=e.pk, target_label=e.name)
+         for e in experiments),
         batch_size=BATCH,
     )  # fmt: skip
 
