@@ -182,7 +182,7 @@ class _WebProcessPage:
 
     async def open(self) -> None:
         self.client = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _WEBSOCKET_CLIENT, self.url, json.dumps(self.headers),
+            sys.executable, "-c", _WEBSOCKET_CLIENT, self.url, json.dumps(self.headers), str(REPO),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, limit=1 << 26,  # its answer: a line with every delay
         )  # fmt: skip
         assert self.client.stdout is not None
@@ -225,6 +225,8 @@ class Received:
 _WEBSOCKET_CLIENT = """
 import asyncio, json, sys, time
 import aiohttp
+sys.path.insert(0, sys.argv[3])
+from experiments.live import log_messages  # pure: no Django
 
 async def main(url, headers):
     async with aiohttp.ClientSession() as http:
@@ -236,13 +238,12 @@ async def main(url, headers):
         while last < until:
             message = await socket.receive(timeout=60)
             assert message.type == aiohttp.WSMsgType.TEXT, message
-            header, _, body = message.data.partition("\\n")  # see experiments/live/log_messages.py
-            data = json.loads(header)
+            data = log_messages.parse(message.data)
             if data["type"] != "lines":
                 continue
             now = time.time()
             if stamped:
-                delays.extend(now - float(line.rsplit(" ", 1)[1]) for line in body.split("\\n"))
+                delays.extend(now - float(line.rsplit(" ", 1)[1]) for line in data["lines"])
             last = data["first"] + data["count"] - 1
         print(json.dumps({"finished_at": time.time(), "delays": delays}), flush=True)
         await socket.close()

@@ -91,7 +91,7 @@ class LogFacts:
                 # A flood is mostly Decode lines and only the last few are kept: parse those alone, below.
                 decode_lines.append(i)
                 continue
-            warning, fact = _read_line(line) if len(line) <= CACHED_LINE_CHARS else _read_line.__wrapped__(line)
+            warning, fact = _read_line_cached(line) if len(line) <= CACHED_LINE_CHARS else _read_line(line)
             self._read_warning(first_line + i, line, warning, batch)
             if fact is None:
                 continue
@@ -150,10 +150,12 @@ class LogFacts:
         self.target_max = batch.progress = max(self.target_max, fact.percent)
 
 
-@functools.lru_cache(maxsize=READ_LINES_CACHED)
 def _read_line(line: str) -> tuple[ServerWarning | None, LogFact | None]:
     """The warning and the fact one line carries (both immutable: a cached answer is shared)."""
     return find_warning(line), loglines.parse_line(line)
+
+
+_read_line_cached = functools.lru_cache(maxsize=READ_LINES_CACHED)(_read_line)
 
 
 def _decode_point(n: int, line: str) -> dict[str, Any] | None:
