@@ -4,6 +4,7 @@ host, and a real Celery worker process sharing the test database."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -122,6 +124,68 @@ def _marked_processes(marker: str, name: str = SESSION_MARKER) -> list[tuple[int
     return found
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_test_environment, django_db_blocker, django_db_modify_db_settings):
+    """Each xdist worker's test database, cloned from one that the first worker to get here migrated (PostgreSQL
+    copies a database from a template in a fraction of a second; migrating one took ~6 CPU-seconds, once per
+    worker, on two cores). Without xdist, or on SQLite, it is pytest-django's own setup."""
+    from django.db import connection
+    from django.test.utils import setup_databases, teardown_databases
+
+    marker = os.environ.get(SESSION_MARKER, "")
+    if not os.environ.get("PYTEST_XDIST_WORKER") or connection.vendor != "postgresql" or not marker:
+        with django_db_blocker.unblock():
+            created = setup_databases(verbosity=request.config.option.verbose, interactive=False, aliases={"default"})
+        yield
+        with django_db_blocker.unblock():
+            teardown_databases(created, verbosity=request.config.option.verbose)
+        return
+    creation = connection.creation
+    own = creation._get_test_db_name()  # the worker's name (pytest-django added its suffix)
+    template = _template_database(marker)
+    with django_db_blocker.unblock():
+        with open(Path(tempfile.gettempdir()) / f"specdash-test-{marker}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one worker migrates the template; the others wait, then copy it
+            original = connection.settings_dict["NAME"]
+            if not _database_exists(connection, template):
+                connection.settings_dict["TEST"]["NAME"] = template
+                creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+                connection.close()
+                connection.settings_dict["TEST"]["NAME"] = own
+                connection.settings_dict["NAME"] = original
+            with creation._nodb_cursor() as cursor:
+                quote = connection.ops.quote_name
+                cursor.execute(f"DROP DATABASE IF EXISTS {quote(own)}")
+                cursor.execute(f"CREATE DATABASE {quote(own)} TEMPLATE {quote(template)}")
+        from django.conf import settings
+
+        settings.DATABASES["default"]["NAME"] = connection.settings_dict["NAME"] = own
+    yield
+    with django_db_blocker.unblock():
+        creation.destroy_test_db(original, verbosity=0)
+
+
+def _template_database(marker: str) -> str:
+    return f"test_specdash_template_{marker[:12]}"
+
+
+def _database_exists(connection, name: str) -> bool:
+    with connection.creation._nodb_cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+        return cursor.fetchone() is not None
+
+
+def _drop_template_database(config, marker: str) -> None:
+    """The controller, once every worker has ended: the template the workers' databases were copied from."""
+    from django.db import connection
+    from pytest_django.plugin import blocking_manager_key
+
+    if connection.vendor != "postgresql":
+        return
+    with config.stash[blocking_manager_key].unblock(), connection.creation._nodb_cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(_template_database(marker))}")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus) -> None:
     """Fail the run if a process it started outlived it (on a GPU host, that is a zombie holding GPU memory)."""
@@ -130,6 +194,8 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     marker = os.environ.get(SESSION_MARKER)
     if not marker:
         return
+    if getattr(session.config, "workerinput", None) is None and session.config.pluginmanager.hasplugin("xdist"):
+        _drop_template_database(session.config, marker)
     # A process told to stop may take a moment to go.
     leaked = _wait_for_no_processes(marker, SESSION_MARKER, timeout=LEAK_GRACE_SECONDS)
     if not leaked:
