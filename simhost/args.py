@@ -203,9 +203,6 @@ def server_args_class(ver: versions.Version) -> type:
     )
 
 
-ServerArgs = server_args_class(versions.Version.parse(versions.DEFAULT))
-
-
 class SimhostError(Exception):
     """A startup problem the real server reports as an exception from the main process."""
 
