@@ -7,7 +7,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
-import plotly
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SPECDASH_VAR_DIR", BASE_DIR / "var"))
@@ -191,11 +190,11 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 # WhiteNoise serves from the finders (no collectstatic needed) but wants its root to exist.
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
-# plotly.js comes from the installed plotly package, so the page and the Python figures always agree on the
-# version and no CDN is needed.
-STATICFILES_DIRS = [
-    BASE_DIR / "static",
-    ("vendor/plotly", Path(plotly.__file__).resolve().parent / "package_data"),
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "dashboard.static_finders.PlotlyFinder",  # plotly.js from the installed plotly package, and only it
 ]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -7,7 +7,11 @@ task wakes only once, when the response has ended.
 
 Supported: a status line and headers, bodies with `Transfer-Encoding: chunked`, `Content-Length` or ended by the
 server closing the connection, interim 1xx answers, keep-alive reuse (with one retry when a reused connection
-turns out to have been closed by the server before it answered).
+turns out to have been closed by the server before it answered); GETs of small whole bodies (the model list,
+the metrics scrapes) over the same connections.
+
+Long module: one exchange's parser is one state machine over the bytes of a read (head, chunk sizes, data,
+trailers), read best in one piece beside the pool that runs it.
 """
 
 from __future__ import annotations
