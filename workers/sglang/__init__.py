@@ -29,7 +29,7 @@ from .facts import (
 from .failures import find_failure, find_usage_error
 from .launch import arg_mismatches, launch_argv, with_adaptive_schedule, with_metrics_enabled
 from .live_facts import FactBatch, LogFacts, decode_summary, merge_series
-from .loglines import parse_line, split_prefix
+from .loglines import parse_decode_line, parse_line, split_prefix
 from .model_checks import (
     OVERRIDE_ENV,
     algorithm_problem,
@@ -68,6 +68,7 @@ __all__ = [
     "find_usage_error",
     "launch_argv",
     "merge_series",
+    "parse_decode_line",
     "parse_line",
     "split_prefix",
     "vocab_problem",

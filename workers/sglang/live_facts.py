@@ -15,7 +15,6 @@ from experiments.rules.log_metrics import MetricReader
 from . import loglines
 from .facts import (
     CaptureProgress,
-    DecodeStats,
     FailureSignal,
     GraphCaptured,
     LogFact,
@@ -159,10 +158,10 @@ _read_line_cached = functools.lru_cache(maxsize=READ_LINES_CACHED)(_read_line)
 
 
 def _decode_point(n: int, line: str) -> dict[str, Any] | None:
-    fact = loglines.parse_line(line)
-    if not isinstance(fact, DecodeStats):
+    parsed = loglines.parse_decode_line(line)
+    if parsed is None:
         return None
-    timestamp, _, _ = loglines.split_prefix(line)
+    timestamp, fact = parsed
     return {
         "n": n,
         "ts": timestamp,

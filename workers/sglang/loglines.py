@@ -185,6 +185,18 @@ def _prefill_stats(text: str) -> PrefillStats | None:
     return PrefillStats(new_seq, new_token, cached_token, running_req, queue_req)
 
 
+def parse_decode_line(line: str) -> tuple[str | None, DecodeStats] | None:
+    """(its timestamp, its stats) for a `Decode batch` line, else None: the Decode branch of `parse_line` alone, for
+    a flood's batch lines, which are known to carry the marker (no other fact is looked for)."""
+    timestamp, _, message = split_prefix(clean_line(line))
+    message = message.strip()
+    decode = _DECODE.match(message)
+    if decode is None:
+        return None
+    stats = _decode_stats(message[decode.end() :])
+    return None if stats is None else (timestamp, stats)
+
+
 def parse_line(line: str) -> LogFact | None:
     """The fact one log line carries (its prefix allowed), or None for lines that carry none."""
     _, _, message = split_prefix(clean_line(line))

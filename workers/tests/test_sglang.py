@@ -27,6 +27,7 @@ from workers.sglang import (
     find_failure,
     find_usage_error,
     launch_argv,
+    parse_decode_line,
     parse_line,
     split_prefix,
 )
@@ -254,6 +255,12 @@ def test_it_returns_unprefixed_lines_unchanged(line: str) -> None:
 )  # fmt: skip
 def test_it_reads_the_fact_of_each_reference_line(line: str, fact: object) -> None:
     assert parse_line(line) == fact
+    # A flood's Decode lines are read by the Decode branch alone: the same stats, and nothing for any other line.
+    decode = parse_decode_line(line)
+    if isinstance(fact, DecodeStats):
+        assert decode is not None and decode == (split_prefix(line)[0], fact)
+    else:
+        assert decode is None
 
 
 CONTEXT_LENGTH_ERROR = (
