@@ -5,7 +5,7 @@ Built for throughput on one core: request bodies encoded before the clock starts
 over a pool of keep-alive connections by the small HTTP/1.1 client of transport.py, which hands each piece the
 socket delivers straight to the stream (one timestamp per read, no task wake-up per chunk), and for the native
 backend only the `completion_tokens` integer of each cumulative chunk read, the small `meta_info` object decoded
-once at the end, never the growing text. The one-off GET /v1/models and the metrics scrapes go over the same client.
+once at the end, never the growing text. aiohttp serves only the one-off GET /v1/models.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import aiohttp
 
 from . import prometheus, steady_state
 from .metrics import RequestRecord, summarize
@@ -156,12 +158,12 @@ def _request_body(config: BenchConfig, prompt: list[int] | str, output_len: int,
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-async def _served_model(pool: HttpPool, path_prefix: str, timeout_s: float) -> str:
+async def _served_model(session: aiohttp.ClientSession, base_url: str, client_timeout: aiohttp.ClientTimeout) -> str:
     """The id the OpenAI endpoints expect as "model": the first of GET /v1/models, like bench_serving."""
-    status, body = await pool.get(f"{path_prefix}/v1/models", timeout_s)
-    if status != 200:
-        raise StreamError(f"GET /v1/models answered HTTP {status}")
-    listing = json.loads(body)  # a ValueError when it is not JSON
+    async with session.get(f"{base_url}/v1/models", timeout=client_timeout) as response:
+        if response.status != 200:
+            raise StreamError(f"GET /v1/models answered HTTP {response.status}")
+        listing = await response.json()
     try:
         return str(listing["data"][0]["id"])
     except (LookupError, TypeError) as exc:
@@ -195,6 +197,7 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
     split_itl = config.backend == "sglang"
     make_stream: Callable[[RequestRecord], Stream] = SglangStream if split_itl else OpenAICompletionStream
     path = f"{path_prefix}/generate" if split_itl else f"{path_prefix}/v1/completions"
+    timeout = aiohttp.ClientTimeout(total=config.request_timeout)
     prompts = load_prompts(config)
     header: dict[str, Any] = {
         "backend": config.backend,
@@ -211,11 +214,11 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
         header["num_prompts"] = len(prompts)
     model: str | None = None
     if config.backend == "sglang-oai":
-        lookup = HttpPool(host, port)
         try:
-            model = await _served_model(lookup, path_prefix, config.request_timeout)
-        except (ConnectError, HttpError, OSError, TimeoutError, StreamError, ValueError) as exc:
-            unreachable = isinstance(exc, ConnectError)
+            async with aiohttp.ClientSession() as session:
+                model = await _served_model(session, base_url, timeout)
+        except (aiohttp.ClientError, TimeoutError, StreamError, ValueError) as exc:
+            unreachable = isinstance(exc, aiohttp.ClientConnectorError)
             records = [
                 RequestRecord(prompt_len=prompt.input_len, start=0.0, error=f"model lookup failed: {exc}")
                 for prompt in prompts
@@ -226,8 +229,6 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
                 | steady_state.figures(records, config.concurrency)
             )
             return result, 1 if unreachable else 0
-        finally:
-            lookup.close()
 
     pool = HttpPool(host, port)
     semaphore = asyncio.Semaphore(config.concurrency)
@@ -265,10 +266,8 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
             for prompt in prompts
         ]
         progress = _Progress(len(records))
-        # Scraped on connections of their own: a scrape never waits for a request's connection, nor one for it.
-        scrapes = HttpPool(host, port)
-        try:
-            counters_before = await prometheus.scrape(scrapes, path_prefix)  # after the warm-up finished
+        async with aiohttp.ClientSession() as metrics_session:
+            counters_before = await prometheus.scrape(metrics_session, base_url)  # after the warm-up finished
             sampler = (
                 prometheus.GaugeSampler(base_url, config.metrics_interval_ms, stream=config.stream_metrics)
                 if counters_before and config.metrics_interval_ms
@@ -280,9 +279,7 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
                     *(limited(request, record, progress) for request, record in zip(requests, records, strict=True))
                 )
                 duration = time.perf_counter() - started
-            counters_after = await prometheus.scrape(scrapes, path_prefix) if counters_before else None
-        finally:
-            scrapes.close()
+            counters_after = await prometheus.scrape(metrics_session, base_url) if counters_before else None
     finally:
         pool.close()
 

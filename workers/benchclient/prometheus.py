@@ -6,8 +6,8 @@ sglang:e2e_request_latency_seconds. All count finished requests only (SGLang's o
 scrape after the warm-up and one after the cell's last response bound the cell.
 
 Its gauges during a cell (`GaugeSampler`): running and queued requests, token usage, throughput, accept length and
-rate, speculative steps, scraped every few hundred ms as a time series. Standard library only (this runs on the GPU
-host), over the client of transport.py."""
+rate, speculative steps, scraped every few hundred ms as a time series. Standard library and aiohttp only (this runs
+on the GPU host)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from .transport import ConnectError, HttpError, HttpPool, parse_base_url
+import aiohttp
 
 GENERATION_TOKENS = "sglang:generation_tokens_total"
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
@@ -99,9 +99,9 @@ def gauge_values(text: str) -> list[float | None]:
     return out
 
 
-async def scrape(pool: HttpPool, path_prefix: str = "") -> dict[str, float] | None:
+async def scrape(session: aiohttp.ClientSession, base_url: str) -> dict[str, float] | None:
     """The counters now, or None when the server serves no metrics (no --enable-metrics: 404) or cannot answer."""
-    text = await _metrics_text(pool, path_prefix, SCRAPE_TIMEOUT_S)
+    text = await _metrics_text(session, base_url, SCRAPE_TIMEOUT_S)
     return counter_totals(text) if text is not None else None
 
 
@@ -135,14 +135,12 @@ class GaugeSampler:
 
     async def _sample(self) -> None:
         timeout_s = min(SCRAPE_TIMEOUT_S, max(1.0, 4 * self.interval_s))
-        host, port, path_prefix = parse_base_url(self.base_url)
-        pool = HttpPool(host, port)
-        try:
+        async with aiohttp.ClientSession() as session:
             while True:
                 # Stamped when asked: a scrape that answers slowly does not move its sample later
                 # (nor bring the next one closer than the interval).
                 asked = time.perf_counter()
-                text = await _metrics_text(pool, path_prefix, timeout_s)
+                text = await _metrics_text(session, self.base_url, timeout_s)
                 if text is None and not self.samples and not self._has_streamed:
                     self.served = False
                     return
@@ -159,8 +157,6 @@ class GaugeSampler:
                 # The next one an interval after this one was asked: never closer (a scrape that woke late is not
                 # caught up in a burst), at once after a scrape that took longer than the interval.
                 await asyncio.sleep(max(0.0, asked + self.interval_s - time.perf_counter()))
-        finally:
-            pool.close()
 
     def stream_line(self, now: float) -> str | None:
         """The oldest samples not yet streamed as one stderr line, `STREAM_PREFIX` then the report's JSON shape (ages
@@ -192,12 +188,12 @@ class GaugeSampler:
         return self._report(self.samples, now)
 
 
-async def _metrics_text(pool: HttpPool, path_prefix: str, timeout_s: float) -> str | None:
+async def _metrics_text(session: aiohttp.ClientSession, base_url: str, timeout_s: float) -> str | None:
     """GET /metrics: its text, or None for any answer but 200 or none at all."""
     try:
-        status, body = await pool.get(f"{path_prefix}/metrics", timeout_s)
-        return body.decode() if status == 200 else None
-    except (ConnectError, HttpError, OSError, TimeoutError, UnicodeDecodeError):
+        async with session.get(f"{base_url}/metrics", timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+            return await response.text() if response.status == 200 else None
+    except (aiohttp.ClientError, TimeoutError, UnicodeDecodeError):
         return None
 
 

@@ -7,11 +7,7 @@ task wakes only once, when the response has ended.
 
 Supported: a status line and headers, bodies with `Transfer-Encoding: chunked`, `Content-Length` or ended by the
 server closing the connection, interim 1xx answers, keep-alive reuse (with one retry when a reused connection
-turns out to have been closed by the server before it answered); GETs of small whole bodies (the model list,
-the metrics scrapes) over the same connections.
-
-Long module: one exchange's parser is one state machine over the bytes of a read (head, chunk sizes, data,
-trailers), read best in one piece beside the pool that runs it.
+turns out to have been closed by the server before it answered).
 """
 
 from __future__ import annotations
@@ -29,8 +25,6 @@ MAX_LINE_BYTES = 64 * 1024
 MAX_HEAD_BYTES = 256 * 1024
 # How much of an error answer's body is kept for its message.
 MAX_ERROR_BODY_BYTES = 64 * 1024
-# The most a GET (the model list, a metrics scrape) may answer: far more than an SGLang server's.
-MAX_GET_BODY_BYTES = 16 * 1024 * 1024
 
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
 _HEAD, _SIZE, _DATA, _DATA_END, _TRAILER, _LENGTH, _UNTIL_CLOSE, _IDLE = range(8)
@@ -358,33 +352,6 @@ class HttpPool:
             "\r\n"
         )
         return head.encode("latin-1") + body
-
-    def get_bytes(self, path: str) -> bytes:
-        """A whole GET, ready to write."""
-        head = (
-            f"GET {path} HTTP/1.1\r\n"
-            f"Host: {self._host_header}\r\n"
-            "User-Agent: specdash-benchclient\r\n"
-            "Accept: */*\r\n"
-            "\r\n"
-        )
-        return head.encode("latin-1")
-
-    async def get(self, path: str, timeout_s: float) -> tuple[int, bytes]:
-        """GET `path`: (status, body), within `timeout_s` (TimeoutError). The same errors as `send`, and HttpError
-        for a body over MAX_GET_BODY_BYTES."""
-        pieces: list[bytes] = []
-        size = 0
-
-        def keep(piece: bytes, _: float) -> None:
-            nonlocal size
-            size += len(piece)
-            if size > MAX_GET_BODY_BYTES:
-                raise HttpError(f"GET {path} answered more than {MAX_GET_BODY_BYTES} bytes")
-            pieces.append(piece)
-
-        status, error_body = await asyncio.wait_for(self.send(self.get_bytes(path), keep), timeout_s)
-        return status, b"".join(pieces) if status == 200 else error_body
 
     async def send(self, request: bytes, sink: BodySink) -> tuple[int, bytes]:
         """Send one request from request_bytes; (status, body of a non-200 answer) once the response ended.
