@@ -60,6 +60,8 @@ def pytest_configure(config) -> None:
         settings.SPECDASH_INSTANCE = f"{settings.SPECDASH_INSTANCE}-{worker}"
         settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"specdash-{settings.SPECDASH_INSTANCE}"
         settings.CELERY_TASK_DEFAULT_QUEUE = f"specdash-{settings.SPECDASH_INSTANCE}"
+        if "postgresql" in settings.DATABASES["default"]["ENGINE"]:
+            config.pluginmanager.register(_TemplateDatabases, "specdash-template-databases")
 
 
 def _shares_module_fixture(item: pytest.Item) -> bool:
@@ -124,45 +126,40 @@ def _marked_processes(marker: str, name: str = SESSION_MARKER) -> list[tuple[int
     return found
 
 
-@pytest.fixture(scope="session")
-def django_db_setup(request, django_test_environment, django_db_blocker, django_db_modify_db_settings):
-    """Each xdist worker's test database, cloned from one that the first worker to get here migrated (PostgreSQL
-    copies a database from a template in a fraction of a second; migrating one took ~6 CPU-seconds, once per
-    worker, on two cores). Without xdist, or on SQLite, it is pytest-django's own setup."""
-    from django.db import connection
-    from django.test.utils import setup_databases, teardown_databases
+class _TemplateDatabases:
+    """A plugin (the class itself, a namespace), registered on xdist workers over PostgreSQL only (pytest_configure),
+    where it overrides pytest-django's `django_db_setup`: each worker's test database is cloned from one that the
+    first worker to get here migrated (PostgreSQL copies a database from a template in a fraction of a second;
+    migrating one took ~6 CPU-seconds, once per worker, on two cores). Anywhere else pytest-django's own setup runs,
+    untouched (its --reuse-db and --no-migrations included)."""
 
-    marker = os.environ.get(SESSION_MARKER, "")
-    if not os.environ.get("PYTEST_XDIST_WORKER") or connection.vendor != "postgresql" or not marker:
+    @pytest.fixture(scope="session")
+    def django_db_setup(django_test_environment, django_db_blocker, django_db_modify_db_settings):
+        from django.conf import settings
+        from django.db import connection
+
+        marker = os.environ[SESSION_MARKER]
+        creation = connection.creation
+        own = creation._get_test_db_name()  # the worker's name (pytest-django added its suffix)
+        template = _template_database(marker)
+        original = connection.settings_dict["NAME"]
         with django_db_blocker.unblock():
-            created = setup_databases(verbosity=request.config.option.verbose, interactive=False, aliases={"default"})
+            with open(Path(tempfile.gettempdir()) / f"specdash-test-{marker}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # one worker migrates the template; the others wait, then copy it
+                if not _database_exists(connection, template):
+                    connection.settings_dict["TEST"]["NAME"] = template
+                    creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+                    connection.close()
+                    connection.settings_dict["TEST"]["NAME"] = own
+                    connection.settings_dict["NAME"] = original
+                with creation._nodb_cursor() as cursor:
+                    quote = connection.ops.quote_name
+                    cursor.execute(f"DROP DATABASE IF EXISTS {quote(own)}")
+                    cursor.execute(f"CREATE DATABASE {quote(own)} TEMPLATE {quote(template)}")
+            settings.DATABASES["default"]["NAME"] = connection.settings_dict["NAME"] = own
         yield
         with django_db_blocker.unblock():
-            teardown_databases(created, verbosity=request.config.option.verbose)
-        return
-    creation = connection.creation
-    own = creation._get_test_db_name()  # the worker's name (pytest-django added its suffix)
-    template = _template_database(marker)
-    with django_db_blocker.unblock():
-        with open(Path(tempfile.gettempdir()) / f"specdash-test-{marker}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # one worker migrates the template; the others wait, then copy it
-            original = connection.settings_dict["NAME"]
-            if not _database_exists(connection, template):
-                connection.settings_dict["TEST"]["NAME"] = template
-                creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-                connection.close()
-                connection.settings_dict["TEST"]["NAME"] = own
-                connection.settings_dict["NAME"] = original
-            with creation._nodb_cursor() as cursor:
-                quote = connection.ops.quote_name
-                cursor.execute(f"DROP DATABASE IF EXISTS {quote(own)}")
-                cursor.execute(f"CREATE DATABASE {quote(own)} TEMPLATE {quote(template)}")
-        from django.conf import settings
-
-        settings.DATABASES["default"]["NAME"] = connection.settings_dict["NAME"] = own
-    yield
-    with django_db_blocker.unblock():
-        creation.destroy_test_db(original, verbosity=0)
+            creation.destroy_test_db(original, verbosity=0)
 
 
 def _template_database(marker: str) -> str:
