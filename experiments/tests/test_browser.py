@@ -15,7 +15,7 @@ def test_it_submits_an_experiment_in_the_browser_and_shows_live_runs_and_the_com
 ):
     context = browser.new_context()
     page = context.new_page()
-    log_in(page)
+    log_in(page, through_form=True)  # as a person does: the other browser tests set the session's cookie
     # The form suggests the host's models as a worker last listed them: list them from the host's page first.
     page.goto(f"{live_web}/hosts/{sim_host.pk}/")
     page.click("#models button[type=submit]")
