@@ -30,6 +30,9 @@ from .test_end_to_end import _eagle
 # the module (as a transactional test's teardown does); each test only reads, in a transaction of its own. (The
 # mark also makes pytest-django create the test database for a session of these tests alone.)
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+# Two ranks, not the eight of the real model: each rank is a process the loaded machine starts at every launch,
+# and nothing here depends on how many there are (the simulated speed does not).
+TP_SIZE = 2
 
 
 @dataclass
@@ -83,7 +86,7 @@ def _experiment_file(work: Path, host: str, prompt_set: int) -> Path:
     body = {
         "name": "cli | <gate> & co",  # a name the JUnit and Markdown files must escape
         "host": host,
-        "baseline": {"name": "baseline", "model_path": f"{models}/kimi-k2.5-sim", "tp_size": 8},
+        "baseline": {"name": "baseline", "model_path": f"{models}/kimi-k2.5-sim", "tp_size": TP_SIZE},
         "candidates": [buggy],
         "profile": {
             "prompt_set": prompt_set,  # per-prompt outputs: what the equivalence gate compares

@@ -11,6 +11,9 @@ from experiments.models import ApiToken, Flag, Host, Measurement, Run, SuspectSe
 from experiments.tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# Two ranks, not the eight of the real model: each rank is a process the loaded machine starts at every launch,
+# and nothing here depends on how many there are (the simulated speed does not).
+TP_SIZE = 2
 
 HISTORY = 8  # the fewest results the checks compare a new one with
 LEVELS = [1, 2]
@@ -65,7 +68,7 @@ def test_a_noisy_result_is_confirmed_away_and_a_drift_is_confirmed_into_one_flag
     payload = {
         "name": "nightly baseline",
         "host": sim_host.name,
-        "baseline": {"name": "baseline", "model_path": f"{sim_host.models_root}/kimi-k2.5-sim", "tp_size": 8},
+        "baseline": {"name": "baseline", "model_path": f"{sim_host.models_root}/kimi-k2.5-sim", "tp_size": TP_SIZE},
         # Two long requests a cell rather than many short ones: what a loaded machine adds to a cell is the time
         # between requests and around each one (the simulated GPU's steps catch up with its own clock), so fewer
         # request boundaries per second of cell keep the measured throughput on the speed model's.

@@ -12,6 +12,9 @@ from experiments.models import ApiToken, Host, PromptResults
 from .test_end_to_end import _eagle, _explain, _wait_for_experiment
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+# Two ranks, not the eight of the real model: each rank is a process the loaded machine starts at every launch,
+# and nothing here depends on how many there are (the simulated speed does not).
+TP_SIZE = 2
 
 PROMPTS = [
     {
@@ -47,7 +50,7 @@ def test_it_marks_a_faster_candidate_that_changes_outputs_and_passes_an_honest_o
     payload = {
         "name": "gate",
         "host": sim_host.name,
-        "baseline": {"name": "baseline", "model_path": f"{models}/kimi-k2.5-sim", "tp_size": 8},
+        "baseline": {"name": "baseline", "model_path": f"{models}/kimi-k2.5-sim", "tp_size": TP_SIZE},
         "candidates": [_eagle(models, "eagle3-honest", 2), buggy],
         "profile": {
             "prompt_set": prompt_set["id"],

@@ -19,6 +19,9 @@ from experiments.reads.schedules import winner_of
 from experiments.tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# Two ranks, not the eight of the real model: each rank is a process the loaded machine starts at every launch,
+# and nothing here depends on how many there are (the simulated speed does not).
+TP_SIZE = 2
 
 # SGLang 0.5.23 serves --speculative-adaptive and the step gauges; a short load, a GPU twice as fast (the verdicts are
 # ratios of interleaved launches, which the speed factor leaves as they are), a draft that accepts well enough for the
@@ -56,7 +59,7 @@ def test_a_studys_schedule_is_built_and_verified_on_the_simulated_host(
     _, token = ApiToken.issue(owner)
     headers = {"Authorization": f"Bearer {token}"}
     models = sim_host.models_root
-    target = {"model_path": f"{models}/kimi-k2.5-sim", "tp_size": 8, "env": ENV, "extra_args": ARGS}
+    target = {"model_path": f"{models}/kimi-k2.5-sim", "tp_size": TP_SIZE, "env": ENV, "extra_args": ARGS}
     payload = {
         "name": "tune for a schedule",
         "host": sim_host.name,
