@@ -11,6 +11,7 @@ import random
 import signal
 import sys
 import time
+import traceback
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, NoReturn
@@ -48,6 +49,17 @@ def kill_process_tree() -> NoReturn:
             os.kill(pid, signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
     raise SystemExit(137)  # not reached
+
+
+def engine_stopped(task: asyncio.Task[None]) -> None:
+    """The engine's loop ends only when shutdown cancels it. Ended by an exception (a simulator bug), it would leave
+    every request hanging while the HTTP side still answered /health and /metrics: die instead, as SGLang does when
+    its scheduler raises, with the traceback in the log."""
+    if task.cancelled() or task.exception() is None:
+        return
+    exc = task.exception()
+    logs.line("Scheduler hit an exception: " + "".join(traceback.format_exception(exc)).rstrip())
+    kill_process_tree()
 
 
 def _startup_sigquit(signum: int, frame: Any) -> None:
@@ -261,6 +273,7 @@ class Launcher:
         loop.add_signal_handler(signal.SIGINT, on_sigterm, signal.SIGINT)
         loop.add_signal_handler(signal.SIGQUIT, on_sigquit)
         engine_task = asyncio.create_task(engine.run())
+        engine_task.add_done_callback(engine_stopped)
 
         runner = web.AppRunner(build_app(state), access_log=None, handle_signals=False)
         await runner.setup()

@@ -379,3 +379,29 @@ async def test_it_answers_503_to_health_while_draining(launch):
             assert (await r.json())["meta_info"]["completion_tokens"] == 120  # drained, not cut
     assert server.proc.wait(10) == 0
     assert re.search(rf"^{TS} Health check request received during shutdown\. Returning 503\.$", server.text(), re.M)
+
+
+ENGINE_BUG = """
+import asyncio
+from simhost import main
+
+async def broken_engine():
+    raise ZeroDivisionError("a simulator bug")
+
+async def serve():
+    task = asyncio.create_task(broken_engine())
+    task.add_done_callback(main.engine_stopped)
+    await asyncio.sleep(60)  # the HTTP side, which would go on answering
+
+asyncio.run(serve())
+"""
+
+
+def test_an_engine_that_raises_takes_the_server_down_with_its_traceback():
+    """Not a hang with /health still answering: the process tree dies, as SGLang's does when its scheduler raises."""
+    done = subprocess.run(
+        [sys.executable, "-c", ENGINE_BUG], cwd=REPO, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert "Scheduler hit an exception: Traceback (most recent call last):" in done.stderr
+    assert "ZeroDivisionError: a simulator bug" in done.stderr
