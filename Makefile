@@ -78,12 +78,16 @@ lint: install
 # TEST_WORKERS parallel processes: most of the suite's time is spent waiting on simulated servers, not on the CPU.
 # Each worker has its own test database, sshd, Celery queue and channel prefix; idle workers take tests from busy
 # ones. The ten slowest tests are printed at the end.
+# PYTHONDONTWRITEBYTECODE (set by some shells and CI images) is dropped for the run: with it no process keeps the
+# bytecode it compiles, so each of the hundreds the suite starts (Celery workers, web servers, every simulated
+# server and scheduler rank, every benchmark client, each xdist worker's assertion rewriting) compiles the
+# project's modules from source again: ~0.4 CPU-s per Django process, 8 per xdist worker's collection.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/specdash
 TEST_WORKERS ?= 4
 test: install system-packages services
 	$(MAKE) --no-print-directory lint
 	SECRET_KEY=test-only DATABASE_URL="$(TEST_DATABASE_URL)" REDIS_URL="$${TEST_REDIS_URL:-redis://127.0.0.1:6379/14}" \
-		$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10
+		env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10
 
 clean:
 	rm -rf var/simhost-work var/simhost-state
