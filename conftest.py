@@ -535,9 +535,9 @@ def _shared_database_env(**extra: str) -> dict[str, str]:
         # The instance this test process broadcasts and queues under (by default it derives from the database
         # name, which the test database's differs from).
         "SPECDASH_INSTANCE": settings.SPECDASH_INSTANCE,
-        # A Celery worker runs Django's system checks as it starts (importing every URL and the API's schema: ~1
-        # CPU-second; the suite starts dozens of workers). test_settings runs them (`manage.py check --deploy`) and
-        # starts the deployed worker unit with them.
+        # A Celery worker runs Django's system checks as it starts (every URL and the API's schema imported: ~0.3
+        # of its ~3 CPU-seconds; the suite starts dozens of workers). test_settings runs them (`manage.py check
+        # --deploy`) and starts the deployed worker unit with them.
         "CELERY_SKIP_CHECKS": "1",
         **extra,
     }
