@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -51,22 +52,22 @@ def pytest_configure(config) -> None:
     os.environ.setdefault(SESSION_MARKER, uuid.uuid4().hex)
     if os.getpriority(os.PRIO_PROCESS, 0) < SUITE_NICENESS:
         os.setpriority(os.PRIO_PROCESS, 0, SUITE_NICENESS)  # the simulated GPU host comes first (see sshd)
+    if not config.pluginmanager.hasplugin("django"):
+        return  # the pure suites (simhost, benchclient) also run without Django: `-p no:django`
+    from django.conf import settings
+
+    on_postgresql = "postgresql" in settings.DATABASES["default"]["ENGINE"]
+    if on_postgresql:
+        _flush_by_delete()
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker and config.pluginmanager.hasplugin("django"):
+    if worker:
         # Parallel workers each have their own test database (pytest-django names it after the worker), so run
         # ids repeat across workers: their broadcasts and queues must not meet in the shared Redis either.
-        from django.conf import settings
-
         settings.SPECDASH_INSTANCE = f"{settings.SPECDASH_INSTANCE}-{worker}"
         settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"specdash-{settings.SPECDASH_INSTANCE}"
         settings.CELERY_TASK_DEFAULT_QUEUE = f"specdash-{settings.SPECDASH_INSTANCE}"
-        if "postgresql" in settings.DATABASES["default"]["ENGINE"]:
+        if on_postgresql:
             config.pluginmanager.register(_TemplateDatabases, "specdash-template-databases")
-    if config.pluginmanager.hasplugin("django"):
-        from django.conf import settings
-
-        if "postgresql" in settings.DATABASES["default"]["ENGINE"]:
-            _flush_by_delete()
 
 
 def _flush_by_delete() -> None:
@@ -648,18 +649,18 @@ def live_web(django_db_setup, sshd, task_queue, tmp_path_factory):
         _stop_server_process(process)
 
 
-# A production hash of "owner-pass", made once: each PBKDF2 hash costs half a CPU-second, and any one of them checks.
-_OWNER_PASSWORD_HASH: list[str] = []
+@functools.cache
+def _owner_password_hash() -> str:
+    """A production hash of "owner-pass", made once: each PBKDF2 hash costs half a CPU-second, and any one checks."""
+    from django.contrib.auth.hashers import make_password
+
+    return make_password("owner-pass", hasher="pbkdf2_sha256")
 
 
 @pytest.fixture
 def browser_user(owner):
     """The owner, with a password the web server process can verify (it runs with the production hashers)."""
-    from django.contrib.auth.hashers import make_password
-
-    if not _OWNER_PASSWORD_HASH:
-        _OWNER_PASSWORD_HASH.append(make_password("owner-pass", hasher="pbkdf2_sha256"))
-    owner.password = _OWNER_PASSWORD_HASH[0]
+    owner.password = _owner_password_hash()
     owner.save(update_fields=["password"])
     return owner
 
