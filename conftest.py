@@ -217,7 +217,9 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     marker = os.environ.get(SESSION_MARKER)
     if not marker:
         return
-    if getattr(session.config, "workerinput", None) is None and session.config.pluginmanager.hasplugin("xdist"):
+    plugins = session.config.pluginmanager
+    is_controller = getattr(session.config, "workerinput", None) is None and plugins.hasplugin("xdist")
+    if is_controller and plugins.hasplugin("django"):  # (not in the pure suites' `-p no:django` runs)
         _drop_template_database(session.config, marker)
     # A process told to stop may take a moment to go.
     leaked = _wait_for_no_processes(marker, SESSION_MARKER, timeout=LEAK_GRACE_SECONDS)
