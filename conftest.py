@@ -3,6 +3,7 @@ host, and a real Celery worker process sharing the test database."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import functools
@@ -246,9 +247,7 @@ def _tasks_out_of_a_session_workers_reach(request):
     session worker that an earlier test on this process started would claim the test's runs behind its back (a
     claim the test makes then finds none). Unless the test works with that worker, its tasks go to a queue nobody
     reads."""
-    marker = request.node.get_closest_marker("django_db")
-    transactional = marker is not None and bool(marker.kwargs.get("transaction") or marker.args[:1] == (True,))
-    if not transactional or "celery_worker_process" in request.fixturenames:
+    if not _transactional(request) or "celery_worker_process" in request.fixturenames:
         yield
         return
     request.getfixturevalue("private_queue")
@@ -257,6 +256,25 @@ def _tasks_out_of_a_session_workers_reach(request):
         # The web server enqueues on the session queue, which that worker reads: it would still be claiming,
         # failing and releasing the test's runs while the database is emptied (a TRUNCATE deadlocked with it).
         _take_the_tests_runs_back_from_the_session_worker()
+
+
+def _transactional(request) -> bool:
+    marker = request.node.get_closest_marker("django_db")
+    return marker is not None and bool(marker.kwargs.get("transaction") or marker.args[:1] == (True,))
+
+
+@pytest.fixture(autouse=True)
+def _orm_thread_connection_closed(request):
+    """Async tests and the worker's `db()` make their ORM calls in asgiref's one thread for thread-sensitive calls,
+    whose database connection outlives the test unless the test closes it: at the session's end this process's
+    test database then cannot be dropped ("being accessed by other users") when no later test happened to close
+    it. Closed after each transactional test, in that thread."""
+    yield
+    if _transactional(request):
+        from asgiref.sync import sync_to_async
+        from django.db import connections
+
+        asyncio.run(sync_to_async(connections.close_all)())
 
 
 _SESSION_WORKER_PID: int | None = None  # the session's `celery worker` process, once a test started it

@@ -260,7 +260,9 @@ SPECDASH_HOST_ALLOWLIST = tuple(
 )
 SPECDASH_SSH_KEY_DIR = Path(os.environ.get("SPECDASH_SSH_KEY_DIR", VAR_DIR / "ssh"))
 SPECDASH_CONNECT_TIMEOUT = float(os.environ.get("SPECDASH_CONNECT_TIMEOUT", "15"))
-SPECDASH_LOG_BATCH_LINES = int(os.environ.get("SPECDASH_LOG_BATCH_LINES", "10000"))
+# A flood is stored and broadcast in batches of up to this many lines: each batch costs a fixed share (a commit,
+# the live series stored and broadcast) that bigger batches spread thinner (bench/README.md: log_pipeline.py).
+SPECDASH_LOG_BATCH_LINES = int(os.environ.get("SPECDASH_LOG_BATCH_LINES", "20000"))
 SPECDASH_LOG_BATCH_GAP = float(os.environ.get("SPECDASH_LOG_BATCH_GAP", "0.02"))
 SPECDASH_TEARDOWN_GRACE = float(os.environ.get("SPECDASH_TEARDOWN_GRACE", "10"))
 # How often a run samples its GPUs' clocks, temperature, power and clock event reasons (nvidia-smi -lms); 0: never.

@@ -36,7 +36,7 @@ def user_group(user_id: int) -> str:
     return f"user-{user_id}"
 
 
-# A flood's batch is up to 10,000 lines (2 MB), and the channel layer carries an event to Redis and back once per
+# A flood's batch is up to 20,000 lines (4 MB), and the channel layer carries an event to Redis and back once per
 # watching page: packed with lz4 it is a twentieth to a fortieth of that, for ~2 ms each way. A trickle's few lines
 # go as they are (packing them would save nothing).
 PACK_LINES_FROM_CHARS = 64 * 1024

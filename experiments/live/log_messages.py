@@ -8,7 +8,7 @@ batch cost the worker ~6 ms and a browser as much again, where slicing the text 
 it costs nothing.
 
 daphne refuses to send a websocket message over 1 MiB (its --websocket_max_message_size) and closes the socket
-instead (1011): a flood's 10,000-line batch is 2 MB. So lines go in messages of at most MESSAGE_CHARS characters
+instead (1011): a flood's 20,000-line batch is 4 MB. So lines go in messages of at most MESSAGE_CHARS characters
 (under 1 MiB whatever UTF-8 makes of them); and a single line longer than LIVE_LINE_CHARS is shown cut, with how
 much was left out (the downloaded log has it whole).
 """

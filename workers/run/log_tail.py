@@ -1,5 +1,5 @@
 """The byte-offset tail of a remote log: `tail -F` on the host from a stored offset, its bytes cut into complete
-numbered lines and handed over in batches as soon as the batch before has been stored and broadcast."""
+numbered lines and handed over in batches as soon as the handler has taken the batch before."""
 
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ async def _exited_cleanly(process: asyncssh.SSHClientProcess) -> bool:
 class LogTail:
     """Runs `tail -F` on the host from a byte offset and hands batches of lines to `on_batch`.
 
-    `on_batch(first_line, lines, offset_after)` is awaited in order; it stores, then broadcasts. Lines are pushed,
-    not polled for: what was read is handed over as soon as the batch before it has been stored and broadcast, so
-    a trickle's line is on the page within one store and broadcast (handovers at least `min_gap` apart), and while
-    one batch is in hand the lines
+    `on_batch(first_line, lines, offset_after)` is awaited in order; it returns once it can take the next batch
+    (the run's `ServerLog`: once the batch before is stored; it stores, then broadcasts). Lines are pushed, not
+    polled for: what was read is handed over as soon as `on_batch` has returned, so a trickle's line is on the page
+    within one store and broadcast (handovers at least `min_gap` apart), and while one batch is in hand the lines
     read meanwhile coalesce into the next (a flood is written in batches of up to `batch_lines`, the reader
     reading on while one is stored, and pausing only when the next batch is full).
     """
@@ -69,7 +69,7 @@ class LogTail:
         self._flush_lock = asyncio.Lock()
         self._lines_waiting = asyncio.Event()  # the buffer has lines for the flusher
         self._room = asyncio.Event()  # the flusher took the buffer: a reader held back by a full one reads on
-        self._handover: asyncio.Future[None] | None = None  # the batch being stored and broadcast
+        self._handover: asyncio.Future[None] | None = None  # the batch being handed over
         self._discarded = False  # `discard()` was called: nothing more is stored
 
     async def follow(self, stop_when_pid_exits: int | None = None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import time
 from collections import deque
 from typing import Any
@@ -58,7 +59,9 @@ class ServerLog:
             target_progress=run.loading_progress,
             max_concurrency=max(levels) if levels else None,
         )
-        # The stored batches' broadcasts and actions, in order: the last one scheduled (each waits for the one before).
+        # The batches' stores, and after each its broadcast and actions, in order: the last one of each scheduled
+        # (each waits for the one before).
+        self._storing: asyncio.Future[None] | None = None
         self._publishing: asyncio.Future[None] | None = None
         # The live acceptance alarm, armed by the benchmark phase (`watch_acceptance`).
         self.acceptance: sglang.AcceptanceWatch | None = None
@@ -167,23 +170,54 @@ class ServerLog:
                 raise RunFailed(Run.FailureKind.INTERNAL, f"Following the server log failed: {task.exception()!r}")
 
     async def _on_batch(self, first_line: int, lines: list[str], offset: int) -> None:
-        """Read the batch's facts and store them with its lines, in one write; then hand the broadcast and what the
-        facts call for (milestones, warnings, the live chart) to a task of their own and return, so that the tail
-        hands over the next batch, whose reading and storing overlap this one's broadcast. Storage always comes
-        first, so a browser can refill from it; broadcasts go in order, each after the one before."""
-        before = self._publishing
-        if before is not None and before.done() and not before.cancelled() and before.exception() is not None:
-            before.result()  # the batch before could not be acted on: the tail fails, and the run says why
+        """Read the batch's facts, then hand its store (lines and facts in one write), and after that its broadcast
+        and what the facts call for (milestones, warnings, the live chart), to tasks of their own, each after the
+        batch before's. Returns once the batch before is stored, so the tail reads and hands over the next batch
+        while this one is written: a flood's database round trips overlap its reading, and no more than two
+        batches are ever in hand. Facts are read here, in order, as they carry state from batch to batch. Storage
+        always comes first, so a browser can refill from it; broadcasts go in order, each after the one before."""
+        storing_before, publishing_before = self._storing, self._publishing
+        for before in (storing_before, publishing_before):
+            if before is not None and before.done() and not before.cancelled() and before.exception() is not None:
+                before.result()  # the batch before could not be stored or acted on: the tail fails, the run says why
         facts = self.facts.read(first_line, lines)
         changes = self._run_changes(facts)
+        for field, value in changes.items():
+            setattr(self.run, field, value)  # the next batch's changes build on these, stored or not yet
         # The page shows the server's facts (draft loading, CUDA graphs, KV pool) from the state event.
         notify = "loading_progress" in changes or bool(facts.server_facts) or facts.draft_progress is not None
-        await db(do_append_log)(self.run, first_line, lines, offset, notify=bool(changes) and notify, **changes)
-        self._publishing = asyncio.ensure_future(self._publish(before, first_line, lines, facts))
+        storing = self._storing = asyncio.ensure_future(
+            self._store(storing_before, first_line, lines, offset, bool(changes) and notify, changes)
+        )
+        self._publishing = asyncio.ensure_future(self._publish(publishing_before, storing, first_line, lines, facts))
+        if storing_before is not None:
+            await asyncio.shield(storing_before)
+
+    async def _store(
+        self,
+        before: asyncio.Future[None] | None,
+        first_line: int,
+        lines: list[str],
+        offset: int,
+        notify: bool,
+        changes: dict[str, Any],
+    ) -> None:
+        if before is not None:
+            await before
+        # The action writes what it stored onto the run it is given: a copy, as this one is a batch ahead of the store
+        # (its live series holds the batch read since); its log position moves here once the batch is stored.
+        await db(do_append_log)(copy.copy(self.run), first_line, lines, offset, notify=notify, **changes)
+        self.run.log_lines, self.run.log_offset = first_line - 1 + len(lines), offset
 
     async def _publish(
-        self, before: asyncio.Future[None] | None, first_line: int, lines: list[str], facts: sglang.FactBatch
+        self,
+        before: asyncio.Future[None] | None,
+        stored: asyncio.Future[None],
+        first_line: int,
+        lines: list[str],
+        facts: sglang.FactBatch,
     ) -> None:
+        await stored
         if before is not None:
             await before
         await asyncio.gather(

@@ -480,3 +480,66 @@ def test_a_steady_stream_is_handed_over_at_most_once_a_gap_its_first_line_at_onc
     gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(handed[:-1])]
     assert gaps and min(gaps) >= 0.05
     assert len(handed) < 30 / 2
+
+
+def _decode_lines(numbers: range) -> bytes:
+    return "".join(
+        f"[2026-12-07 10:00:00 TP0] Decode batch. #running-req: 1, #token: {n}, token usage: 0.01, "
+        f"gen throughput (token/s): {n}.00, #queue-req: 0, \n"
+        for n in numbers
+    ).encode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flood_is_read_while_the_batch_before_is_stored_and_its_live_series_keeps_every_point(settings, monkeypatch):
+    """A batch's store runs beside the reading of the next one, whose facts are read meanwhile (a flood's database
+    round trips overlap its reading); every batch is still broadcast after its own store and in order, and the run's
+    live series, built batch on batch before the batch before is stored, keeps the points of all of them."""
+    from workers.run import server_log as server_log_module
+
+    settings.SPECDASH_LOG_BATCH_LINES = 100
+    run = make_run(log_path="/unused")
+    first_store_entered, release_first_store = threading.Event(), threading.Event()
+    broadcast: list[tuple[int, bool]] = []
+
+    def store(run: Any, first_line: int, *args: Any, **kwargs: Any) -> None:
+        if first_line == 1:
+            first_store_entered.set()
+            release_first_store.wait(timeout=20)
+        do_append_log(run, first_line, *args, **kwargs)
+
+    async def send_log_lines(run_id: int, first_line: int, lines: list[str]) -> None:
+        stored = await db(LogChunk.objects.filter(run_id=run_id, first_line=first_line).exists)()
+        broadcast.append((first_line, stored))
+
+    monkeypatch.setattr(server_log_module, "do_append_log", store)
+    monkeypatch.setattr(server_log_module.broadcast, "send_log_lines", send_log_lines)
+    points_read_while_the_first_was_stored: list[int] = []
+
+    async def main() -> None:
+        process = _TailProcess()
+        server_log = ServerLog(run)
+        await server_log.follow(_Host(process))  # type: ignore[arg-type]
+        try:
+            process.stdout.hand(_decode_lines(range(1, 101)))
+            await asyncio.to_thread(first_store_entered.wait, 20)
+            process.stdout.hand(_decode_lines(range(101, 201)))
+            for _ in range(200):  # the second batch is read and its facts taken, the first still being stored
+                if len(run.live_facts.get("decode", [])) == 200:
+                    break
+                await asyncio.sleep(0.01)
+            points_read_while_the_first_was_stored.append(len(run.live_facts.get("decode", [])))
+            process.stdout.hand(_decode_lines(range(201, 301)), b"")
+        finally:
+            release_first_store.set()
+        assert await server_log.drained(timeout=20)
+        await db(connections.close_all)()  # the connection of the thread the tail stored through
+
+    asyncio.run(main())
+
+    assert points_read_while_the_first_was_stored == [200]
+    assert [first for first, _ in broadcast] == [1, 101, 201] and all(stored for _, stored in broadcast)
+    run.refresh_from_db()
+    stored = [line for chunk in run.logchunk_set.order_by("first_line") for line in chunk.lines()]
+    assert stored == _decode_lines(range(1, 301)).decode().splitlines()
+    assert [point["tokens"] for point in run.live_facts["decode"]] == list(range(1, 301))
