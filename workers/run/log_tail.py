@@ -122,6 +122,11 @@ class LogTail:
             self._buffer_offset = self.assembler.offset
 
     @property
+    def lines_waiting(self) -> bool:
+        """Whether lines read are waiting for the next handover (the next batch is coming)."""
+        return bool(self._buffer)
+
+    @property
     def bytes_read(self) -> int:
         return self.assembler.offset + self.assembler.pending_bytes
 

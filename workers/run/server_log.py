@@ -33,6 +33,8 @@ END_POLL, END_GRACE = 0.02, 0.5  # reading a dead server's log to its end
 # A bound, not a wait: the tail is usually through a dead server's last lines in milliseconds, but on a loaded
 # worker or a slow link it can take seconds, and a failure judged before its traceback is read says "crashed".
 EXITED_READ_TIMEOUT = 15.0
+# In a flood, the live chart's series is read (and stored and broadcast) at most this often.
+LIVE_SERIES_SECONDS = 0.25
 
 
 class ServerLog:
@@ -63,6 +65,7 @@ class ServerLog:
         # (each waits for the one before).
         self._storing: asyncio.Future[None] | None = None
         self._publishing: asyncio.Future[None] | None = None
+        self._series_due = float("-inf")  # on the event loop's clock
         # The live acceptance alarm, armed by the benchmark phase (`watch_acceptance`).
         self.acceptance: sglang.AcceptanceWatch | None = None
         self.acceptance_remedies: list[dict[str, Any]] = []
@@ -172,15 +175,22 @@ class ServerLog:
     async def _on_batch(self, first_line: int, lines: list[str], offset: int) -> None:
         """Read the batch's facts, then hand its store (lines and facts in one write), and after that its broadcast
         and what the facts call for (milestones, warnings, the live chart), to tasks of their own, each after the
-        batch before's. Returns once the batch before is stored, so the tail reads and hands over the next batch
-        while this one is written: a flood's database round trips overlap its reading, and no more than two
-        batches are ever in hand. Facts are read here, in order, as they carry state from batch to batch. Storage
-        always comes first, so a browser can refill from it; broadcasts go in order, each after the one before."""
+        batch before's; return once the batch before is stored. So the database writes one batch while the tail
+        reads the next and its facts are read (a flood's round trips overlap its reading), and a flood holds no more
+        than the batch being stored, the next one and the tail's buffer. Storage always comes first, so a browser
+        can refill from it; broadcasts go in order, each after the one before."""
         storing_before, publishing_before = self._storing, self._publishing
         for before in (storing_before, publishing_before):
             if before is not None and before.done() and not before.cancelled() and before.exception() is not None:
                 before.result()  # the batch before could not be stored or acted on: the tail fails, the run says why
-        facts = self.facts.read(first_line, lines)
+        # The live chart's series is read unless the next batch is already coming and the series was read lately: a
+        # flood's batches come faster than a chart is redrawn, so all but one a LIVE_SERIES_SECONDS leave their
+        # series to the next (which keeps their last points: none the chart would show is lost).
+        now = asyncio.get_running_loop().time()
+        series = self.tail is None or not self.tail.lines_waiting or now >= self._series_due
+        if series:
+            self._series_due = now + LIVE_SERIES_SECONDS
+        facts = self.facts.read(first_line, lines, series=series)
         changes = self._run_changes(facts)
         for field, value in changes.items():
             setattr(self.run, field, value)  # the next batch's changes build on these, stored or not yet
@@ -204,8 +214,8 @@ class ServerLog:
     ) -> None:
         if before is not None:
             await before
-        # The action writes what it stored onto the run it is given: a copy, as this one is a batch ahead of the store
-        # (its live series holds the batch read since); its log position moves here once the batch is stored.
+        # The action writes what it stored onto the run it is given: a copy, as this one may be a batch ahead of the
+        # store (its live series holds the batch read since); its log position moves here once the batch is stored.
         await db(do_append_log)(copy.copy(self.run), first_line, lines, offset, notify=notify, **changes)
         self.run.log_lines, self.run.log_offset = first_line - 1 + len(lines), offset
 

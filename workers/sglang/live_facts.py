@@ -5,7 +5,7 @@ server log only stores and broadcasts them."""
 from __future__ import annotations
 
 import dataclasses
-import functools
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,18 +80,34 @@ class LogFacts:
         self.max_concurrency = max_concurrency  # the benchmark's highest: what the CUDA-graph limit is judged by
         self.graph_capture: tuple[int, int, str] | None = None  # (largest batch size, line number, line)
         self.warned: set[tuple[str, str]] = set()
+        # The Decode lines and metric points of batches read without their series (`read(..., series=False)`): the
+        # last KEEP_POINTS of each, read into the series of the next batch that asks for it.
+        self.unread_decode: deque[tuple[int, str]] = deque(maxlen=KEEP_POINTS)
+        self.unread_metrics: dict[str, deque[list[float]]] = {}
 
-    def read(self, first_line: int, lines: Sequence[str]) -> FactBatch:
+    def read(self, first_line: int, lines: Sequence[str], *, series: bool = True) -> FactBatch:
+        """The batch's facts. Its series (Decode points, metric points: the live chart's) are read too, with those
+        of the batches before it read without theirs, unless `series` is False: a flood's batches, read faster than
+        a chart is redrawn, leave theirs to a later batch, which keeps the last KEEP_POINTS of each, as the chart."""
         metrics = self.metrics.read(first_line, lines)
-        batch = FactBatch(metrics=metrics.points, warnings=metrics.warnings)
+        batch = FactBatch(warnings=metrics.warnings)
         decode_lines: list[int] = []
+        read_lines = _READ_LINES
         for i, line in enumerate(lines):
             if DECODE_MARKER in line:
                 # A flood is mostly Decode lines and only the last few are kept: parse those alone, below.
                 decode_lines.append(i)
                 continue
-            warning, fact = _read_line_cached(line) if len(line) <= CACHED_LINE_CHARS else _read_line(line)
-            self._read_warning(first_line + i, line, warning, batch)
+            found = read_lines.get(line)
+            if found is None:
+                found = _read_line(line)
+                if len(line) <= CACHED_LINE_CHARS:
+                    if len(read_lines) >= READ_LINES_CACHED:
+                        read_lines.clear()  # most lines of a log are seen once (timestamps): start again
+                    read_lines[line] = found
+            warning, fact = found
+            if warning is not None or self.graph_capture is not None:
+                self._read_warning(first_line + i, line, warning, batch)
             if fact is None:
                 continue
             if isinstance(fact, ShardProgress):
@@ -113,13 +129,21 @@ class LogFacts:
                 batch.failure = fact
             elif isinstance(fact, ServerArgsDump):
                 batch.server_args = fact.args
-        for i in decode_lines[-KEEP_POINTS:]:
-            point = _decode_point(first_line + i, lines[i])
+        self.unread_decode.extend((first_line + i, lines[i]) for i in decode_lines[-KEEP_POINTS:])
+        for name, points in metrics.points.items():
+            self.unread_metrics.setdefault(name, deque(maxlen=KEEP_POINTS)).extend(points)
+        if series:
+            self._read_series(batch)
+        return batch
+
+    def _read_series(self, batch: FactBatch) -> None:
+        for n, line in self.unread_decode:
+            point = _decode_point(n, line)
             if point is not None:
                 batch.decode.append(point)
-        for name, points in batch.metrics.items():
-            batch.metrics[name] = points[-KEEP_POINTS:]
-        return batch
+        self.unread_decode.clear()
+        batch.metrics = {name: list(points) for name, points in self.unread_metrics.items() if points}
+        self.unread_metrics.clear()
 
     def _read_warning(self, n: int, line: str, found: ServerWarning | None, batch: FactBatch) -> None:
         if found is not None and found.kind == "cuda_graph_limit" and found.value is not None:
@@ -154,7 +178,9 @@ def _read_line(line: str) -> tuple[ServerWarning | None, LogFact | None]:
     return find_warning(line), loglines.parse_line(line)
 
 
-_read_line_cached = functools.lru_cache(maxsize=READ_LINES_CACHED)(_read_line)
+# What `_read_line` found in the distinct lines up to CACHED_LINE_CHARS long read lately, at most READ_LINES_CACHED
+# (a storm repeats the same few hundred; a dict's lookup is half an LRU cache's, and the answers never change).
+_READ_LINES: dict[str, tuple[ServerWarning | None, LogFact | None]] = {}
 
 
 def _decode_point(n: int, line: str) -> dict[str, Any] | None:

@@ -160,3 +160,16 @@ def test_a_traceback_storm_is_read_whole_however_often_its_lines_repeat():
         assert batch.server_facts["retractions"] == 2500
     # A warning is reported once per run, however many lines carry it.
     assert [w.kind for w, _, _ in first.server_warnings] == ["kv_retraction"] and again.server_warnings == []
+
+
+def test_a_batch_read_without_its_series_leaves_its_last_points_to_the_next_that_reads_one():
+    facts = LogFacts({"verify_ms": r"Target verify: (?P<verify_ms>[\d.]+) ms"})
+    flood = [DECODE.format(s=0, r=n, a=3.1, g=90.0) for n in range(1, 401)]
+
+    skipped = facts.read(1, [*flood, "Target verify: 19.5 ms"], series=False)
+    read = facts.read(402, [DECODE.format(s=1, r=402, a=3.1, g=90.0), "Shard loading 50%", "Target verify: 30.1 ms"])
+
+    assert (skipped.decode, skipped.metrics, skipped.has_series) == ([], {}, False)
+    assert [point["running_req"] for point in read.decode] == [*range(102, 401), 402]  # the last KEEP_POINTS of both
+    assert read.metrics == {"verify_ms": [[401, 19.5], [404, 30.1]]}
+    assert facts.read(405, ["x"]).decode == []  # read once
