@@ -7,7 +7,6 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from experiments.live import broadcast
@@ -242,13 +241,12 @@ def do_take_over_run(run_id: int, worker: str, stale_after: timedelta) -> Run | 
     return Run.objects.select_related("host").get(pk=run_id)
 
 
-@transaction.atomic
 def do_append_log(
     run: Run, first_line: int, lines: list[str], new_offset: int, *, notify: bool = False, **facts: Any
 ) -> None:
-    """Store a batch of complete log lines and the byte offset after them, in one transaction, with the facts
-    read from them (`facts`: fields of the run such as its loading progress and live series; `notify`: push the
-    run's new state to its pages): a flood's batch then costs one write, not two.
+    """Store a batch of complete log lines and the byte offset after them, at once, with the facts read from them
+    (`facts`: fields of the run such as its loading progress and live series; `notify`: push the run's new state
+    to its pages): a flood's batch then costs one write, not two.
 
     The unique (run, first_line) constraint plus the conditional update of `log_lines` make a replayed batch
     (after a worker re-attached) fail loudly instead of duplicating lines; and only the worker driving the run
@@ -256,14 +254,10 @@ def do_append_log(
     """
     if not lines:
         return
-    updated = Run.objects.filter(pk=run.pk, log_lines=first_line - 1, worker=run.worker).update(
-        log_lines=F("log_lines") + len(lines), log_offset=new_offset, heartbeat_at=timezone.now(), **facts
-    )
-    if updated != 1:
+    if not LogChunk.objects.append(run, first_line, lines, new_offset, heartbeat_at=timezone.now(), **facts):
         if not Run.objects.filter(pk=run.pk, worker=run.worker).exists():
             raise ValueError(f"run {run.pk} is driven by another worker now: its log batch is not stored")
         raise ValueError(f"log batch for run {run.pk} starts at line {first_line}, not after the stored lines")
-    LogChunk.objects.add(run.pk, first_line, lines)
     run.log_lines = first_line - 1 + len(lines)
     run.log_offset = new_offset
     for field, value in facts.items():
