@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from django.db import connections, models, transaction
 from django.db.models import F
 
 from .runs import Run
+
+
+def _concrete(model: type[models.Model], name: str) -> models.Field:
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.Field) and field.column
+    return field
 
 
 class LogChunkQuerySet(models.QuerySet["LogChunk"]):
@@ -27,13 +33,15 @@ class LogChunkQuerySet(models.QuerySet["LogChunk"]):
                     self.add(run.pk, first_line, lines)
                 return bool(moved)
         quote = connection.ops.quote_name
-        column = {name: quote(Run._meta.get_field(name).column) for name in ("id", "log_lines", "worker", *fields)}
-        values = [Run._meta.get_field(name).get_db_prep_save(value, connection) for name, value in fields.items()]
-        log_lines, log_offset = column["log_lines"], quote(Run._meta.get_field("log_offset").column)
+        run_fields = {name: _concrete(Run, name) for name in ("id", "log_lines", "log_offset", "worker", *fields)}
+        column = {name: quote(cast(str, field.column)) for name, field in run_fields.items()}
+        values = [run_fields[name].get_db_prep_save(value, connection) for name, value in fields.items()]
+        log_lines = column["log_lines"]
         sets = "".join(f", {column[name]} = %s" for name in fields)
         sql = (
             f"WITH moved AS (UPDATE {quote(Run._meta.db_table)} SET {log_lines} = {log_lines} + %s, "
-            f"{log_offset} = %s{sets} WHERE {column['id']} = %s AND {log_lines} = %s AND {column['worker']} = %s "
+            f"{column['log_offset']} = %s{sets} "
+            f"WHERE {column['id']} = %s AND {log_lines} = %s AND {column['worker']} = %s "
             f"RETURNING {column['id']}) "
             f"INSERT INTO {quote(self.model._meta.db_table)} (run_id, first_line, line_count, text) "
             f"SELECT {column['id']}, %s, %s, %s FROM moved"
