@@ -3,7 +3,6 @@ host, and a real Celery worker process sharing the test database."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import functools
@@ -268,13 +267,14 @@ def _orm_thread_connection_closed(request):
     """Async tests and the worker's `db()` make their ORM calls in asgiref's one thread for thread-sensitive calls,
     whose database connection outlives the test unless the test closes it: at the session's end this process's
     test database then cannot be dropped ("being accessed by other users") when no later test happened to close
-    it. Closed after each transactional test, in that thread."""
+    it. Closed after each transactional test, in that thread (handed the call directly: a browser test's thread
+    runs Playwright's event loop, so no coroutine can be run from it)."""
     yield
     if _transactional(request):
-        from asgiref.sync import sync_to_async
+        from asgiref.sync import SyncToAsync
         from django.db import connections
 
-        asyncio.run(sync_to_async(connections.close_all)())
+        SyncToAsync.single_thread_executor.submit(connections.close_all).result()
 
 
 _SESSION_WORKER_PID: int | None = None  # the session's `celery worker` process, once a test started it
