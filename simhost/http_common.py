@@ -105,8 +105,11 @@ async def stream_updates(req: Request, request: web.Request):  # type: ignore[no
         if request.transport is None or request.transport.is_closing():
             req.abort()
             return
+        # Whether the caller's write of this step will hold the end: a request that finishes while that write waits
+        # for the socket (its last tokens and `[DONE]` not in it) has set `changed` again, and gets one more round.
+        finished = req.finished
         yield
-        if req.finished:
+        if finished:
             return
 
 

@@ -78,3 +78,28 @@ async def test_speculative_steps_and_openai_deltas_survive_bursts(launch):
     pieces = [d["choices"][0]["delta"]["content"] for d in deltas[1:-1]]
     assert all(pieces) and "".join(pieces).lstrip() == whole
     assert deltas[-1]["choices"][0]["finish_reason"] == "length"
+
+
+async def test_a_request_that_finishes_while_a_step_is_written_gets_one_more_round_for_its_end():
+    """The engine can finish a request while the handler's write of an earlier step waits for the socket: that
+    write holds neither the last tokens nor `[DONE]`, so the stream must go round once more to send them."""
+    from types import SimpleNamespace
+
+    from simhost.http_common import stream_updates
+
+    req = SimpleNamespace(changed=asyncio.Event(), finished=False, abort=lambda: None)
+    request = SimpleNamespace(transport=SimpleNamespace(is_closing=lambda: False))
+    req.changed.set()  # a step
+    finished_as_each_round_began: list[bool] = []
+
+    async def rounds() -> None:
+        async for _ in stream_updates(req, request):  # type: ignore[arg-type]
+            finished_as_each_round_began.append(req.finished)
+            if len(finished_as_each_round_began) == 1:
+                await asyncio.sleep(0)  # the write waits; the engine runs its last step meanwhile
+                req.finished = True
+                req.changed.set()
+
+    await asyncio.wait_for(rounds(), timeout=5)
+
+    assert finished_as_each_round_began == [False, True]
