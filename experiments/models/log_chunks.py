@@ -21,8 +21,8 @@ class LogChunkQuerySet(models.QuerySet["LogChunk"]):
     def append(self, run: Run, first_line: int, lines: list[str], new_offset: int, **fields: Any) -> bool:
         """Store a batch of lines as the run's next chunk and move its log position past them (setting `fields` on
         it too), only if the run's stored lines end right before `first_line` and `run.worker` drives it: True if
-        so, False (nothing written) if not. On PostgreSQL one statement: a flood's batch is a single round trip,
-        where an UPDATE, an INSERT and a COMMIT were three, each a wait for the worker's GIL on its way back."""
+        so, False (nothing written) if not. On PostgreSQL one statement in autocommit: a flood's batch is a single
+        round trip, where an UPDATE, an INSERT and a COMMIT were three."""
         connection = connections[self.db]
         if connection.vendor != "postgresql":
             with transaction.atomic(using=self.db):
