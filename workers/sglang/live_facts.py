@@ -82,8 +82,8 @@ class LogFacts:
         self.warned: set[tuple[str, str]] = set()
         # The Decode lines and metric points of batches read without their series (`read(..., series=False)`): the
         # last KEEP_POINTS of each, read into the series of the next batch that asks for it.
-        self.unread_decode: deque[tuple[int, str]] = deque(maxlen=KEEP_POINTS)
-        self.unread_metrics: dict[str, deque[list[float]]] = {}
+        self._unread_decode: deque[tuple[int, str]] = deque(maxlen=KEEP_POINTS)
+        self._unread_metrics: dict[str, deque[list[float]]] = {}
 
     def read(self, first_line: int, lines: Sequence[str], *, series: bool = True) -> FactBatch:
         """The batch's facts. Its series (Decode points, metric points: the live chart's) are read too, with those
@@ -129,21 +129,21 @@ class LogFacts:
                 batch.failure = fact
             elif isinstance(fact, ServerArgsDump):
                 batch.server_args = fact.args
-        self.unread_decode.extend((first_line + i, lines[i]) for i in decode_lines[-KEEP_POINTS:])
+        self._unread_decode.extend((first_line + i, lines[i]) for i in decode_lines[-KEEP_POINTS:])
         for name, points in metrics.points.items():
-            self.unread_metrics.setdefault(name, deque(maxlen=KEEP_POINTS)).extend(points)
+            self._unread_metrics.setdefault(name, deque(maxlen=KEEP_POINTS)).extend(points)
         if series:
             self._read_series(batch)
         return batch
 
     def _read_series(self, batch: FactBatch) -> None:
-        for n, line in self.unread_decode:
+        for n, line in self._unread_decode:
             point = _decode_point(n, line)
             if point is not None:
                 batch.decode.append(point)
-        self.unread_decode.clear()
-        batch.metrics = {name: list(points) for name, points in self.unread_metrics.items() if points}
-        self.unread_metrics.clear()
+        self._unread_decode.clear()
+        batch.metrics = {name: list(points) for name, points in self._unread_metrics.items() if points}
+        self._unread_metrics.clear()
 
     def _read_warning(self, n: int, line: str, found: ServerWarning | None, batch: FactBatch) -> None:
         if found is not None and found.kind == "cuda_graph_limit" and found.value is not None:
