@@ -400,6 +400,20 @@ class SSHServer:
         return HostAccess(name="sshd", address="127.0.0.1", port=self.port, username=self.username,
                           key_path=key_path, host_key=self.host_key, **fields)  # fmt: skip
 
+    @contextlib.contextmanager
+    def variant(self, name: str, **options: str):
+        """This daemon's configuration with `options` overriding it (sshd's own `-o`), on a port of its own."""
+        port = free_port()
+        overrides = [f"-oPort={port}", f"-oPidFile={self.root / name}.pid", *(f"-o{k}={v}" for k, v in options.items())]
+        command = [SSHD, "-D", "-e", "-f", str(self.root / "sshd_config"), *overrides]
+        process = subprocess.Popen(command, stderr=open(self.root / f"{name}.log", "wb"))
+        try:
+            wait_for_port(port, process=process)
+            yield SSHServer(self.root, port, self.host_key, self.key_dir, self.client_key_name, process.pid)
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
 
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory) -> SSHServer:

@@ -11,6 +11,19 @@ from typing import Any
 
 import asyncssh
 
+# AES-GCM before asyncssh's first choice, ChaCha20-Poly1305: with the processor's AES instructions, decrypting a 32 KiB
+# packet costs 12 µs against 42 here (ChaCha's Poly1305 tag and length header are separate calls per packet), and a
+# log flood's bytes are decrypted on the worker's event loop. ChaCha20 and CTR stay as fallbacks for a host that
+# offers no GCM; an allow list, so nothing weaker than these is ever negotiated.
+ENCRYPTION_ALGS = (
+    "aes256-gcm@openssh.com",
+    "aes128-gcm@openssh.com",
+    "chacha20-poly1305@openssh.com",
+    "aes256-ctr",
+    "aes192-ctr",
+    "aes128-ctr",
+)
+
 
 class SSHError(Exception):
     """The host could not be reached or refused us; the message says why in a user's words."""
@@ -97,6 +110,7 @@ class HostConnection:
                     client_keys=client_keys,
                     known_hosts=known_hosts,
                     config=[],
+                    encryption_algs=ENCRYPTION_ALGS,
                     keepalive_interval=15,
                     keepalive_count_max=4,
                 ),

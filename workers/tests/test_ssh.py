@@ -106,3 +106,25 @@ def test_a_started_server_is_told_by_its_own_group_even_when_many_start_at_once(
     finally:
         pids = " ".join(str(r[0]) for r in started if isinstance(r, tuple))
         loop.run_until_complete(conn.run(f"kill {pids} 2>/dev/null; true"))
+
+
+def test_it_encrypts_with_aes_gcm_where_the_host_offers_it(connection):
+    _loop, conn = connection
+
+    assert conn._conn.get_extra_info("send_cipher") == "aes256-gcm@openssh.com"
+    assert conn._conn.get_extra_info("recv_cipher") == "aes256-gcm@openssh.com"
+
+
+def test_it_falls_back_to_chacha20_for_a_host_without_aes_gcm(sshd):
+    async def connect_and_run(access):
+        conn = await HostConnection.open(access)
+        try:
+            return conn._conn.get_extra_info("recv_cipher"), await conn.run("echo ok")
+        finally:
+            await conn.close()
+
+    with sshd.variant("chacha-only", Ciphers="chacha20-poly1305@openssh.com") as chacha_only:
+        cipher, result = asyncio.run(connect_and_run(chacha_only.access()))
+
+    assert cipher == "chacha20-poly1305@openssh.com"
+    assert result.stdout == "ok\n"
