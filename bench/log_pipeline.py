@@ -13,6 +13,9 @@ and the client share one core: the conservative setup); with `--web-process` ser
 own and read over a real websocket by an aiohttp client in a process of its own (the browser), as a worker
 machine, the web server and a browser are in production. The database is whatever DATABASE_URL says (PostgreSQL
 gives the production figure; the SQLite default works too). Redis must be up (REDIS_URL).
+
+The anchor is `cat` of the same file over the same SSH connection, its bytes read as they come and dropped; the
+throughput run also prints what every process on the machine spent through the stream (the chain's CPU).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 from openssh_host import KEY_NAME, start_sshd  # noqa: E402
+from proc_cpu import TICK, busiest_since, every_process, machine_ticks  # noqa: E402
 
 from dashboard.asgi import application  # noqa: E402
 from experiments import roles  # noqa: E402
@@ -270,6 +274,20 @@ _WHAT_RUNS_HERE = {
 }
 
 
+async def _cat_seconds(conn: HostConnection, log_path: Path, size: int) -> float:
+    """`cat` of the file over the connection, its bytes read here as they come and dropped: the link's own speed.
+    (Held whole, as `run()` holds them, it also measures this process's page faults: 1.1-1.2 s for the 202 MB
+    Decode flood on one machine, against 0.3 s read as they come.)"""
+    started = time.perf_counter()
+    process = await conn.start(f"cat {log_path}")
+    received = 0
+    while chunk := await process.stdout.read(1 << 20):
+        received += len(chunk)
+    await process.wait()
+    assert received == size, f"cat over SSH gave {received:,} of {size:,} bytes"
+    return time.perf_counter() - started
+
+
 async def _batches_stored(run: Run) -> str:
     count = await sync_to_async(LogChunk.objects.filter(run=run).count)()
     return f"{count:,} batches stored ({run.log_lines / max(count, 1):,.0f} lines each on average)"
@@ -293,13 +311,12 @@ async def throughput(lines: int, web_process: bool, flood: str) -> None:
         try:
             run, cookie = await sync_to_async(_make_run)(work, port, client_key, host_key)
             conn = await HostConnection.open(host_access(run.host))
-            started = time.perf_counter()
-            result = await conn.run(f"cat {log_path} | wc -c", timeout=120)
-            cat_s = time.perf_counter() - started
+            result = await conn.run(f"cat {log_path} | wc -c", timeout=120)  # the file in the host's page cache
             assert int(result.stdout.strip()) == log_path.stat().st_size
+            cat_s = await _cat_seconds(conn, log_path, log_path.stat().st_size)
             started = time.perf_counter()
-            await conn._conn.run(f"cat {log_path}", encoding=None)  # the bytes themselves over SSH
-            cat_s = time.perf_counter() - started
+            await conn._conn.run(f"cat {log_path}", encoding=None)  # held whole: the anchor until 2026-12-07
+            held_cat_s = time.perf_counter() - started
             await conn.close()
 
             rss_start = _rss_mib()
@@ -309,6 +326,7 @@ async def throughput(lines: int, web_process: bool, flood: str) -> None:
                 await finished.wait()  # a dead pid: `tail --pid` drains the file and ends
                 rss_samples: list[float] = []
                 sampling = asyncio.create_task(_sample_memory(rss_samples))
+                processes_before, ticks_before = every_process(), machine_ticks()
                 started_wall, started = time.time(), time.perf_counter()
                 tail_conn, run_log = await _follow(run, log_path, finished.pid)
                 received = await page.receive_lines(lines, stamped=False)
@@ -316,6 +334,8 @@ async def throughput(lines: int, web_process: bool, flood: str) -> None:
                 assert run_log.task is not None
                 await run_log.task
                 stored_s = time.perf_counter() - started
+                busiest = busiest_since(processes_before)
+                busy, total = (after - before for after, before in zip(machine_ticks(), ticks_before, strict=True))
                 sampling.cancel()
                 await run_log.stop_now()
                 await tail_conn.close()
@@ -326,10 +346,15 @@ async def throughput(lines: int, web_process: bool, flood: str) -> None:
                 ws_rate = lines / websocket_s
                 print(f"log file: {lines:,} lines ({flood}), {size_mb:.0f} MB")
                 print(f"cat over SSH (physical limit): {cat_s:6.2f} s  {cat_rate:12,.0f} lines/s")
+                print(f"  (its output held whole:      {held_cat_s:6.2f} s, the anchor of figures before 2026-12-07)")
                 print(f"stored in the database:        {stored_s:6.2f} s  {lines / stored_s:12,.0f} lines/s")
                 print(f"received by the websocket:     {websocket_s:6.2f} s  {ws_rate:12,.0f} lines/s")
                 print(f"ratio to the physical limit:   {ws_rate / cat_rate:.2f}")
                 print(await _batches_stored(run))
+                print(f"the machine's CPU through the stream: {busy / max(total, 1):.0%} busy, "
+                      f"{busy / TICK:.1f} CPU-s; the busiest processes (CPU-s):")  # fmt: skip
+                for pid, name, cpu_s in busiest:
+                    print(f"  {cpu_s:5.2f}  {'this process (the worker side)' if pid == os.getpid() else name}")
                 rss_samples = rss_samples or [_rss_mib()]
                 quarter = max(1, len(rss_samples) // 4)
                 trend = ", ".join(f"{rss_samples[min(i * quarter, len(rss_samples) - 1)]:.0f}" for i in range(4))

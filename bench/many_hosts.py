@@ -47,6 +47,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from openssh_host import KEY_NAME, start_sshd  # noqa: E402
+from proc_cpu import cpu_and_rss, machine_ticks, tree  # noqa: E402
 from scale_figures import distribution, phase_seconds, run_times, slot_waits, starved  # noqa: E402
 
 from experiments import roles  # noqa: E402
@@ -114,40 +115,12 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
-def _tree(pid: int) -> list[int]:
-    """`pid` and its children (a worker and its pool's processes)."""
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    found = [pid]
-    with contextlib.suppress(OSError):
-        for child in children.read_text().split():
-            found += _tree(int(child))
-    return found
-
-
-def _cpu_and_rss(pids: list[int]) -> tuple[float, float]:
-    """CPU seconds used so far and resident MiB now, summed over `pids` (those gone meanwhile left out)."""
-    cpu = rss = 0.0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-            rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    return cpu, rss
-
-
-def _machine_ticks() -> tuple[int, int]:
-    """(busy, total) CPU ticks of the whole machine so far."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = values[3] + values[4]
-    return sum(values) - idle, sum(values)
-
-
 def _phase(name: str, hosts: list[Host], launches: int, user, workers, timeout: float) -> dict:
     config = ServerConfig(name=f"many-hosts-{name}", model_path=f"{hostsetup.MODELS_ROOT}/kimi-k2.5-sim", tp_size=2)
     profile = BenchmarkProfile(name=f"many-hosts-{name}", **PROFILE, launches=launches)
-    pids = [pid for process, _ in workers for pid in _tree(process.pid)]
-    cpu_before, _ = _cpu_and_rss(pids)
-    ticks_before = _machine_ticks()
+    pids = [pid for process, _ in workers for pid in tree(process.pid)]
+    cpu_before, _ = cpu_and_rss(pids)
+    ticks_before = machine_ticks()
     started = time.monotonic()
     experiments = []
     for host in hosts:
@@ -158,13 +131,13 @@ def _phase(name: str, hosts: list[Host], launches: int, user, workers, timeout: 
     peak_rss = 0.0
     while time.monotonic() - started < timeout:
         pending = Run.objects.filter(pk__in=run_ids).exclude(state__in=Run.TERMINAL_STATES).count()
-        peak_rss = max(peak_rss, _cpu_and_rss([p for process, _ in workers for p in _tree(process.pid)])[1])
+        peak_rss = max(peak_rss, cpu_and_rss([p for process, _ in workers for p in tree(process.pid)])[1])
         if not pending:
             break
         time.sleep(1)
     elapsed = time.monotonic() - started
-    busy, total = (after - before for after, before in zip(_machine_ticks(), ticks_before, strict=True))
-    cpu_after, _ = _cpu_and_rss([p for process, _ in workers for p in _tree(process.pid)])
+    busy, total = (after - before for after, before in zip(machine_ticks(), ticks_before, strict=True))
+    cpu_after, _ = cpu_and_rss([p for process, _ in workers for p in tree(process.pid)])
     runs = list(Run.objects.filter(pk__in=run_ids).order_by("pk"))
     return {"runs": runs, "elapsed": elapsed, "machine_busy": busy / total, "worker_cpu": cpu_after - cpu_before,
             "worker_rss": peak_rss}  # fmt: skip
