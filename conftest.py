@@ -406,7 +406,8 @@ class SSHServer:
         port = free_port()
         overrides = [f"-oPort={port}", f"-oPidFile={self.root / name}.pid", *(f"-o{k}={v}" for k, v in options.items())]
         command = [SSHD, "-D", "-e", "-f", str(self.root / "sshd_config"), *overrides]
-        process = subprocess.Popen(command, stderr=open(self.root / f"{name}.log", "wb"))
+        with open(self.root / f"{name}.log", "wb") as log:
+            process = subprocess.Popen(command, stderr=log)
         try:
             wait_for_port(port, process=process)
             yield SSHServer(self.root, port, self.host_key, self.key_dir, self.client_key_name, process.pid)

@@ -305,15 +305,16 @@ async def throughput(lines: int, web_process: bool, flood: str) -> None:
         log_path = work / "flood.log"
         with log_path.open("w") as out:
             out.writelines(line + "\n" for line in FLOODS[flood](lines))
-        size_mb = log_path.stat().st_size / 1e6
+        size = log_path.stat().st_size
+        size_mb = size / 1e6
         sshd, port, key_dir, host_key = start_sshd(work)
         client_key = key_dir / KEY_NAME
         try:
             run, cookie = await sync_to_async(_make_run)(work, port, client_key, host_key)
             conn = await HostConnection.open(host_access(run.host))
             result = await conn.run(f"cat {log_path} | wc -c", timeout=120)  # the file in the host's page cache
-            assert int(result.stdout.strip()) == log_path.stat().st_size
-            cat_s = await _cat_seconds(conn, log_path, log_path.stat().st_size)
+            assert int(result.stdout.strip()) == size
+            cat_s = await _cat_seconds(conn, log_path, size)
             started = time.perf_counter()
             await conn._conn.run(f"cat {log_path}", encoding=None)  # held whole: the anchor until 2026-12-07
             held_cat_s = time.perf_counter() - started

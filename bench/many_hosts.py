@@ -115,10 +115,15 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def _worker_pids(workers: list[tuple[subprocess.Popen, Path]]) -> list[int]:
+    """Every worker process and its pool's children, as they are now."""
+    return [pid for process, _ in workers for pid in tree(process.pid)]
+
+
 def _phase(name: str, hosts: list[Host], launches: int, user, workers, timeout: float) -> dict:
     config = ServerConfig(name=f"many-hosts-{name}", model_path=f"{hostsetup.MODELS_ROOT}/kimi-k2.5-sim", tp_size=2)
     profile = BenchmarkProfile(name=f"many-hosts-{name}", **PROFILE, launches=launches)
-    pids = [pid for process, _ in workers for pid in tree(process.pid)]
+    pids = _worker_pids(workers)
     cpu_before, _ = cpu_and_rss(pids)
     ticks_before = machine_ticks()
     started = time.monotonic()
@@ -131,13 +136,13 @@ def _phase(name: str, hosts: list[Host], launches: int, user, workers, timeout: 
     peak_rss = 0.0
     while time.monotonic() - started < timeout:
         pending = Run.objects.filter(pk__in=run_ids).exclude(state__in=Run.TERMINAL_STATES).count()
-        peak_rss = max(peak_rss, cpu_and_rss([p for process, _ in workers for p in tree(process.pid)])[1])
+        peak_rss = max(peak_rss, cpu_and_rss(_worker_pids(workers))[1])
         if not pending:
             break
         time.sleep(1)
     elapsed = time.monotonic() - started
     busy, total = (after - before for after, before in zip(machine_ticks(), ticks_before, strict=True))
-    cpu_after, _ = cpu_and_rss([p for process, _ in workers for p in tree(process.pid)])
+    cpu_after, _ = cpu_and_rss(_worker_pids(workers))
     runs = list(Run.objects.filter(pk__in=run_ids).order_by("pk"))
     return {"runs": runs, "elapsed": elapsed, "machine_busy": busy / total, "worker_cpu": cpu_after - cpu_before,
             "worker_rss": peak_rss}  # fmt: skip

@@ -20,13 +20,19 @@ def tree(pid: int) -> list[int]:
     return found
 
 
+def _cpu_seconds(stat: str) -> float:
+    """User and system CPU seconds from a /proc/<pid>/stat text (fields counted after the command's closing paren,
+    which may itself hold spaces)."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
 def cpu_and_rss(pids: list[int]) -> tuple[float, float]:
     """CPU seconds used so far and resident MiB now, summed over `pids` (those gone meanwhile left out)."""
     cpu = rss = 0.0
     for pid in pids:
         with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / TICK
+            cpu += _cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
             rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     return cpu, rss
 
@@ -45,10 +51,10 @@ def every_process() -> dict[int, tuple[str, float]]:
         if not entry.name.isdigit():
             continue
         with contextlib.suppress(OSError):
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cpu = _cpu_seconds((entry / "stat").read_text())
             words = (entry / "cmdline").read_bytes().split(b"\0")
             name = " ".join(word.decode(errors="replace") for word in words[:3] if word)[:70]
-            found[int(entry.name)] = (name, (int(fields[11]) + int(fields[12])) / TICK)
+            found[int(entry.name)] = (name, cpu)
     return found
 
 
