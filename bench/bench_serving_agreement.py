@@ -199,7 +199,7 @@ def _sharegpt_files(prompts: int, work: Path) -> tuple[Path, Path]:
 
     django.setup()
     from experiments.formats import prompt_sampling
-    from experiments.reads import prompt_store
+    from experiments.models import prompt_store
 
     sharegpt = prompt_store.sharegpt_conversations()
     dataset = work / "sharegpt.json"

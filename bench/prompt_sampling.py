@@ -35,8 +35,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from experiments.models import BenchmarkProfile, PromptSet  # noqa: E402
-from experiments.reads import prompt_store  # noqa: E402
+from experiments.models import BenchmarkProfile, PromptSet, prompt_store  # noqa: E402
 from workers.run import benchmark  # noqa: E402
 from workers.ssh import HostAccess, HostConnection  # noqa: E402
 

@@ -10,7 +10,7 @@ from typing import Any
 def ensure_builtin_prompt_sets(prompt_set_model: Any) -> None:
     """Random ids (what profiles sent before prompt sets) and ShareGPT from its package (when installed). A migration
     calls this with its historical model."""
-    from ..reads.prompt_store import SHAREGPT_NAME, sharegpt_file_hash
+    from ..models.prompt_store import SHAREGPT_NAME, sharegpt_file_hash
 
     if not prompt_set_model.objects.filter(kind="random").exists():
         prompt_set_model.objects.create(name="random token ids", kind="random", content_hash="random")

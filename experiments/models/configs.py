@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from experiments.analysis import slo
 from experiments.formats.prompt_sampling import SampledPrompt
-from experiments.reads.prompt_store import load_sample
 from experiments.rules import headroom, model_checks
+
+from .prompt_store import load_sample
 
 # Flags that specdash itself sets from the config's fields; `extra_args` may not repeat them, or the
 # stored config would lie about what ran.

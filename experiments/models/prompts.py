@@ -84,7 +84,7 @@ class PromptSet(models.Model):
 
     def load_conversations(self) -> list[prompt_sampling.Conversation]:
         if self.kind == self.Kind.SHAREGPT:
-            from experiments.reads.prompt_store import sharegpt_conversations  # reads the package's file, cached
+            from .prompt_store import sharegpt_conversations  # reads the package's file, cached
 
             return sharegpt_conversations().conversations
         return prompt_sampling.conversations_from_json(self.conversations)

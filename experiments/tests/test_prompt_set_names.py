@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from experiments.actions.audit import Actor
 from experiments.actions.users import do_set_role
 from experiments.models import ApiToken, PromptSet
-from experiments.reads.prompt_store import SHAREGPT_NAME
+from experiments.models.prompt_store import SHAREGPT_NAME
 
 from .test_prompt_sets import UPLOAD
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from experiments.formats import prompt_sampling
-from experiments.reads import prompt_store
+from experiments.models import prompt_store
 from simhost.tests.conftest import (  # noqa: F401  (fixtures)
     BENCH_SERVING,
     EAGLE3_2STEP,
