@@ -13,7 +13,7 @@ from ..actions.audit import Actor
 from ..actions.headroom import do_start_headroom
 from ..actions.quotas import QuotaExceeded
 from ..forms.headroom import HeadroomForm, eligible_configs
-from ..forms.submission import plain_errors
+from ..forms.values import plain_errors
 from ..models import Experiment
 from .base import api, require
 from .bodies import HeadroomIn

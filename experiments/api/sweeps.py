@@ -10,6 +10,7 @@ from ..forms import (
     BenchmarkProfileForm,
 )
 from ..forms.sweeps import SweepForm, SweepPreview
+from ..reads.queueing import launch_estimate
 from .base import api, config_data, host_name, profile_data, require
 from .bodies import SweepIn, SweepPreviewIn
 from .refusals import documented, responses, status_of
@@ -30,4 +31,4 @@ def preview_sweep(request: HttpRequest, payload: SweepPreviewIn):
     if not preview.is_valid():
         status = status_of(preview.every_form())
         return Status(status, {"detail": "invalid sweep", "errors": preview.errors, **sweep.grid_json()})
-    return preview.as_json()
+    return preview.as_json(launch_estimate(*preview.launch_shape()))

@@ -3,7 +3,7 @@
 One module per concern; everything is importable from `experiments.forms`.
 """
 
-from .configs import ServerConfigForm
+from .configs import ServerConfigForm, config_form_data
 from .hosts import HostForm, SshKeyForm
 from .logins import LoginForm
 from .notes import ExperimentNotesForm, RunNotesForm
@@ -15,8 +15,6 @@ from .submission import (
     ExperimentForm,
     ExperimentSubmission,
     apply_profile_defaults,
-    config_form_data,
-    plain_errors,
     profile_form_data,
 )
 from .values import (
@@ -29,6 +27,7 @@ from .values import (
     parse_concurrency,
     parse_env,
     parse_extra_args,
+    plain_errors,
 )
 
 __all__ = [

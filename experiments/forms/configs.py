@@ -43,6 +43,23 @@ LOG_METRICS_EXAMPLE = '{"verify_ms": "Target verify: (?P<verify_ms>[\\\\d.]+) ms
 EAGLE3_PROFILE_ENV = {"EAGLE3_PROFILE": "1"}
 
 
+def config_form_data(payload: dict[str, Any]) -> dict[str, Any]:
+    """JSON config (API shape, SGLang field names) -> the data the config form takes."""
+    data = {k: v for k, v in payload.items() if k not in {"env", "extra_args", "expect", "log_metrics"}}
+    for key in ("speculative_algorithm", "speculative_draft_model_path", "served_model_name"):
+        if data.get(key) is None:
+            data[key] = ""
+    if data.get("tp_size") is None:
+        data["tp_size"] = 1  # SGLang's default, as for any flag the JSON leaves out
+    # Not turned into text: a newline in an env value would read as a second variable, and a string of
+    # extra args would be split into characters. The form checks them as given.
+    data["env"] = payload.get("env") or {}
+    data["extra_args"] = payload.get("extra_args") or []
+    data["expect"] = json.dumps(payload.get("expect") or {})
+    data["log_metrics"] = json.dumps(payload.get("log_metrics") or {})
+    return data
+
+
 def split_eagle3_profile(env: dict[str, str], metrics: dict[str, str]) -> tuple[bool, dict[str, str], dict[str, str]]:
     """Whether a stored config has everything "Profile EAGLE-3" sets, and its env and log metrics without that (what
     the boxes show beside the ticked checkbox, so nothing is there twice)."""

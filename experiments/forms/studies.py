@@ -9,9 +9,9 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from ..tuning.space import MAX_SPACE
-from .submission import ExperimentSubmission, plain_errors
+from .submission import ExperimentSubmission
 from .sweeps import SweepForm
-from .values import CONFLICT
+from .values import CONFLICT, plain_errors
 
 MAX_LAUNCHES = 500
 # A study recommends configs to deploy; a simulated accept length is no draft anyone has (forms/headroom.py is the

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -15,10 +14,8 @@ from experiments.rules import model_checks, model_paths
 from ..models import BenchmarkProfile, Host
 from .configs import ServerConfigForm
 from .profiles import PROFILE_DEFAULTS, BenchmarkProfileForm
-from .values import CONFLICT, NOT_FOUND, no_control_chars
-
-if TYPE_CHECKING:
-    from .sweeps import SweepForm
+from .sweeps import SweepForm
+from .values import CONFLICT, MAX_CANDIDATES, NOT_FOUND, no_control_chars, plain_errors
 
 
 class ExperimentForm(forms.Form):
@@ -42,23 +39,6 @@ class ExperimentForm(forms.Form):
         return value
 
 
-def config_form_data(payload: dict[str, Any]) -> dict[str, Any]:
-    """JSON config (API shape, SGLang field names) -> the data the config form takes."""
-    data = {k: v for k, v in payload.items() if k not in {"env", "extra_args", "expect", "log_metrics"}}
-    for key in ("speculative_algorithm", "speculative_draft_model_path", "served_model_name"):
-        if data.get(key) is None:
-            data[key] = ""
-    if data.get("tp_size") is None:
-        data["tp_size"] = 1  # SGLang's default, as for any flag the JSON leaves out
-    # Not turned into text: a newline in an env value would read as a second variable, and a string of
-    # extra args would be split into characters. The form checks them as given.
-    data["env"] = payload.get("env") or {}
-    data["extra_args"] = payload.get("extra_args") or []
-    data["expect"] = json.dumps(payload.get("expect") or {})
-    data["log_metrics"] = json.dumps(payload.get("log_metrics") or {})
-    return data
-
-
 def profile_form_data(payload: dict[str, Any]) -> dict[str, Any]:
     data = {k: v.pk if isinstance(v, models.Model) else v for k, v in payload.items() if k != "concurrency"}
     # None is "not set" in a form's terms: random ids for the prompt set, no SLO, a required field left empty.
@@ -79,15 +59,6 @@ def apply_profile_defaults(data: dict[str, Any]) -> dict[str, Any]:
     return {**defaults, **PROFILE_DEFAULTS, **data}
 
 
-def plain_errors(form: forms.BaseForm, path: str = "") -> dict[str, list[str]]:
-    """A form's errors keyed by the API's field names (`env`, not `env_text`), under a dotted `path` prefix."""
-    errors = {}
-    for field, messages in form.errors.items():
-        key = f"{path}{field}" if field != "__all__" else (path.rstrip(".") or "__all__")
-        errors[key.replace("_text", "")] = [str(m) for m in messages]
-    return errors
-
-
 class ExperimentSubmission:
     """The whole submission (experiment, baseline, candidates, profile) validated together: all or nothing.
 
@@ -95,7 +66,7 @@ class ExperimentSubmission:
     `errors` maps a dotted path ("baseline.model_path", "candidates.1.speculative_num_steps") to messages.
     """
 
-    MAX_CANDIDATES = 50
+    MAX_CANDIDATES = MAX_CANDIDATES
 
     def __init__(
         self,

@@ -11,14 +11,13 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from experiments.reads.queueing import launch_durations
+from experiments.analysis.launch_estimates import LaunchEstimate
 from experiments.rules import launch_policy, sweeps
 
-from ..models import MANAGED_FLAGS, Host
-from .configs import ServerConfigForm, split_eagle3_profile
+from ..models import MANAGED_FLAGS, BenchmarkProfile, Host
+from .configs import ServerConfigForm, config_form_data, split_eagle3_profile
 from .profiles import BenchmarkProfileForm
-from .submission import ExperimentSubmission, config_form_data, plain_errors
-from .values import CONFLICT, ECHO, format_env, no_control_chars, policy_error
+from .values import CONFLICT, ECHO, MAX_CANDIDATES, format_env, no_control_chars, plain_errors, policy_error
 
 # The page's sweep inputs belong to a form of their own (`form="sweep-form"`), outside the experiment's: submitting
 # the experiment never carries, and so never silently drops, a sweep that was not turned into candidates.
@@ -99,7 +98,7 @@ class SweepForm(forms.Form):
         self.extra_env_prefixes: tuple[str, ...] = ()
         self.extra_flags: tuple[str, ...] = ()
         self.host: Host | None = None
-        self.max_candidates = ExperimentSubmission.MAX_CANDIDATES
+        self.max_candidates = MAX_CANDIDATES
         self.grid: sweeps.Grid | None = None
         self.candidate_forms: list[ServerConfigForm] = []
 
@@ -243,12 +242,17 @@ class SweepPreview:
         candidates = [form for _, form in self.sweep_form.named_forms()]
         return [self.host_form, self.profile_form, self.sweep_form, *base, *candidates]
 
-    def as_json(self, *, with_form_text: bool = False) -> dict[str, Any]:
-        """The grid and its estimate; `with_form_text` adds each candidate's boxes as the page's form shows them."""
+    def launch_shape(self) -> tuple[Host, str]:
+        """The host and the profile's series key (after a successful is_valid()): what launches like the sweep's
+        took there is read by these (`reads.queueing.launch_estimate`), for `as_json`."""
+        return self.host_form.cleaned_data["host"], self._profile().compute_series_key()
+
+    def as_json(self, history: LaunchEstimate | None, *, with_form_text: bool = False) -> dict[str, Any]:
+        """The grid and its estimate, from `history` (what a launch took on the host, None: nothing to go by) or
+        else the defaults; `with_form_text` adds each candidate's boxes as the page's form shows them."""
         assert not self.errors, "as_json() after a successful is_valid() only"
         host: Host = self.host_form.cleaned_data["host"]
-        profile = self.profile_form.save_unsaved(name="sweep preview")
-        history = launch_durations([host.pk])[host.pk].estimate(profile.compute_series_key())
+        profile = self._profile()
         if history is not None:
             seconds = history.seconds
             which = "with this profile" if history.basis == "profile" else "with other profiles, a rough guide"
@@ -276,6 +280,9 @@ class SweepPreview:
             "estimate_basis": basis,
             "profile": profile.summary,
         }
+
+    def _profile(self) -> BenchmarkProfile:
+        return self.profile_form.save_unsaved(name="sweep preview")
 
 
 def _form_text(candidate: dict[str, Any]) -> dict[str, Any]:

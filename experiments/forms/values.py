@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from django import forms
 from django.core.exceptions import ValidationError
 
 from experiments.rules import launch_policy
@@ -28,6 +29,16 @@ ECHO = "echo"  # repeats another form's errors (the sweep's base): that form's c
 # More in flight than any single server batches (SGLang's running requests top out in the low thousands).
 MAX_CONCURRENCY = 4096
 MAX_CONCURRENCY_LEVELS = 32  # each level is a benchmark cell per pass: 32 is already hours of benchmarking
+MAX_CANDIDATES = 50  # of one experiment, given and swept together
+
+
+def plain_errors(form: forms.BaseForm, path: str = "") -> dict[str, list[str]]:
+    """A form's errors keyed by the API's field names (`env`, not `env_text`), under a dotted `path` prefix."""
+    errors = {}
+    for field, messages in form.errors.items():
+        key = f"{path}{field}" if field != "__all__" else (path.rstrip(".") or "__all__")
+        errors[key.replace("_text", "")] = [str(m) for m in messages]
+    return errors
 
 
 def policy_error(problem: str) -> ValidationError:

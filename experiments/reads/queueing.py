@@ -19,6 +19,7 @@ from typing import Any
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
+from experiments.analysis.launch_estimates import LaunchEstimate
 from experiments.models import Host, Run
 
 # Recent runs only: a host's speed and its models change, and the median of the last few hundred is stable
@@ -58,13 +59,6 @@ class HostQueue:
         if last.starts_in_s is None or last.expected_duration_s is None:
             return None
         return last.starts_in_s + last.expected_duration_s
-
-
-@dataclass(frozen=True)
-class LaunchEstimate:
-    seconds: float  # median wall time of one launch, from its claim to its end
-    runs: int  # how many succeeded runs it is the median of
-    basis: str  # "config": same config and request shape; "profile": same request shape; "host": any run there
 
 
 class LaunchDurations:
@@ -122,6 +116,11 @@ def launch_durations(host_ids: Iterable[int]) -> dict[int, LaunchDurations]:
             if len(rows_by_host[row["host_id"]]) < HISTORY_RUNS:  # runs ending at the same instant as the cutoff
                 rows_by_host[row["host_id"]].append(dict(row))
     return {pk: LaunchDurations(rows_by_host[pk]) for pk in host_ids}
+
+
+def launch_estimate(host: Host, series_key: str) -> LaunchEstimate | None:
+    """How long a launch of a profile of `series_key` takes on `host`, from its recent runs (None: it has none)."""
+    return launch_durations([host.pk])[host.pk].estimate(series_key)
 
 
 def host_queues(host_list: Iterable[Host]) -> dict[int, HostQueue]:

@@ -18,7 +18,7 @@ from experiments.reads.config_history import block_sources, config_initial, late
 from experiments.reads.deployment import DEFINITIONS as DEPLOYMENT_DEFINITIONS
 from experiments.reads.headroom import studies_about
 from experiments.reads.listing import STATUSES, ListingQuery, experiments_table
-from experiments.reads.queueing import queued_runs_of
+from experiments.reads.queueing import launch_estimate, queued_runs_of
 from experiments.reads.reports import cached_report, comparison_rows_json
 from experiments.reads.schedules import schedules_about
 from experiments.views.exports import comparison_csv_response, comparison_json_response
@@ -137,7 +137,7 @@ def preview_sweep(request: HttpRequest) -> JsonResponse:
     preview = SweepPreview(post.get("experiment-host", ""), sweep, BenchmarkProfileForm(post, prefix="profile"))
     if not preview.is_valid():
         return JsonResponse({"detail": "invalid sweep", "errors": preview.errors, **sweep.grid_json()}, status=422)
-    return JsonResponse(preview.as_json(with_form_text=True))
+    return JsonResponse(preview.as_json(launch_estimate(*preview.launch_shape()), with_form_text=True))
 
 
 def _prefilled_forms(request: HttpRequest) -> dict[str, Any]:
