@@ -44,7 +44,7 @@ def do_create_experiment(
     Candidate.objects.bulk_create(
         Candidate(experiment=experiment, config=config, position=i) for i, config in enumerate(candidates)
     )
-    runs = _queue_runs(
+    runs = queue_runs(
         experiment, [baseline, *candidates], profile.launches, first_sequence=0, first_launch=0, profile=profile_traces
     )
     record_event(actor, AuditEvent.Action.SUBMIT, experiment, host=host.name, runs=len(runs))
@@ -66,7 +66,7 @@ def do_rerun_experiment(experiment: Experiment, *, actor: Actor, launches: int =
     check_launch_quota(actor, experiment.host, configs, launches, experiment.profile)
     last = experiment.run_set.order_by("-sequence").values_list("sequence", "launch_index").first()
     next_sequence, next_launch = (last[0] + 1, last[1] + 1) if last else (0, 0)
-    runs = _queue_runs(experiment, configs, launches, first_sequence=next_sequence, first_launch=next_launch)
+    runs = queue_runs(experiment, configs, launches, first_sequence=next_sequence, first_launch=next_launch)
     detail = {"reason": reason} if reason else {}
     record_event(actor, AuditEvent.Action.RERUN, experiment, launches=launches, runs=len(runs), **detail)
     return runs
@@ -98,7 +98,7 @@ def do_launch_scheduled_experiment(experiment: Experiment, *, now: datetime) -> 
     return do_rerun_experiment(experiment, actor=SCHEDULER, launches=experiment.profile.launches)
 
 
-def _queue_runs(
+def queue_runs(
     experiment: Experiment,
     configs: Sequence[ServerConfig],
     launches: int,
@@ -107,6 +107,8 @@ def _queue_runs(
     first_launch: int,
     profile: bool = False,
 ) -> list[Run]:
+    """Queue `launches` interleaved launches of `configs` (A B C A B C ...), numbered on from `first_sequence` and
+    `first_launch`, for a worker to drive the host once committed; `profile`: the runs record profiler traces."""
     now = timezone.now()
     runs = Run.objects.bulk_create(
         Run(

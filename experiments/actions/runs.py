@@ -16,7 +16,7 @@ from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Run, Ser
 from ..rules import config_names
 from .audit import Actor, record_event
 from .confirmations import queue_confirmation_again
-from .experiments import _queue_runs
+from .experiments import queue_runs
 from .hosts import do_release_host, lock_host_row
 from .notifications import notify_if_experiment_ended
 from .prompts import do_record_equivalence
@@ -326,7 +326,7 @@ def do_rerun_with_remedy(run: Run, remedy_id: str, actor: Actor) -> tuple[Server
     except QuotaExceeded as exc:
         raise RemedyRefused(str(exc), kind="over_quota") from exc
     last_sequence, last_launch = experiment.run_set.order_by("-sequence").values_list("sequence", "launch_index")[0]
-    runs = _queue_runs(
+    runs = queue_runs(
         experiment,
         queued_with,
         experiment.profile.launches,
