@@ -28,10 +28,7 @@ from .studies import advance_study_of_run
 def do_cancel_run(run: Run, actor: Actor) -> bool:
     """Ask for a run to stop. A queued run is cancelled at once; a live one by its orchestrator (with teardown)."""
     if _cancel_queued_run(run, cancel_requested=True):
-        _skip_round_without_baseline(run)
-        # The study first: a round that ends it tells its recommendation in the round's own message.
-        advance_study_of_run(run)
-        notify_if_experiment_ended(run.experiment_id)
+        _run_ended(run)
     else:
         updated = Run.objects.filter(pk=run.pk, cancel_requested=False).exclude(state__in=Run.TERMINAL_STATES)
         if updated.update(cancel_requested=True) != 1:
@@ -97,15 +94,22 @@ def do_advance_run(run: Run, state: str, **facts: Any) -> None:
     run.timeline = [*run.timeline, {"state": state, "at": run.heartbeat_at.isoformat()}]
     run.save(update_fields=["state", "heartbeat_at", "finished_at", "timeline", *facts])
     transaction.on_commit(lambda: broadcast.send_run_state(run))
-    if state in (Run.State.FAILED, Run.State.CANCELLED):
-        _skip_round_without_baseline(run)
-    if state == Run.State.FAILED:
-        queue_confirmation_again(run)
-    if state == Run.State.SUCCEEDED:
-        do_record_equivalence(run.experiment)
     if state in Run.TERMINAL_STATES:
-        advance_study_of_run(run)  # first: see do_cancel_run
-        notify_if_experiment_ended(run.experiment_id)
+        _run_ended(run)
+
+
+def _run_ended(run: Run) -> None:
+    """What a run's end sets off, however it ended (its orchestrator's last state, or a cancel while it was queued),
+    in the transaction that records the end."""
+    if run.state in (Run.State.FAILED, Run.State.CANCELLED):
+        _skip_round_without_baseline(run)
+    if run.state == Run.State.FAILED:
+        queue_confirmation_again(run)
+    if run.state == Run.State.SUCCEEDED:
+        do_record_equivalence(run.experiment)
+    # The study first: a round that ends it tells its recommendation in the round's own message.
+    advance_study_of_run(run)
+    notify_if_experiment_ended(run.experiment_id)
 
 
 def _skip_round_without_baseline(run: Run) -> None:
