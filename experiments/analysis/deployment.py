@@ -22,7 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from .comparison import CONFIDENCE
 from .intervals import mean_interval
+from .tdist import t_quantile
 
 
 def require_count(name: str, value: int) -> None:
@@ -92,10 +94,25 @@ class ConfigSamples:
 
 
 @dataclass(frozen=True)
+class Spread:
+    """How a curve point's passes scatter, what a reading's interval is built from (`gain_at_pace_of`):
+    the variance over passes of per-GPU throughput relative to its mean (to first order, of its log), and of
+    interactivity, with `n_tok_s` and `n_interactivity` samples each; `covariance` of the two (throughput relative
+    to its mean) when they were measured pass by pass together, else None."""
+
+    n_tok_s: int
+    n_interactivity: int
+    log_tok_s_var: float
+    interactivity_var: float
+    covariance: float | None
+
+
+@dataclass(frozen=True)
 class CurvePoint:
     """A config at one concurrency: mean output tok/s per GPU and mean interactivity (tok/s/user) over its passes,
     each with its 95% Student t interval; bounds are None with a single pass (no spread, so no interval). `n` is
-    the number of throughput samples."""
+    the number of throughput samples; `spread` the passes' scatter (None for a point not built from passes, which
+    then gives a gain no interval)."""
 
     concurrency: int
     tok_s_per_gpu: float
@@ -105,17 +122,20 @@ class CurvePoint:
     interactivity_low: float | None
     interactivity_high: float | None
     n: int
+    spread: Spread | None = None
 
 
 def deployment_curve(cells: Iterable[CellSamples], gpus: int) -> list[CurvePoint]:
     """A config's points by ascending concurrency. Per-GPU throughput is each pass's output tok/s / `gpus`;
     interactivity is each pass's 1000 / mean TPOT, averaged over the passes (the mean of the per-pass paces, not
-    1000 / the mean TPOT; the two differ by second-order terms in the spread). ValueError for fewer than one GPU, a
-    concurrency without samples of both, or a sample that is not positive and finite (a failed pass is the
-    caller's to leave out, as for `compare`)."""
+    1000 / the mean TPOT; the two differ by second-order terms in the spread). A cell whose two lists are equally
+    long is read as pass by pass, its throughput and TPOT paired. ValueError for fewer than one GPU, a concurrency
+    without samples of both, or a sample that is not positive and finite (a failed pass is the caller's to leave
+    out, as for `compare`)."""
     require_count("gpus", gpus)
     throughput: dict[int, list[float]] = defaultdict(list)
     tpot: dict[int, list[float]] = defaultdict(list)
+    unpaired: set[int] = set()
     for cell in cells:
         require_count("concurrency", cell.concurrency)
         for value in cell.output_throughput:
@@ -124,14 +144,37 @@ def deployment_curve(cells: Iterable[CellSamples], gpus: int) -> list[CurvePoint
             require_positive(f"mean TPOT at concurrency {cell.concurrency}", value)
         throughput[cell.concurrency].extend(cell.output_throughput)
         tpot[cell.concurrency].extend(cell.mean_tpot_ms)
+        if len(cell.output_throughput) != len(cell.mean_tpot_ms):
+            unpaired.add(cell.concurrency)
     points = []
     for level in sorted(throughput.keys() | tpot.keys()):
         if not throughput[level] or not tpot[level]:
             raise ValueError(f"concurrency {level} needs at least one output throughput and one mean TPOT sample")
-        per_gpu = mean_interval([value / gpus for value in throughput[level]])
-        pace = mean_interval([1000 / value for value in tpot[level]])
-        points.append(CurvePoint(level, *per_gpu, *pace, n=len(throughput[level])))
+        per_gpu = [value / gpus for value in throughput[level]]
+        paces = [1000 / value for value in tpot[level]]
+        mean_per_gpu, mean_pace = mean_interval(per_gpu), mean_interval(paces)
+        spread = _spread(per_gpu, mean_per_gpu[0], paces, mean_pace[0], paired=level not in unpaired)
+        points.append(CurvePoint(level, *mean_per_gpu, *mean_pace, n=len(per_gpu), spread=spread))
     return points
+
+
+def _spread(
+    per_gpu: Sequence[float], mean_per_gpu: float, paces: Sequence[float], mean_pace: float, *, paired: bool
+) -> Spread:
+    relative = [value / mean_per_gpu - 1 for value in per_gpu]
+    offsets = [value - mean_pace for value in paces]
+    return Spread(
+        len(per_gpu),
+        len(paces),
+        _moment(relative, relative),
+        _moment(offsets, offsets),
+        _moment(relative, offsets) if paired else None,
+    )
+
+
+def _moment(one: Sequence[float], other: Sequence[float]) -> float:
+    """The unbiased sample (co)variance of two centred series; 0 for a single sample (which gives no interval)."""
+    return sum(a * b for a, b in zip(one, other, strict=True)) / (len(one) - 1) if len(one) > 1 else 0.0
 
 
 def deployment_curves(configs: Mapping[str, ConfigSamples]) -> dict[str, list[CurvePoint]]:
@@ -162,15 +205,11 @@ def pareto_front(curves: Mapping[str, Sequence[CurvePoint]]) -> list[FrontierPoi
 @dataclass(frozen=True)
 class _Reading:
     log_value: float
-    log_half_width: float | None
-
-
-def _log_bounds(point: CurvePoint) -> tuple[float, float] | None:
-    low, high = point.tok_s_per_gpu_low, point.tok_s_per_gpu_high
-    # A t interval reaching zero or below (few, scattered passes) has no log; the reading then has no interval.
-    if low is None or high is None or low <= 0:
-        return None
-    return math.log(low), math.log(high)
+    # The measured points read, each with its weight in the reading (1 at a measured point).
+    points: tuple[tuple[CurvePoint, float], ...]
+    # The curve's slope, d log(tok/s per GPU) / d interactivity, where it is read: one between two points; at a
+    # measured point, one for each segment beside it (none at a single-point curve).
+    slopes: tuple[float, ...]
 
 
 def _read_at(curve: Sequence[CurvePoint], target: float) -> _Reading | None:
@@ -182,24 +221,80 @@ def _read_at(curve: Sequence[CurvePoint], target: float) -> _Reading | None:
     exact = [point for point in ordered if point.interactivity == target]
     if exact:
         # At a measured point, that point's own numbers (the highest throughput among points of equal pace).
-        bounds = _log_bounds(exact[-1])
-        return _Reading(math.log(exact[-1].tok_s_per_gpu), None if bounds is None else (bounds[1] - bounds[0]) / 2)
+        point = exact[-1]
+        below = [other for other in ordered if other.interactivity < target][-1:]
+        above = [other for other in ordered if other.interactivity > target][:1]
+        return _Reading(math.log(point.tok_s_per_gpu), ((point, 1.0),), tuple(_slope(point, o) for o in below + above))
     left, right = next(
         (left, right) for left, right in pairwise(ordered) if left.interactivity < target < right.interactivity
     )
-    return _interpolate(left, right, (target - left.interactivity) / (right.interactivity - left.interactivity))
+    weight = (target - left.interactivity) / (right.interactivity - left.interactivity)
+    log_left, log_right = math.log(left.tok_s_per_gpu), math.log(right.tok_s_per_gpu)
+    return _Reading(
+        log_left + weight * (log_right - log_left), ((left, 1 - weight), (right, weight)), (_slope(left, right),)
+    )
 
 
-def _interpolate(left: CurvePoint, right: CurvePoint, weight: float) -> _Reading:
-    def between(a: float, b: float) -> float:
-        return a + weight * (b - a)
+def _slope(one: CurvePoint, other: CurvePoint) -> float:
+    return math.log(other.tok_s_per_gpu / one.tok_s_per_gpu) / (other.interactivity - one.interactivity)
 
-    log_value = between(math.log(left.tok_s_per_gpu), math.log(right.tok_s_per_gpu))
-    left_bounds, right_bounds = _log_bounds(left), _log_bounds(right)
-    if left_bounds is None or right_bounds is None:
-        return _Reading(log_value, None)
-    low, high = between(left_bounds[0], right_bounds[0]), between(left_bounds[1], right_bounds[1])
-    return _Reading(log_value, (high - low) / 2)
+
+# One point's term in a reading's variance (log scale) and the degrees of freedom it was estimated with.
+_Part = tuple[float, int]
+
+
+def _parts(points: Sequence[tuple[CurvePoint, float]], slope: float) -> list[_Part] | None:
+    """The delta method's terms of a reading: to first order, a reading moves with each point's log throughput by
+    its weight and with each point's pace by -slope x weight (a pace measured high puts the target nearer the
+    other point), so each point adds weight^2 x var(its mean log throughput - slope x its mean pace). None when
+    a point has a single pass or no spread to read."""
+    parts = []
+    for point, weight in points:
+        spread = point.spread
+        if spread is None or min(spread.n_tok_s, spread.n_interactivity) < 2:
+            return None
+        parts.append((weight**2 * _point_variance(spread, slope), min(spread.n_tok_s, spread.n_interactivity) - 1))
+    return parts
+
+
+def _point_variance(spread: Spread, slope: float) -> float:
+    tok_s = spread.log_tok_s_var / spread.n_tok_s
+    pace = spread.interactivity_var / spread.n_interactivity
+    if spread.covariance is None:
+        # Not measured pass by pass together: the covariance is unknown, so the one that widens most (|r| = 1).
+        return (math.sqrt(tok_s) + abs(slope) * math.sqrt(pace)) ** 2
+    # A fast pass serves more and answers faster, so the two errors are correlated and their covariance counts.
+    return max(tok_s + slope**2 * pace - 2 * slope * spread.covariance / spread.n_tok_s, 0.0)
+
+
+def _widest(points: Iterable[CurvePoint]) -> float | None:
+    """The widest log half-width of the points' own t intervals; None when one has none, or one reaching 0 (which
+    has no log)."""
+    widths = []
+    for point in points:
+        low, high = point.tok_s_per_gpu_low, point.tok_s_per_gpu_high
+        if low is None or high is None or low <= 0:
+            return None
+        widths.append(math.log(high / low) / 2)
+    return max(widths)
+
+
+def _t_half_width(parts: Sequence[_Part]) -> float:
+    """The t half-width of the terms' sum, with Welch-Satterthwaite degrees of freedom."""
+    total = sum(variance for variance, _ in parts)
+    if total <= 0:
+        return 0.0
+    df = total**2 / sum(variance**2 / df for variance, df in parts)
+    return t_quantile(0.5 + CONFIDENCE / 2, df) * math.sqrt(total)
+
+
+def _worst(reading: _Reading, *others: tuple[CurvePoint, float]) -> list[_Part] | None:
+    """The reading's terms (with `others` read at the same slope), under the slope beside it that gives the widest
+    interval: at a measured point between two segments, which way its pace erred is unknown."""
+    found = [_parts([*reading.points, *others], slope) for slope in reading.slopes or (0.0,)]
+    if any(parts is None for parts in found):
+        return None
+    return max((parts for parts in found if parts is not None), key=_t_half_width)
 
 
 def throughput_at(curve: Sequence[CurvePoint], target: float) -> float | None:
@@ -232,34 +327,73 @@ def best_at_levels(curves: Mapping[str, Sequence[CurvePoint]]) -> list[LevelBest
 
 @dataclass(frozen=True)
 class Gain:
-    """Candidate tok/s per GPU / baseline tok/s per GPU at interactivity `target`, with an approximate 95% interval
-    (`gain_at_interactivity` says how); `low`/`high` None when either side lacks an interval."""
+    """Candidate tok/s per GPU / baseline tok/s per GPU at interactivity `target`, with its 95% interval
+    (`gain_at_pace_of` says how); `low`/`high` None when a point read lacks one. `concurrencies`: the candidate's
+    measured concurrencies it was read from (one at a measured point, two between)."""
 
     ratio: float
     low: float | None
     high: float | None
     target: float
+    concurrencies: tuple[int, ...] = ()
 
 
 def gain_at_interactivity(
     candidate_curve: Sequence[CurvePoint], baseline_curve: Sequence[CurvePoint], target: float
 ) -> Gain | None:
-    """What the candidate serves per GPU over what the baseline does, both at interactivity `target` (each read by
-    `throughput_at`); None when the target lies outside either curve's measured range.
-
-    The interval is an approximation. Each side's interval bounds are read at the target the way its mean is
-    (log-linear between the neighbours), which treats the two neighbours' errors as moving together, the cautious
-    choice; half the log width is that side's relative half-width. The two sides are independent, so their
-    half-widths combine in quadrature around the log ratio (each already carries its own t quantile: Welch without
-    the degrees-of-freedom correction). The interactivity's own uncertainty (the x position) is left out.
-    ValueError for a target that is not positive and finite.
-    """
+    """What the candidate serves per GPU over what the baseline does, both at interactivity `target`, a pace the
+    question fixes (each side read by `throughput_at`); None when the target lies outside either curve's measured
+    range. The interval is built as `gain_at_pace_of`'s, each side carrying its own points' errors: a point's pace
+    measured off moves where the fixed target falls on that side's curve, by the slope there (at a measured point,
+    whichever of its two segments' gives the wider interval). Where a curve is steep, as a baseline's is near its
+    lowest concurrency, that makes a wide interval: at exactly this pace, that side is poorly known. ValueError for
+    a target that is not positive and finite."""
     require_positive("target interactivity", target)
     candidate, baseline = _read_at(candidate_curve, target), _read_at(baseline_curve, target)
     if candidate is None or baseline is None:
         return None
-    log_ratio = candidate.log_value - baseline.log_value
-    if candidate.log_half_width is None or baseline.log_half_width is None:
-        return Gain(math.exp(log_ratio), None, None, target)
-    half = math.hypot(candidate.log_half_width, baseline.log_half_width)
-    return Gain(math.exp(log_ratio), math.exp(log_ratio - half), math.exp(log_ratio + half), target)
+    candidate_parts, baseline_parts = _worst(candidate), _worst(baseline)
+    parts = None if candidate_parts is None or baseline_parts is None else candidate_parts + baseline_parts
+    return _gain(candidate, baseline.log_value, [p for p, _ in baseline.points], parts, target)
+
+
+def gain_at_pace_of(candidate_curve: Sequence[CurvePoint], baseline_point: CurvePoint) -> Gain | None:
+    """What the candidate serves per GPU over what the baseline does at `baseline_point`, the candidate read at the
+    pace the baseline's users get there (`throughput_at`); None when that pace lies outside the candidate's
+    measured range.
+
+    The interval carries every error of the reading, by the delta method on the log ratio, closed form (the same
+    data give the same page): each measured point's throughput spread and its pace's, with their covariance over
+    passes. The pace itself is measured: the baseline's, where the candidate is read, moves the reading by the
+    candidate curve's slope there; each candidate point's moves where that pace falls between the two points. The
+    terms add up (points are independent), the t quantile takes their Welch-Satterthwaite degrees of freedom, and
+    the interval is never narrower than the measurements it came from: its log half-width is at least the
+    quadrature sum of the baseline point's and the widest candidate point's own t interval. `low`/`high` are None
+    when a point read has a single pass or an interval reaching 0.
+    """
+    candidate = _read_at(candidate_curve, baseline_point.interactivity)
+    if candidate is None:
+        return None
+    return _gain(
+        candidate,
+        math.log(baseline_point.tok_s_per_gpu),
+        [baseline_point],
+        _worst(candidate, (baseline_point, -1.0)),
+        baseline_point.interactivity,
+    )
+
+
+def _gain(
+    candidate: _Reading,
+    baseline_log: float,
+    baseline_points: Sequence[CurvePoint],
+    parts: list[_Part] | None,
+    target: float,
+) -> Gain:
+    log_ratio = candidate.log_value - baseline_log
+    read = tuple(sorted(point.concurrency for point, _ in candidate.points))
+    floor = [_widest(p for p, _ in candidate.points), _widest(baseline_points)]
+    if parts is None or floor[0] is None or floor[1] is None:
+        return Gain(math.exp(log_ratio), None, None, target, read)
+    half = max(_t_half_width(parts), math.hypot(floor[0], floor[1]))
+    return Gain(math.exp(log_ratio), math.exp(log_ratio - half), math.exp(log_ratio + half), target, read)

@@ -2,6 +2,8 @@
 goodput, cost and energy per token, checked against hand computations."""
 
 import math
+import random
+from collections.abc import Iterator
 
 import pytest
 
@@ -9,10 +11,12 @@ from experiments.analysis.deployment import (
     CellSamples,
     ConfigSamples,
     CurvePoint,
+    Gain,
     best_at_levels,
     deployment_curve,
     deployment_curves,
     gain_at_interactivity,
+    gain_at_pace_of,
     gpu_count,
     interactivity,
     pareto_front,
@@ -187,15 +191,29 @@ CANDIDATE = [
 ]
 
 
-def test_it_reads_a_measured_point_at_its_own_interactivity() -> None:
-    gain = gain_at_interactivity(CANDIDATE, BASELINE, target=20)
+T_975_DF4 = 2.776445105197793
 
-    assert gain is not None
+
+def _measured(cells: dict[int, tuple[list[float], list[float]]]) -> list[CurvePoint]:
+    """A curve on one GPU from (tok/s per pass, tok/s per user per pass) by concurrency."""
+    return deployment_curve([CellSamples(c, t, [1000 / pace for pace in p]) for c, (t, p) in cells.items()], gpus=1)
+
+
+def test_it_reads_a_measured_point_at_its_own_interactivity_no_narrower_than_the_points_own_intervals() -> None:
+    baseline = _measured({16: ([360.0, 400.0, 440.0], [20.0] * 3), 4: ([200.0] * 3, [40.0] * 3)})
+    candidate = _measured({16: ([540.0, 600.0, 660.0], [20.0] * 3), 4: ([300.0] * 3, [50.0] * 3)})
+
+    gain = gain_at_interactivity(candidate, baseline, target=20)
+
+    assert gain is not None and gain.concurrencies == (16,)
     assert gain.ratio == pytest.approx(600 / 400)
-    # Both sides' relative half-width is ln(660/540)/2 = ln(440/360)/2 = ln(11/9)/2; in quadrature: x sqrt(2).
-    half = math.sqrt(2) * math.log(11 / 9) / 2
-    assert gain.low == pytest.approx(1.5 * math.exp(-half))
-    assert gain.high == pytest.approx(1.5 * math.exp(half))
+    # Both points' t intervals are 10% x t(2) / sqrt(3) either side relative to their mean. Their spreads in
+    # quadrature with Welch's 4 degrees of freedom would be narrower (t(4) < t(2)) than either measured interval,
+    # so the interval is each side's own log half-width in quadrature.
+    own = math.log((1 + 0.1 * T_975_DF2 / math.sqrt(3)) / (1 - 0.1 * T_975_DF2 / math.sqrt(3))) / 2
+    assert T_975_DF4 * math.sqrt(2 * 0.1**2 / 3) < math.sqrt(2) * own
+    assert gain.low == pytest.approx(1.5 * math.exp(-math.sqrt(2) * own))
+    assert gain.high == pytest.approx(1.5 * math.exp(math.sqrt(2) * own))
     assert gain.target == 20
 
 
@@ -205,12 +223,26 @@ def test_it_interpolates_log_throughput_between_the_measured_neighbours() -> Non
 
     gain = gain_at_interactivity(CANDIDATE, BASELINE, target=40)
 
-    assert gain is not None
+    assert gain is not None and gain.concurrencies == (4, 16)
     assert gain.ratio == pytest.approx(600 * 0.5 ** (2 / 3) / 200)
-    # The candidate's log bounds are read the same way: its half-width is 1/3 of ln(660/540)/2 and 2/3 of
-    # ln(360/240)/2; the baseline's at its own point is ln(220/180)/2.
-    candidate_half = math.log(660 / 540) / 2 / 3 + 2 * math.log(360 / 240) / 2 / 3
-    half = math.hypot(candidate_half, math.log(220 / 180) / 2)
+    assert (gain.low, gain.high) == (None, None)  # points not built from passes: no spread to read an interval from
+
+
+def test_the_interval_carries_where_each_measured_pace_puts_the_reading() -> None:
+    # Every throughput is the same in each pass; only the paces scatter (sd 2 tok/s per user over 3 passes). The
+    # candidate is read halfway between its points at 50 and 80 tok/s per user, at the baseline's pace at c=1.
+    candidate = _measured({4: ([100.0] * 3, [48.0, 50.0, 52.0]), 1: ([50.0] * 3, [78.0, 80.0, 82.0])})
+    (baseline,) = _measured({1: ([40.0] * 3, [63.0, 65.0, 67.0])})
+
+    gain = gain_at_pace_of(candidate, baseline)
+
+    assert gain is not None and (gain.target, gain.concurrencies) == (65.0, (1, 4))
+    assert gain.ratio == pytest.approx(100 * 0.5**0.5 / 40)
+    # slope s = ln(50 / 100) / 30 per tok/s per user. A candidate point's pace error moves the reading by -s/2, the
+    # baseline's (where the candidate is read) by s: variances s^2 / 4 x 4/3 (twice) and s^2 x 4/3, each with 2
+    # degrees of freedom: 2 s^2 in all, with Welch-Satterthwaite's (2 s^2)^2 / (2 (s^2/3)^2 / 2 + (4 s^2/3)^2 / 2)
+    # = 4 degrees of freedom. The measured throughputs have no spread: a pace-blind interval would be [r, r].
+    half = T_975_DF4 * math.sqrt(2) * math.log(2) / 30
     assert gain.low == pytest.approx(gain.ratio * math.exp(-half))
     assert gain.high == pytest.approx(gain.ratio * math.exp(half))
 
@@ -223,9 +255,10 @@ def test_it_never_extrapolates_beyond_a_curves_measured_range() -> None:
 
 
 def test_it_gives_a_gain_without_interval_when_a_side_has_a_single_pass() -> None:
-    single = [_point(16, pace=20, per_gpu=600), _point(4, pace=50, per_gpu=300)]
+    single = _measured({16: ([600.0], [20.0]), 4: ([300.0], [50.0])})
+    baseline = _measured({16: ([380.0, 400.0, 420.0], [19.0, 20.0, 21.0])})
 
-    gain = gain_at_interactivity(single, BASELINE, target=20)
+    gain = gain_at_interactivity(single, baseline, target=20)
 
     assert gain is not None and gain.ratio == pytest.approx(1.5)
     assert (gain.low, gain.high) == (None, None)
@@ -234,6 +267,92 @@ def test_it_gives_a_gain_without_interval_when_a_side_has_a_single_pass() -> Non
 def test_it_refuses_a_target_that_is_no_interactivity() -> None:
     with pytest.raises(ValueError, match="target interactivity must be positive and finite"):
         gain_at_interactivity(CANDIDATE, BASELINE, target=0)
+
+
+# --- the gain's interval against a simulation
+
+# The simulation's truth: a server's time per output token grows linearly with the requests in flight, as a
+# memory-bound decode does: (ms at one request, ms per extra request, tokens per step). The speculative candidate
+# steps slower but emits 2.2 tokens a step, so at the baseline's c=1 pace it serves between its own c=4 and c=8.
+TRUTH = {"baseline": (12.0, 0.6, 1.0), "eagle3": (18.0, 1.8, 2.2)}
+LEVELS = (1, 2, 4, 8)
+# Per pass, log-normal: the machine's moment (slows every token: less throughput, lower pace together), the
+# candidate's acceptance (more tokens a step: both up), and each figure's own noise.
+MACHINE, ACCEPT, OWN = 0.03, 0.03, 0.01
+
+
+def _true_tpot(config: str, level: int) -> float:
+    one, extra, tokens = TRUTH[config]
+    return (one + extra * (level - 1)) / tokens
+
+
+def _simulated(config: str, rng: random.Random, passes: int) -> list[CurvePoint]:
+    cells = []
+    for level in LEVELS:
+        tok_s, tpot = [], []
+        for _ in range(passes):
+            machine, accept = rng.gauss(0, MACHINE), rng.gauss(0, ACCEPT) if config == "eagle3" else 0.0
+            tpot.append(_true_tpot(config, level) * math.exp(machine - accept + rng.gauss(0, OWN)))
+            tok_s.append(level * 1000 / _true_tpot(config, level) * math.exp(accept - machine + rng.gauss(0, OWN)))
+        cells.append(CellSamples(level, tok_s, tpot))
+    return deployment_curve(cells, gpus=1)
+
+
+def _true_curve(config: str) -> list[CurvePoint]:
+    """The cells' expected means (a log-normal pass averages exp(variance / 2) above its median)."""
+    variance = MACHINE**2 + OWN**2 + (ACCEPT**2 if config == "eagle3" else 0.0)
+    scale = math.exp(variance / 2)
+    return [
+        _point(
+            level,
+            pace=1000 / _true_tpot(config, level) * scale,
+            per_gpu=level * 1000 / _true_tpot(config, level) * scale,
+        )
+        for level in LEVELS
+    ]
+
+
+def _simulated_gains(
+    experiments: int, passes: int, seed: int
+) -> Iterator[tuple[Gain, float, CurvePoint, list[CurvePoint]]]:
+    """(gain, true gain, baseline point, candidate curve) of every simulated experiment at each baseline level the
+    candidate reaches; the truth is what the reading defines, the candidate's curve log-linear between its true
+    points, read at the baseline's true pace."""
+    rng = random.Random(seed)
+    truth = {config: _true_curve(config) for config in TRUTH}
+    for _ in range(experiments):
+        baseline, candidate = _simulated("baseline", rng, passes), _simulated("eagle3", rng, passes)
+        for point, true_point in zip(baseline, truth["baseline"], strict=True):
+            gain = gain_at_pace_of(candidate, point)
+            true_tok_s = throughput_at(truth["eagle3"], true_point.interactivity)
+            if gain is not None and true_tok_s is not None:
+                yield gain, true_tok_s / true_point.tok_s_per_gpu, point, candidate
+
+
+def test_the_95_percent_interval_holds_the_true_gain_95_times_in_100() -> None:
+    gains = list(_simulated_gains(400, passes=6, seed=47))
+    held = [
+        gain.low is not None and gain.high is not None and gain.low <= true <= gain.high for gain, true, *_ in gains
+    ]
+
+    # 400 experiments of 6 passes a cell, read at the baseline's c=1, 2 and mostly 4 (its c=8 pace is beyond the
+    # candidate's): 1,042 intervals, of which 94.9% hold the truth (94.9% to 96.8% over ten seeds). The interval
+    # without the paces' error held it 76% of the time here.
+    assert len(held) > 1000
+    assert 0.93 <= sum(held) / len(held) <= 0.98
+
+
+def test_the_interval_is_never_narrower_than_the_measured_points_own() -> None:
+    checked = 0
+    for gain, _, point, candidate in _simulated_gains(100, passes=3, seed=48):
+        assert gain.low is not None and gain.high is not None
+        read = [p for p in candidate if p.concurrency in gain.concurrencies]
+        for measured in [point, *read]:
+            assert measured.tok_s_per_gpu_low is not None and measured.tok_s_per_gpu_high is not None
+            own = math.log(measured.tok_s_per_gpu_high / measured.tok_s_per_gpu_low)
+            assert math.log(gain.high / gain.low) >= own - 1e-12
+        checked += 1
+    assert checked > 250
 
 
 # --- SLOs and goodput
