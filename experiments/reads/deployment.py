@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from experiments.analysis import deployment, energy, slo
+from experiments.analysis.comparison import ComparisonRow
 from experiments.models import GpuSample, Measurement, ServerConfig
 
 DEFINITIONS = {
@@ -24,8 +25,12 @@ DEFINITIONS = {
     "time to the first token left out",
     "cost_per_million_output_tokens": "the host's price of a GPU-hour x the GPUs one server occupies / (output tok/s "
     "x 3600) x 1,000,000, at the cell's mean throughput; input tokens ride along free",
-    "gain": "the candidate's tok/s per GPU / the baseline's, both read at the same interactivity (log-linear "
-    "between measured concurrencies, never beyond them), with an approximate 95% interval",
+    "gain": "the candidate's tok/s per GPU / the baseline's at the same speed per user: the baseline at one of its "
+    "measured concurrencies, the candidate at that interactivity (log-linear between its measured concurrencies, "
+    "never beyond them); its 95% interval carries both sides' spread over passes and the pace's own (where that "
+    "pace falls on the candidate's curve is measured too), and is never narrower than the measured points' own",
+    "same_concurrency": "the comparison's speedup at the baseline's concurrency: output tok/s against output tok/s "
+    "with as many requests in flight each, every config at its own speed per user (the verdict's question)",
     "cost_per_million_input_tokens": "the same GPU time charged to the input tokens instead: the host's price of a "
     "GPU-hour x the GPUs / (input tok/s x 3600) x 1,000,000; the two costs do not add up, each pays for it all",
     "slo_met": "the profile's SLO statistic of every pass at that concurrency (e.g. p90 TPOT over the pass's "
@@ -127,6 +132,8 @@ class DeploymentView:
     slo_meeting: dict[str, list[int]] = field(default_factory=dict)
     # Per candidate, the comparison's verdict by concurrency (for the sentence under the SLO).
     verdicts: dict[str, dict[int, str]] = field(default_factory=dict)
+    # Per candidate, the comparison's row by concurrency: the same question at the same concurrency.
+    same_concurrency: dict[str, dict[int, ComparisonRow]] = field(default_factory=dict)
     # Per config, its cells by ascending concurrency.
     cells: dict[str, list[DeploymentCell]] = field(default_factory=dict)
     curves: dict[str, list[deployment.CurvePoint]] = field(default_factory=dict)
@@ -138,18 +145,26 @@ class DeploymentView:
 
     @property
     def headlines(self) -> list[str]:
-        """Per candidate one sentence: its gain at the pace of the baseline at its lowest concurrency."""
+        """Per candidate, at the baseline's lowest concurrency, each question with its own answer: the comparison's
+        at the same concurrency (when its row is known), and the gain per GPU at the same speed per user."""
         out = []
         for name, gains in self.gains.items():
             if not gains:
                 continue
             level, pace, gain = gains[0]
-            where = f"At {pace:.0f} tok/s per user (the baseline's pace at c={level})"
+            row = self.same_concurrency.get(name, {}).get(level)
+            if row is not None:
+                said = _ratio_text(row.speedup, row.ci_low, row.ci_high)
+                out.append(
+                    f"At the same concurrency, c={level} each, {name} serves {said} the baseline's output tokens per "
+                    f"second ({row.verdict})."
+                )
+            question = f"At {_same_pace(pace)} (the baseline's at c={level}"
             if gain is None:
-                out.append(f"{where}, {name} has no measured point to compare: its pace lies outside that.")
+                out.append(f"{question}), {name} has no measured point to compare: its curve does not reach it.")
                 continue
-            interval = f" [{gain.low:.2f}, {gain.high:.2f}]" if gain.low is not None and gain.high is not None else ""
-            out.append(f"{where}, {name} serves {gain.ratio:.2f}x{interval} the baseline's tokens per GPU.")
+            said = _ratio_text(gain.ratio, gain.low, gain.high)
+            out.append(f"{question}, {name}'s {_read_from(gain)}), {name} serves {said} the baseline's tokens per GPU.")
         if self.slo is not None:
             out.extend(self.slo_headlines)
         return out
@@ -192,6 +207,24 @@ class DeploymentView:
         """(config, cell) for the page's table, config by config."""
         return [(name, cell) for name, cells in self.cells.items() for cell in cells]
 
+    def _questions_json(self, name: str, level: int, pace: float, gain: deployment.Gain | None) -> dict[str, Any]:
+        """What a gain's entry answers, and the same concurrency's answer beside it (None before it is known)."""
+        row = self.same_concurrency.get(name, {}).get(level)
+        return {
+            "question": f"at {_same_pace(pace)}",
+            "candidate_concurrencies": list(gain.concurrencies) if gain else [],
+            "same_concurrency": None
+            if row is None
+            else {
+                "question": f"at the same concurrency, c={level} each",
+                "concurrency": level,
+                "speedup": row.speedup,
+                "low": row.ci_low,
+                "high": row.ci_high,
+                "verdict": row.verdict,
+            },
+        }
+
     def as_json(self) -> dict[str, Any]:
         return {
             "definitions": DEFINITIONS,
@@ -206,6 +239,7 @@ class DeploymentView:
                 name: [
                     {"baseline_concurrency": level, "interactivity": _round(pace)}
                     | ({"ratio": g.ratio, "low": g.low, "high": g.high} if g else {"ratio": None})
+                    | self._questions_json(name, level, pace, g)
                     for level, pace, g in gains
                 ]
                 for name, gains in self.gains.items()
@@ -230,12 +264,14 @@ def deployment_view(
     cost_per_gpu_hour: float | None = None,
     objective: slo.Slo | None = None,
     verdicts: Iterable[tuple[str, int, str]] = (),
+    rows: Iterable[ComparisonRow] = (),
     facts: CellFacts | None = None,
 ) -> DeploymentView | None:
     """The view from usable measurement rows (`id`, `run_id`, `run__config__name`, `concurrency`, `pass_index`,
     `duration_s`, `output_throughput`, `input_throughput`, `mean_tpot_ms` and the SLO's statistic); None until the
     baseline has a point (cells without a TPOT are left out of the curves, not of the cells). `verdicts`: the
-    comparison's (candidate, concurrency, verdict); `facts`: what `cell_facts` read for these rows."""
+    comparison's (candidate, concurrency, verdict); `rows`: its rows, said beside the gains as the answer at the
+    same concurrency; `facts`: what `cell_facts` read for these rows."""
     configs = {c.name: c for c in (baseline, *candidates)}
     curves = curves_of(usable, {name: config.gpu_count for name, config in configs.items()})
     if baseline.name not in curves:
@@ -251,6 +287,8 @@ def deployment_view(
             view.slo_reach[name] = max(view.slo_meeting[name], default=None)
     for compared, level, verdict in verdicts:
         view.verdicts.setdefault(compared, {})[level] = verdict
+    for row in rows:
+        view.same_concurrency.setdefault(row.candidate, {})[row.concurrency] = row
     facts = facts or CellFacts()
     for name in view.curves:
         own = [m for m in usable if m["run__config__name"] == name]
@@ -259,11 +297,7 @@ def deployment_view(
     for candidate in candidates:
         if candidate.name in view.curves:
             view.gains[candidate.name] = [
-                (
-                    point.concurrency,
-                    point.interactivity,
-                    deployment.gain_at_interactivity(view.curves[candidate.name], reference, point.interactivity),
-                )
+                (point.concurrency, point.interactivity, deployment.gain_at_pace_of(view.curves[candidate.name], point))
                 for point in reference
             ]
     return view
@@ -381,6 +415,24 @@ def _positive(value: Any) -> float | None:
     if isinstance(value, int | float) and math.isfinite(value) and value > 0:
         return float(value)
     return None
+
+
+def _same_pace(pace: float) -> str:
+    return f"the same speed per user, {pace:.0f} tok/s each"
+
+
+def _read_from(gain: deployment.Gain) -> str:
+    first, *second = gain.concurrencies
+    return f"between its c={first} and c={second[0]}" if second else f"at its c={first}"
+
+
+def _ratio_text(ratio: float, low: float | None, high: float | None) -> str:
+    """A ratio with its interval, "1.73x [1.52, 1.97]": the bounds rounded outward (down and up at 2 decimals) as
+    the pages round intervals, so the shown interval always holds the computed one; without one, the ratio alone."""
+    if low is None or high is None:
+        return f"{ratio:.2f}x"
+    # round(.., 9) first: 1.7 x 100 is 170.00000000000003 in floats, which must not ceil to 171.
+    return f"{ratio:.2f}x [{math.floor(round(low * 100, 9)) / 100:.2f}, {math.ceil(round(high * 100, 9)) / 100:.2f}]"
 
 
 def _round(value: float | None) -> float | None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from experiments.models import ApiToken, Experiment, GpuSample, Measurement, Run
-from experiments.reads.deployment import WINDOW_NOT_RECORDED
+from experiments.analysis import deployment
+from experiments.analysis.comparison import Sample, compare_configs
+from experiments.models import ApiToken, Experiment, GpuSample, Measurement, Run, ServerConfig
+from experiments.reads.deployment import WINDOW_NOT_RECORDED, deployment_view
 from experiments.reads.reports import build_report
 
 from .factories import make_config, make_eagle_config, make_experiment, make_measurement, make_profile
@@ -59,8 +62,8 @@ def test_it_puts_tokens_per_gpu_against_the_pace_per_user_and_reads_the_gain_at_
     assert gain is not None and gain.ratio == pytest.approx(_expected_gain())
     assert at_four == (4, pytest.approx(1000 / 13), None)  # slower per user than any measured point of eagle3
     assert view.headlines == [
-        f"At 83 tok/s per user (the baseline's pace at c=1), eagle3 serves {_expected_gain():.2f}x the baseline's "
-        "tokens per GPU."
+        f"At the same speed per user, 83 tok/s each (the baseline's at c=1, eagle3's between its c=1 and c=4), eagle3 "
+        f"serves {_expected_gain():.2f}x the baseline's tokens per GPU."  # one pass a cell: no interval
     ]
     # The frontier: eagle3 at c=1 (fastest per user) and the baseline at c=4 (most per GPU); the rest is dominated.
     assert {(f.config, f.point.concurrency) for f in view.frontier} == {("eagle3", 1), ("baseline", 4), ("eagle3", 4)}
@@ -76,12 +79,20 @@ def test_the_page_the_api_and_the_export_show_it(client, viewer):
     export = client.get(f"/experiments/{experiment.pk}/export.json").json()
 
     assert 'id="frontier-chart"' in page and "the baseline&#x27;s tokens per GPU" in page
+    assert "At the same speed per user, 83 tok/s each (the baseline&#x27;s at c=1, eagle3&#x27;s between" in page
     assert "1000 / the cell" in page  # the definitions are on the page
     for body in (api, export):
         deployment = body["deployment"]
         assert deployment["curves"]["baseline"][0]["tok_s_per_gpu"] == 10.0
         assert deployment["gains"]["eagle3"][0]["ratio"] == pytest.approx(_expected_gain())
-        assert deployment["gains"]["eagle3"][1] == {"baseline_concurrency": 4, "interactivity": 76.923, "ratio": None}
+        assert deployment["gains"]["eagle3"][1] == {
+            "baseline_concurrency": 4,
+            "interactivity": 76.923,
+            "ratio": None,
+            "question": "at the same speed per user, 77 tok/s each",
+            "candidate_concurrencies": [],
+            "same_concurrency": None,
+        }
         assert set(deployment["definitions"]) >= {
             "tok_s_per_gpu",
             "interactivity",
@@ -92,6 +103,71 @@ def test_the_page_the_api_and_the_export_show_it(client, viewer):
             "slo_attainment",
             "joules_per_output_token",
         }
+
+
+# Three passes a cell: (output tok/s, mean TPOT ms), a faster pass faster in both; both configs run on tp 8.
+PASSES = {
+    "baseline": {1: [(78.0, 12.2), (80.0, 12.0), (82.0, 11.8)], 4: [(295.0, 13.1), (300.0, 13.0), (305.0, 12.9)]},
+    "eagle3": {1: [(92.0, 10.2), (94.0, 10.0), (96.0, 9.8)], 4: [(275.0, 12.6), (280.0, 12.5), (285.0, 12.4)]},
+}
+
+
+def _outward(low: float, high: float) -> str:
+    return f"[{math.floor(low * 100) / 100:.2f}, {math.ceil(high * 100) / 100:.2f}]"
+
+
+def test_each_number_says_which_question_it_answers_with_the_comparisons_own_at_the_same_concurrency():
+    passes = [
+        (name, level, index, tok_s, tpot)
+        for name, cells in PASSES.items()
+        for level, measured in cells.items()
+        for index, (tok_s, tpot) in enumerate(measured)
+    ]
+    usable: list[dict[str, Any]] = [
+        {"id": row, "run_id": 1 if name == "baseline" else 2, "run__config__name": name, "concurrency": level,
+         "pass_index": index, "duration_s": 10.0, "output_throughput": tok_s, "input_throughput": None,
+         "mean_tpot_ms": tpot}
+        for row, (name, level, index, tok_s, tpot) in enumerate(passes)
+    ]  # fmt: skip
+    samples = [Sample(name, level, 0, index, tok_s) for name, level, index, tok_s, _ in passes]
+    rows = compare_configs(samples, baseline="baseline", candidates=["eagle3"])
+    baseline, eagle3 = ServerConfig(name="baseline", tp_size=8), ServerConfig(name="eagle3", tp_size=8)
+
+    view = deployment_view(usable, baseline, [eagle3], rows=rows)
+
+    assert view is not None
+    level, pace, gain = view.gains["eagle3"][0]
+    assert gain == deployment.gain_at_pace_of(view.curves["eagle3"], view.curves["baseline"][0])
+    assert gain is not None and gain.low is not None and gain.high is not None
+    row = rows[0]
+    assert (row.concurrency, level) == (1, 1) and row.ci_low is not None and row.ci_high is not None
+    assert view.headlines == [
+        f"At the same concurrency, c=1 each, eagle3 serves {row.speedup:.2f}x {_outward(row.ci_low, row.ci_high)} "
+        f"the baseline's output tokens per second ({row.verdict}).",
+        f"At the same speed per user, {pace:.0f} tok/s each (the baseline's at c=1, eagle3's between its c=1 and "
+        f"c=4), eagle3 serves {gain.ratio:.2f}x {_outward(gain.low, gain.high)} the baseline's tokens per GPU.",
+    ]
+    entry = view.as_json()["gains"]["eagle3"][0]
+    assert entry == {
+        "baseline_concurrency": 1,
+        "interactivity": round(pace, 3),
+        "ratio": gain.ratio,
+        "low": gain.low,
+        "high": gain.high,
+        "question": f"at the same speed per user, {pace:.0f} tok/s each",
+        "candidate_concurrencies": [1, 4],
+        "same_concurrency": {
+            "question": "at the same concurrency, c=1 each",
+            "concurrency": 1,
+            "speedup": row.speedup,
+            "low": row.ci_low,
+            "high": row.ci_high,
+            "verdict": row.verdict,
+        },
+    }
+    # Without the comparison's rows the view still says its own question, and only its own.
+    alone = deployment_view(usable, baseline, [eagle3])
+    assert alone is not None and alone.headlines == view.headlines[1:]
 
 
 def test_there_is_no_view_before_the_baseline_has_a_tpot():
