@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from experiments.live import broadcast
 
-from ..forms import ServerConfigForm, config_form_data, plain_errors
 from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Run, ServerConfig
+from ..remedies import Remedy, RemedyRefused
 from ..rules import config_names
 from .audit import Actor, record_event
 from .confirmations import queue_confirmation_again
@@ -275,42 +275,23 @@ def do_append_log(
 CONFIG_NAME_MAX = ServerConfig._meta.get_field("name").max_length or 128
 
 
-class RemedyRefused(Exception):
-    """The remedy cannot be applied: the run has none by that id, it is advice, or the changed config is refused."""
-
-    def __init__(self, message: str, errors: dict[str, list[str]] | None = None, *, kind: str = "conflict") -> None:
-        super().__init__(message)
-        self.errors = errors or {}
-        # What kind of refusal (the API's status): "not_found" (no such remedy), "over_quota", or "conflict" with the
-        # run, its experiment or the config the change makes.
-        self.kind = kind
-
-
 @transaction.atomic
-def do_rerun_with_remedy(run: Run, remedy_id: str, actor: Actor) -> tuple[ServerConfig, list[Run]]:
-    """Re-run a failed run's config with one of its remedies: a new version of the config with the change, linked to
-    the failure, in the old one's place in the experiment (beside it if the old one has results; the old one's queued
-    launches are cancelled once it is replaced), queued interleaved with what it is compared with (the baseline; for
-    a new baseline, every candidate) as many launches as the profile asks."""
+def do_rerun_with_remedy(
+    run: Run, remedy: Remedy, config: ServerConfig, actor: Actor
+) -> tuple[ServerConfig, list[Run]]:
+    """Re-run a failed run's config with one of its remedies, `config` (the new version with the change, validated
+    and unsaved: `forms.remedies.remedied_config`): linked to the failure, in the old one's place in the experiment
+    (beside it if the old one has results; the old one's queued launches are cancelled once it is replaced), queued
+    interleaved with what it is compared with (the baseline; for a new baseline, every candidate) as many launches as
+    the profile asks. Raises RemedyRefused for a config no longer compared, a version already there, or a quota."""
+    assert remedy.change is not None, "a remedy that changes the config (remedied_config refuses advice)"
     # One remedy at a time per experiment: the same one clicked twice makes one version.
     experiment = Experiment.objects.select_for_update().select_related("host", "profile").get(pk=run.experiment_id)
     run = Run.objects.select_related("config", "host", "experiment__profile").get(pk=run.pk)
-    remedy = next((r for r in run.remedies() if r.id == remedy_id), None)
-    if remedy is None:
-        raise RemedyRefused(f"Run {run.pk} has no remedy “{remedy_id[:64]}”.", kind="not_found")
-    if remedy.change is None:
-        raise RemedyRefused(f"“{remedy.title}” is advice, not a change of the config: nothing to re-run.")
     old = run.config
     compared = [experiment.baseline, *experiment.ordered_candidates()]
     if old not in compared:
         raise RemedyRefused(f"{old.name} is no longer compared in this experiment (a newer version took its place).")
-    name = config_names.remedy_name(old.name, remedy.label, CONFIG_NAME_MAX)
-    # The same rules as a config made by hand: the launch policy (on this host), the form's checks.
-    form = ServerConfigForm(config_form_data({**remedy.change.apply(old.launch_spec()), "name": name}))
-    form.launches_on(experiment.host)
-    if not form.is_valid():
-        raise RemedyRefused(f"The config with “{remedy.title}” is refused.", plain_errors(form))
-    config = form.save_unsaved()
     same = next((c for c in compared if c.content_hash == config.compute_hash()), None)
     if same is not None:
         raise RemedyRefused(f"{same.name} already runs this config in the experiment.")

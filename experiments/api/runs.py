@@ -17,11 +17,13 @@ from experiments.reads.runs import MAX_RUNS, run_rows
 from ..actions.audit import Actor
 from ..actions.profile_traces import do_profile_run
 from ..actions.quotas import QuotaExceeded
-from ..actions.runs import RemedyRefused, do_cancel_run, do_rerun_with_remedy
+from ..actions.runs import do_cancel_run, do_rerun_with_remedy
 from ..forms import (
     CONTROL_CHARS,
 )
+from ..forms.remedies import remedied_config
 from ..models import LogChunk, Run
+from ..remedies import RemedyRefused
 from .base import TEXT_WITHOUT_CONTROLS, api, require, require_manage
 from .bodies import RemedyIn
 from .refusals import documented, refused, responses
@@ -124,7 +126,8 @@ def rerun_with_remedy(request: HttpRequest, run_id: int, payload: RemedyIn):
     run = get_object_or_404(Run.objects.select_related("experiment", "config"), pk=run_id)
     require_manage(request, run.experiment)
     try:
-        config, runs = do_rerun_with_remedy(run, payload.remedy, Actor.of(request))
+        remedy, version = remedied_config(run, payload.remedy)
+        config, runs = do_rerun_with_remedy(run, remedy, version, Actor.of(request))
     except RemedyRefused as exc:
         # Refused by the config form: its fields' errors; else the remedy itself is the field at fault.
         status = {"not_found": 404, "over_quota": 429}.get(exc.kind, 409)

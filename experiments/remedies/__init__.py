@@ -4,8 +4,9 @@ Context length -> cap the context at the draft's limit, SGLang's override env va
 lower --mem-fraction-static or --cuda-graph-max-bs (a higher fraction when SGLang says the KV pool got too little);
 a CUDA-graph capture that crashed -> no CUDA graphs; a dirty host -> the processes holding GPU memory and a clean by
 an admin; env not propagated -> host-level env, set by an admin. A remedy that changes the config says exactly how
-(`Change`); the action applies it to a copy of the config and validates the copy with the config form, as it would
-a hand-made one. Advice (a profile, a host) has no change and says where it is acted on (`Link`).
+(`Change`); `forms/remedies.py` applies it to a copy of the config and validates the copy with the config form, as
+it would a hand-made one, and the action saves and queues that copy. Advice (a profile, a host) has no change and
+says where it is acted on (`Link`).
 
 One module per concern: `memory` (GPU memory, CUDA graphs), `startup` (context length, flags, timeouts), `host`
 (what an admin does), `acceptance` (the likely causes of a draft that accepts nothing, for the live acceptance alarm,
@@ -25,6 +26,7 @@ from .values import (
     Evidence,
     Link,
     Remedy,
+    RemedyRefused,
     first_line,
     flag_value,
     server_args_in,
@@ -37,6 +39,7 @@ __all__ = [
     "Evidence",
     "Link",
     "Remedy",
+    "RemedyRefused",
     "acceptance_remedies",
     "flag_value",
     "remedies_for",

@@ -66,6 +66,17 @@ class Change:
         return ", ".join(parts)
 
 
+class RemedyRefused(Exception):
+    """The remedy cannot be applied: the run has none by that id, it is advice, or the changed config is refused."""
+
+    def __init__(self, message: str, errors: dict[str, list[str]] | None = None, *, kind: str = "conflict") -> None:
+        super().__init__(message)
+        self.errors = errors or {}
+        # What kind of refusal (the API's status): "not_found" (no such remedy), "over_quota", or "conflict" with the
+        # run, its experiment or the config the change makes.
+        self.kind = kind
+
+
 @dataclass(frozen=True)
 class Remedy:
     id: str  # stable for the same evidence: the page posts it back and the action finds the remedy again by it

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from experiments.actions.audit import Actor
-from experiments.actions.runs import RemedyRefused, do_rerun_with_remedy
+from experiments.actions.runs import do_rerun_with_remedy
 from experiments.formats.run_facts import server_facts
+from experiments.forms.remedies import remedied_config
 from experiments.models import MANAGED_FLAGS, AuditEvent, Run, ServerConfig
-from experiments.remedies import Evidence, Link, Remedy, remedies_for, server_args_in
+from experiments.remedies import Evidence, Link, Remedy, RemedyRefused, remedies_for, server_args_in
 from experiments.rules import launch_policy, model_checks
 from experiments.rules.config_names import remedy_name
 
@@ -367,6 +368,13 @@ def test_it_shapes_the_servers_facts_for_the_run_page():
 
 # ---- re-running with a remedy -----------------------------------------------------------------------------------
 
+
+def _rerun(run: Run, remedy_id: str, actor: Actor) -> tuple[ServerConfig, list[Run]]:
+    """As the run page and the API re-run one: the remedy's config validated by its form, then the action."""
+    remedy, version = remedied_config(run, remedy_id)
+    return do_rerun_with_remedy(run, remedy, version, actor)
+
+
 SERVER_ARGS = {"mem_fraction_static": 0.88, "cuda_graph_max_bs": 160}
 
 
@@ -386,7 +394,7 @@ def test_it_rerun_a_failed_candidate_as_a_new_version_in_its_place_beside_the_ba
     failed = _failed(candidate, experiment)
     last = experiment.run_set.order_by("-sequence")[0]
 
-    config, runs = do_rerun_with_remedy(failed, "mem-fraction", Actor(owner))
+    config, runs = _rerun(failed, "mem-fraction", Actor(owner))
 
     assert config.name == "eagle3-2step · mem 0.83"
     assert config.extra_args == ["--enable-metrics", "--mem-fraction-static", "0.83"]
@@ -413,7 +421,7 @@ def test_it_keeps_a_candidate_that_measured_and_adds_the_new_version_beside_it(o
     Run.objects.filter(pk=failing.pk).update(state=Run.State.FAILED, failure_kind="oom", failure_message=OOM,
                                              effective_args=SERVER_ARGS)  # fmt: skip
 
-    config, _ = do_rerun_with_remedy(Run.objects.get(pk=failing.pk), "mem-fraction", Actor(owner))
+    config, _ = _rerun(Run.objects.get(pk=failing.pk), "mem-fraction", Actor(owner))
 
     assert experiment.ordered_candidates() == [candidate, config]
     assert not experiment.run_set.filter(state=Run.State.CANCELLED).exists()
@@ -425,7 +433,7 @@ def test_it_makes_the_new_version_of_a_failed_baseline_the_baseline_and_measures
     old = experiment.baseline
     failed = _failed(old, experiment)
 
-    config, runs = do_rerun_with_remedy(failed, "cuda-graph-bs", Actor(owner))
+    config, runs = _rerun(failed, "cuda-graph-bs", Actor(owner))
 
     experiment.refresh_from_db()
     assert experiment.baseline == config and config.extra_args == ["--cuda-graph-max-bs", "80"]
@@ -438,7 +446,7 @@ def test_it_refuses_a_remedy_twice_advice_and_an_unknown_one(owner):
     experiment = make_experiment(candidates=[candidate])
     failed = _failed(candidate, experiment, failure_kind=Run.FailureKind.ZOMBIE, failure_message="quiet for 301 s.")
     oom = _failed(experiment.baseline, experiment)
-    do_rerun_with_remedy(oom, "mem-fraction", Actor(owner))
+    _rerun(oom, "mem-fraction", Actor(owner))
 
     for run, remedy_id, words in [
         (oom, "mem-fraction", "is no longer compared"),  # the new version took the baseline's place
@@ -446,7 +454,7 @@ def test_it_refuses_a_remedy_twice_advice_and_an_unknown_one(owner):
         (failed, "<script>", "has no remedy"),
     ]:
         with pytest.raises(RemedyRefused, match=words):
-            do_rerun_with_remedy(run, remedy_id, Actor(owner))
+            _rerun(run, remedy_id, Actor(owner))
     assert ServerConfig.objects.filter(remedy_for_run__isnull=False).count() == 1
 
 
@@ -459,10 +467,10 @@ def test_it_refuses_the_same_version_twice(owner):
         Run.objects.filter(pk=run.pk).update(state="failed", failure_kind="oom", failure_message=OOM,
                                              effective_args=SERVER_ARGS)  # fmt: skip
     Run.objects.filter(pk=first.pk).update(state=Run.State.SUCCEEDED)  # measured once: the old one stays compared
-    do_rerun_with_remedy(Run.objects.get(pk=second.pk), "mem-fraction", Actor(owner))
+    _rerun(Run.objects.get(pk=second.pk), "mem-fraction", Actor(owner))
 
     with pytest.raises(RemedyRefused, match="already runs this config"):
-        do_rerun_with_remedy(Run.objects.get(pk=second.pk), "mem-fraction", Actor(owner))
+        _rerun(Run.objects.get(pk=second.pk), "mem-fraction", Actor(owner))
 
 
 @pytest.mark.django_db
@@ -473,7 +481,7 @@ def test_it_holds_the_new_version_to_the_rules_of_a_hand_made_config(owner):
     failed = _failed(candidate, experiment)
 
     with pytest.raises(RemedyRefused) as refused:
-        do_rerun_with_remedy(failed, "mem-fraction", Actor(owner))
+        _rerun(failed, "mem-fraction", Actor(owner))
 
     assert "--config is never settable" in " ".join(refused.value.errors["extra_args"])
     assert not ServerConfig.objects.filter(derived_from=candidate).exists()

@@ -15,11 +15,13 @@ from ..actions.audit import Actor
 from ..actions.notes import do_set_run_notes
 from ..actions.profile_traces import do_profile_run
 from ..actions.quotas import QuotaExceeded
-from ..actions.runs import RemedyRefused, do_cancel_run, do_rerun_with_remedy
+from ..actions.runs import do_cancel_run, do_rerun_with_remedy
 from ..analysis.telemetry import describe as describe_throttling
 from ..analysis.telemetry import server_metrics_summary
 from ..forms import RunNotesForm
+from ..forms.remedies import remedied_config
 from ..models import AuditEvent, LogChunk, ProfileTrace, Run, RunEnvironment
+from ..remedies import RemedyRefused
 from .access import require_manage, requires, safe_next
 
 
@@ -124,7 +126,8 @@ def rerun_with_remedy(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("experiment", "config"), pk=run_id)
     require_manage(request, run.experiment)
     try:
-        config, runs = do_rerun_with_remedy(run, request.POST.get("remedy", ""), Actor.of(request))
+        remedy, version = remedied_config(run, request.POST.get("remedy", ""))
+        config, runs = do_rerun_with_remedy(run, remedy, version, Actor.of(request))
     except RemedyRefused as exc:
         messages.error(request, " ".join([str(exc), *(m for ms in exc.errors.values() for m in ms)]))
         return redirect(run)
