@@ -12,6 +12,7 @@ import logging
 from collections.abc import Collection, Iterable
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
@@ -50,6 +51,13 @@ def do_subscribe(subscription: Subscription, actor: Actor) -> Subscription:
 def do_unsubscribe(subscription: Subscription, actor: Actor) -> None:
     record_event(actor, AuditEvent.Action.UNSUBSCRIBE, subscription, channel=subscription.channel)
     subscription.delete()
+
+
+@transaction.atomic
+def do_set_email(user: User, email: str) -> None:
+    """The address `user`'s own e-mail subscriptions go to ("": none, they send nothing)."""
+    user.email = email
+    user.save(update_fields=["email"])
 
 
 # ---- telling subscribers (called by the actions whose change is the event) ----------------------------------

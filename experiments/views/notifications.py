@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from ..actions.audit import Actor
-from ..actions.notifications import do_subscribe, do_unsubscribe
+from ..actions.notifications import do_set_email, do_subscribe, do_unsubscribe
 from ..forms.notifications import EmailAddressForm, SubscriptionForm
 from ..models import Delivery, Subscription
 from .access import requires
@@ -60,8 +60,7 @@ def set_email(request: HttpRequest) -> HttpResponse:
         messages.error(request, " ".join(str(e) for e in form.errors.get("email", [])) or "Enter a valid address.")
         return redirect("notification_settings")
     user = cast(User, request.user)  # (the decorator has checked the login)
-    user.email = form.cleaned_data["email"]
-    user.save(update_fields=["email"])
+    do_set_email(user, form.cleaned_data["email"])
     messages.success(request, f"Your e-mail address is {user.email}." if user.email else
                      "Your e-mail address is removed: your own e-mail subscriptions send nothing.")  # fmt: skip
     return redirect("notification_settings")
