@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -25,7 +25,7 @@ from experiments.formats.notification_texts import Message
 from experiments.live import broadcast
 from experiments.reads.reports import build_report
 
-from ..analysis import ComparisonRow
+from ..analysis import Comparison
 from ..models import AuditEvent, Delivery, Event, Experiment, Flag, Host, Run, StudyRound, Subscription
 from .audit import Actor, record_event
 
@@ -86,7 +86,7 @@ def notify_if_experiment_ended(experiment_id: int) -> None:
         host=experiment.host.name,
         failed_runs=sum(run.state == Run.State.FAILED for run in runs),
         runs=len(runs),
-        verdicts=verdict_lines(report.rows, simulated=report.simulated),
+        verdicts=verdict_lines(report.comparison),
         url=absolute_url(experiment.get_absolute_url()),
         answers=[f"{SIMULATED}{card.sentence}" if card.simulated else card.sentence for card in report.cards],
         recommendation=_study_recommendation(experiment),
@@ -110,14 +110,16 @@ def _study_recommendation(experiment: Experiment) -> list[str]:
 SIMULATED = "(simulated acceptance: speed only) "
 
 
-def verdict_lines(rows: Iterable[ComparisonRow], simulated: Collection[str] = ()) -> list[str]:
+def verdict_lines(comparison: Comparison) -> list[str]:
+    """One line per candidate and concurrency, as the experiment page's verdict table says it."""
     lines = []
-    for row in rows:
-        interval = (
-            f" [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.ci_low is not None and row.ci_high is not None else ""
-        )
-        lead = SIMULATED if row.candidate in simulated else ""
-        lines.append(f"{lead}{row.candidate} at c={row.concurrency}: {row.speedup:.3f}x{interval}, {row.verdict}")
+    for row in comparison.rows:
+        lead = SIMULATED if row.candidate in comparison.simulated else ""
+        # The row's reasons but the two the line already says (the lead, the verdict).
+        said = ("its accept length is simulated", "not settled")
+        reasons = [r for r in comparison.reasons(row) if not r.startswith(said)]
+        why = f" ({'; '.join(reasons)})" if reasons else ""
+        lines.append(f"{lead}{row.candidate} at c={row.concurrency}: {comparison.said(row)}, {row.verdict}{why}")
     return lines
 
 

@@ -10,6 +10,9 @@ from experiments.reads import prompt_reports
 from ..models import AuditEvent, Candidate, Experiment, PromptSet
 from .audit import Actor, record_event
 
+# The divergences a candidate's stored gate keeps (with their tokens), of which the experiment page shows ten.
+STORED_DIVERGENCES = 20
+
 
 class PublishRefused(Exception):
     """The name belongs to a set this user may not add versions to; the message says who may."""
@@ -39,16 +42,15 @@ def do_create_prompt_set(actor: Actor, name: str, data: bytes) -> PromptSet:
 
 
 def do_record_equivalence(experiment: Experiment) -> None:
-    """Store each candidate's equivalence gate (prompt_reports.equivalence) on it: called as a run succeeds, so
-    the experiments table can withhold "faster" from a candidate whose outputs differ without reading outputs."""
+    """Store each candidate's equivalence gate (prompt_reports.equivalence) on it: called as a run succeeds. The
+    stored gate is the only one any comparison reads (`Candidate.outputs_differ`, `Candidate.equivalence`), so no page
+    can judge outputs otherwise than another."""
     # Simulated-acceptance copies are exempt: their outputs are what the set accept length made them (reads/reports.py).
     candidates = [c for c in experiment.ordered_candidates() if c.simulated_accept_length is None]
     gates = prompt_reports.equivalence(experiment, experiment.baseline, candidates)
     for candidate in Candidate.objects.filter(experiment=experiment).select_related("config"):
         gate = gates.get(candidate.config.name)
-        summary = gate.as_json() if gate is not None else {}
-        if summary:
-            summary["divergences"] = summary["divergences"][:20]  # type: ignore[index]
+        summary = gate.as_json(kept=STORED_DIVERGENCES) if gate is not None else {}
         outputs_differ = gate is not None and gate.outputs_differ
         if (candidate.equivalence, candidate.outputs_differ) == (summary, outputs_differ):
             continue  # every run's success asks again; most answers are the ones stored

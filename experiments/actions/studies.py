@@ -18,6 +18,7 @@ from django.utils import timezone
 from experiments.live import broadcast
 
 from ..models import AuditEvent, BenchmarkProfile, Run, ServerConfig, Study, StudyConfig, StudyRound
+from ..reads.study_report import study_history
 from ..tuning import plan, recommend
 from .audit import Actor, record_event
 from .experiments import do_create_experiment, save_submitted
@@ -106,7 +107,7 @@ def _advance(study: Study) -> StudyRound | None:
     current = study.current_round()
     if current is not None and current.experiment.run_set.exclude(state__in=Run.TERMINAL_STATES).exists():
         return None
-    history = study.history()
+    history = study_history(study)
     if study.hours_spent():
         _stop(study, plan.BUDGET, history)
         return None
@@ -157,7 +158,7 @@ def do_cancel_study(study: Study, actor: Actor) -> bool:
     study = Study.objects.select_for_update().get(pk=study.pk)
     if not study.is_running:
         return False
-    _stop(study, plan.CANCELLED, study.history())
+    _stop(study, plan.CANCELLED, study_history(study))
     current = study.current_round()
     if current is not None:
         for run in current.experiment.run_set.exclude(state__in=Run.TERMINAL_STATES):

@@ -1,5 +1,6 @@
 """Pure statistics for specdash; imports nothing from Django.
 
+- `verdicts`: the one `Comparison` every page, the API, the exports and the CLI read (`judge` makes it).
 - `comparison`: speedup of candidates over the baseline with a 95% interval, verdicts, runs needed, break-even
   concurrency; `compare_configs` is the one pipeline every page uses (usable samples, then the equivalence gate).
 - `history`: regressions over a series of results (lookback test, change points).
@@ -25,7 +26,6 @@ from .comparison import (
     break_even_concurrency,
     compare,
     compare_configs,
-    headline,
     is_usable,
     launches_to_settle,
     never_pays,
@@ -61,12 +61,14 @@ from .history import (
     change_points,
     check_latest,
 )
-from .intervals import Point, mean_interval
+from .intervals import Point, mean_interval, ratio_text
 from .tdist import t_quantile
+from .verdicts import COLLAPSED, MATCHES, Comparison, GateOutcome, headline, judge
 
 __all__ = [
     "ACCEPTANCE",
     "CHANGE_POINT",
+    "COLLAPSED",
     "CONFIDENCE",
     "CONFIRMED",
     "DISMISSED",
@@ -74,6 +76,7 @@ __all__ = [
     "IMPROVEMENT",
     "INCONCLUSIVE",
     "LOOKBACK",
+    "MATCHES",
     "MAX_CONFIRMATIONS",
     "MAX_RUNS_NEEDED",
     "METRICS",
@@ -86,8 +89,10 @@ __all__ = [
     "THROUGHPUT",
     "UNDECIDED",
     "BreakEven",
+    "Comparison",
     "ComparisonRow",
     "Equivalence",
+    "GateOutcome",
     "HistoryPoint",
     "Metric",
     "Point",
@@ -107,9 +112,11 @@ __all__ = [
     "compare_configs",
     "headline",
     "is_usable",
+    "judge",
     "launches_to_settle",
     "mean_interval",
     "never_pays",
+    "ratio_text",
     "sample_variance",
     "settled_break_even",
     "settled_break_evens",

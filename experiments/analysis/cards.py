@@ -11,11 +11,12 @@ one sentence that claims no more than the statistics do, and the launches that w
 
 import dataclasses
 import itertools
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .comparison import FASTER, INCONCLUSIVE, SLOWER, ComparisonRow, launches_to_settle
 from .equivalence import OUTPUTS_DIFFER
+from .intervals import ratio_text
 
 # The smallest effect `compare_configs` calls faster or slower (its default).
 MIN_EFFECT = 0.02
@@ -40,14 +41,19 @@ def verdict_cards(
     candidates: Sequence[str],
     passes_per_launch: int,
     simulated: Collection[str] = (),
+    collapsed: Mapping[str, Sequence[tuple[int, float]]] | None = None,
 ) -> list[VerdictCard]:
     """One card per measured candidate, in candidate order; the baseline is never a candidate of its own. Those in
-    `simulated` are marked so (their acceptance was set, not measured)."""
+    `simulated` are marked so (their acceptance was set, not measured); `collapsed` gives, per candidate, the
+    (concurrency, accept length) of the cells where its acceptance collapsed, which its sentence says."""
     cards = []
     for name in candidates:
         own = sorted((row for row in rows if row.candidate == name), key=lambda row: row.concurrency)
         if name != baseline and own:
             card = _card(name, own, passes_per_launch)
+            cells = (collapsed or {}).get(name)
+            if cells:
+                card = dataclasses.replace(card, sentence=card.sentence[:-1] + _collapse_clause(cells, own))
             cards.append(dataclasses.replace(card, simulated=True) if name in simulated else card)
     return cards
 
@@ -122,14 +128,24 @@ def _card(name: str, rows: list[ComparisonRow], passes: int) -> VerdictCard:
     return VerdictCard(name, "; ".join(clauses) + ".", kind, launches)
 
 
+def _collapse_clause(cells: Sequence[tuple[int, float]], rows: list[ComparisonRow]) -> str:
+    levels = _levels(
+        [row for row in rows if row.concurrency in {level for level, _ in cells}], [r.concurrency for r in rows]
+    )
+    low, high = min(a for _, a in cells), max(a for _, a in cells)
+    accept = f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}-{high:.2f}"
+    return (
+        f"; its acceptance collapsed at {levels} (accept length {accept}: the target rejected every draft token, so "
+        "the draft is paid for and nothing gained)."
+    )
+
+
 def _agree(rows: list[ComparisonRow]) -> tuple[str, str]:
     return ("is", "it") if len(rows) == 1 else ("are", "them")
 
 
 def ratio(row: ComparisonRow) -> str:
-    if row.ci_low is None or row.ci_high is None:
-        return f"{row.speedup:.2f}x, no interval"
-    return f"{row.speedup:.2f}x [{row.ci_low:.2f}, {row.ci_high:.2f}]"
+    return ratio_text(row.speedup, row.ci_low, row.ci_high)
 
 
 def _ratios(rows: list[ComparisonRow]) -> str:

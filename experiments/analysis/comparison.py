@@ -55,6 +55,8 @@ class Sample:
     launch: int
     pass_index: int
     output_throughput: float
+    # The pass's accept length (token-weighted, Measurement.accept_length), for the acceptance-collapse rule.
+    accept_length: float | None = None
 
 
 @dataclass(frozen=True)
@@ -295,26 +297,3 @@ def settling_note(row: ComparisonRow, passes_per_launch: int, min_effect: float 
     if row.runs_needed >= MAX_RUNS_NEEDED:
         return f"needs {MAX_RUNS_NEEDED} or more samples per side, {have}: {more}"
     return f"needs ~{row.runs_needed} samples per side, {have}: {more}"
-
-
-def headline(rows: Sequence[ComparisonRow], passes_per_launch: int) -> str | None:
-    """The experiment's answer in one sentence, with its interval: the best row (`best_row`, so the experiments
-    table and this agree) and what its verdict means. None before any row exists."""
-    best = best_row(rows)
-    if best is None:
-        return None
-    interval = (
-        f" [{best.ci_low:.2f}, {best.ci_high:.2f}]" if best.ci_low is not None and best.ci_high is not None else ""
-    )
-    at = f"at concurrency {best.concurrency}"
-    if best.verdict == OUTPUTS_DIFFER:
-        return (
-            f"{best.candidate} ran {best.speedup:.2f}x the baseline's output throughput {at}, but its outputs differ "
-            "from the baseline's: not a win."
-        )
-    if best.verdict == FASTER:
-        return f"{best.candidate} serves {best.speedup:.2f}x{interval} the baseline's output throughput {at}: faster."
-    if best.verdict == SLOWER:
-        return f"No candidate beats the baseline: the best, {best.candidate}, runs {best.speedup:.2f}x{interval} {at}."
-    note = settling_note(best, passes_per_launch)
-    return f"Not settled: the best, {best.candidate}, runs {best.speedup:.2f}x{interval} {at}; it {note}."

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 OUTPUTS_DIFFER = "outputs differ"
 DEFAULT_WITHIN_TOKENS = 32
@@ -33,6 +34,9 @@ class Equivalence:
     within_tokens: int
     max_share: float
     divergences: list[Divergence] = field(default_factory=list)  # by prompt index
+    # Where `divergences` holds only the first few (a stored gate, `from_json`): how many there were of each kind.
+    early_total: int | None = None
+    late_total: int | None = None
 
     @property
     def share_identical(self) -> float | None:
@@ -47,25 +51,55 @@ class Equivalence:
         return [d for d in self.divergences if d.token >= self.within_tokens]
 
     @property
+    def early_count(self) -> int:
+        return len(self.early) if self.early_total is None else self.early_total
+
+    @property
+    def late_count(self) -> int:
+        return len(self.late) if self.late_total is None else self.late_total
+
+    @property
     def early_share(self) -> float:
-        return len(self.early) / self.compared if self.compared else 0.0
+        return self.early_count / self.compared if self.compared else 0.0
 
     @property
     def outputs_differ(self) -> bool:
         return self.compared > 0 and self.early_share > self.max_share
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self, *, kept: int | None = None) -> dict[str, object]:
+        """The gate as the API states it; `kept` keeps only the first divergences (each with its tokens from where the
+        outputs part), as a candidate stores its gate (`from_json` reads it back)."""
+        shown = self.divergences if kept is None else self.divergences[:kept]
         return {
             "compared": self.compared,
             "identical": self.identical,
             "share_identical": self.share_identical,
-            "early_divergences": len(self.early),
-            "late_divergences": len(self.late),
+            "early_divergences": self.early_count,
+            "late_divergences": self.late_count,
             "within_tokens": self.within_tokens,
             "max_share": self.max_share,
             "outputs_differ": self.outputs_differ,
-            "divergences": [{"prompt": d.prompt, "token": d.token} for d in self.divergences],
+            "divergences": [
+                {"prompt": d.prompt, "token": d.token, "baseline": d.baseline, "candidate": d.candidate} for d in shown
+            ],
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Equivalence:
+        """A stored gate (`as_json`), its counts as stored even where only the first divergences were kept."""
+        divergences = [
+            Divergence(int(d["prompt"]), int(d["token"]), list(d.get("baseline") or []), list(d.get("candidate") or []))
+            for d in data.get("divergences") or []
+        ]
+        return cls(
+            int(data["compared"]),
+            int(data["identical"]),
+            int(data["within_tokens"]),
+            float(data["max_share"]),
+            divergences,
+            early_total=int(data["early_divergences"]),
+            late_total=int(data["late_divergences"]),
+        )
 
 
 def first_divergence(baseline: Sequence[int], candidate: Sequence[int]) -> int | None:

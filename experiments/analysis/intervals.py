@@ -29,3 +29,34 @@ def mean_interval(values: Sequence[float]) -> tuple[float, float | None, float |
         return mean, None, None
     half_width = _t975(len(values) - 1) * math.sqrt(sample_variance(values, mean) / len(values))
     return mean, mean - half_width, mean + half_width
+
+
+# The most decimals a ratio's bounds are shown with: past this the bound is 1 to any reader's purpose.
+MAX_RATIO_DECIMALS = 4
+
+
+def ratio_bounds_text(low: float, high: float, decimals: int = 2) -> tuple[str, str]:
+    """The bounds of a ratio's interval as text, at `decimals` places or more: where rounding would make an
+    interval that excludes 1 read as reaching it ([0.991, 0.997] as "[0.99, 1.00]"), or one that holds 1 read as
+    excluding it, a decimal is added until the text says what the numbers say (up to MAX_RATIO_DECIMALS)."""
+    for places in range(decimals, MAX_RATIO_DECIMALS + 1):
+        low_text, high_text = f"{low:.{places}f}", f"{high:.{places}f}"
+        if _side_of_one(float(low_text)) == _side_of_one(low) and _side_of_one(float(high_text)) == _side_of_one(high):
+            break
+    return low_text, high_text
+
+
+def ratio_text(
+    ratio: float, low: float | None, high: float | None, decimals: int = 2, missing: str = ", no interval"
+) -> str:
+    """A ratio and its interval ("1.06x [0.98, 1.15]") as every page, the API's `said` and the CLI print them; the
+    ratio keeps as many decimals as its bounds need. Without an interval, `missing` follows the ratio."""
+    if low is None or high is None:
+        return f"{ratio:.{decimals}f}x{missing}"
+    low_text, high_text = ratio_bounds_text(low, high, decimals)
+    places = len(low_text.partition(".")[2])
+    return f"{ratio:.{places}f}x [{low_text}, {high_text}]"
+
+
+def _side_of_one(value: float) -> int:
+    return (value > 1) - (value < 1)

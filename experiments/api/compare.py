@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from ninja import Query
 from pydantic import Field
 
+from experiments import serializers
 from experiments.reads import profile_traces
 from experiments.reads.comparisons import (
     MAX_PICKS,
@@ -54,20 +55,10 @@ def compare(request: HttpRequest, pick: list[PickText] = PICKS):
             for p in result.picked
         ],
         "differences": result.differences,
-        "comparison": [
-            {
-                "candidate": item["row"].candidate,
-                "concurrency": item["row"].concurrency,
-                "baseline_tok_s": round(item["row"].baseline_tok_s, 3),
-                "candidate_tok_s": round(item["row"].candidate_tok_s, 3),
-                "speedup": round(item["row"].speedup, 4),
-                "ci_low": None if item["row"].ci_low is None else round(item["row"].ci_low, 4),
-                "ci_high": None if item["row"].ci_high is None else round(item["row"].ci_high, 4),
-                "verdict": item["row"].verdict,
-                "needs": item["needs"],
-            }
-            for item in result.comparison
-        ],
+        # The experiment API's rows (serializers/comparisons.py), the pick labels as candidates.
+        "comparison": serializers.comparison_rows_json(result.verdicts) if result.verdicts else [],
+        "headline": result.verdicts.headline if result.verdicts else None,
+        "verdicts": serializers.verdicts_json(result.verdicts) if result.verdicts else [],
         "break_even": result.break_even,
         "never_pays": result.never_pays,
         # Each profiled pick's decode-step breakdown against the profiled reference (reads.profile_traces).

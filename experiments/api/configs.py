@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Status
 
-from experiments.api import serializers
+from experiments import serializers
 from experiments.reads import config_history
 
 from ..actions.audit import Actor

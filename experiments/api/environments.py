@@ -10,11 +10,11 @@ from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja.errors import HttpError
 
+from experiments import serializers
 from experiments.analysis.telemetry import server_metrics_summary
 from experiments.reads import environments
 
 from ..models import Experiment, Run, RunEnvironment
-from . import serializers
 from .base import api, require
 
 

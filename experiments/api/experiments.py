@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.db.models import Prefetch, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Status
 
-from experiments.api import serializers
-from experiments.reads import environments, prompt_reports
-from experiments.reads.acceptance import accept_length_json
+from experiments import serializers
 from experiments.reads.listing import ListingQuery, experiments_table
-from experiments.reads.queueing import queued_runs_of
-from experiments.reads.reports import build_report, comparison_rows_json
+from experiments.reads.reports import build_report
 from experiments.views.exports import comparison_csv_response, comparison_json_response
 
 from ..actions.audit import Actor
@@ -25,7 +19,7 @@ from ..forms import (
     RerunForm,
     ScheduleForm,
 )
-from ..models import Experiment, Flag, FlagSeries, Suspicion
+from ..models import Experiment
 from .base import api, config_data, host_name, profile_data, require, require_manage
 from .bodies import ExperimentIn, RerunIn, ScheduleIn
 from .refusals import documented, refused, responses, status_of
@@ -74,62 +68,7 @@ def list_experiments(request: HttpRequest):
 def get_experiment(request: HttpRequest, experiment_id: int):
     require(request, "experiments.view_experiment")
     experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
-    report = build_report(experiment, with_figures=False)
-    queue = queued_runs_of(report)
-    return {
-        "id": experiment.pk,
-        "name": experiment.name,
-        "url": experiment.get_absolute_url(),
-        "host": experiment.host.name,
-        "status": report.status,
-        "baseline": report.baseline.name,
-        "candidates": [c.name for c in report.candidates],
-        # Candidates whose accept length is simulated (a headroom study's): speed only, never a verdict to gate on.
-        "simulated_acceptance": report.simulated,
-        "runs": [serializers.run_json(r, with_measurements=False, queue=queue.get(r.pk)) for r in report.runs],
-        "run_candidates_without_baseline": experiment.run_candidates_without_baseline,
-        "schedule": serializers.schedule_json(experiment),
-        "comparison": comparison_rows_json(report),
-        "headline": report.headline,
-        # Per speculative candidate: [{concurrency, mean, low, high, reference}] (reads/acceptance.py).
-        "accept_length": accept_length_json(report),
-        "break_even": report.break_even,
-        "never_pays": report.never_pays,
-        "equivalence": prompt_reports.equivalence_json(report.equivalence),
-        "categories": report.categories,
-        "deployment": report.deployment.as_json() if report.deployment else None,
-        # The gain per GPU at one pace per user, launch by launch (reads/gain_trend.py); null with one launch.
-        "gain_trend": report.gain_trend.as_json() if report.gain_trend else None,
-        "flags": [serializers.flag_json(flag) for flag in _flags_of(experiment)],
-        "suspicions": [serializers.suspicion_json(s) for s in _suspicions_of(experiment)],
-        # Throttled runs, runs at other clocks, runs on a changed machine (the runs' own warnings are in `runs`).
-        "reproducibility": _reproducibility_json(environments.reproducibility_warnings(experiment, report.runs)),
-    }
-
-
-def _reproducibility_json(warnings: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "telemetry_warnings": warnings["telemetry"],
-        "machine_differences": [
-            {"run": row["run"].pk, "against": row["against"].pk, "text": row["text"]} for row in warnings["machine"]
-        ],
-    }
-
-
-def _flags_of(experiment: Experiment):
-    """The flags whose change shows in this experiment's runs, also those led by another experiment's series."""
-    here = Q(run__experiment=experiment) | Q(series__change_run__experiment=experiment)
-    return (
-        Flag.objects.filter(here)
-        .distinct()
-        # The run and what its environment diff reads (its config's hash, its profile's series).
-        .select_related("config", "run__config", "run__experiment__profile")
-        .prefetch_related(Prefetch("series", FlagSeries.objects.select_related("config")))
-    )
-
-
-def _suspicions_of(experiment: Experiment):
-    return Suspicion.objects.filter(experiment=experiment).prefetch_related("series", "confirming_runs")
+    return serializers.experiment_json(build_report(experiment, with_figures=False))
 
 
 @api.post("/experiments/{experiment_id}/schedule", response={200: dict, 422: dict})

@@ -10,8 +10,8 @@ from ninja import Schema, Status
 from ninja.errors import HttpError
 from pydantic import ConfigDict, WithJsonSchema
 
+from experiments import serializers
 from experiments.actions import dispatch
-from experiments.api import serializers
 
 from ..actions.audit import Actor
 from ..actions.hosts import do_mark_host_clean, do_register_host, do_request_model_listing, do_test_host

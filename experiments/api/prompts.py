@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Status
 
-from experiments.api import serializers
+from experiments import serializers
 from experiments.formats.prompt_sampling import MAX_UPLOAD_BYTES, PromptSetError
 
 from ..actions.audit import Actor

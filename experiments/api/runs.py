@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Status
 from pydantic import WithJsonSchema
 
-from experiments.api import serializers
+from experiments import serializers
 from experiments.reads import profile_traces
 from experiments.reads.queueing import queued_run
 from experiments.reads.runs import MAX_RUNS, run_rows

@@ -1,12 +1,14 @@
 """The CI gate (pure): `--fail-on regression,outputs-differ,slower,accept-drop:2%` read against an experiment's
 JSON (`GET /api/experiments/{id}`), one check per gate x candidate (x concurrency where the gate has one).
 
-Nothing is recomputed here: each gate reads what the API already decided.
-- `slower`: a comparison row's speed verdict (`speed_verdict`, the verdict before an outputs gate replaced it)
-  "slower" fails; "faster" passes, and so does an inconclusive row whose interval lies above 1 or that more runs
-  would not settle (within the minimum effect: `launches_needed` null with two samples a side); any other
-  inconclusive row is inconclusive.
-- `outputs-differ`: the candidate's `equivalence` gate; none (sampling, nothing compared) is inconclusive.
+Nothing is recomputed here: each gate reads what the API already decided, by the rules of the one comparison
+(`analysis/verdicts.py`), which the experiment page shows beside each row.
+- `slower`: each comparison row's `gate` (`Comparison.slower_gate`): a row whose speed verdict is slower fails;
+  one that is faster, whose interval lies above 1, or that is within the minimum effect of the baseline with a
+  measured spread passes; any other row is inconclusive, saying what would settle it.
+- `outputs-differ`: each candidate's `outputs_gate` (`Comparison.outputs_gate`): outputs that differ fail, outputs
+  compared and matching pass, outputs not compared (a sampling profile, no succeeded run yet) are inconclusive, saying
+  why. Every greedy profile compares outputs, random ids included.
 - `regression`: an open regression flag (`flags`, triage untriaged or acknowledged) on a config and concurrency of
   this experiment fails; a suspicion still awaiting its confirming run is inconclusive.
 - `slo`: each candidate meets the profile's SLO (`deployment.slo`) at every measured concurrency where the baseline
@@ -15,7 +17,8 @@ Nothing is recomputed here: each gate reads what the API already decided.
   is inconclusive.
 - `accept-drop:N%`: a cell's accept length more than N% below its reference fails: the same candidate and
   concurrency in `--against`'s experiment when given, else the series' last value before this experiment
-  (`accept_length[].reference`); no reference is inconclusive.
+  (`accept_length[].reference`). The first run of a series has no reference and passes, saying so (nothing can have
+  dropped yet); with `--against`, a cell that experiment did not measure is inconclusive.
 An experiment that has not finished, or whose runs failed, adds an error check. Exit: 1 when any check failed, else
 2 when any is inconclusive (unless allowed) or an error, else 0.
 """
@@ -27,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 GATES = ("regression", "outputs-differ", "slower", "slo", "accept-drop")
+# What a gate says of a server that answers without the readings this client applies.
+_TOO_OLD = "the server's experiment JSON has no gate readings: upgrade specdash on the server"
 PASSED, FAILED, INCONCLUSIVE, ERROR = "passed", "failed", "inconclusive", "error"
 DEFAULT_ACCEPT_DROP = 0.02
 OPEN_TRIAGE = ("untriaged", "acknowledged")
@@ -138,26 +143,19 @@ def _gated(experiment: dict[str, Any]) -> list[str]:
 
 
 def _slower(experiment: dict[str, Any]) -> list[Check]:
+    """Each row's `gate`: the server's reading of it by the `slower` rule (analysis/verdicts.py: slower_gate), the
+    same the experiment page shows beside the row."""
     checks = []
     simulated = set(experiment.get("simulated_acceptance") or [])
     rows = [row for row in experiment.get("comparison") or [] if row["candidate"] not in simulated]
     for row in rows:
-        speed = row.get("speed_verdict") or row["verdict"]
-        low, high = row.get("ci_low"), row.get("ci_high")
-        numbers = {"speedup": row["speedup"], "ci_low": low, "ci_high": high, "verdict": speed}
-        said = f"{row['speedup']:.3f}x" + (f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else "")
-        if speed == "slower":
-            outcome, message = FAILED, f"slower than the baseline: {said}"
-        elif speed == "faster":
-            outcome, message = PASSED, f"faster: {said}"
-        elif low is not None and low > 1:
-            outcome, message = PASSED, f"not slower (its interval lies above 1): {said}"
-        elif row.get("launches_needed") is None and min(row.get("baseline_n", 0), row.get("candidate_n", 0)) >= 2:
-            outcome, message = PASSED, f"not slower (within the minimum effect of the baseline): {said}"
-        else:
-            needs = row.get("needs") or "more runs"
-            outcome, message = INCONCLUSIVE, f"inconclusive: {said}; {needs}"
-        checks.append(Check("slower", row["candidate"], row["concurrency"], outcome, message, numbers))
+        numbers = {"speedup": row["speedup"], "ci_low": row.get("ci_low"), "ci_high": row.get("ci_high"),
+                   "verdict": row.get("speed_verdict") or row["verdict"]}  # fmt: skip
+        gate = row.get("gate")
+        if not gate:
+            checks.append(Check("slower", row["candidate"], row["concurrency"], ERROR, _TOO_OLD, numbers))
+            continue
+        checks.append(Check("slower", row["candidate"], row["concurrency"], gate["outcome"], gate["message"], numbers))
     measured = {row["candidate"] for row in rows}
     for name in _gated(experiment):
         if name not in measured:
@@ -196,25 +194,26 @@ def _slo(experiment: dict[str, Any]) -> list[Check]:
 
 
 def _outputs_differ(experiment: dict[str, Any]) -> list[Check]:
+    """Each candidate's `outputs_gate`: the server's reading (analysis/verdicts.py: outputs_gate), with the gate's
+    counts where outputs were compared."""
+    readings = experiment.get("outputs_gate")
+    if readings is None:
+        return [Check("outputs-differ", "experiment", None, ERROR, _TOO_OLD)]
     gates = experiment.get("equivalence") or {}
     checks = []
     for name in _gated(experiment):
+        reading = readings.get(name) or {"outcome": INCONCLUSIVE, "message": "not measured against the baseline"}
         gate = gates.get(name)
-        if gate is None:
-            checks.append(
-                Check("outputs-differ", name, None, INCONCLUSIVE,
-                      "no outputs compared (a sampling profile, or no succeeded run of it and of the baseline)")
-            )  # fmt: skip
-            continue
-        numbers = {k: gate.get(k) for k in ("compared", "identical", "early_divergences", "late_divergences",
-                                            "within_tokens", "max_share")}  # fmt: skip
-        said = (
-            f"{gate['early_divergences']} of {gate['compared']} prompts part from the baseline before token "
-            f"{gate['within_tokens']} (at most {gate['max_share']:.0%} may); {gate['identical']} identical, "
-            f"{gate['late_divergences']} part later"
-        )
-        outcome, lead = (FAILED, "outputs differ: ") if gate["outputs_differ"] else (PASSED, "outputs match: ")
-        checks.append(Check("outputs-differ", name, None, outcome, lead + said, numbers))
+        numbers, said = {}, ""
+        if gate is not None:
+            numbers = {k: gate.get(k) for k in ("compared", "identical", "early_divergences", "late_divergences",
+                                                "within_tokens", "max_share")}  # fmt: skip
+            said = (
+                f": {gate['early_divergences']} of {gate['compared']} prompts part from the baseline before token "
+                f"{gate['within_tokens']} (at most {gate['max_share']:.0%} may); {gate['identical']} identical, "
+                f"{gate['late_divergences']} part later"
+            )
+        checks.append(Check("outputs-differ", name, None, reading["outcome"], reading["message"] + said, numbers))
     return checks
 
 
@@ -257,7 +256,8 @@ def _accept_drop(experiment: dict[str, Any], gate: Gate, against: dict[str, Any]
     limit = gate.threshold if gate.threshold is not None else DEFAULT_ACCEPT_DROP
     cells_by_name = experiment.get("accept_length") or {}
     if not cells_by_name:
-        return [Check(gate.label, "experiment", None, INCONCLUSIVE, "no accept length measured in this experiment")]
+        said = "passed: no speculative candidate measured an accept length, so none can have dropped"
+        return [Check(gate.label, "experiment", None, PASSED, said)]
     reference = against or {}
     reference_cells = {
         (name, cell["concurrency"]): {"mean": cell["mean"], "experiment": reference.get("id")}
@@ -270,10 +270,12 @@ def _accept_drop(experiment: dict[str, Any], gate: Gate, against: dict[str, Any]
             level = cell["concurrency"]
             base = reference_cells.get((name, level)) if against is not None else cell.get("reference")
             if not base or not base.get("mean"):
-                where = f"experiment {reference.get('id')}" if against is not None else "this series before"
-                checks.append(
-                    Check(gate.label, name, level, INCONCLUSIVE, f"no accept length to compare with in {where}")
-                )
+                if against is not None:
+                    said = f"experiment {reference.get('id')} measured no accept length for it at c={level}"
+                    checks.append(Check(gate.label, name, level, INCONCLUSIVE, said + ": pick another --against"))
+                else:  # the first run of its series: nothing can have dropped yet
+                    said = "passed: the first accept length of its series (no earlier run to compare with)"
+                    checks.append(Check(gate.label, name, level, PASSED, said, {"accept_length": cell["mean"]}))
                 continue
             drop = (base["mean"] - cell["mean"]) / base["mean"]
             numbers = {"accept_length": cell["mean"], "reference": base["mean"], "drop": round(drop, 4),

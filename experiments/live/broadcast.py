@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from redis.exceptions import RedisError
 
-from experiments.api import serializers
+from experiments import serializers
 from experiments.live import log_messages
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from experiments.api import serializers
+from experiments import serializers
 from experiments.live import broadcast, log_messages
 from experiments.live.shared_reads import shared_for
 from experiments.models import Experiment, LogChunk, Run, ServerMetricSample, Study

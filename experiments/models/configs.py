@@ -15,6 +15,7 @@ from experiments.formats.prompt_sampling import SampledPrompt
 from experiments.rules import headroom, model_checks
 
 from .prompt_store import load_sample
+from .run_states import TERMINAL_STATES
 
 # Flags that specdash itself sets from the config's fields; `extra_args` may not repeat them, or the
 # stored config would lie about what ran.
@@ -152,9 +153,7 @@ class ServerConfig(models.Model):
     @property
     def is_frozen(self) -> bool:
         """A config that a finished run used is history: editing it would rewrite what was measured."""
-        from .runs import Run  # runs.py imports this module
-
-        return self.pk is not None and self.run_set.filter(state__in=Run.TERMINAL_STATES).exists()
+        return self.pk is not None and self.run_set.filter(state__in=TERMINAL_STATES).exists()
 
 
 class BenchmarkProfileQuerySet(models.QuerySet["BenchmarkProfile"]):
@@ -225,6 +224,16 @@ class BenchmarkProfile(models.Model):
     def is_greedy(self) -> bool:
         """Temperature 0: every server must produce the same outputs for the same prompts (the equivalence gate)."""
         return self.temperature == 0
+
+    @property
+    def outputs_unjudged(self) -> str:
+        """Why a candidate measured with this profile may have no equivalence gate, and what would give it one."""
+        if not self.is_greedy:
+            return (
+                f"not compared: the profile samples (temperature {self.temperature:g}), so outputs differ by design; "
+                "a profile at temperature 0 compares them"
+            )
+        return "no outputs compared yet: it and the baseline each need a succeeded run of this profile"
 
     def prompt_sample(self) -> tuple[bytes, list[SampledPrompt]] | None:
         """The sampled prompts as the client's file and as values; None for random ids (drawn by the client)."""

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator
@@ -14,13 +14,11 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Mi
 from django.urls import reverse
 from django.utils import timezone
 
+from ..analysis.equivalence import Equivalence
 from ..formats.durations import in_words, span_in_words
 from .configs import BenchmarkProfile, ServerConfig
 from .hosts import Host
-
-if TYPE_CHECKING:
-    from .runs import Run
-
+from .run_states import TERMINAL_STATES, RunState, StatedRun
 
 # Tags: short lowercase words a team filters the experiments table by. Allowlisted characters only, so a tag is
 # safe in a URL, a CSS-free chip and a query string as it is; bounded in number and length.
@@ -62,8 +60,6 @@ class ExperimentQuerySet(models.QuerySet["Experiment"]):
 
     def with_time_taken(self) -> ExperimentQuerySet:
         """Annotated with what `Experiment.time_taken` reads, computed by the database (a table sorts by it)."""
-        from .runs import Run  # runs.py imports this module
-
         ran = Q(run__started_at__isnull=False, run__finished_at__isnull=False)
         own_time = ExpressionWrapper(F("run__finished_at") - F("run__started_at"), output_field=DurationField())
         return self.annotate(
@@ -71,7 +67,7 @@ class ExperimentQuerySet(models.QuerySet["Experiment"]):
             last_finished_at=Max("run__finished_at"),
             run_time=Sum(own_time, filter=ran),
             launches_ran=Count("run", filter=ran),
-            unfinished_runs=Count("run", filter=~Q(run__state__in=Run.TERMINAL_STATES)),
+            unfinished_runs=Count("run", filter=~Q(run__state__in=TERMINAL_STATES)),
         )
 
 
@@ -136,15 +132,13 @@ class Experiment(models.Model):
     def ordered_candidates(self) -> list[ServerConfig]:
         return [c.config for c in self.candidate_set.select_related("config").order_by("position")]
 
-    def status_of(self, runs: list[Run]) -> str:
+    def status_of(self, runs: Sequence[StatedRun]) -> str:
         """The experiment's status from its runs (given, so a page that already has them saves a query)."""
-        from .runs import Run  # runs.py imports this module
-
-        if not runs or all(r.state == Run.State.QUEUED for r in runs):
+        if not runs or all(r.state == RunState.QUEUED for r in runs):
             return self.Status.QUEUED
         if any(not r.is_finished for r in runs):
             return self.Status.RUNNING
-        if any(r.state == Run.State.FAILED for r in runs):
+        if any(r.state == RunState.FAILED for r in runs):
             return self.Status.FAILED
         return self.Status.FINISHED
 
@@ -197,3 +191,14 @@ class Candidate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.experiment_id}#{self.position}: {self.config_id}"
+
+    @property
+    def outputs_match(self) -> bool:
+        """Its outputs were compared with the baseline's and match (`outputs_differ` is the other answer; neither:
+        not compared)."""
+        return bool(self.equivalence) and not self.outputs_differ
+
+    @property
+    def gate(self) -> Equivalence | None:
+        """The stored equivalence gate, None while no outputs were compared: the one every comparison reads."""
+        return Equivalence.from_json(self.equivalence) if self.equivalence else None

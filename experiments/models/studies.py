@@ -21,10 +21,8 @@ from experiments.rules import sweeps
 from ..tuning import plan
 from ..tuning.space import SearchSpace
 from .configs import BenchmarkProfile, ServerConfig
-from .experiments import Candidate, Experiment
+from .experiments import Experiment
 from .hosts import Host
-from .measurements import Measurement
-from .runs import Run
 
 
 class Study(models.Model):
@@ -102,36 +100,6 @@ class Study(models.Model):
 
     def hours_spent(self) -> bool:
         return self.max_hours is not None and timezone.now() - self.created_at >= timedelta(hours=self.max_hours)
-
-    def history(self) -> plan.History:
-        """What the rounds measured: one sample per launch and concurrency (the mean of its passes), configs whose
-        launch failed without a measurement, and launches spent (runs that started)."""
-        names = dict(self.studyconfig_set.values_list("config_id", "name"))
-        names[self.baseline_id] = plan.BASELINE
-        runs = list(
-            Run.objects.filter(experiment__studyround__study=self)
-            .order_by("experiment__studyround__index", "sequence")
-            .values("id", "config_id", "state", "started_at")
-        )
-        cells: dict[int, dict[int, list[float]]] = {}
-        for m in Measurement.objects.filter(run_id__in=[r["id"] for r in runs]).values(
-            "run_id", "concurrency", "output_throughput"
-        ):
-            cells.setdefault(m["run_id"], {}).setdefault(m["concurrency"], []).append(m["output_throughput"])
-        history = plan.History()
-        gated = Candidate.objects.filter(experiment__studyround__study=self, outputs_differ=True)
-        history.outputs_differ = {names[c] for c in gated.values_list("config_id", flat=True) if c in names}
-        for run in runs:
-            name = names.get(run["config_id"])
-            if name is None or run["started_at"] is None:
-                continue  # cancelled while queued (a round without its baseline): no launch spent
-            history.launches += 1
-            measured = cells.get(run["id"])
-            if measured:
-                history.add(name, {level: sum(v) / len(v) for level, v in measured.items() if v})
-            elif run["state"] == Run.State.FAILED and name != plan.BASELINE:
-                history.failed.add(name)
-        return history
 
     def current_round(self) -> StudyRound | None:
         return self.studyround_set.select_related("experiment").order_by("-index").first()

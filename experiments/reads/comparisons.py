@@ -9,7 +9,7 @@ in a fixed number of queries: the picked runs, the picked experiments, their con
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from experiments.analysis import deployment as analysis_deployment
 from experiments.charts import comparison as comparison_charts
 from experiments.charts import deployment as deployment_charts
 from experiments.models import Candidate, Experiment, Measurement, Run, ServerConfig
+from experiments.reads import samples
 from experiments.reads.cells import latency_table, points_series
 from experiments.reads.config_diff import ConfigDiffRow, DiffCell, config_diff_rows
 from experiments.reads.deployment import curves_of
@@ -69,17 +70,34 @@ class Picked:
     config: ServerConfig
     run: Run | None = None
     outputs_differ: bool = False  # the equivalence gate of this config in its experiment
+    outputs_match: bool = False  # its outputs were compared there and matched
 
 
 @dataclass
 class PickedComparison:
     picked: list[Picked]
-    rows: list[analysis.ComparisonRow] = field(default_factory=list)
-    comparison: list[dict[str, Any]] = field(default_factory=list)
-    break_even: dict[str, int | None] = field(default_factory=dict)
-    never_pays: list[str] = field(default_factory=list)
+    # The one answer (analysis/verdicts.py) over the picks, the first the reference; None until measured.
+    verdicts: analysis.Comparison | None = None
     config_diff: list[ConfigDiffRow] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> tuple[analysis.ComparisonRow, ...]:
+        return self.verdicts.rows if self.verdicts else ()
+
+    @property
+    def comparison(self) -> list[dict[str, Any]]:
+        """The rows as the page's table reads them: each with what settles it."""
+        v = self.verdicts
+        return [{"row": r, "needs": v.needs(r), "launches": v.launches(r)} for r in self.rows] if v else []
+
+    @property
+    def break_even(self) -> dict[str, int | None]:
+        return self.verdicts.break_even if self.verdicts else {}
+
+    @property
+    def never_pays(self) -> list[str]:
+        return self.verdicts.never_pays if self.verdicts else []
 
     @property
     def reference(self) -> Picked:
@@ -99,16 +117,12 @@ class PickedComparison:
     @property
     def cards(self) -> list[analysis.VerdictCard]:
         """One sentence per pick against the reference: the experiment page's verdict cards over these rows."""
-        passes = min(p.experiment.profile.passes for p in self.picked)
-        others = [p.label for p in self.picked[1:]]
-        return analysis.verdict_cards(
-            self.rows, baseline=self.reference.label, candidates=others, passes_per_launch=passes
-        )
+        return self.verdicts.cards if self.verdicts else []
 
     @property
     def settled_break_even(self) -> dict[str, int]:
         """The break-evens a page may state: where the speedup crosses 1 between two conclusive cells."""
-        return analysis.settled_break_evens(self.rows, self.break_even)
+        return self.verdicts.settled_break_even if self.verdicts else {}
 
 
 def parse_picks(tokens: Sequence[str]) -> list[Pick]:
@@ -133,27 +147,21 @@ def build_comparison(picks: Sequence[Pick]) -> PickedComparison:
     labels = [p.label for p in picked]
     reference, others = labels[0], labels[1:]
     values = _measurements(picked)
-    samples = [
-        analysis.Sample(label, level, launch, pass_index, tok_s)
-        for label, level, launch, pass_index, tok_s, _ in values
-    ]
     # The equivalence gate of each pick's config as its own experiment measured it: outputs that parted from the
     # target's at temperature 0 are a bug of that config, whatever it is compared with here.
-    differ = [p.label for p in picked[1:] if p.outputs_differ]
-    result.rows = analysis.compare_configs(samples, baseline=reference, candidates=others, outputs_differ=differ)
-    measured = {row.candidate for row in result.rows}
-    result.break_even = {
-        name: analysis.break_even_concurrency(result.rows, name) for name in others if name in measured
-    }
-    result.never_pays = [name for name in others if analysis.never_pays(result.rows, name)]
-    passes = min(p.experiment.profile.passes for p in picked)
-    result.comparison = [
-        {"row": row, "needs": analysis.settling_note(row, passes), "launches": analysis.launches_to_settle(row, passes)}
-        for row in result.rows
-    ]
+    result.verdicts = analysis.judge(
+        samples.samples(values, label=_label),
+        baseline=reference,
+        candidates=others,
+        passes_per_launch=min(p.experiment.profile.passes for p in picked),
+        outputs_differ=[p.label for p in picked[1:] if p.outputs_differ],
+        outputs_match=[p.label for p in picked[1:] if p.outputs_match],
+        simulated=[p.label for p in picked[1:] if p.config.simulated_accept_length is not None],
+        speculative=[p.label for p in picked[1:] if p.config.is_speculative],
+    )
     result.config_diff = _where_picks_differ(picked) + config_diff_rows([p.config for p in picked])
-    usable = [{"run__config__name": v[0], "concurrency": v[1], "output_throughput": v[4], **v[5]} for v in values]
-    throughput = points_series(((v[0], v[1], v[4]) for v in values), labels)
+    usable = [{**v, "run__config__name": v["label"]} for v in samples.usable(values)]
+    throughput = points_series(((v["label"], v["concurrency"], v["output_throughput"]) for v in usable), labels)
     if throughput:
         colors = comparison_charts.config_colors(reference, others)
         result.figures["throughput"] = comparison_charts.throughput_figure(
@@ -164,7 +172,7 @@ def build_comparison(picks: Sequence[Pick]) -> PickedComparison:
         )
         if result.rows:
             # Marked only where the speedup crosses 1 between two conclusive cells (never at an inconclusive one).
-            marked = analysis.settled_break_evens(result.rows, result.break_even)
+            marked = result.settled_break_even
             result.figures["speedup"] = comparison_charts.speedup_figure(result.rows, break_even=marked, colors=colors)
         # Per GPU against per user, as the experiment page draws it: picks on other TP sizes compare per GPU.
         curves = curves_of(usable, {p.label: p.config.gpu_count for p in picked})
@@ -203,13 +211,14 @@ def _load(picks: Sequence[Pick]) -> list[Picked]:
             if experiment is None or config is None or (experiment.pk, config.pk) not in belongs:
                 raise PickNotFound(f"Experiment {pick.experiment_id} has no config {pick.config_id}.")
             picked.append(Picked(pick, f"{config.name} · {experiment.name[:60]}", experiment, config))
-    gated = set(
-        Candidate.objects.filter(experiment_id__in={p.experiment.pk for p in picked}, outputs_differ=True).values_list(
-            "experiment_id", "config_id"
-        )
+    kept = Candidate.objects.filter(experiment_id__in={p.experiment.pk for p in picked}).only(
+        "experiment_id", "config_id", "outputs_differ", "equivalence"
     )
+    stored = {(c.experiment_id, c.config_id): c for c in kept}
     for p in picked:
-        p.outputs_differ = (p.experiment.pk, p.config.pk) in gated
+        candidate = stored.get((p.experiment.pk, p.config.pk))
+        p.outputs_differ = candidate is not None and candidate.outputs_differ
+        p.outputs_match = candidate is not None and candidate.outputs_match
     seen: dict[str, int] = {}
     for p in picked:  # two picks may read alike (the same config name in experiments of the same name)
         seen[p.label] = seen.get(p.label, 0) + 1
@@ -218,40 +227,23 @@ def _load(picks: Sequence[Pick]) -> list[Picked]:
     return picked
 
 
-def _measurements(picked: Sequence[Picked]) -> list[tuple[str, int, int, int, float, dict[str, Any]]]:
-    """(label, concurrency, launch, pass, output tok/s, latency columns) of every usable pass of every pick."""
+def _label(value: Mapping[str, Any]) -> str:
+    return value["label"]
+
+
+def _measurements(picked: Sequence[Picked]) -> list[dict[str, Any]]:
+    """Every measurement of a succeeded run of every pick, with the latency columns, each labelled by its pick: a run
+    picked alone and also through its config counts for each of those picks."""
     which = Q(pk__in=[])
     for p in picked:
         which |= Q(run_id=p.run.pk) if p.run else Q(run__experiment_id=p.experiment.pk, run__config_id=p.config.pk)
-    latency = list(Measurement.LATENCY_FIELDS)
-    rows = (
-        Measurement.objects.of_succeeded_runs()
-        .filter(which)
-        .order_by("run__sequence", "pass_index", "concurrency")
-        .values(
-            "run_id",
-            "run__experiment_id",
-            "run__config_id",
-            "run__launch_index",
-            "pass_index",
-            "concurrency",
-            "output_throughput",
-            *latency,
-        )
-    )
+    values = samples.measurement_values(which, *Measurement.LATENCY_FIELDS, succeeded=True)
     by_run = {p.run.pk: p.label for p in picked if p.run}
     by_config = {(p.experiment.pk, p.config.pk): p.label for p in picked if p.run is None}
-    out = []
-    for m in rows:
-        if not analysis.is_usable(m["output_throughput"]):
-            continue
-        # A run may be picked alone and also through its config: it counts for each of those picks.
+    out: list[dict[str, Any]] = []
+    for m in values:
         labels = [by_run.get(m["run_id"]), by_config.get((m["run__experiment_id"], m["run__config_id"]))]
-        for label in filter(None, labels):
-            extra = {column: m[column] for column in latency}
-            out.append(
-                (label, m["concurrency"], m["run__launch_index"], m["pass_index"], m["output_throughput"], extra)
-            )
+        out.extend({**m, "label": label} for label in labels if label)
     return out
 
 

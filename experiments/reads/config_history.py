@@ -19,7 +19,7 @@ from typing import Any
 from django.db.models import Avg, Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from experiments.api import serializers
+from experiments import serializers
 from experiments.forms.configs import ServerConfigForm, split_eagle3_profile
 from experiments.forms.profiles import BenchmarkProfileForm
 from experiments.forms.submission import profile_form_data

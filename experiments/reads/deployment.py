@@ -16,6 +16,7 @@ from typing import Any
 
 from experiments.analysis import deployment, energy, slo
 from experiments.analysis.comparison import ComparisonRow
+from experiments.analysis.intervals import ratio_text
 from experiments.models import GpuSample, Measurement, ServerConfig
 
 DEFINITIONS = {
@@ -154,7 +155,7 @@ class DeploymentView:
             level, pace, gain = gains[0]
             row = self.same_concurrency.get(name, {}).get(level)
             if row is not None:
-                said = _ratio_text(row.speedup, row.ci_low, row.ci_high)
+                said = ratio_text(row.speedup, row.ci_low, row.ci_high, missing="")
                 out.append(
                     f"At the same concurrency, c={level} each, {name} serves {said} the baseline's output tokens per "
                     f"second ({row.verdict})."
@@ -163,7 +164,7 @@ class DeploymentView:
             if gain is None:
                 out.append(f"{question}), {name} has no measured point to compare: its curve does not reach it.")
                 continue
-            said = _ratio_text(gain.ratio, gain.low, gain.high)
+            said = ratio_text(gain.ratio, gain.low, gain.high, missing="")
             out.append(f"{question}, {name}'s {_read_from(gain)}), {name} serves {said} the baseline's tokens per GPU.")
         if self.slo is not None:
             out.extend(self.slo_headlines)
@@ -424,15 +425,6 @@ def _same_pace(pace: float) -> str:
 def _read_from(gain: deployment.Gain) -> str:
     first, *second = gain.concurrencies
     return f"between its c={first} and c={second[0]}" if second else f"at its c={first}"
-
-
-def _ratio_text(ratio: float, low: float | None, high: float | None) -> str:
-    """A ratio with its interval, "1.73x [1.52, 1.97]": the bounds rounded outward (down and up at 2 decimals) as
-    the pages round intervals, so the shown interval always holds the computed one; without one, the ratio alone."""
-    if low is None or high is None:
-        return f"{ratio:.2f}x"
-    # round(.., 9) first: 1.7 x 100 is 170.00000000000003 in floats, which must not ceil to 171.
-    return f"{ratio:.2f}x [{math.floor(round(low * 100, 9)) / 100:.2f}, {math.ceil(round(high * 100, 9)) / 100:.2f}]"
 
 
 def _round(value: float | None) -> float | None:

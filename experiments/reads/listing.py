@@ -32,8 +32,9 @@ from django.db.models import (
 )
 
 from experiments import analysis
-from experiments.models import Candidate, Experiment, Measurement, Run
+from experiments.models import Candidate, Experiment, Run
 from experiments.models.experiments import TAG_PATTERN, TimeTaken
+from experiments.reads import samples
 
 PAGE_SIZE = 50
 MAX_RANKED = 1000  # a sort by best speedup computes the statistics of at most this many experiments
@@ -119,6 +120,7 @@ class ExperimentRow:
     candidates: list[str]
     duration: timedelta | None
     time_taken: TimeTaken | None = None
+    comparison: analysis.Comparison | None = None
     best: analysis.ComparisonRow | None = None
     settling: str = ""
 
@@ -246,29 +248,28 @@ def _row(experiment: Experiment) -> ExperimentRow:
 
 
 def _add_best_speedups(rows: Iterable[ExperimentRow]) -> None:
-    """Each row's best candidate cell (highest speedup) with its verdict: one query for all rows."""
+    """Each row's comparison (the experiment page's, `analysis.judge` over `samples`) and its best cell: one query
+    for all rows. The rows' candidates are prefetched with their config and stored equivalence gate."""
     by_id = {row.experiment.pk: row for row in rows}
-    samples: dict[int, list[analysis.Sample]] = defaultdict(list)
-    values = (
-        Measurement.objects.of_succeeded_runs()
-        .filter(run__experiment_id__in=list(by_id))
-        .values_list(
-            "run__experiment_id", "run__config__name", "concurrency", "run__launch_index", "pass_index",
-            "output_throughput",
-        )
-    )  # fmt: skip
-    for experiment_id, config, level, launch, pass_index, tok_s in values:
-        samples[experiment_id].append(analysis.Sample(config, level, launch, pass_index, tok_s))
-    for experiment_id, own in samples.items():
+    values = samples.measurement_values(Q(run__experiment_id__in=list(by_id)), succeeded=True)
+    grouped: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for value in values:
+        grouped[value["run__experiment_id"]].append(value)
+    for experiment_id, own in grouped.items():
         row = by_id[experiment_id]
-        # The rows' candidates are prefetched with their stored equivalence gate.
-        differ = [c.config.name for c in row.experiment.candidate_set.all() if c.outputs_differ]
-        # Simulated-acceptance copies (a headroom study's) measure a draft nobody has: never the best speedup.
-        real = [c.config.name for c in row.experiment.candidate_set.all() if c.config.simulated_accept_length is None]
-        compared = analysis.compare_configs(
-            own, baseline=row.experiment.baseline.name, candidates=real, outputs_differ=differ
+        experiment = row.experiment
+        candidates = [c for c in experiment.candidate_set.all()]
+        row.comparison = analysis.judge(
+            samples.samples(own),
+            baseline=experiment.baseline.name,
+            candidates=[c.config.name for c in candidates],
+            passes_per_launch=experiment.profile.passes,
+            outputs_differ=[c.config.name for c in candidates if c.outputs_differ],
+            outputs_match=[c.config.name for c in candidates if c.outputs_match],
+            simulated=[c.config.name for c in candidates if c.config.simulated_accept_length is not None],
+            speculative=[c.config.name for c in candidates if c.config.is_speculative],
         )
-        best = analysis.best_row(compared)
+        best = row.comparison.best
         if best is not None:
             row.best = best
-            row.settling = analysis.settling_note(best, row.experiment.profile.passes)
+            row.settling = row.comparison.needs(best)

@@ -108,7 +108,3 @@ def category_rows(experiment: Experiment, names: Sequence[str]) -> list[dict[str
 def _mean(values: Any) -> float | None:
     present = [v for v in values if isinstance(v, int | float)]
     return statistics.fmean(present) if present else None
-
-
-def equivalence_json(gates: dict[str, Equivalence]) -> dict[str, Any]:
-    return {name: gate.as_json() for name, gate in gates.items()}

@@ -23,8 +23,8 @@ from experiments.analysis.explanations import ExplanatoryModel, RunFacts, explai
 from experiments.analysis.gain_trend import GainTrend
 from experiments.charts import comparison as comparison_charts
 from experiments.charts import deployment as deployment_charts
-from experiments.models import Experiment, Measurement, PinnedBaseline, Run, ServerConfig
-from experiments.reads import acceptance_positions, prompt_reports
+from experiments.models import Candidate, Experiment, Measurement, PinnedBaseline, Run, ServerConfig
+from experiments.reads import acceptance_positions, prompt_reports, samples
 from experiments.reads.cells import latency_table, points_series
 from experiments.reads.config_diff import ConfigDiffRow, config_diff_rows
 from experiments.reads.deployment import DeploymentView, cell_facts, deployment_view
@@ -60,10 +60,8 @@ class ExperimentReport:
     runs: list[Run]
     baseline: ServerConfig
     candidates: list[ServerConfig]
-    rows: list[analysis.ComparisonRow]
-    # Per measured candidate: the concurrency where it stops paying (None: it pays at every level). For one that
-    # never pays this is its lowest level, kept for the API; `never_pays` names those, and pages say so instead.
-    break_even: dict[str, int | None]
+    # The one answer (analysis/verdicts.py): rows, verdicts, reasons, break-evens, headline, cards, gate rules.
+    comparison: analysis.Comparison
     # Per config: (concurrency, mean output tok/s, 95% CI low, high) over its passes and launches.
     throughput_series: dict[str, list[Point]]
     accept_length_series: dict[str, list[Point]] = field(default_factory=dict)
@@ -74,7 +72,6 @@ class ExperimentReport:
     models: dict[str, ExplanatoryModel] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)
     pinned: PinnedBaseline | None = None
-    never_pays: list[str] = field(default_factory=list)
     # Per candidate with kept outputs: the equivalence gate; per config, concurrency and category: its figures.
     equivalence: dict[str, analysis.Equivalence] = field(default_factory=dict)
     categories: list[dict[str, Any]] = field(default_factory=list)
@@ -100,29 +97,36 @@ class ExperimentReport:
         ]
 
     @property
+    def rows(self) -> tuple[analysis.ComparisonRow, ...]:
+        return self.comparison.rows
+
+    @property
+    def break_even(self) -> dict[str, int | None]:
+        """Per measured candidate: the concurrency where it stops paying (None: it pays at every level). For one that
+        never pays this is its lowest level, kept for the API; `never_pays` names those, and pages say so instead."""
+        return self.comparison.break_even
+
+    @property
+    def never_pays(self) -> list[str]:
+        return self.comparison.never_pays
+
+    @property
     def simulated(self) -> list[str]:
         """The candidates whose accept length is simulated (a headroom study's copies): they measure what a better
         draft would be worth in speed, never a result to deploy, so they are never the headline."""
-        return [c.name for c in self.candidates if c.simulated_accept_length is not None]
+        return [c.name for c in self.candidates if c.name in self.comparison.simulated]
 
     @property
     def headline(self) -> str | None:
-        """The answer the page leads with (the same best row as the experiments table)."""
-        simulated = set(self.simulated)
-        real = [row for row in self.rows if row.candidate not in simulated]
-        return analysis.headline(real, self.experiment.profile.passes)
+        return self.comparison.headline
 
     @property
     def cards(self) -> list[analysis.VerdictCard]:
-        """One sentence per candidate, from the rows the verdict table shows; the break-evens the page may mark."""
-        names, passes = [c.name for c in self.candidates], self.experiment.profile.passes
-        return analysis.verdict_cards(
-            self.rows, baseline=self.baseline.name, candidates=names, passes_per_launch=passes, simulated=self.simulated
-        )
+        return self.comparison.cards
 
     @property
     def settled_break_even(self) -> dict[str, int]:
-        return analysis.settled_break_evens(self.rows, self.break_even)
+        return self.comparison.settled_break_even
 
     @property
     def acceptance_disagrees(self) -> bool:
@@ -157,28 +161,25 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
     candidates = experiment.ordered_candidates()
     baseline = experiment.baseline
     names = [baseline.name] + [c.name for c in candidates]
-    values = list(
-        Measurement.objects.filter(run__experiment=experiment)
-        .order_by("run__sequence", "pass_index", "concurrency")
-        .values("id", "run_id", "run__config__name", "run__launch_index", "run__state", *MEASUREMENT_COLUMNS)
-    )
+    values = samples.measurement_values(Q(run__experiment=experiment), "id", *MEASUREMENT_COLUMNS)
     # Passes that say something about speed, of runs that succeeded; the others stay in the measurements table.
-    usable = [m for m in values if m["run__state"] == Run.State.SUCCEEDED and analysis.is_usable(m[THROUGHPUT])]
-    samples = [
-        analysis.Sample(
-            m["run__config__name"], m["concurrency"], m["run__launch_index"], m["pass_index"], m[THROUGHPUT]
-        )
-        for m in usable
-    ]
-    # Simulated acceptance accepts drafts the target would reject: its outputs are not the model's to compare.
-    gates = prompt_reports.equivalence(
-        experiment, baseline, [c for c in candidates if c.simulated_accept_length is None]
+    usable = samples.usable(values)
+    # The candidates' stored equivalence gates (actions/prompts.py keeps them): the only gate any comparison reads.
+    stored = {c.config_id: c for c in Candidate.objects.filter(experiment=experiment)}
+    kept = {c.name: stored[c.pk] for c in candidates if c.pk in stored}
+    gates = {name: gate for name, candidate in kept.items() if (gate := candidate.gate) is not None}
+    comparison = analysis.judge(
+        samples.samples(usable),
+        baseline=baseline.name,
+        candidates=names[1:],
+        passes_per_launch=experiment.profile.passes,
+        outputs_differ=[name for name, candidate in kept.items() if candidate.outputs_differ],
+        outputs_match=[name for name, candidate in kept.items() if candidate.outputs_match],
+        outputs_unjudged=experiment.profile.outputs_unjudged,
+        simulated=[c.name for c in candidates if c.simulated_accept_length is not None],
+        speculative=[c.name for c in candidates if c.is_speculative],
     )
-    differ = [name for name, gate in gates.items() if gate.outputs_differ]
-    rows = analysis.compare_configs(samples, baseline=baseline.name, candidates=names[1:], outputs_differ=differ)
-    measured = {row.candidate for row in rows}
-    break_even = {c.name: analysis.break_even_concurrency(rows, c.name) for c in candidates if c.name in measured}
-    never_pays = [c.name for c in candidates if analysis.never_pays(rows, c.name)]
+    rows = comparison.rows
     throughput = points_series(((m["run__config__name"], m["concurrency"], m[THROUGHPUT]) for m in usable), names)
     speculative = [c.name for c in candidates if c.is_speculative]
     accept = points_series(
@@ -189,15 +190,13 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         runs=runs,
         baseline=baseline,
         candidates=candidates,
-        rows=rows,
-        break_even=break_even,
+        comparison=comparison,
         throughput_series=throughput,
         accept_length_series=accept,
         latency=latency_table(usable, names),
         measurement_values=values,
         config_diff=config_diff_rows([baseline, *candidates]),
         pinned=PinnedBaseline.objects.of_series(experiment.host_id, experiment.profile.series_key).first(),
-        never_pays=never_pays,
         equivalence=gates,
         categories=prompt_reports.category_rows(experiment, names),
         positions=acceptance_positions.positions_view(usable, baseline.name, names[1:]),
@@ -208,6 +207,7 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
             cost_per_gpu_hour=experiment.host.cost_per_gpu_hour,
             objective=experiment.profile.slo,
             verdicts=[(row.candidate, row.concurrency, row.verdict) for row in rows],
+            rows=rows,
             facts=cell_facts(usable, with_requests=experiment.profile.slo is not None),
         ),
     )
@@ -318,67 +318,4 @@ def _measurement_row(m: Mapping[str, Any]) -> dict[str, Any]:
         "launch": m["run__launch_index"],
         "run_state": m["run__state"],
         **{column: m[column] for column in MEASUREMENT_COLUMNS},
-    }
-
-
-def comparison_rows_json(report: ExperimentReport) -> list[dict[str, Any]]:
-    """The API's `comparison` rows (DESIGN.md contract) plus a few extras."""
-    simulated = set(report.simulated)
-    return [
-        {
-            "candidate": row.candidate,
-            "concurrency": row.concurrency,
-            "baseline_tok_s": round(row.baseline_tok_s, 3),
-            "candidate_tok_s": round(row.candidate_tok_s, 3),
-            "speedup": round(row.speedup, 4),
-            "ci_low": None if row.ci_low is None else round(row.ci_low, 4),
-            "ci_high": None if row.ci_high is None else round(row.ci_high, 4),
-            "verdict": row.verdict,
-            "outputs_differ": row.verdict == analysis.OUTPUTS_DIFFER,
-            "simulated_acceptance": row.candidate in simulated,
-            "speed_verdict": row.speed_verdict or row.verdict,
-            "baseline_n": row.baseline_n,
-            "candidate_n": row.candidate_n,
-            "runs_needed": row.runs_needed,
-            "launches_needed": analysis.launches_to_settle(row, report.experiment.profile.passes),
-            "needs": analysis.settling_note(row, report.experiment.profile.passes),
-        }
-        for row in report.rows
-    ]
-
-
-def report_json(report: ExperimentReport) -> dict[str, Any]:
-    """Every table of the comparison page as JSON (the page's permalink plus `export.json`)."""
-    return {
-        "experiment": {"id": report.experiment.pk, "name": report.experiment.name, "status": report.status},
-        "baseline": report.baseline.name,
-        "candidates": [c.name for c in report.candidates],
-        "headline": report.headline,
-        "comparison": comparison_rows_json(report),
-        "break_even": report.break_even,
-        "never_pays": report.never_pays,
-        "throughput": _points_json(report.throughput_series),
-        "accept_length": _points_json(report.accept_length_series),
-        "latency": report.latency,
-        "models": {name: model.as_json() for name, model in report.models.items()},
-        "configs": {
-            "names": [c.name for c in report.configs],
-            "rows": [
-                {"field": row.field, "label": row.label, "differs": row.differs, "values": [c.text for c in row.cells]}
-                for row in report.config_diff
-            ],
-        },
-        "measurements": report.measurements,
-        "equivalence": prompt_reports.equivalence_json(report.equivalence),
-        "categories": report.categories,
-        "deployment": report.deployment.as_json() if report.deployment else None,
-        "gain_trend": report.gain_trend.as_json() if report.gain_trend else None,
-        "position_acceptance": report.positions.as_json() if report.positions else None,
-    }
-
-
-def _points_json(series: Mapping[str, Sequence[Point]]) -> dict[str, list[dict[str, Any]]]:
-    return {
-        name: [{"concurrency": c, "mean": m, "low": lo, "high": hi} for c, m, lo, hi in points]
-        for name, points in series.items()
     }

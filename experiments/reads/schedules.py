@@ -8,18 +8,22 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Q
 from django.urls import reverse
 
-from experiments.analysis import comparison
+from experiments import analysis
+from experiments.analysis import verdicts
 from experiments.charts.schedules import switching_figure
-from experiments.models import AdaptiveSchedule, Experiment, Measurement, Run, ServerMetricSample
+from experiments.models import AdaptiveSchedule, Experiment, Run, ServerMetricSample
+from experiments.reads import samples
 from experiments.tuning import plan
 
-MATCHES, SLOWER, UNDECIDED, NOT_MEASURED = "matches", "slower", "undecided", "not measured"
+# The answers of `Comparison.within_tolerance`, and a level not measured yet.
+MATCHES, SLOWER, UNDECIDED, NOT_MEASURED = verdicts.MATCHES, verdicts.SLOWER, verdicts.UNDECIDED, "not measured"
 _ADAPTIVE, _WINNER = "adaptive", "winner"
 
 
@@ -34,13 +38,17 @@ class LevelCheck:
     ci_low: float | None = None
     ci_high: float | None = None
     launches: int = 0  # launches of the adaptive server measured here
+    # The comparison's own verdict of the same row (faster, slower, inconclusive): what the verification experiment's
+    # page says of it where the winner is its baseline.
+    speed_verdict: str = ""
 
     @property
     def text(self) -> str:
         if self.speedup is None:
             return f"c = {self.concurrency}: not measured yet against {self.winner}"
-        interval = f" [{self.ci_low:.2f}, {self.ci_high:.2f}]" if self.ci_low is not None else ""
-        return f"c = {self.concurrency}: {self.speedup:.2f}x{interval} of {self.winner}"
+        return (
+            f"c = {self.concurrency}: {analysis.ratio_text(self.speedup, self.ci_low, self.ci_high)} of {self.winner}"
+        )
 
 
 @dataclass
@@ -83,9 +91,16 @@ class ScheduleView:
         if slower:
             where = ", ".join(f"c = {c.concurrency}" for c in slower)
             return f"The schedule is more than {tolerance} slower than the band's static winner at {where}: {each}."
+        slower_than_winner = [c for c in measured if c.speed_verdict == SLOWER]
+        known = ""
+        if slower_than_winner:
+            where = ", ".join(f"c = {c.concurrency}" for c in slower_than_winner)
+            known = (
+                f"; it is slower than the band's winner at {where} (whether by more than {tolerance} is not settled)"
+            )
         return (
             f"Not settled: the schedule is not yet shown within {tolerance} of each band's static winner "
-            f"(more launches would settle it): {each}."
+            f"(more launches would settle it){known}: {each}."
         )
 
 
@@ -129,48 +144,31 @@ def winner_of(bands: list[dict[str, Any]], concurrency: int) -> dict[str, Any] |
 
 
 def _checks(schedule: AdaptiveSchedule, runs: list[Run], adaptive_ids: set[int], levels: list[int]) -> list[LevelCheck]:
-    succeeded = {r.pk: r for r in runs if r.state == Run.State.SUCCEEDED}
-    cells = Measurement.objects.filter(run_id__in=succeeded).values_list(
-        "run_id", "concurrency", "pass_index", "output_throughput"
-    )
+    config_of = {r.pk: r.config_id for r in runs}
+    values = samples.measurement_values(Q(run_id__in=list(config_of)), succeeded=True)
     out = []
     for level in sorted(int(c) for c in levels):
         band = winner_of(schedule.bands, level)
         if band is None:
             continue
-        samples = []
-        for run_id, concurrency, pass_index, tok_s in cells:
-            run = succeeded[run_id]
-            if concurrency != level:
-                continue
-            if run.config_id in adaptive_ids:
-                name = _ADAPTIVE
-            elif run.config_id == band["config_id"]:
-                name = _WINNER
-            else:
-                continue
-            samples.append(comparison.Sample(name, level, run.launch_index, pass_index, tok_s))
+
+        def side(value: Mapping[str, Any], band: dict[str, Any] = band, level: int = level) -> str | None:
+            if value["concurrency"] != level:
+                return None
+            config = config_of[value["run_id"]]
+            return _ADAPTIVE if config in adaptive_ids else _WINNER if config == band["config_id"] else None
+
         label = "no speculation" if band["config"] == plan.BASELINE else str(band["config"])
-        rows = comparison.compare_configs(samples, baseline=_WINNER, candidates=[_ADAPTIVE])
-        if not rows:
+        own = samples.samples(values, label=side)
+        comparison = analysis.judge(own, baseline=_WINNER, candidates=[_ADAPTIVE], passes_per_launch=1)
+        if not comparison.rows:
             out.append(LevelCheck(level, label, NOT_MEASURED))
             continue
-        row = rows[0]
-        launches = len({s.launch for s in samples if s.config == _ADAPTIVE})
-        out.append(LevelCheck(level, label, _verdict(row, schedule.tolerance), row.speedup, row.ci_low, row.ci_high,
-                              launches))  # fmt: skip
+        row = comparison.rows[0]
+        launches = len({s.launch for s in own if s.config == _ADAPTIVE})
+        verdict = comparison.within_tolerance(row, schedule.tolerance)
+        out.append(LevelCheck(level, label, verdict, row.speedup, row.ci_low, row.ci_high, launches, row.verdict))
     return out
-
-
-def _verdict(row: comparison.ComparisonRow, tolerance: float) -> str:
-    """Matches: at 95% confidence the adaptive server loses at most `tolerance` of the winner's throughput."""
-    if row.ci_low is None or row.ci_high is None:
-        return UNDECIDED
-    if row.ci_low >= 1 - tolerance:
-        return MATCHES
-    if row.ci_high < 1 - tolerance:
-        return SLOWER
-    return UNDECIDED
 
 
 def _switching(runs: list[Run]) -> dict[str, list[tuple[float, float | None, float | None]]]:
@@ -197,10 +195,7 @@ def ramp_note(bands: list[dict[str, Any]]) -> str:
         f"step(s) of {_label(low)}, not its own {up['steps']}"
         for low, up in pairs
     )
-    return (
-        f"Slots are keyed at each band's lowest concurrency, so {said}. The verification measures what that costs "
-        "(an earlier verification measured 0.98x of the baseline at c = 16 running c = 2's steps there)."
-    )
+    return f"Slots are keyed at each band's lowest concurrency, so {said}. The verification measures what that costs."
 
 
 def _label(band: dict[str, Any]) -> str:
@@ -221,7 +216,7 @@ def schedule_json(view: ScheduleView) -> dict[str, Any]:
         "config": json.loads(s.config_json),
         "notes": s.notes,
         "bands": s.bands,
-        "precision": {"within": s.tolerance, "confidence": comparison.CONFIDENCE},
+        "precision": {"within": s.tolerance, "confidence": analysis.CONFIDENCE},
         "verification": None
         if verification is None
         else {"id": verification.pk, "url": verification.get_absolute_url(), "status": view.status},

@@ -5,19 +5,50 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Q
+
 from experiments.analysis import deployment, racing
 from experiments.charts import comparison as comparison_charts
 from experiments.charts import deployment as deployment_charts
 from experiments.charts.study import space_figure
-from experiments.models import Measurement, Run, ServerConfig, Study
+from experiments.models import Candidate, Measurement, Run, ServerConfig, Study
+from experiments.reads import samples
 from experiments.reads.deployment import curves_of
 from experiments.rules import sweeps
 from experiments.tuning import plan, recommend
 from experiments.tuning.space import SearchSpace
 
 
+def study_history(study: Study) -> plan.History:
+    """What the rounds measured: per launch and concurrency one value (the mean of its usable passes,
+    `samples.launch_means`), configs whose launch failed without a usable measurement, and launches spent (runs that
+    started). Outputs that differ from the baseline's (the candidates' stored gate) keep a config from winning."""
+    names = dict(study.studyconfig_set.values_list("config_id", "name"))
+    names[study.baseline_id] = plan.BASELINE
+    runs = list(
+        Run.objects.filter(experiment__studyround__study=study)
+        .order_by("experiment__studyround__index", "sequence")
+        .values("id", "config_id", "state", "started_at")
+    )
+    means = samples.launch_means(samples.measurement_values(Q(run_id__in=[r["id"] for r in runs])))
+    history = plan.History()
+    gated = Candidate.objects.filter(experiment__studyround__study=study, outputs_differ=True)
+    history.outputs_differ = {names[c] for c in gated.values_list("config_id", flat=True) if c in names}
+    for run in runs:
+        name = names.get(run["config_id"])
+        if name is None or run["started_at"] is None:
+            continue  # cancelled while queued (a round without its baseline): no launch spent
+        history.launches += 1
+        measured = means.get(run["id"])
+        if measured:
+            history.add(name, measured)
+        elif run["state"] == Run.State.FAILED and name != plan.BASELINE:
+            history.failed.add(name)
+    return history
+
+
 def study_json(study: Study) -> dict[str, Any]:
-    history = study.history()
+    history = study_history(study)
     settings = study.plan_settings()
     space = study.search_space()
     races = plan.races(history, settings)

@@ -11,10 +11,26 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from experiments.analysis.intervals import ratio_bounds_text
 from experiments.formats import durations
 from experiments.formats.markdown import render_markdown
 
 register = template.Library()
+
+
+@register.filter
+def ci_bounds(row: Any) -> str:
+    """A comparison row's 95% interval (a dict's or an object's `ci_low` and `ci_high`) as its two bounds with an en
+    dash between: three decimals, more where rounding would put a bound on the other side of 1 (an interval that
+    excludes 1 never reads as reaching it)."""
+    if isinstance(row, dict):
+        low, high = row.get("ci_low"), row.get("ci_high")
+    else:
+        low, high = getattr(row, "ci_low", None), getattr(row, "ci_high", None)
+    if low is None or high is None:
+        return ""
+    low_text, high_text = ratio_bounds_text(low, high, 3)
+    return f"{low_text} – {high_text}"
 
 
 @register.filter

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.api.serializers import run_state_json
 from experiments.models import Run
+from experiments.serializers import run_state_json
 from experiments.tests.factories import make_experiment, make_run
 
 pytestmark = pytest.mark.django_db

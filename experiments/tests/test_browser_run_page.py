@@ -13,10 +13,10 @@ from asgiref.sync import async_to_sync
 from django.db import connection
 from django.utils import timezone
 
+from experiments import serializers
 from experiments.actions.environments import do_add_server_metric_samples
 from experiments.actions.runs import do_add_run_warning
 from experiments.analysis.telemetry import ServerMetricReading
-from experiments.api import serializers
 from experiments.live import broadcast
 from experiments.models import GpuSample, Run, ServerMetricSample
 from experiments.remedies import acceptance_remedies

@@ -11,17 +11,20 @@ from experiments.cli.gates import ERROR, FAILED, INCONCLUSIVE, PASSED, Gate, Gat
 from experiments.cli.reports import junit_xml, markdown_escape, markdown_summary
 
 
-def _row(candidate="eagle3", c=1, speedup=1.1, low=1.05, high=1.15, verdict="faster", **extra):
+def _row(candidate="eagle3", c=1, speedup=1.1, low=1.05, high=1.15, verdict="faster", gate=PASSED, **extra):
+    """A comparison row as the API answers it, with the server's reading of the `slower` rule (`gate`)."""
     row = {"candidate": candidate, "concurrency": c, "baseline_tok_s": 80.0, "candidate_tok_s": 80.0 * speedup,
            "speedup": speedup, "ci_low": low, "ci_high": high, "verdict": verdict, "speed_verdict": verdict,
-           "baseline_n": 3, "candidate_n": 3, "launches_needed": None, "needs": ""}  # fmt: skip
+           "baseline_n": 3, "candidate_n": 3, "launches_needed": None, "needs": "",
+           "gate": {"outcome": gate, "message": f"{gate}: {speedup:.2f}x"}}  # fmt: skip
     return {**row, **extra}
 
 
 def _experiment(**fields):
     experiment = {"id": 7, "name": "nightly", "url": "/experiments/7/", "host": "gpu-1", "status": "finished",
                   "baseline": "baseline", "candidates": ["eagle3"], "runs": [], "comparison": [_row()],
-                  "equivalence": {}, "flags": [], "suspicions": [], "accept_length": {}, "headline": None}  # fmt: skip
+                  "equivalence": {}, "outputs_gate": {}, "flags": [], "suspicions": [], "accept_length": {},
+                  "headline": None}  # fmt: skip
     return {**experiment, **fields}
 
 
@@ -47,27 +50,36 @@ def test_it_refuses_a_gate_it_does_not_know(text, message):
         gates.parse_fail_on(text)
 
 
-def test_slower_fails_a_slower_verdict_passes_faster_and_settled_ties_and_waits_on_the_rest():
+def test_slower_relays_the_servers_reading_of_each_row():
     experiment = _experiment(
-        candidates=["a", "b", "c", "d", "e", "f"],
+        candidates=["a", "b", "e"],
         comparison=[
-            _row("a", verdict="slower", speedup=0.8, low=0.75, high=0.85),
+            _row("a", verdict="slower", speedup=0.8, low=0.75, high=0.85, gate=FAILED),
             _row("b"),
-            _row("c", verdict="inconclusive", speedup=1.01, low=1.001, high=1.02),  # above 1, below the min effect
-            _row("d", verdict="inconclusive", speedup=1.0, low=0.99, high=1.01),  # more runs would not settle it
-            _row("e", verdict="inconclusive", speedup=0.97, low=0.9, high=1.04, launches_needed=4, needs="4 more"),
-            _row("f", verdict="outputs differ", speed_verdict="slower", speedup=0.9, low=0.85, high=0.95),
+            _row("e", verdict="inconclusive", speedup=0.97, low=0.9, high=1.04, gate=INCONCLUSIVE),
         ],
     )
 
     checks = evaluate(experiment, [Gate("slower")])
 
-    assert [(c.candidate, c.outcome) for c in checks] == [
-        ("a", FAILED), ("b", PASSED), ("c", PASSED), ("d", PASSED), ("e", INCONCLUSIVE), ("f", FAILED),
+    assert [(c.candidate, c.outcome, c.message) for c in checks] == [
+        ("a", FAILED, "failed: 0.80x"), ("b", PASSED, "passed: 1.10x"),
+        ("e", INCONCLUSIVE, "inconclusive: 0.97x"),
     ]  # fmt: skip
-    assert checks[0].message == "slower than the baseline: 0.800x [0.750, 0.850]"
-    assert "4 more" in checks[4].message
+    assert checks[0].numbers["ci_low"] == 0.75
     assert exit_code(checks) == 1
+
+
+def test_a_server_without_gate_readings_is_an_error_not_a_pass():
+    row = _row()
+    del row["gate"]
+    experiment = _experiment(comparison=[row])
+    del experiment["outputs_gate"]
+
+    checks = evaluate(experiment, [Gate("slower"), Gate("outputs-differ")])
+
+    assert [c.outcome for c in checks] == [ERROR, ERROR] and "upgrade specdash" in checks[0].message
+    assert exit_code(checks) == 2
 
 
 def test_slower_is_inconclusive_for_a_candidate_never_measured():
@@ -87,11 +99,18 @@ def test_no_gate_judges_a_simulated_acceptance_candidate():
     assert [(c.gate, c.candidate) for c in checks] == [("slower", "eagle3"), ("outputs-differ", "eagle3")]
 
 
-def test_outputs_differ_reads_each_candidates_equivalence_gate():
+def test_outputs_differ_relays_each_candidates_reading_with_the_gates_counts():
     gate = {"compared": 8, "identical": 2, "early_divergences": 6, "late_divergences": 0, "within_tokens": 32,
             "max_share": 0.01, "outputs_differ": True}  # fmt: skip
     honest = {**gate, "identical": 7, "early_divergences": 0, "late_divergences": 1, "outputs_differ": False}
-    experiment = _experiment(candidates=["bug", "honest", "sampled"], equivalence={"bug": gate, "honest": honest})
+    readings = {
+        "bug": {"outcome": FAILED, "message": "outputs differ from the baseline's at temperature 0"},
+        "honest": {"outcome": PASSED, "message": "outputs match the baseline's at temperature 0"},
+        "sampled": {"outcome": INCONCLUSIVE, "message": "not compared: the profile samples (temperature 0.7)"},
+    }
+    experiment = _experiment(
+        candidates=["bug", "honest", "sampled"], equivalence={"bug": gate, "honest": honest}, outputs_gate=readings
+    )
 
     checks = evaluate(experiment, [Gate("outputs-differ")])
 
@@ -100,8 +119,9 @@ def test_outputs_differ_reads_each_candidates_equivalence_gate():
         ("honest", PASSED),
         ("sampled", INCONCLUSIVE),
     ]
-    assert checks[0].message.startswith("outputs differ: 6 of 8 prompts part from the baseline before token 32")
+    assert checks[0].message.startswith("outputs differ from the baseline's at temperature 0: 6 of 8 prompts part")
     assert checks[0].numbers["early_divergences"] == 6
+    assert "temperature 0.7" in checks[2].message
 
 
 def test_regression_fails_on_an_open_flag_only_and_waits_for_an_awaiting_suspicion():
@@ -149,20 +169,22 @@ def test_accept_drop_compares_with_the_series_reference_or_another_experiment():
     against = evaluate(experiment, [Gate("accept-drop", 0.02)], against={"id": 5, "accept_length": {
         "eagle3": [{"concurrency": 1, "mean": 2.45}, {"concurrency": 4, "mean": 2.31}]}})  # fmt: skip
 
-    assert [c.outcome for c in checks] == [PASSED, FAILED, INCONCLUSIVE]
+    assert [c.outcome for c in checks] == [PASSED, FAILED, PASSED]
+    assert "the first accept length of its series" in checks[2].message
     assert checks[1].message == "dropped: accept length 2.300 against 2.500 (experiment 2): -8.0%, limit -2.0%"
     assert checks[1].numbers["drop"] == pytest.approx(0.08)
     assert checks[0].gate == "accept-drop:2%"
     assert [c.outcome for c in against] == [PASSED, PASSED, INCONCLUSIVE]
     assert "in experiment 5" in against[2].message
-    assert evaluate(_experiment(), [Gate("accept-drop", 0.02)])[0].outcome == INCONCLUSIVE
+    nothing = evaluate(_experiment(), [Gate("accept-drop", 0.02)])[0]
+    assert nothing.outcome == PASSED and "no speculative candidate measured an accept length" in nothing.message
 
 
 def test_an_unfinished_or_failed_experiment_is_an_error_and_a_failure_outranks_it():
     running = evaluate(_experiment(status="running"), [Gate("slower")])
     failed = _experiment(status="failed", runs=[{"id": 4, "config": "eagle3", "state": "failed",
                                                  "failure": {"kind": "crashed"}}],
-                         comparison=[_row(verdict="slower", speedup=0.8, low=0.7, high=0.9)])  # fmt: skip
+                         comparison=[_row(verdict="slower", speedup=0.8, low=0.7, high=0.9, gate=FAILED)])  # fmt: skip
 
     assert running[0].outcome == ERROR and "has not finished (it is running)" in running[0].message
     assert exit_code(running, allow_inconclusive=True) == 2

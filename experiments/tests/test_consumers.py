@@ -14,9 +14,9 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from dashboard.asgi import application
+from experiments import serializers
 from experiments.actions.environments import do_add_server_metric_samples
 from experiments.analysis.telemetry import ServerMetricReading
-from experiments.api import serializers
 from experiments.live import broadcast, consumers, log_messages
 from experiments.models import Run
 

@@ -11,6 +11,7 @@ import pytest
 
 from experiments.analysis import deployment
 from experiments.analysis.comparison import Sample, compare_configs
+from experiments.analysis.intervals import ratio_text
 from experiments.models import ApiToken, Experiment, GpuSample, Measurement, Run, ServerConfig
 from experiments.reads.deployment import WINDOW_NOT_RECORDED, deployment_view
 from experiments.reads.reports import build_report
@@ -62,8 +63,10 @@ def test_it_puts_tokens_per_gpu_against_the_pace_per_user_and_reads_the_gain_at_
     assert gain is not None and gain.ratio == pytest.approx(_expected_gain())
     assert at_four == (4, pytest.approx(1000 / 13), None)  # slower per user than any measured point of eagle3
     assert view.headlines == [
+        "At the same concurrency, c=1 each, eagle3 serves 1.18x the baseline's output tokens per second "
+        "(inconclusive).",  # the comparison's own row, said first: each number says which question it answers
         f"At the same speed per user, 83 tok/s each (the baseline's at c=1, eagle3's between its c=1 and c=4), eagle3 "
-        f"serves {_expected_gain():.2f}x the baseline's tokens per GPU."  # one pass a cell: no interval
+        f"serves {_expected_gain():.2f}x the baseline's tokens per GPU.",  # one pass a cell: no interval
     ]
     # The frontier: eagle3 at c=1 (fastest per user) and the baseline at c=4 (most per GPU); the rest is dominated.
     assert {(f.config, f.point.concurrency) for f in view.frontier} == {("eagle3", 1), ("baseline", 4), ("eagle3", 4)}
@@ -85,14 +88,20 @@ def test_the_page_the_api_and_the_export_show_it(client, viewer):
         deployment = body["deployment"]
         assert deployment["curves"]["baseline"][0]["tok_s_per_gpu"] == 10.0
         assert deployment["gains"]["eagle3"][0]["ratio"] == pytest.approx(_expected_gain())
-        assert deployment["gains"]["eagle3"][1] == {
+        at_four = deployment["gains"]["eagle3"][1]
+        assert {k: v for k, v in at_four.items() if k != "same_concurrency"} == {
             "baseline_concurrency": 4,
             "interactivity": 76.923,
             "ratio": None,
             "question": "at the same speed per user, 77 tok/s each",
             "candidate_concurrencies": [],
-            "same_concurrency": None,
         }
+        # The other question's answer beside it: the comparison's own row at c=4, as the verdict table has it.
+        row = next(r for r in body["comparison"] if r["concurrency"] == 4)
+        assert at_four["same_concurrency"]["question"] == "at the same concurrency, c=4 each"
+        assert (at_four["same_concurrency"]["speedup"], at_four["same_concurrency"]["verdict"]) == (
+            pytest.approx(row["speedup"], abs=1e-4), row["verdict"],
+        )  # fmt: skip
         assert set(deployment["definitions"]) >= {
             "tok_s_per_gpu",
             "interactivity",
@@ -110,10 +119,6 @@ PASSES = {
     "baseline": {1: [(78.0, 12.2), (80.0, 12.0), (82.0, 11.8)], 4: [(295.0, 13.1), (300.0, 13.0), (305.0, 12.9)]},
     "eagle3": {1: [(92.0, 10.2), (94.0, 10.0), (96.0, 9.8)], 4: [(275.0, 12.6), (280.0, 12.5), (285.0, 12.4)]},
 }
-
-
-def _outward(low: float, high: float) -> str:
-    return f"[{math.floor(low * 100) / 100:.2f}, {math.ceil(high * 100) / 100:.2f}]"
 
 
 def test_each_number_says_which_question_it_answers_with_the_comparisons_own_at_the_same_concurrency():
@@ -142,10 +147,10 @@ def test_each_number_says_which_question_it_answers_with_the_comparisons_own_at_
     row = rows[0]
     assert (row.concurrency, level) == (1, 1) and row.ci_low is not None and row.ci_high is not None
     assert view.headlines == [
-        f"At the same concurrency, c=1 each, eagle3 serves {row.speedup:.2f}x {_outward(row.ci_low, row.ci_high)} "
+        f"At the same concurrency, c=1 each, eagle3 serves {ratio_text(row.speedup, row.ci_low, row.ci_high)} "
         f"the baseline's output tokens per second ({row.verdict}).",
         f"At the same speed per user, {pace:.0f} tok/s each (the baseline's at c=1, eagle3's between its c=1 and "
-        f"c=4), eagle3 serves {gain.ratio:.2f}x {_outward(gain.low, gain.high)} the baseline's tokens per GPU.",
+        f"c=4), eagle3 serves {ratio_text(gain.ratio, gain.low, gain.high)} the baseline's tokens per GPU.",
     ]
     entry = view.as_json()["gains"]["eagle3"][0]
     assert entry == {

@@ -198,6 +198,11 @@ def test_the_page_shows_names_and_errors_escaped(client, owner):
 # ---- which events tell whom ----------------------------------------------------------------------------------
 
 
+def report_said(experiment) -> str:
+    comparison = build_report(experiment, with_figures=False).comparison
+    return comparison.said(comparison.rows[0])
+
+
 @pytest.mark.django_db
 def test_an_experiment_that_ends_tells_its_subscribers_once(owner, member, viewer):
     experiment = make_experiment(created_by=member)
@@ -221,7 +226,8 @@ def test_an_experiment_that_ends_tells_its_subscribers_once(owner, member, viewe
     assert deliveries[0].subject == f"[specdash] Experiment {experiment.name} finished"
     assert deliveries[0].url.endswith(f"/experiments/{experiment.pk}/")
     candidate = experiment.ordered_candidates()[0].name
-    assert f"- {candidate} at c=1: 1.146x [" in deliveries[0].body
+    # The verdict lines say each row as the verdict table does (analysis.ratio_text), with its verdict.
+    assert f"- {candidate} at c=1: {report_said(experiment)}, faster" in deliveries[0].body
     # It leads with the experiment page's card: the same sentence, first.
     report = build_report(experiment, with_figures=False)
     assert deliveries[0].body.startswith(report.cards[0].sentence + "\n\nExperiment: ")
@@ -239,7 +245,7 @@ def test_a_simulated_acceptance_verdict_is_told_as_such(owner):
     body = Delivery.objects.get().body
 
     assert body.startswith("(simulated acceptance: speed only) eagle3 · AL 3 ")
-    assert "- (simulated acceptance: speed only) eagle3 · AL 3 at c=1: 1.477x, inconclusive" in body
+    assert "- (simulated acceptance: speed only) eagle3 · AL 3 at c=1: 1.48x, no interval, inconclusive" in body
 
 
 @pytest.mark.django_db

@@ -60,7 +60,7 @@ def test_it_marks_the_candidate_whose_outputs_differ_early_and_passes_late_diver
     honest, buggy = body["equivalence"]["honest"], body["equivalence"]["buggy"]
     # The honest candidate's one late divergence (token 35 of 40) is reported, not counted against it.
     assert (honest["identical"], honest["early_divergences"], honest["late_divergences"]) == (49, 0, 1)
-    assert buggy["divergences"] == [{"prompt": 1, "token": 4}, {"prompt": 2, "token": 9}]
+    assert [(d["prompt"], d["token"]) for d in buggy["divergences"]] == [(1, 4), (2, 9)]
     assert buggy["outputs_differ"] and buggy["share_identical"] == 0.96
 
 

@@ -12,7 +12,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from experiments.models import Experiment, Measurement, Run, ServerConfig
-from experiments.reads.reports import build_report, report_json
+from experiments.reads.reports import build_report
+from experiments.serializers import experiment_export_json
 from experiments.tests.factories import make_config, make_eagle_config, make_experiment, make_profile
 
 pytestmark = pytest.mark.django_db
@@ -244,7 +245,7 @@ def test_it_gives_every_section_and_verdict_row_a_permalink(owner_client) -> Non
 
 def test_it_exports_every_table_as_json() -> None:
     experiment = _two_config_experiment()
-    body = json.loads(json.dumps(report_json(build_report(experiment, with_figures=False)), allow_nan=False))
+    body = json.loads(json.dumps(experiment_export_json(build_report(experiment, with_figures=False)), allow_nan=False))
 
     assert {"comparison", "throughput", "accept_length", "latency", "models", "configs", "measurements"} <= set(body)
     assert len(body["measurements"]) == 12

@@ -153,7 +153,8 @@ def test_the_card_names_the_launches_compare_names_for_the_same_pair(owner_clien
 
     on_card = re.search(r"about (\d+) more launch", card)
     on_compare = re.findall(r"about (\d+) more launch", compare)
-    assert on_card and on_compare == [on_card[1]] * 2  # its card and its verdict row on Compare
+    # its card, its verdict row on Compare and that row's gate reading
+    assert on_card and on_compare == [on_card[1]] * 3
 
 
 @pytest.mark.django_db

@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from experiments import serializers
 from experiments.reads import profile_traces
 from experiments.reads.comparisons import MAX_PICKS, NotComparable, PickedComparison, build_comparison, parse_picks
 
@@ -43,6 +44,7 @@ def compare(request: HttpRequest) -> HttpResponse:
     kept = [p.pick.token for p in result.picked]
     context.update(
         result=result,
+        comparison=serializers.comparison_rows_json(result.verdicts) if result.verdicts else [],
         suggestions=_suggestions(result),
         picks_query=urlencode([("pick", t) for t in kept]),
         remove_urls=[_address([t for t in kept if t != token]) for token in kept],

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from experiments import serializers
 from experiments.reads import environments, steady_state
 from experiments.reads.cells import LATENCY_TABLE_HEADINGS
 from experiments.reads.config_history import block_sources, config_initial, latest_experiment_using, profile_initial
@@ -19,8 +20,8 @@ from experiments.reads.deployment import DEFINITIONS as DEPLOYMENT_DEFINITIONS
 from experiments.reads.headroom import studies_about
 from experiments.reads.listing import STATUSES, ListingQuery, experiments_table
 from experiments.reads.queueing import launch_estimate, queued_runs_of
-from experiments.reads.reports import cached_report, comparison_rows_json
-from experiments.reads.schedules import schedules_about
+from experiments.reads.reports import cached_report
+from experiments.reads.schedules import schedule_view, schedules_about
 from experiments.views.exports import comparison_csv_response, comparison_json_response
 
 from ..actions.audit import Actor
@@ -247,7 +248,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             "report": report,
             "latency_headings": LATENCY_TABLE_HEADINGS,
             "deployment_definitions": DEPLOYMENT_DEFINITIONS,
-            "comparison": comparison_rows_json(report),
+            "comparison": serializers.comparison_rows_json(report.comparison),
             "steady_cells": steady_state.cells(report.measurement_values),
             "configs": [report.baseline, *report.candidates],
             "queue": queued_runs_of(report),
@@ -258,7 +259,8 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             "can_manage": experiment.can_be_managed_by(request.user),
             "headroom_studies": studies_about(experiment),
             "schedules_built": built_schedules,
-            "schedules_verified": verified_schedules,
+            # The schedule's own answer on the page of the experiment that verifies it (the same rows, one reading).
+            "schedules_verified": [schedule_view(s, with_figure=False) for s in verified_schedules],
             "headroom_form": HeadroomForm(experiment=experiment, candidates=report.candidates, auto_id="headroom-%s"),
             "notes_form": ExperimentNotesForm(
                 initial={"notes": experiment.notes, "tags": experiment.tags}, auto_id="notes-%s"

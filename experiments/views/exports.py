@@ -9,8 +9,9 @@ from typing import Any
 
 from django.http import HttpResponse, JsonResponse
 
+from experiments import serializers
 from experiments.models import Experiment, Flag
-from experiments.reads.reports import build_report, comparison_rows_json, report_json
+from experiments.reads.reports import build_report
 
 # The comparison's columns, in order; the rows carry a few more (sample counts, runs needed) that the CSV leaves out.
 COMPARISON_COLUMNS = (
@@ -48,7 +49,7 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def comparison_csv_response(experiment: Experiment) -> HttpResponse:
-    rows = comparison_rows_json(build_report(experiment, with_figures=False))
+    rows = serializers.comparison_rows_json(build_report(experiment, with_figures=False).comparison)
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}-comparison.csv"'
     writer = csv.DictWriter(response, fieldnames=COMPARISON_COLUMNS, extrasaction="ignore")
@@ -58,8 +59,9 @@ def comparison_csv_response(experiment: Experiment) -> HttpResponse:
 
 
 def comparison_json_response(experiment: Experiment) -> JsonResponse:
-    """Every table of the comparison page; `experiment` should come with its host, baseline and profile."""
-    response = JsonResponse(report_json(build_report(experiment, with_figures=False)))
+    """The experiment's JSON and every table of its page; `experiment` should come with its host, baseline and
+    profile."""
+    response = JsonResponse(serializers.experiment_export_json(build_report(experiment, with_figures=False)))
     response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}.json"'
     return response
 

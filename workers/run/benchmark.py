@@ -20,11 +20,11 @@ from typing import Any
 
 from django.conf import settings
 
+from experiments import serializers
 from experiments.actions.environments import do_add_server_metric_samples
 from experiments.actions.measurements import do_record_measurement, do_record_prompt_results
 from experiments.analysis import telemetry
 from experiments.analysis.telemetry import ServerMetricReading
-from experiments.api import serializers
 from experiments.formats import prompt_sampling
 from experiments.live import broadcast
 from experiments.models import BenchmarkProfile, Host, LogChunk, Run
@@ -128,7 +128,9 @@ async def run_cells(session: RunSession) -> None:
         if not flushed:
             result["server_accept_length"] = None  # it counts the cell before too: no figure beats a wrong one
         requests = result.get("requests")
-        if requests is not None and index == 0 and "categories" in result:
+        # Random ids too: at temperature 0 the same seed sends every config the same prompts, whose outputs the
+        # equivalence gate compares as it does a prompt set's.
+        if requests is not None and index == 0:
             await db(do_record_prompt_results)(session.run, pass_index, concurrency, requests)
         await db(do_record_measurement)(session.run, pass_index, concurrency, result)
         await store_and_send_server_metrics(session.run, server_metrics)

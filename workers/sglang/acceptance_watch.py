@@ -21,7 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-COLLAPSED = 1.05
+# The same figure the verdict calls a collapse (one rule for the live alarm and the comparison).
+from experiments.analysis.verdicts import COLLAPSED
+
 COLLAPSE_TICKS = 3
 LOW_SHARE = 0.5
 LOW_TICKS = 5

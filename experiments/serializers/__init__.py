@@ -1,0 +1,44 @@
+"""The one JSON shape of each noun, one module per noun: the API answers with these, and the websocket events and the
+exports use them too, so a field is added in one place. Secret-looking environment values are masked here
+(`configs`). Nothing outside this package builds a noun's JSON."""
+
+from .comparisons import comparison_row_json, comparison_rows_json, equivalence_json, outputs_gates_json, verdicts_json
+from .configs import config_json
+from .experiments import (
+    accept_length_json,
+    experiment_export_json,
+    experiment_json,
+    experiment_row_json,
+    queued_experiment_json,
+    schedule_json,
+)
+from .flags import flag_json, suspicion_json
+from .hosts import host_json, models_listed_at
+from .profiles import profile_json, prompt_set_json
+from .runs import profile_trace_json, run_json, run_row_json, run_state_json, server_metric_samples_json
+
+__all__ = [
+    "accept_length_json",
+    "comparison_row_json",
+    "comparison_rows_json",
+    "config_json",
+    "equivalence_json",
+    "experiment_export_json",
+    "experiment_json",
+    "experiment_row_json",
+    "flag_json",
+    "host_json",
+    "models_listed_at",
+    "outputs_gates_json",
+    "profile_json",
+    "profile_trace_json",
+    "prompt_set_json",
+    "queued_experiment_json",
+    "run_json",
+    "run_row_json",
+    "run_state_json",
+    "schedule_json",
+    "server_metric_samples_json",
+    "suspicion_json",
+    "verdicts_json",
+]

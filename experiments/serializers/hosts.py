@@ -1,0 +1,51 @@
+"""Hosts, and the models a host lists."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from experiments.models import (
+    Host,
+)
+from experiments.rules import launch_policy
+
+
+def host_json(h: Host) -> dict[str, Any]:
+    return {
+        "id": h.pk,
+        "name": h.name,
+        "address": h.address,
+        "port": h.port,
+        "username": h.username,
+        "key_name": h.key_name,
+        "extra_env_prefixes": h.extra_env_prefixes,
+        "extra_flags": h.extra_flags,
+        "default_env": launch_policy.masked(h.default_env or {}),
+        "work_dir": h.work_dir,
+        "models_root": h.models_root,
+        "launcher": h.launcher,
+        "server_port": h.server_port,
+        "cost_per_gpu_hour": h.cost_per_gpu_hour,
+        # An admin's quotas for members' launches here (null: the SPECDASH_QUOTA_* default), and what applies.
+        "quota_launches_queued": h.quota_launches_queued,
+        "quota_gpu_hours_per_day": h.quota_gpu_hours_per_day,
+        "launch_quota": h.launch_quota,
+        "gpu_hours_quota": h.gpu_hours_quota,
+        "pinned": h.is_pinned,
+        "host_key": h.host_key,
+        "gpus": h.gpu_inventory,
+        "dirty": h.is_dirty,
+        "dirty_reason": h.dirty_reason,
+        "active_run": h.active_run_id,
+        "models_listed_at": models_listed_at(h),
+        # The flags the host's SGLang accepts, as read from its launcher's --help (null: not read with this launcher).
+        "server_flags": sorted(known) if (known := h.known_server_flags()) is not None else None,
+        "sglang_version": h.listed_sglang_version,
+        "server_flags_read_at": h.server_flags_at.isoformat() if known is not None and h.server_flags_at else None,
+    }
+
+
+def models_listed_at(h: Host) -> str | None:
+    """When the host's stored model listing was read (None: never, or under another models root)."""
+    listed = h.model_inventory_at is not None and (h.model_inventory or {}).get("models_root") == h.models_root
+    return h.model_inventory_at.isoformat() if listed and h.model_inventory_at else None
