@@ -15,6 +15,7 @@ from ..remedies import SERVER_ARG_NAMES, Evidence, Link, Remedy, remedies_for, s
 from .configs import ServerConfig
 from .experiments import Experiment
 from .hosts import Host
+from .run_states import TERMINAL_STATES, RunState
 
 
 class RunQuerySet(models.QuerySet["Run"]):
@@ -40,20 +41,7 @@ class RunQuerySet(models.QuerySet["Run"]):
 
 
 class Run(models.Model):
-    class State(models.TextChoices):
-        QUEUED = "queued"
-        CONNECTING = "connecting"
-        PREFLIGHT = "preflight"
-        LAUNCHING = "launching"
-        LOADING = "loading"
-        WARMING = "warming"
-        READY = "ready"
-        VERIFYING = "verifying"
-        BENCHMARKING = "benchmarking"
-        TEARDOWN = "teardown"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
+    State = RunState
 
     class FailureKind(models.TextChoices):
         SSH = "ssh"
@@ -71,7 +59,7 @@ class Run(models.Model):
         TEARDOWN_INCOMPLETE = "teardown_incomplete"
         INTERNAL = "internal"
 
-    TERMINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+    TERMINAL_STATES = TERMINAL_STATES
     # The order a healthy run goes through; used for the timeline and the progress display.
     LIFECYCLE = (
         State.QUEUED,
@@ -280,9 +268,8 @@ class Run(models.Model):
         server, or the log's `server_args=` line when it failed before it answered), the host and the profile."""
         server_args = {k: v for k, v in self.effective_args.items() if k in SERVER_ARG_NAMES}
         if not server_args:
-            from .log_chunks import LogChunk  # log_chunks.py imports this module
-
-            line = LogChunk.objects.first_line_containing(self.pk, "server_args=", within=SERVER_ARGS_WITHIN)
+            # (through the related manager: log_chunks.py imports this module)
+            line = self.logchunk_set.first_line_containing(self.pk, "server_args=", within=SERVER_ARGS_WITHIN)
             server_args = server_args_in(line) if line else {}
         profile = self.experiment.profile
         return Evidence(
