@@ -225,6 +225,16 @@ class BenchmarkProfile(models.Model):
         """Temperature 0: every server must produce the same outputs for the same prompts (the equivalence gate)."""
         return self.temperature == 0
 
+    @property
+    def outputs_unjudged(self) -> str:
+        """Why a candidate measured with this profile may have no equivalence gate, and what would give it one."""
+        if not self.is_greedy:
+            return (
+                f"not compared: the profile samples (temperature {self.temperature:g}), so outputs differ by design; "
+                "a profile at temperature 0 compares them"
+            )
+        return "no outputs compared yet: it and the baseline each need a succeeded run of this profile"
+
     def prompt_sample(self) -> tuple[bytes, list[SampledPrompt]] | None:
         """The sampled prompts as the client's file and as values; None for random ids (drawn by the client)."""
         prompt_set = self.prompt_set

@@ -14,6 +14,7 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Mi
 from django.urls import reverse
 from django.utils import timezone
 
+from ..analysis.equivalence import Equivalence
 from ..formats.durations import in_words, span_in_words
 from .configs import BenchmarkProfile, ServerConfig
 from .hosts import Host
@@ -190,3 +191,14 @@ class Candidate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.experiment_id}#{self.position}: {self.config_id}"
+
+    @property
+    def outputs_match(self) -> bool:
+        """Its outputs were compared with the baseline's and match (`outputs_differ` is the other answer; neither:
+        not compared)."""
+        return bool(self.equivalence) and not self.outputs_differ
+
+    @property
+    def gate(self) -> Equivalence | None:
+        """The stored equivalence gate, None while no outputs were compared: the one every comparison reads."""
+        return Equivalence.from_json(self.equivalence) if self.equivalence else None
