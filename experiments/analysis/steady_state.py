@@ -13,7 +13,7 @@ All three are None when no window qualified or it was too short to be a rate.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 KEYS = ("steady_state_output_throughput", "steady_state_window_s", "steady_state_accept_length")
@@ -43,3 +43,31 @@ def checked_figures(result: Mapping[str, Any]) -> tuple[dict[str, float | None],
         [f"The cell's steady-state figures were not all stored: {', '.join(refused)} refused."] if refused else []
     )
     return figures, problems
+
+
+# The experiment page's table: each cell's throughput over its steady-state window beside the whole cell's, and the
+# window beside the cell's duration, from the measurement rows its report has already read.
+
+
+def cells(values: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every cell whose client found a steady-state window, in the report's order."""
+    rows = []
+    for m in values:
+        steady, whole = m["steady_state_output_throughput"], m["output_throughput"]
+        if steady is None or m["steady_state_window_s"] is None:
+            continue
+        rows.append(
+            {
+                "config": m["run__config__name"],
+                "launch": m["run__launch_index"],
+                "pass_index": m["pass_index"],
+                "concurrency": m["concurrency"],
+                "output_throughput": whole,
+                "steady_state_output_throughput": steady,
+                # How much the ramp-up and the tail held the whole-cell figure down (or up), as signed text.
+                "change": f"{(steady / whole - 1) * 100:+.1f}%" if whole and whole > 0 else None,
+                "steady_state_window_s": m["steady_state_window_s"],
+                "duration_s": m["duration_s"],
+            }
+        )
+    return rows

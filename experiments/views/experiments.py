@@ -13,7 +13,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from experiments import serializers
-from experiments.reads import environments, steady_state
+from experiments.analysis import steady_state
+from experiments.reads import environments
 from experiments.reads.cells import LATENCY_TABLE_HEADINGS
 from experiments.reads.config_history import block_sources, config_initial, latest_experiment_using, profile_initial
 from experiments.reads.deployment import DEFINITIONS as DEPLOYMENT_DEFINITIONS
