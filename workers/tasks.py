@@ -16,7 +16,7 @@ from django.utils import timezone
 from experiments.actions.experiments import do_launch_scheduled_experiment
 from experiments.actions.hosts import do_store_gpu_reading, do_store_model_inventory, do_store_server_flags
 from experiments.actions.runs import do_abandon_run, do_claim_next_run, do_take_over_run
-from experiments.actions.studies import advance_stalled_studies
+from experiments.actions.study_rounds import advance_stalled_studies
 from experiments.models import Delivery, Experiment, Host, Run
 
 from . import delivery as delivery_transport

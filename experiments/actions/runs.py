@@ -21,7 +21,7 @@ from .hosts import do_release_host, lock_host_row
 from .notifications import notify_if_experiment_ended
 from .prompts import do_record_equivalence
 from .quotas import QuotaExceeded, check_launch_quota
-from .studies import advance_study_of_run
+from .study_rounds import advance_study_of_run
 
 
 @transaction.atomic

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from dashboard.asgi import application
 from experiments.actions.runs import do_advance_run
-from experiments.actions.studies import do_advance_study
+from experiments.actions.study_rounds import do_advance_study
 from experiments.models import (
     AuditEvent,
     Delivery,
