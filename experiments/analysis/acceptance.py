@@ -31,6 +31,38 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+# Every acceptance figure specdash stores, by its column (the Measurement field and the API key), with the one name
+# and definition the pages' glossary, the API's `acceptance_definitions` and the docs give it. An imported file's
+# figure is stored under the definition it has (bench_serving's "Accept length" is the server's window; vLLM's
+# `spec_decode_acceptance_length` the server's counters pooled; SpecForge's average a mean of requests).
+DEFINITIONS: dict[str, tuple[str, str]] = {
+    "accept_length": (
+        "token-weighted",
+        "the cell's requests' output tokens over their verify steps (each request's meta_info): what a decode step "
+        "yields on average, the figure throughput follows; the verdicts' acceptance-collapse rule reads it",
+    ),
+    "pooled_accept_length": (
+        "pooled",
+        "the server's counters over the cell, Δsglang:generation_tokens_total / Δsglang:spec_verify_calls_total (or "
+        "vLLM's 1 + accepted / drafts): finished requests only, so it must equal the token-weighted figure",
+    ),
+    "mean_request_accept_length": (
+        "mean of requests",
+        "every request weighing the same, whatever its length: differs when short and long requests accept "
+        "differently, and can rank configs differently",
+    ),
+    "steady_state_accept_length": (
+        "steady state",
+        "token-weighted, over the longest stretch with at least 80% of the concurrency in flight; ramp-up and tail "
+        "left out",
+    ),
+    "server_accept_length": (
+        "server window",
+        "internal_states[0].avg_spec_accept_length of /server_info after the cell, since the flush before it: what "
+        "SGLang's bench_serving prints as its Accept length",
+    ),
+}
+
 # Pooled and token-weighted count the same tokens and steps; beyond this relative gap one of them miscounted.
 AGREEMENT_TOLERANCE = 0.01
 

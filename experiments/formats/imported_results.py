@@ -44,14 +44,17 @@ _SGLANG_REQUIRED = {
 _SGLANG_OPTIONAL = {
     "total_throughput": "total_throughput",
     "input_throughput": "input_throughput",
-    "accept_length": "accept_length",
+    # bench_serving's "Accept length" is the server's window (/server_info's avg_spec_accept_length after the run),
+    # not the requests' token-weighted figure: stored under its own definition (analysis/acceptance.DEFINITIONS).
+    "accept_length": "server_accept_length",
     **{f"{s}_{m}_ms": f"{s}_{m}_ms" for m in _LATENCIES for s in _STATS},
 }
 _VLLM_REQUIRED = _SGLANG_REQUIRED  # the same names
 _VLLM_OPTIONAL = {
     "total_token_throughput": "total_throughput",
     "failed": "failed",
-    "spec_decode_acceptance_length": "accept_length",
+    # 1 + accepted / drafts from the server's counters over the run: the pooled figure.
+    "spec_decode_acceptance_length": "pooled_accept_length",
     **{f"{s}_{m}_ms": f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl") for s in _STATS},
     **{f"{s}_e2el_ms": f"{s}_e2e_latency_ms" for s in _STATS},  # vLLM calls end-to-end latency e2el
 }
@@ -179,7 +182,9 @@ def _parse_sglang(content: str) -> list[ImportedRun]:
             )
         states = (info or {}).get("internal_states")
         if isinstance(states, list) and states and isinstance(states[0], dict):
-            cell.metrics["server_accept_length"] = check.number(states[0], "avg_spec_accept_length", optional=True)
+            window = check.number(states[0], "avg_spec_accept_length", optional=True)
+            if window is not None:
+                cell.metrics["server_accept_length"] = window
         runs.setdefault(server.key, []).append((cell, row, server, info or {}))
         if len(errors) >= MAX_ERRORS:
             break
@@ -320,7 +325,8 @@ def _parse_specforge(content: str, given: Mapping[str, Any]) -> list[ImportedRun
     if errors or samples is None or latency is None or throughput is None or concurrency is None:
         raise ResultFileError([e.replace("line 0: ", "") for e in errors][:MAX_ERRORS])
     assert isinstance(model, str)
-    accept = output_tokens / verify if output_tokens and verify else mean_accept
+    # Its output tokens over its verify steps are the token-weighted figure; its average is a mean of requests.
+    token_weighted = output_tokens / verify if output_tokens and verify else None
     metrics = {
         "duration_s": latency,
         "completed": samples,
@@ -328,7 +334,8 @@ def _parse_specforge(content: str, given: Mapping[str, Any]) -> list[ImportedRun
         # The file counts no input tokens: its total is its output, and says so (raw).
         "total_throughput": throughput,
         "request_throughput": samples / latency,
-        "accept_length": accept,
+        "accept_length": token_weighted,
+        "mean_request_accept_length": mean_accept,
     }
     mapped = {"samples", "latency_seconds", "throughput_tokens_per_second"}
     raw = {k: v for k, v in row.items() if k not in mapped and _is_scalar(v)}

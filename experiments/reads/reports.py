@@ -93,7 +93,7 @@ class ExperimentReport:
                 "disagreement": acceptance.disagreement(m["accept_length"], m["pooled_accept_length"]),
             }
             for m in self.measurement_values
-            if m["accept_length"] is not None or m[POOLED] is not None
+            if any(m[column] is not None for column in acceptance.DEFINITIONS)
         ]
 
     @property

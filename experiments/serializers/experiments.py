@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Prefetch, Q
 
 from experiments.analysis import Point
+from experiments.analysis import acceptance as acceptance_figures
 from experiments.models import Experiment, Flag, FlagSeries, Suspicion
 from experiments.reads import acceptance, environments
 from experiments.reads.listing import ExperimentRow
@@ -43,8 +44,13 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         # One sentence per candidate (the pages' verdict cards), and the outputs gate's reading of each.
         "verdicts": verdicts_json(comparison),
         "outputs_gate": outputs_gates_json(comparison),
-        # Per speculative candidate: [{concurrency, mean, low, high, reference}] (reads/acceptance.py).
+        # Per speculative candidate: [{concurrency, mean, low, high, reference}] of the token-weighted figure.
         "accept_length": accept_length_json(report),
+        # Each acceptance figure's column, name and definition (analysis/acceptance.py), as the glossary gives them.
+        "acceptance_definitions": {
+            column: {"name": name, "definition": text}
+            for column, (name, text) in acceptance_figures.DEFINITIONS.items()
+        },
         "break_even": comparison.break_even,
         "never_pays": comparison.never_pays,
         "equivalence": equivalence_json(report.equivalence),

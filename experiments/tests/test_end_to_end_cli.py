@@ -1,7 +1,8 @@
 """The `specdash` command against a live specdash: the real web server (daphne), a Celery worker, the simulated
-host behind a real sshd. One experiment (a baseline and an EAGLE-3 candidate whose draft path changes outputs) is
-submitted once per module with `submit --wait --fail-on ...` while `logs -f` follows the candidate's run; the
-tests read what both printed and wrote, then gate the finished experiment again for each exit code."""
+host behind a real sshd. Two experiments on the default profile (random ids at temperature 0) are submitted once per
+module: one whose EAGLE-3 candidate's draft path changes outputs, with `submit --wait --fail-on ...` while `logs -f`
+follows the candidate's run, and a clean one (an honest EAGLE-3 candidate) under the docs' recommended gate. The
+tests read what they printed and wrote, then gate the finished experiments again for each exit code."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
@@ -35,6 +35,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 TP_SIZE = 2
 
 
+# The CI gate docs/api.md recommends.
+DOCS_GATE = "regression,outputs-differ,slower,accept-drop:2%"
+
+
 @dataclass
 class Submitted:
     url: str
@@ -46,6 +50,8 @@ class Submitted:
     logs: Result
     junit: Path
     markdown: Path
+    clean: Result  # the clean experiment's `submit --wait --fail-on DOCS_GATE`
+    clean_id: int
 
     def cli(self, *argv: str) -> Result:
         return run_cli_process(*argv, url=self.url, token=self.token, cwd=self.work)
@@ -79,29 +85,33 @@ def _member_token_and_host(sshd, work: Path) -> tuple[str, str]:
     return token, host.name
 
 
-def _experiment_file(work: Path, host: str, prompt_set: int) -> Path:
+def _experiment_file(work: Path, host: str, *, clean: bool) -> Path:
+    """An experiment on the default profile (random ids, temperature 0): the clean one's EAGLE-3 candidate is honest,
+    the other's draft path changes its outputs after four tokens."""
     models = str(hostsetup.MODELS_ROOT)
-    buggy = _eagle(models, "eagle3-draft-bug", 2)
-    buggy["env"] = {**buggy["env"], "SIMHOST_FAULTS": "draft_bug", "SIMHOST_DRAFT_BUG_AFTER": "4"}
+    if clean:
+        candidate = _eagle(models, "eagle3", 2)
+    else:
+        candidate = _eagle(models, "eagle3-draft-bug", 2)
+        candidate["env"] = {**candidate["env"], "SIMHOST_FAULTS": "draft_bug", "SIMHOST_DRAFT_BUG_AFTER": "4"}
     body = {
-        "name": "cli | <gate> & co",  # a name the JUnit and Markdown files must escape
+        "name": "cli clean" if clean else "cli | <gate> & co",  # a name the JUnit and Markdown files must escape
         "host": host,
         "baseline": {"name": "baseline", "model_path": f"{models}/kimi-k2.5-sim", "tp_size": TP_SIZE},
-        "candidates": [buggy],
+        "candidates": [{**candidate, "tp_size": TP_SIZE}],
         "profile": {
-            "prompt_set": prompt_set,  # per-prompt outputs: what the equivalence gate compares
             "concurrency": [1],
             "num_prompts": 4,
             "input_len": 64,
             "output_len": 24,
-            "passes": 2,
+            "passes": 3 if clean else 2,  # the clean one's verdict must settle: three samples a side
             "launches": 1,
             "warmup_requests": 0,
             "stall_timeout_s": 60,
             "readiness_timeout_s": 120,
         },
     }
-    path = work / "experiment.yaml"
+    path = work / ("clean.yaml" if clean else "experiment.yaml")
     path.write_text(yaml.safe_dump(body, sort_keys=False))
     return path
 
@@ -113,22 +123,19 @@ def submitted(django_db_setup, django_db_blocker, sshd, live_web, celery_worker_
     work = tmp_path_factory.mktemp("cli")
     with django_db_blocker.unblock():
         token, host = _member_token_and_host(sshd, work)
-    prompts = "\n".join(json.dumps({"prompt": f"write a short poem number {i} about the sea"}) for i in range(4))
-    uploaded = httpx.post(
-        f"{live_web}/api/prompt-sets",
-        json={"name": f"cli-{uuid.uuid4().hex[:6]}", "content": prompts},
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-    )
-    assert uploaded.status_code in (200, 201), uploaded.text
-    path = _experiment_file(work, host, uploaded.json()["id"])
+    path = _experiment_file(work, host, clean=False)
     env_cli = [sys.executable, "-m", "experiments.cli"]
     env = {**os.environ, "SPECDASH_URL": live_web, "SPECDASH_TOKEN": token, "PYTHONPATH": str(REPO)}
     junit, markdown = work / "gate.xml", work / "gate.md"
     argv = [*env_cli, "submit", str(path), "--wait", "--poll", "0.5", "--fail-on", "outputs-differ,regression",
             "--junit", str(junit), "--markdown", str(markdown), "--timeout", "300"]  # fmt: skip
+    clean_argv = [*env_cli, "submit", str(_experiment_file(work, host, clean=True)), "--wait", "--poll", "0.5",
+                  "--fail-on", DOCS_GATE, "--timeout", "300"]  # fmt: skip
     try:
         submit = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        clean = subprocess.Popen(
+            clean_argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         assert submit.stdout is not None
         head = [submit.stdout.readline() for _ in range(3)]  # "Experiment N submitted: URL", then a line per run
         experiment_id = int(re.search(r"Experiment (\d+) submitted", head[0]).group(1))  # type: ignore[union-attr]
@@ -141,10 +148,13 @@ def submitted(django_db_setup, django_db_blocker, sshd, live_web, celery_worker_
             cwd=work, env=env, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         out, err = submit.communicate(timeout=300)
+        clean_out, clean_err = clean.communicate(timeout=300)
+        clean_id = int(re.search(r"Experiment (\d+) submitted", clean_out).group(1))  # type: ignore[union-attr]
         yield Submitted(
             url=live_web, token=token, work=work, experiment_id=experiment_id, run_ids=run_ids,
             submit=Result(submit.returncode, "".join(head) + out, err),
             logs=Result(follow.returncode, follow.stdout, follow.stderr), junit=junit, markdown=markdown,
+            clean=Result(clean.returncode, clean_out, clean_err), clean_id=clean_id,
         )  # fmt: skip
     finally:
         with django_db_blocker.unblock():
@@ -161,7 +171,10 @@ def test_submit_waits_with_a_line_per_run_then_fails_the_gate_on_outputs_that_di
     assert f"{submitted.url}/experiments/{submitted.experiment_id}/" in result.out
     # The verdict table, then each check with its numbers, then the outcome.
     assert re.search(r"eagle3-draft-bug\s+1\s+[\d.]+\s+[\d.]+\s+[\d.]+x.*outputs differ", result.out), result.out
-    assert "FAILED       outputs-differ eagle3-draft-bug: outputs differ: 4 of 4 prompts part" in result.out
+    assert (
+        "FAILED       outputs-differ eagle3-draft-bug: outputs differ from the baseline's at temperature 0: 4 of 4 "
+        "prompts part" in result.out
+    )
     assert "PASSED       regression baseline c=1: no open regression flag" in result.out
     assert "specdash gate: a gate failed (exit 1)" in result.out
 
@@ -194,7 +207,10 @@ def test_the_markdown_summary_links_the_experiment_and_escapes_its_name(submitte
     link = f"({submitted.url}/experiments/{submitted.experiment_id}/)"
     assert text.startswith(f"## specdash gate failed: [experiment {submitted.experiment_id} cli \\| \\<gate\\> & co]")
     assert link in text
-    assert "| outputs-differ | eagle3-draft-bug |  | ❌ failed | outputs differ: 4 of 4 prompts" in text
+    assert (
+        "| outputs-differ | eagle3-draft-bug |  | ❌ failed | outputs differ from the baseline's at temperature 0: "
+        "4 of 4" in text
+    )
     assert "| regression | baseline | 1 | ✅ passed |" in text
 
 
@@ -218,18 +234,36 @@ def test_gate_exits_0_when_every_gate_it_names_passes(submitted):
     assert "every gate passed (exit 0)" in result.out
 
 
+def test_the_docs_gate_passes_the_clean_experiment_and_fails_the_draft_bug(submitted):
+    """docs/api.md's gate on the default profile: random ids at temperature 0 compare outputs too, and an accept
+    length with no earlier run in its series passes, saying so."""
+    clean = submitted.clean
+    buggy = submitted.cli("gate", str(submitted.experiment_id), "--fail-on", DOCS_GATE)
+
+    assert clean.code == 0, clean.out + clean.err
+    assert "PASSED       outputs-differ eagle3: outputs match the baseline's at temperature 0" in clean.out
+    assert re.search(r"PASSED\s+slower eagle3 c=1: faster: [\d.]+x \[", clean.out), clean.out
+    assert "the first accept length of its series" in clean.out
+    assert "every gate passed (exit 0)" in clean.out
+    assert buggy.code == 1, buggy.out + buggy.err
+    assert "FAILED       outputs-differ eagle3-draft-bug: outputs differ" in buggy.out
+
+
 def test_gate_exits_2_when_a_result_it_needs_is_inconclusive_or_on_an_error(submitted):
     experiment = str(submitted.experiment_id)
 
-    first_of_series = submitted.cli("gate", experiment, "--fail-on", "accept-drop:2%", "--json")
+    # The clean experiment measured no eagle3-draft-bug: nothing to compare this one's accept length with.
+    elsewhere = submitted.cli(
+        "gate", experiment, "--fail-on", "accept-drop:2%", "--against", str(submitted.clean_id), "--json"
+    )
     missing = submitted.cli("gate", "999999", "--fail-on", "slower")
     refused = run_cli_process("status", url=submitted.url, token="sd_wrong", cwd=submitted.work)
     bad_spec = submitted.cli("gate", experiment, "--fail-on", "faster")
 
-    report = json.loads(first_of_series.out)
-    assert first_of_series.code == 2 and report["exit"] == 2
+    report = json.loads(elsewhere.out)
+    assert elsewhere.code == 2 and report["exit"] == 2
     assert [c["outcome"] for c in report["checks"]] == ["inconclusive"]
-    assert "no accept length to compare with" in report["checks"][0]["message"]
+    assert f"experiment {submitted.clean_id} measured no accept length for it" in report["checks"][0]["message"]
     assert missing.code == 2 and "404" in missing.err
     assert refused.code == 2 and "token was refused (401)" in refused.err
     assert bad_spec.code == 2 and "unknown gate 'faster'" in bad_spec.err

@@ -58,8 +58,10 @@ def test_it_reads_bench_serving_lines_with_their_server_info():
     assert one.metrics["output_throughput"] == 100.0 and four.metrics["output_throughput"] == 320.0
     assert one.metrics["request_throughput"] == 0.78125 and one.metrics["total_throughput"] == 200.0
     assert one.metrics["input_throughput"] == 100.0 and one.metrics["duration_s"] == 20.48
-    assert one.metrics["completed"] == 16 and one.metrics["accept_length"] == 2.41
-    assert one.metrics["server_accept_length"] == 2.41  # internal_states[0].avg_spec_accept_length
+    # bench_serving's accept_length is the server's window (internal_states[0].avg_spec_accept_length), stored as
+    # that; the requests' token-weighted figure is not in the file.
+    assert one.metrics["completed"] == 16 and one.metrics.get("accept_length") is None
+    assert one.metrics["server_accept_length"] == 2.41
     assert one.metrics["median_ttft_ms"] == 35.28 and one.metrics["p90_tpot_ms"] == 10.56
     assert one.metrics["p99_e2e_latency_ms"] == 1631.76  # the file's, as bench_serving wrote it
     # No column for std and p95: kept raw, as is what the tool adds; the infinite request rate is no JSON.
@@ -73,7 +75,7 @@ def test_it_reads_a_baseline_server_as_no_speculation():
 
     assert run.server.speculative == {}
     assert [c.metrics["output_throughput"] for c in run.cells] == [80.0, 256.0]
-    assert run.cells[0].metrics["accept_length"] is None and run.cells[0].metrics["server_accept_length"] is None
+    assert run.cells[0].metrics.get("accept_length") is None and run.cells[0].metrics["server_accept_length"] is None
 
 
 def test_it_reads_a_vllm_bench_serve_json():
@@ -85,7 +87,8 @@ def test_it_reads_a_vllm_bench_serve_json():
     assert (run.input_len, run.output_len, run.num_prompts) == (256, 128, 32)  # from the token totals
     assert cell.concurrency == 4 and cell.metrics["output_throughput"] == 256.0
     assert cell.metrics["total_throughput"] == 768.0 and cell.metrics["failed"] == 0
-    assert cell.metrics["accept_length"] == 2.41  # spec_decode_acceptance_length
+    # spec_decode_acceptance_length is 1 + accepted / drafts from the server's counters: the pooled figure.
+    assert cell.metrics["pooled_accept_length"] == 2.41 and cell.metrics.get("accept_length") is None
     assert cell.metrics["p90_e2e_latency_ms"] == 2030.5 and cell.metrics["median_e2e_latency_ms"] == 1920.0
     assert cell.raw["spec_decode_acceptance_rate"] == 70.5 and cell.raw["std_itl_ms"] == 3.1
 
@@ -343,6 +346,7 @@ def test_it_reads_a_specforge_benchmark_with_the_model_and_concurrency_stated():
     assert cell.metrics["output_throughput"] == 320.0 and cell.metrics["request_throughput"] == 80 / 128.0
     # Token-weighted (40960 / 13653 = 3.0), not the file's unweighted mean of requests (2.9), which is kept raw.
     assert round(cell.metrics["accept_length"], 3) == 3.0 and cell.raw["average_acceptance_length"] == 2.9
+    assert cell.metrics["mean_request_accept_length"] == 2.9  # under its own definition
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from experiments import serializers
-from experiments.analysis import steady_state
+from experiments.analysis import acceptance, steady_state
 from experiments.reads import environments
 from experiments.reads.cells import LATENCY_TABLE_HEADINGS
 from experiments.reads.config_history import block_sources, config_initial, latest_experiment_using, profile_initial
@@ -260,6 +260,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             "can_manage": experiment.can_be_managed_by(request.user),
             "headroom_studies": studies_about(experiment),
             "schedules_built": built_schedules,
+            "acceptance_definitions": acceptance.DEFINITIONS,
             # The schedule's own answer on the page of the experiment that verifies it (the same rows, one reading).
             "schedules_verified": [schedule_view(s, with_figure=False) for s in verified_schedules],
             "headroom_form": HeadroomForm(experiment=experiment, candidates=report.candidates, auto_id="headroom-%s"),

@@ -79,7 +79,9 @@ def load_prompts(config: BenchConfig) -> list[Prompt]:
     """The prompts to send: the prompt file's, in its order, else random ids."""
     if config.prompts_file is None:
         ids = make_prompts(config.num_prompts, config.input_len, config.vocab_size, config.seed)
-        return [Prompt(p, config.input_len, config.output_len) for p in ids]
+        # Indexed like a prompt file's: at temperature 0 the same seed sends every config these same prompts, whose
+        # outputs the equivalence gate compares by index.
+        return [Prompt(p, config.input_len, config.output_len, index) for index, p in enumerate(ids)]
     prompts = []
     with open(config.prompts_file, encoding="utf-8") as lines:
         for line in lines:
