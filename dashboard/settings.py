@@ -8,6 +8,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from dashboard.demo import suggestions
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SPECDASH_VAR_DIR", BASE_DIR / "var"))
 
@@ -322,6 +324,9 @@ SPECDASH_WEBHOOK_HOSTS = tuple(_env_list("SPECDASH_WEBHOOK_HOSTS", ""))
 # Webhooks post only to public addresses; networks listed here (CIDR, comma-separated) are allowed too, e.g. the
 # private address of a team's Slack relay. Checked when an admin saves a webhook and before every delivery.
 SPECDASH_WEBHOOK_ALLOWED_NETWORKS = tuple(_env_list("SPECDASH_WEBHOOK_ALLOWED_NETWORKS", ""))
+# The model directories under a host's models root that the new-experiment and study forms start with: the target,
+# then its draft. By default the demo's simulated ones; empty, the forms start with no model path.
+SPECDASH_SUGGESTED_MODELS = tuple(_env_list("SPECDASH_SUGGESTED_MODELS", f"{suggestions.TARGET},{suggestions.DRAFT}"))
 
 CELERY_BEAT_SCHEDULE = {
     "reattach-stale-runs": {"task": "workers.tasks.reattach_stale_runs", "schedule": SPECDASH_REATTACH_EVERY},

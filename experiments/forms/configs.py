@@ -8,6 +8,7 @@ import shlex
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.timesince import timesince
 
@@ -58,6 +59,16 @@ def config_form_data(payload: dict[str, Any]) -> dict[str, Any]:
     data["expect"] = json.dumps(payload.get("expect") or {})
     data["log_metrics"] = json.dumps(payload.get("log_metrics") or {})
     return data
+
+
+def suggested_model_paths(models_root: str) -> tuple[str, str]:
+    """The target and draft model paths a new config's form starts with on a host of `models_root`
+    (SPECDASH_SUGGESTED_MODELS); "" for either without a root or a name."""
+    target, draft = (*settings.SPECDASH_SUGGESTED_MODELS, "", "")[:2]
+    return (
+        f"{models_root}/{target}" if models_root and target else "",
+        f"{models_root}/{draft}" if models_root and draft else "",
+    )
 
 
 def split_eagle3_profile(env: dict[str, str], metrics: dict[str, str]) -> tuple[bool, dict[str, str], dict[str, str]]:

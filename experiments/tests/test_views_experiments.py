@@ -178,6 +178,17 @@ def test_it_offers_a_new_experiment_form_for_the_first_host(owner_client):
     assert '<option value="simhost" selected>' in content
 
 
+def test_it_starts_the_new_experiment_form_with_the_models_the_settings_suggest(owner_client, settings):
+    settings.SPECDASH_SUGGESTED_MODELS = ("llama-3-70b", "llama-3-70b-eagle3")
+    make_host(models_root="/srv/models")
+
+    content = owner_client.get("/experiments/new/").content.decode()
+
+    assert 'value="/srv/models/llama-3-70b"' in content
+    assert 'value="/srv/models/llama-3-70b-eagle3"' in content
+    assert "kimi" not in content
+
+
 def test_it_creates_an_experiment_from_the_browser(owner_client, owner):
     host = make_host()
     candidate = _eagle_fields(

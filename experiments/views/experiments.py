@@ -38,6 +38,7 @@ from ..forms import (
     ScheduleForm,
     ServerConfigForm,
 )
+from ..forms.configs import suggested_model_paths
 from ..forms.headroom import HeadroomForm
 from ..forms.sweeps import SweepForm, SweepPreview
 from ..models import AuditEvent, Experiment, Host, Run, ServerConfig
@@ -184,8 +185,7 @@ def _config_forms(config: ServerConfig, experiment: Experiment | None, *, name: 
 
 def _new_experiment_forms() -> dict[str, Any]:
     host = Host.objects.order_by("is_dirty", "name").first()
-    target = f"{host.models_root}/kimi-k2.5-sim" if host and host.models_root else ""
-    draft = f"{host.models_root}/kimi-k2.5-sim-eagle3" if host and host.models_root else ""
+    target, draft = suggested_model_paths(host.models_root if host else "")
     tp_size = 8 if host and host.gpu_count >= 8 else 1
     baseline = {"name": "baseline", "model_path": target, "tp_size": tp_size}
     candidate = {

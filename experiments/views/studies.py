@@ -16,6 +16,7 @@ from ..actions.audit import Actor
 from ..actions.review import do_pin_baseline
 from ..actions.studies import do_cancel_study, do_confirm_recommendation, do_start_study, recommended_config
 from ..forms import BenchmarkProfileForm, ExperimentForm, ServerConfigForm
+from ..forms.configs import suggested_model_paths
 from ..forms.studies import StudyForm, StudySubmission
 from ..forms.sweeps import SweepForm
 from ..models import Host, Study
@@ -108,9 +109,8 @@ def study_new(request: HttpRequest) -> HttpResponse:
 
 def _blank_forms() -> dict[str, Any]:
     host = Host.objects.order_by("is_dirty", "name").first()
-    root = host.models_root if host and host.models_root else ""
     tp_size = 8 if host and host.gpu_count >= 8 else 1
-    target = f"{root}/kimi-k2.5-sim" if root else ""
+    target, draft = suggested_model_paths(host.models_root if host else "")
     sweep = SweepForm(prefix="sweep")
     sweep.initial = {
         "speculative_num_steps": "1, 2, 3",
@@ -121,7 +121,7 @@ def _blank_forms() -> dict[str, Any]:
         "name": "space",
         "model_path": target,
         "speculative_algorithm": "EAGLE3",
-        "speculative_draft_model_path": f"{root}/kimi-k2.5-sim-eagle3" if root else "",
+        "speculative_draft_model_path": draft,
         "tp_size": tp_size,
     }
     return {

@@ -33,6 +33,7 @@ from experiments.forms import ExperimentSubmission
 from experiments.models import Experiment, Host, Run
 from simhost import hostsetup, ports
 
+from ... import suggestions
 from ...history import seed_drift_history
 from ...progress import DemoProgress
 
@@ -45,8 +46,8 @@ MAX_RESTARTS, RESTART_WINDOW_S = 5, 600.0
 
 
 def demo_experiment_payload(models_root: str) -> dict:
-    target = f"{models_root}/kimi-k2.5-sim"
-    draft = f"{models_root}/kimi-k2.5-sim-eagle3"
+    target = f"{models_root}/{suggestions.TARGET}"
+    draft = f"{models_root}/{suggestions.DRAFT}"
 
     def eagle(name: str, steps: int) -> dict:
         return {

@@ -1,0 +1,6 @@
+"""The simulated host's models (simhost/models/) as the demo names them: the target and its EAGLE-3 draft, which the
+demo's experiment runs and which the settings suggest by default (`SPECDASH_SUGGESTED_MODELS`), so that no module of
+the product names a simulated model itself."""
+
+TARGET = "kimi-k2.5-sim"
+DRAFT = "kimi-k2.5-sim-eagle3"
