@@ -38,12 +38,29 @@ MAX_RATIO_DECIMALS = 4
 def ratio_bounds_text(low: float, high: float, decimals: int = 2) -> tuple[str, str]:
     """The bounds of a ratio's interval as text, at `decimals` places or more: where rounding would make an
     interval that excludes 1 read as reaching it ([0.991, 0.997] as "[0.99, 1.00]"), or one that holds 1 read as
-    excluding it, a decimal is added until the text says what the numbers say (up to MAX_RATIO_DECIMALS)."""
+    excluding it, a decimal is added until the text says what the numbers say. Past MAX_RATIO_DECIMALS a bound that
+    still reads 1 is rounded away from it (0.99998 reads 0.9999)."""
     for places in range(decimals, MAX_RATIO_DECIMALS + 1):
-        low_text, high_text = f"{low:.{places}f}", f"{high:.{places}f}"
-        if _side_of_one(float(low_text)) == _side_of_one(low) and _side_of_one(float(high_text)) == _side_of_one(high):
-            break
-    return low_text, high_text
+        texts = [f"{bound:.{places}f}" for bound in (low, high)]
+        if all(
+            _side_of_one(float(text)) == _side_of_one(bound) for text, bound in zip(texts, (low, high), strict=True)
+        ):
+            return texts[0], texts[1]
+    return _away_from_one(low, MAX_RATIO_DECIMALS), _away_from_one(high, MAX_RATIO_DECIMALS)
+
+
+def _reads_as(text: str, bound: float) -> bool:
+    """Whether `text` stands on the same side of 1 as `bound` (or at 1 as it does)."""
+    return _side_of_one(float(text)) == _side_of_one(bound)
+
+
+def _away_from_one(bound: float, places: int) -> str:
+    text = f"{bound:.{places}f}"
+    if _reads_as(text, bound):
+        return text
+    scale = 10**places
+    directed = math.floor(bound * scale) / scale if bound < 1 else math.ceil(bound * scale) / scale
+    return f"{directed:.{places}f}"
 
 
 def ratio_text(

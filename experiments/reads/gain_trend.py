@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from experiments.analysis import deployment
+from experiments.analysis.deployment_view import curves_of
 from experiments.analysis.gain_trend import MIN_LAUNCHES, GainTrend, LaunchGain
 from experiments.models import ServerConfig
-from experiments.reads.deployment import curves_of
 
 
 def gain_trend(

@@ -124,6 +124,14 @@ class ExperimentRow:
     best: analysis.ComparisonRow | None = None
     settling: str = ""
 
+    @property
+    def best_reasons(self) -> list[str]:
+        """Why the best row's verdict is what it is (outputs differ, acceptance collapsed), as its page says; what
+        would settle it is `settling`."""
+        if self.comparison is None or self.best is None:
+            return []
+        return [r for r in self.comparison.reasons(self.best) if not r.startswith("not settled")]
+
 
 @dataclass
 class Listing:

@@ -19,6 +19,7 @@ from django.db.models.expressions import RawSQL
 
 from experiments import analysis
 from experiments.analysis import Point, acceptance, steady_state
+from experiments.analysis.deployment_view import DeploymentView, deployment_view
 from experiments.analysis.explanations import ExplanatoryModel, RunFacts, explain
 from experiments.analysis.gain_trend import GainTrend
 from experiments.charts import comparison as comparison_charts
@@ -27,7 +28,7 @@ from experiments.models import Candidate, Experiment, Measurement, PinnedBaselin
 from experiments.reads import acceptance_positions, prompt_reports, samples
 from experiments.reads.cells import latency_table, points_series
 from experiments.reads.config_diff import ConfigDiffRow, config_diff_rows
-from experiments.reads.deployment import DeploymentView, cell_facts, deployment_view
+from experiments.reads.deployment import cell_facts
 from experiments.reads.gain_trend import gain_trend
 
 # The per-run measurements table of the export: a Measurement's own columns, without the raw client output.
@@ -75,7 +76,7 @@ class ExperimentReport:
     # Per candidate with kept outputs: the equivalence gate; per config, concurrency and category: its figures.
     equivalence: dict[str, analysis.Equivalence] = field(default_factory=dict)
     categories: list[dict[str, Any]] = field(default_factory=list)
-    # Tokens per GPU against the pace a user sees (reads/deployment.py); None until the baseline has a point.
+    # Tokens per GPU against the pace a user sees (analysis/deployment_view.py); None until the baseline has a point.
     deployment: DeploymentView | None = None
     positions: acceptance_positions.PositionsView | None = None  # acceptance per draft position, None: no histograms
     gain_trend: GainTrend | None = None  # the gain at one pace per user, launch by launch; None: one launch
@@ -206,7 +207,6 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
             candidates,
             cost_per_gpu_hour=experiment.host.cost_per_gpu_hour,
             objective=experiment.profile.slo,
-            verdicts=[(row.candidate, row.concurrency, row.verdict) for row in rows],
             rows=rows,
             facts=cell_facts(usable, with_requests=experiment.profile.slo is not None),
         ),

@@ -8,12 +8,12 @@ from typing import Any
 from django.db.models import Q
 
 from experiments.analysis import deployment, racing
+from experiments.analysis.deployment_view import curves_of
 from experiments.charts import comparison as comparison_charts
 from experiments.charts import deployment as deployment_charts
 from experiments.charts.study import space_figure
 from experiments.models import Candidate, Measurement, Run, ServerConfig, Study
 from experiments.reads import samples
-from experiments.reads.deployment import curves_of
 from experiments.rules import sweeps
 from experiments.tuning import plan, recommend
 from experiments.tuning.space import SearchSpace

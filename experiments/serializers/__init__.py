@@ -4,6 +4,7 @@ exports use them too, so a field is added in one place. Secret-looking environme
 
 from .comparisons import comparison_row_json, comparison_rows_json, equivalence_json, outputs_gates_json, verdicts_json
 from .configs import config_json
+from .deployment import deployment_json
 from .experiments import (
     accept_length_json,
     experiment_export_json,
@@ -22,6 +23,7 @@ __all__ = [
     "comparison_row_json",
     "comparison_rows_json",
     "config_json",
+    "deployment_json",
     "equivalence_json",
     "experiment_export_json",
     "experiment_json",

@@ -17,6 +17,7 @@ from experiments.reads.queueing import queued_runs_of
 from experiments.reads.reports import ExperimentReport
 
 from .comparisons import comparison_rows_json, equivalence_json, outputs_gates_json, verdicts_json
+from .deployment import deployment_json
 from .flags import flag_json, suspicion_json
 from .runs import run_json
 
@@ -55,7 +56,7 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         "never_pays": comparison.never_pays,
         "equivalence": equivalence_json(report.equivalence),
         "categories": report.categories,
-        "deployment": report.deployment.as_json() if report.deployment else None,
+        "deployment": deployment_json(report.deployment) if report.deployment else None,
         # The gain per GPU at one pace per user, launch by launch (reads/gain_trend.py); null with one launch.
         "gain_trend": report.gain_trend.as_json() if report.gain_trend else None,
         "flags": [flag_json(flag) for flag in _flags_of(experiment)],

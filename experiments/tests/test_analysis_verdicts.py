@@ -108,7 +108,8 @@ def test_the_outputs_gate_says_why_it_cannot_judge():
         (1.002, 1.03, ("1.002", "1.030")),  # excludes 1 from above
         (0.98, 1.15, ("0.98", "1.15")),  # holds 1: two decimals are honest
         (0.9996, 1.02, ("0.9996", "1.0200")),  # holds 1 from just below: never reads "[1.00, ...]" as if above
-        (0.99999, 1.00001, ("1.0000", "1.0000")),  # past four decimals the bound is 1 for any purpose
+        (0.99999, 1.00001, ("0.9999", "1.0001")),  # past four decimals a bound is rounded away from 1
+        (0.98643, 0.99998, ("0.9864", "0.9999")),  # ... so an interval below 1 never reads as reaching it
     ],
 )
 def test_an_interval_is_written_on_the_side_of_one_it_is(low, high, text):

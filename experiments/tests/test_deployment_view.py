@@ -11,10 +11,11 @@ import pytest
 
 from experiments.analysis import deployment
 from experiments.analysis.comparison import Sample, compare_configs
+from experiments.analysis.deployment_view import WINDOW_NOT_RECORDED, deployment_view
 from experiments.analysis.intervals import ratio_text
 from experiments.models import ApiToken, Experiment, GpuSample, Measurement, Run, ServerConfig
-from experiments.reads.deployment import WINDOW_NOT_RECORDED, deployment_view
 from experiments.reads.reports import build_report
+from experiments.serializers import deployment_json
 
 from .factories import make_config, make_eagle_config, make_experiment, make_measurement, make_profile
 
@@ -152,7 +153,7 @@ def test_each_number_says_which_question_it_answers_with_the_comparisons_own_at_
         f"At the same speed per user, {pace:.0f} tok/s each (the baseline's at c=1, eagle3's between its c=1 and "
         f"c=4), eagle3 serves {ratio_text(gain.ratio, gain.low, gain.high)} the baseline's tokens per GPU.",
     ]
-    entry = view.as_json()["gains"]["eagle3"][0]
+    entry = deployment_json(view)["gains"]["eagle3"][0]
     assert entry == {
         "baseline_concurrency": 1,
         "interactivity": round(pace, 3),
@@ -209,7 +210,9 @@ def test_a_host_with_a_gpu_hour_price_gets_the_cost_per_million_output_tokens(cl
     assert view is not None
     # 2.0 per GPU-hour x 8 GPUs / (80 tok/s x 3600 s) x 1e6 tokens
     assert dict(view.cost_rows)["baseline"][0] == (1, pytest.approx(2.0 * 8 / (80 * 3600) * 1e6))
-    assert view.as_json()["curves"]["baseline"][0]["cost_per_million_output_tokens"] == pytest.approx(55.555, rel=1e-4)
+    assert deployment_json(view)["curves"]["baseline"][0]["cost_per_million_output_tokens"] == pytest.approx(
+        55.555, rel=1e-4
+    )
     assert 'id="deployment-cells"' in page and "55.56" in page
     unpriced = build_report(_experiment()).deployment
     assert unpriced is not None and unpriced.cost_rows == []  # no price, no costs
@@ -233,7 +236,7 @@ def test_a_profiles_slo_says_up_to_which_concurrency_each_config_meets_it():
         "Under the SLO (p90 TPOT ≤ 12.5 ms), eagle3 is not faster at c=1 (inconclusive) and meets the SLO up to c=4; "
         "baseline meets it up to c=1."
     )
-    assert view.as_json()["slo"] == {"metric": "tpot", "percentile": "p90", "limit_ms": 12.5}
+    assert deployment_json(view)["slo"] == {"metric": "tpot", "percentile": "p90", "limit_ms": 12.5}
 
 
 @pytest.mark.parametrize(
@@ -292,7 +295,7 @@ def test_a_cell_has_goodput_and_attainment_from_its_own_requests(client, viewer)
     assert (one.goodput.requests_per_s, one.goodput.output_tok_s, one.goodput.attainment) == (0.2, 15.0, 0.5)
     assert one.slo_met is True  # its p90 TPOT, 12 ms, is within 12.5 ms
     assert view.cells["baseline"][1].goodput is None  # no request rows: no goodput, rather than a wrong one
-    cell = view.as_json()["cells"]["baseline"][0]
+    cell = deployment_json(view)["cells"]["baseline"][0]
     assert (cell["goodput_requests_per_s"], cell["slo_attainment"], cell["slo_requests_met"]) == (0.2, 0.5, 2)
     assert "0.500 (2 of 4)" in page and "on their own value" in page
 
@@ -328,7 +331,7 @@ def test_a_cell_has_its_energy_per_token_from_the_power_samples_and_says_why_not
         f"run {baseline_run.pk} pass 1: GPU 0: no power reading for 4.0 s (0.0 s to 4.0 s)",
         f"run {baseline_run.pk} pass 1: GPU 0: no power reading for 6.0 s (4.0 s to 10.0 s)",
     )
-    eagle = view.as_json()["cells"]["eagle3"][0]
+    eagle = deployment_json(view)["cells"]["eagle3"][0]
     assert eagle["joules_per_output_token"] is None and WINDOW_NOT_RECORDED in eagle["energy_gaps"][0]
 
 
@@ -339,7 +342,9 @@ def test_a_priced_host_gets_the_cost_per_million_input_tokens_too():
     Measurement.objects.filter(run__config__name="baseline", concurrency=1).update(input_throughput=40.0)
     experiment.refresh_from_db()
 
-    cell = build_report(experiment).deployment.as_json()["cells"]["baseline"][0]  # type: ignore[union-attr]
+    view = build_report(experiment).deployment
+    assert view is not None
+    cell = deployment_json(view)["cells"]["baseline"][0]
 
     # 2.0 per GPU-hour x 8 GPUs / (40 input tok/s x 3600 s) x 1e6, beside the output's at 80 tok/s
     assert cell["cost_per_million_input_tokens"] == pytest.approx(2.0 * 8 / (40 * 3600) * 1e6)

@@ -14,10 +14,10 @@ from django.views.decorators.http import require_POST
 
 from experiments import serializers
 from experiments.analysis import acceptance, steady_state
+from experiments.analysis.deployment_view import DEFINITIONS as DEPLOYMENT_DEFINITIONS
 from experiments.reads import environments
 from experiments.reads.cells import LATENCY_TABLE_HEADINGS
 from experiments.reads.config_history import block_sources, config_initial, latest_experiment_using, profile_initial
-from experiments.reads.deployment import DEFINITIONS as DEPLOYMENT_DEFINITIONS
 from experiments.reads.headroom import studies_about
 from experiments.reads.listing import STATUSES, ListingQuery, experiments_table
 from experiments.reads.queueing import launch_estimate, queued_runs_of
