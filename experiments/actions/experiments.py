@@ -8,7 +8,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from ..analysis.schedule import interleaved_schedule
+from ..analysis.run_order import interleaved_order
 from ..models import AuditEvent, BenchmarkProfile, Candidate, Experiment, Host, Run, ServerConfig
 from .audit import SCHEDULER, Actor, record_event
 from .configs import do_create_config, do_create_profile
@@ -73,7 +73,7 @@ def do_rerun_experiment(experiment: Experiment, *, actor: Actor, launches: int =
 
 
 @transaction.atomic
-def do_set_schedule(experiment: Experiment, *, actor: Actor, every: str, hour: int) -> None:
+def do_set_cadence(experiment: Experiment, *, actor: Actor, every: str, hour: int) -> None:
     """Launch the experiment again every night or week at `hour` UTC (`every` "": no more), so that a baseline
     that moves is caught by the history checks the next morning."""
     experiment.schedule, experiment.schedule_hour, experiment.next_scheduled_at = every, hour, None
@@ -121,7 +121,7 @@ def queue_runs(
             created_at=now,
             profile_requested=profile,
         )
-        for i, (config, launch) in enumerate(interleaved_schedule(configs, launches))
+        for i, (config, launch) in enumerate(interleaved_order(configs, launches))
     )
     enqueue_drive_host(experiment.host_id)
     return runs

@@ -7,7 +7,7 @@
 - `confirmation`: suspect a change, then confirm it with new values (a sequential test) before it is a flag.
 - `breakeven`: the accept length a speculative config needs to match the baseline.
 - `intervals`: the mean of a cell with its 95% interval, and `Point`, the value the pages plot.
-- `schedule`: the interleaved order of an experiment's launches.
+- `run_order`: the interleaved order of an experiment's launches (not a cadence, not an adaptive schedule).
 - `tdist`: Student's t quantile and tail, stdlib only.
 """
 

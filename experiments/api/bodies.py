@@ -24,7 +24,7 @@ from experiments.formats import imported_results
 from experiments.formats.prompt_sampling import MAX_UPLOAD_BYTES
 from experiments.rules import headroom, launch_policy, log_metrics, sweeps
 
-from ..forms import ENV_NAME, MAX_CONCURRENCY, BenchmarkProfileForm, PromptSetUploadForm, RerunForm, ScheduleForm
+from ..forms import ENV_NAME, MAX_CONCURRENCY, BenchmarkProfileForm, CadenceForm, PromptSetUploadForm, RerunForm
 from ..forms.configs import MAX_EXPECT_ITEMS, MAX_EXPECT_TEXT
 from ..forms.profiles import OPTIONAL_FIELDS, SLO_FIELDS
 from ..forms.studies import StudyForm
@@ -313,7 +313,7 @@ class StudyIn(Schema):
 
 class ScheduleIn(Schema):
     every: Annotated[str | None, _choice(Experiment.Schedule.values, nullable=True)] = ""
-    hour_utc: Annotated[int, _bounded(ScheduleForm, "hour_utc")] = 2
+    hour_utc: Annotated[int, _bounded(CadenceForm, "hour_utc")] = 2
 
 
 class RerunIn(Schema):

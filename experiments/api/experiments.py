@@ -12,12 +12,12 @@ from experiments.reads.reports import build_report
 from experiments.views.exports import comparison_csv_response, comparison_json_response
 
 from ..actions.audit import Actor
-from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
+from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_cadence
 from ..actions.quotas import QuotaExceeded
 from ..forms import (
+    CadenceForm,
     ExperimentSubmission,
     RerunForm,
-    ScheduleForm,
 )
 from ..models import Experiment
 from .base import api, config_data, host_name, profile_data, require, require_manage
@@ -77,12 +77,12 @@ def schedule_experiment(request: HttpRequest, experiment_id: int, payload: Sched
     require(request, "experiments.change_experiment")
     experiment = get_object_or_404(Experiment, pk=experiment_id)
     require_manage(request, experiment)
-    form = ScheduleForm({"every": payload.every or "", "hour_utc": payload.hour_utc})
+    form = CadenceForm({"every": payload.every or "", "hour_utc": payload.hour_utc})
     if not form.is_valid():
         return Status(422, {"detail": "invalid schedule", "errors": form.errors})
     data = form.cleaned_data
-    do_set_schedule(experiment, actor=Actor.of(request), every=data["every"], hour=data["hour_utc"])
-    return {"id": experiment.pk, "schedule": serializers.schedule_json(experiment)}
+    do_set_cadence(experiment, actor=Actor.of(request), every=data["every"], hour=data["hour_utc"])
+    return {"id": experiment.pk, "schedule": serializers.cadence_json(experiment)}
 
 
 @api.post("/experiments/{experiment_id}/rerun", response=responses(201, 429), openapi_extra=documented(429))

@@ -10,7 +10,7 @@ from .notes import ExperimentNotesForm, RunNotesForm
 from .profiles import BenchmarkProfileForm
 from .prompts import PromptSetUploadForm
 from .quotas import MemberQuotaForm
-from .review import FlagBulkTriageForm, FlagTriageForm, RerunForm, ScheduleForm
+from .review import CadenceForm, FlagBulkTriageForm, FlagTriageForm, RerunForm
 from .submission import (
     ExperimentForm,
     ExperimentSubmission,
@@ -35,6 +35,7 @@ __all__ = [
     "ENV_NAME",
     "MAX_CONCURRENCY",
     "BenchmarkProfileForm",
+    "CadenceForm",
     "ExperimentForm",
     "ExperimentNotesForm",
     "ExperimentSubmission",
@@ -46,7 +47,6 @@ __all__ = [
     "PromptSetUploadForm",
     "RerunForm",
     "RunNotesForm",
-    "ScheduleForm",
     "ServerConfigForm",
     "SshKeyForm",
     "apply_profile_defaults",

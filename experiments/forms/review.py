@@ -37,6 +37,9 @@ class RerunForm(forms.Form):
     launches = forms.IntegerField(min_value=1, max_value=20, initial=2, help_text="more launches of every config")
 
 
-class ScheduleForm(forms.Form):
+class CadenceForm(forms.Form):
+    """How often an experiment is launched again (the model's `schedule` field and the API's `schedule` key keep
+    their names; "schedule" in the code means an adaptive schedule, "run order" the interleaving of launches)."""
+
     every = forms.ChoiceField(choices=Experiment.Schedule.choices, required=False)
     hour_utc = forms.IntegerField(min_value=0, max_value=23, initial=2, label="at (UTC hour)")

@@ -7,11 +7,11 @@ from .configs import config_json
 from .deployment import deployment_json
 from .experiments import (
     accept_length_json,
+    cadence_json,
     experiment_export_json,
     experiment_json,
     experiment_row_json,
     queued_experiment_json,
-    schedule_json,
 )
 from .flags import flag_json, suspicion_json
 from .hosts import host_json, models_listed_at
@@ -20,6 +20,7 @@ from .runs import profile_trace_json, run_json, run_row_json, run_state_json, se
 
 __all__ = [
     "accept_length_json",
+    "cadence_json",
     "comparison_row_json",
     "comparison_rows_json",
     "config_json",
@@ -39,7 +40,6 @@ __all__ = [
     "run_json",
     "run_row_json",
     "run_state_json",
-    "schedule_json",
     "server_metric_samples_json",
     "suspicion_json",
     "verdicts_json",

@@ -39,7 +39,7 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         "simulated_acceptance": report.simulated,
         "runs": [run_json(r, with_measurements=False, queue=queue.get(r.pk)) for r in report.runs],
         "run_candidates_without_baseline": experiment.run_candidates_without_baseline,
-        "schedule": schedule_json(experiment),
+        "schedule": cadence_json(experiment),
         "comparison": comparison_rows_json(comparison),
         "headline": comparison.headline,
         # One sentence per candidate (the pages' verdict cards), and the outputs gate's reading of each.
@@ -184,7 +184,8 @@ def experiment_row_json(row: ExperimentRow) -> dict[str, Any]:
     }
 
 
-def schedule_json(experiment: Experiment) -> dict[str, Any] | None:
+def cadence_json(experiment: Experiment) -> dict[str, Any] | None:
+    """The experiment's recurring cadence (the API's `schedule` key), None when it runs only when asked."""
     if not experiment.schedule:
         return None
     return {

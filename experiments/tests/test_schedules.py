@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from experiments.actions.audit import Actor
-from experiments.actions.experiments import do_launch_scheduled_experiment, do_set_schedule
+from experiments.actions.experiments import do_launch_scheduled_experiment, do_set_cadence
 from experiments.models import AuditEvent, Experiment, Run
 
 from .factories import make_experiment
@@ -52,7 +52,7 @@ def test_it_keeps_to_the_timetable_after_a_launch_and_after_missed_ones():
 
 def test_it_launches_a_due_experiment_once_even_if_two_beats_ask(owner):
     experiment = _finished(make_experiment(created_by=owner))
-    do_set_schedule(experiment, actor=Actor(owner), every="nightly", hour=2)
+    do_set_cadence(experiment, actor=Actor(owner), every="nightly", hour=2)
     due = _due(experiment)
     later = due + timedelta(minutes=1)
 
@@ -69,7 +69,7 @@ def test_it_launches_a_due_experiment_once_even_if_two_beats_ask(owner):
 
 def test_it_does_not_pile_up_rounds_on_a_host_that_fell_behind(owner):
     experiment = make_experiment(created_by=owner)  # its first round is still queued
-    do_set_schedule(experiment, actor=Actor(owner), every="nightly", hour=2)
+    do_set_cadence(experiment, actor=Actor(owner), every="nightly", hour=2)
     due = _due(experiment)
 
     assert do_launch_scheduled_experiment(experiment, now=due + timedelta(minutes=1)) == []
@@ -79,7 +79,7 @@ def test_it_does_not_pile_up_rounds_on_a_host_that_fell_behind(owner):
 
 def test_it_waits_for_the_due_time():
     experiment = _finished(make_experiment())
-    do_set_schedule(experiment, actor=Actor(None), every="weekly", hour=3)
+    do_set_cadence(experiment, actor=Actor(None), every="weekly", hour=3)
 
     assert do_launch_scheduled_experiment(experiment, now=_due(experiment) - timedelta(seconds=1)) == []
     assert list(Experiment.objects.scheduled_due(_due(experiment))) == [experiment]

@@ -26,16 +26,16 @@ from experiments.reads.schedules import schedule_view, schedules_about
 from experiments.views.exports import comparison_csv_response, comparison_json_response
 
 from ..actions.audit import Actor
-from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_schedule
+from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_cadence
 from ..actions.notes import do_set_experiment_notes
 from ..actions.quotas import QuotaExceeded
 from ..forms import (
     BenchmarkProfileForm,
+    CadenceForm,
     ExperimentForm,
     ExperimentNotesForm,
     ExperimentSubmission,
     RerunForm,
-    ScheduleForm,
     ServerConfigForm,
 )
 from ..forms.configs import suggested_model_paths
@@ -254,7 +254,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             "configs": [report.baseline, *report.candidates],
             "queue": queued_runs_of(report),
             "reproducibility": environments.reproducibility_warnings(experiment, report.runs),
-            "schedule_form": ScheduleForm(
+            "schedule_form": CadenceForm(
                 initial={"every": experiment.schedule, "hour_utc": experiment.schedule_hour}, auto_id="schedule-%s"
             ),
             "can_manage": experiment.can_be_managed_by(request.user),
@@ -308,12 +308,12 @@ def rerun_experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
 def schedule_experiment(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = get_object_or_404(Experiment, pk=experiment_id)
     require_manage(request, experiment)
-    form = ScheduleForm(request.POST)
+    form = CadenceForm(request.POST)
     if not form.is_valid():
         messages.error(request, _errors_text(form))
         return redirect(experiment)
     data = form.cleaned_data
-    do_set_schedule(experiment, actor=Actor.of(request), every=data["every"], hour=data["hour_utc"])
+    do_set_cadence(experiment, actor=Actor.of(request), every=data["every"], hour=data["hour_utc"])
     if experiment.schedule:
         when = experiment.next_scheduled_at.strftime("%Y-%m-%d %H:%M UTC") if experiment.next_scheduled_at else ""
         messages.success(request, f"Scheduled {experiment.get_schedule_display()}; the next launch is at {when}.")
