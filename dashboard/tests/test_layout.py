@@ -40,17 +40,6 @@ DJANGO_LEVELS = {"models": 0, "forms": 1, "reads": 2, "serializers": 3, "actions
 # A module that stands at another level than its folder: live/broadcast, the one module that knows the pages'
 # groups, sends what the actions do (on commit), so it stands with them: they import it, it imports nothing above.
 PLACED = {"experiments.live.broadcast": "actions"}
-# being moved by the serializers/ step of issue 47: what the files being rewritten there break now, each a prefix of
-# a finding of the tests below. Remove an entry with its fix (a test fails on an entry that matches nothing).
-KNOWN_BY_LEAD = (
-    "experiments.api.experiments imports experiments.views.exports",
-    "experiments.reads.config_history imports experiments.serializers",
-    # Query-free reads that only those files import (their move to analysis/ changes their importers).
-    "experiments.reads.acceptance_positions runs no query",
-    "experiments.reads.cells runs no query",
-    "experiments.reads.config_diff runs no query",
-    "experiments.reads.gain_trend runs no query",
-)
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -115,11 +104,6 @@ def _layer_problem(module: str, target: str) -> str | None:
     if DJANGO_LEVELS[other] == DJANGO_LEVELS[own]:
         return f"{own}/ and {other}/ are both the top: neither imports the other"
     return f"{own}/ stands below {other}/ (models < forms < reads < serializers < actions < live < api, views)"
-
-
-def _unknown(found: list[str]) -> list[str]:
-    """The findings the lead's entries do not cover."""
-    return [problem for problem in found if not problem.startswith(KNOWN_BY_LEAD)]
 
 
 def violations(root: Path) -> list[str]:
@@ -349,7 +333,7 @@ def _write(root: Path, files: dict[str, str]) -> None:
 
 
 def test_it_finds_no_import_against_the_dependency_rules():
-    assert _unknown(violations(REPO)) == []
+    assert violations(REPO) == []
 
 
 def test_it_finds_no_call_against_the_rules_of_its_folder():
@@ -357,7 +341,7 @@ def test_it_finds_no_call_against_the_rules_of_its_folder():
 
 
 def test_it_finds_no_import_circle():
-    assert _unknown(import_circles(REPO)) == []
+    assert import_circles(REPO) == []
 
 
 def test_it_finds_no_simulated_model_named_outside_the_demo():
@@ -365,13 +349,7 @@ def test_it_finds_no_simulated_model_named_outside_the_demo():
 
 
 def test_it_finds_no_read_that_runs_no_query():
-    assert _unknown(query_free_reads(REPO)) == []
-
-
-def test_it_knows_only_what_is_left_for_the_lead():
-    found = violations(REPO) + import_circles(REPO) + query_free_reads(REPO)
-
-    assert [entry for entry in KNOWN_BY_LEAD if not any(f.startswith(entry) for f in found)] == []
+    assert query_free_reads(REPO) == []
 
 
 @pytest.mark.parametrize(

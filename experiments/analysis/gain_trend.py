@@ -1,13 +1,17 @@
-"""The gain at a fixed interactivity, launch by launch (its figures and sentences; `reads.gain_trend` reads them
-from an experiment's measurements). Pure."""
+"""The gain at a fixed interactivity, launch by launch, read from an experiment's usable measurements
+(`gain_trend`), with its figures and sentences. Pure."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from . import deployment
 from .deployment import Gain
+from .deployment_view import Config, curves_of
 
 # Fewer launches make no trend: one launch is the experiment's own figure.
 MIN_LAUNCHES = 2
@@ -75,3 +79,34 @@ def _gain_text(gain: Gain | None) -> str:
         return "nothing"
     interval = f" [{gain.low:.2f}, {gain.high:.2f}]" if gain.low is not None and gain.high is not None else ""
     return f"{gain.ratio:.2f}x{interval}"
+
+
+def gain_trend(
+    usable: Sequence[Mapping[str, Any]],
+    baseline: Config,
+    candidates: Sequence[Config],
+    ended_at: Mapping[int, datetime | None],
+) -> GainTrend | None:
+    """The trend from usable measurement rows (as `curves_of` reads them, with `run__launch_index`), `ended_at`
+    by launch index; None with fewer than `MIN_LAUNCHES` launches measured or no baseline curve."""
+    gpus = {config.name: config.gpu_count for config in (baseline, *candidates)}
+    by_launch: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    for row in usable:
+        by_launch[row["run__launch_index"]].append(row)
+    if len(by_launch) < MIN_LAUNCHES:
+        return None
+    pooled = curves_of(usable, gpus).get(baseline.name)
+    if not pooled:
+        return None
+    trend = GainTrend(baseline.name, pooled[0].concurrency, pooled[0].interactivity)
+    measured: set[str] = set()
+    for launch in sorted(by_launch):
+        curves = curves_of(by_launch[launch], gpus)
+        reference = curves.get(baseline.name)
+        for candidate in candidates:
+            own = curves.get(candidate.name)
+            measured.update([candidate.name] if own else [])
+            gain = deployment.gain_at_interactivity(own, reference, trend.target) if own and reference else None
+            trend.candidates.setdefault(candidate.name, []).append(LaunchGain(launch, ended_at.get(launch), gain))
+    trend.candidates = {name: launches for name, launches in trend.candidates.items() if name in measured}
+    return trend if trend.candidates else None

@@ -38,7 +38,7 @@ def list_configs(request: HttpRequest, response: HttpResponse, limit: int = 200,
 def get_config(request: HttpRequest, config_id: int):
     """One config with the config it was derived from, its other versions (and what differs) and its runs."""
     require(request, "experiments.view_serverconfig")
-    return config_history.config_history_json(get_object_or_404(ServerConfig, pk=config_id))
+    return serializers.config_history_json(get_object_or_404(ServerConfig, pk=config_id))
 
 
 @api.post("/configs", response=responses(201, 403, 404, 409), openapi_extra=documented(403, 404, 409))

@@ -9,7 +9,7 @@ from ninja import Status
 from experiments import serializers
 from experiments.reads.listing import ListingQuery, experiments_table
 from experiments.reads.reports import build_report
-from experiments.views.exports import comparison_csv_response, comparison_json_response
+from experiments.serializers.exports import comparison_csv_response, comparison_json_response
 
 from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_cadence

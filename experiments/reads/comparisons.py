@@ -17,13 +17,13 @@ from django.db.models import Q
 
 from experiments import analysis
 from experiments.analysis import deployment as analysis_deployment
+from experiments.analysis.cells import latency_table, points_series
+from experiments.analysis.config_diff import ConfigDiffRow, DiffCell, config_diff_rows
 from experiments.analysis.deployment_view import curves_of
 from experiments.charts import comparison as comparison_charts
 from experiments.charts import deployment as deployment_charts
 from experiments.models import Candidate, Experiment, Measurement, Run, ServerConfig
 from experiments.reads import samples
-from experiments.reads.cells import latency_table, points_series
-from experiments.reads.config_diff import ConfigDiffRow, DiffCell, config_diff_rows
 
 MAX_PICKS = 8
 _PICK = re.compile(r"r(\d{1,12})|c(\d{1,12})-(\d{1,12})")

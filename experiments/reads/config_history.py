@@ -19,13 +19,12 @@ from typing import Any
 from django.db.models import Avg, Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from experiments import serializers
+from experiments.analysis.config_diff import CONFIG_FIELDS
 from experiments.forms.configs import ServerConfigForm, split_eagle3_profile
 from experiments.forms.profiles import BenchmarkProfileForm
 from experiments.forms.submission import profile_form_data
 from experiments.forms.values import format_env
 from experiments.models import BenchmarkProfile, Experiment, Measurement, Run, ServerConfig, ServerConfigQuerySet
-from experiments.reads.config_diff import CONFIG_FIELDS
 from experiments.rules import config_names, launch_policy
 
 # A search box's text is a name, a path or a hash prefix: anything longer is a paste gone wrong.
@@ -125,35 +124,6 @@ def block_sources(blocks: dict[str, ServerConfig]) -> dict[str, dict[str, Any]]:
         prefix: {"id": c.pk, "name": c.name, "short_hash": c.short_hash, "version_name": versions[c.name]}
         for prefix, c in blocks.items()
     }
-
-
-def config_search_json(configs: list[ServerConfig]) -> list[dict[str, Any]]:
-    """What a picker needs per config: who it is (name, hash, what it launches) to choose it, and `form`, its values
-    as the boxes take them, with `version_name` for the block's name once the user changes something."""
-    versions = version_names({c.name for c in configs})
-    return [
-        {
-            **serializers.config_json(config),
-            "created_by": config.created_by.get_username() if config.created_by else None,
-            "version_name": versions[config.name],
-            "form": config_box_values(config),
-        }
-        for config in configs
-    ]
-
-
-def profile_search_json(profiles: list[BenchmarkProfile]) -> list[dict[str, Any]]:
-    return [
-        {
-            "id": p.pk,
-            "name": p.name,
-            "summary": p.summary,
-            "created_at": p.created_at.isoformat(),
-            "created_by": p.created_by.get_username() if p.created_by else None,
-            "form": profile_initial(p),
-        }
-        for p in profiles
-    ]
 
 
 def latest_experiment_using(config: ServerConfig) -> Experiment | None:
@@ -277,28 +247,3 @@ def config_runs(config: ServerConfig, limit: int = RUNS_SHOWN) -> list[ConfigRun
     for cell in cells:
         throughput[cell["run_id"]].append((cell["concurrency"], cell["tok_s"]))
     return [ConfigRun(r, r.experiment.baseline_id == config.pk, throughput[r.pk]) for r in runs]
-
-
-def config_history_json(config: ServerConfig) -> dict[str, Any]:
-    """A config with its versions and runs, for the JSON API (`GET /api/configs/{id}`)."""
-    return {
-        **serializers.config_json(config),
-        "created_by": config.created_by.get_username() if config.created_by else None,
-        "versions": [
-            {**serializers.config_json(v.config), "relation": v.relation, "differs": v.differs}
-            for v in config_versions(config)
-        ],
-        "runs": [
-            {
-                "id": r.run.pk,
-                "experiment": r.run.experiment_id,
-                "experiment_name": r.run.experiment.name,
-                "host": r.run.host.name,
-                "role": "baseline" if r.is_baseline else "candidate",
-                "state": r.run.state,
-                "output_tok_s": {str(c): round(t, 3) for c, t in r.throughput},
-                "url": r.run.get_absolute_url(),
-            }
-            for r in config_runs(config)
-        ],
-    }

@@ -18,18 +18,17 @@ from django.db.models import Count, JSONField, Max, Q
 from django.db.models.expressions import RawSQL
 
 from experiments import analysis
-from experiments.analysis import Point, acceptance, steady_state
+from experiments.analysis import Point, acceptance, acceptance_positions, steady_state
+from experiments.analysis.cells import latency_table, points_series
+from experiments.analysis.config_diff import ConfigDiffRow, config_diff_rows
 from experiments.analysis.deployment_view import DeploymentView, deployment_view
 from experiments.analysis.explanations import ExplanatoryModel, RunFacts, explain
-from experiments.analysis.gain_trend import GainTrend
+from experiments.analysis.gain_trend import GainTrend, gain_trend
 from experiments.charts import comparison as comparison_charts
 from experiments.charts import deployment as deployment_charts
 from experiments.models import Candidate, Experiment, Measurement, PinnedBaseline, Run, ServerConfig
-from experiments.reads import acceptance_positions, prompt_reports, samples
-from experiments.reads.cells import latency_table, points_series
-from experiments.reads.config_diff import ConfigDiffRow, config_diff_rows
+from experiments.reads import prompt_reports, samples
 from experiments.reads.deployment import cell_facts
-from experiments.reads.gain_trend import gain_trend
 
 # The per-run measurements table of the export: a Measurement's own columns, without the raw client output.
 MEASUREMENT_COLUMNS = (

@@ -3,7 +3,7 @@ exports use them too, so a field is added in one place. Secret-looking environme
 (`configs`). Nothing outside this package builds a noun's JSON."""
 
 from .comparisons import comparison_row_json, comparison_rows_json, equivalence_json, outputs_gates_json, verdicts_json
-from .configs import config_json
+from .configs import config_history_json, config_json, config_search_json, profile_search_json
 from .deployment import deployment_json
 from .experiments import (
     accept_length_json,
@@ -23,7 +23,9 @@ __all__ = [
     "cadence_json",
     "comparison_row_json",
     "comparison_rows_json",
+    "config_history_json",
     "config_json",
+    "config_search_json",
     "deployment_json",
     "equivalence_json",
     "experiment_export_json",
@@ -34,6 +36,7 @@ __all__ = [
     "models_listed_at",
     "outputs_gates_json",
     "profile_json",
+    "profile_search_json",
     "profile_trace_json",
     "prompt_set_json",
     "queued_experiment_json",

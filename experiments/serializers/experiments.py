@@ -57,7 +57,7 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         "equivalence": equivalence_json(report.equivalence),
         "categories": report.categories,
         "deployment": deployment_json(report.deployment) if report.deployment else None,
-        # The gain per GPU at one pace per user, launch by launch (reads/gain_trend.py); null with one launch.
+        # The gain per GPU at one pace per user, launch by launch (analysis/gain_trend.py); null with one launch.
         "gain_trend": report.gain_trend.as_json() if report.gain_trend else None,
         "flags": [flag_json(flag) for flag in _flags_of(experiment)],
         "suspicions": [suspicion_json(s) for s in _suspicions_of(experiment)],

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from experiments.models import Experiment, Run, ServerConfig
-from experiments.reads.config_history import config_box_values, config_history_json, profile_initial
+from experiments.reads.config_history import config_box_values, profile_initial
+from experiments.serializers import config_history_json
 
 from .factories import (
     make_config,

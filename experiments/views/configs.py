@@ -7,13 +7,12 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 
-from experiments.reads.config_diff import config_diff_rows
+from experiments import serializers
+from experiments.analysis.config_diff import config_diff_rows
 from experiments.reads.config_history import (
     SEARCH_LIMIT,
     config_runs,
-    config_search_json,
     config_versions,
-    profile_search_json,
     search_configs,
     search_profiles,
     with_run_count,
@@ -56,11 +55,11 @@ def config_search(request: HttpRequest) -> JsonResponse:
     configs = search_configs(request.GET.get("q", "")).select_related("created_by")
     if request.GET.get("baseline") == "1":
         configs = configs.filter(speculative_algorithm="")
-    return JsonResponse({"configs": config_search_json(list(configs[:SEARCH_LIMIT]))})
+    return JsonResponse({"configs": serializers.config_search_json(list(configs[:SEARCH_LIMIT]))})
 
 
 @requires("experiments.view_benchmarkprofile")
 def profile_search(request: HttpRequest) -> JsonResponse:
     """GET ?q=: at most SEARCH_LIMIT profiles, newest first, with the values the profile boxes take."""
     profiles = list(search_profiles(request.GET.get("q", "")).select_related("created_by")[:SEARCH_LIMIT])
-    return JsonResponse({"profiles": profile_search_json(profiles)})
+    return JsonResponse({"profiles": serializers.profile_search_json(profiles)})

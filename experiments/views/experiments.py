@@ -14,16 +14,16 @@ from django.views.decorators.http import require_POST
 
 from experiments import serializers
 from experiments.analysis import acceptance, steady_state
+from experiments.analysis.cells import LATENCY_TABLE_HEADINGS
 from experiments.analysis.deployment_view import DEFINITIONS as DEPLOYMENT_DEFINITIONS
 from experiments.reads import environments
-from experiments.reads.cells import LATENCY_TABLE_HEADINGS
 from experiments.reads.config_history import block_sources, config_initial, latest_experiment_using, profile_initial
 from experiments.reads.headroom import studies_about
 from experiments.reads.listing import STATUSES, ListingQuery, experiments_table
 from experiments.reads.queueing import launch_estimate, queued_runs_of
 from experiments.reads.reports import cached_report
 from experiments.reads.schedules import schedule_view, schedules_about
-from experiments.views.exports import comparison_csv_response, comparison_json_response
+from experiments.serializers.exports import comparison_csv_response, comparison_json_response
 
 from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_cadence

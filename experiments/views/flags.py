@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from experiments.charts.history import HistoryEntry, history_figure
 from experiments.reads import environments, profile_traces, series
-from experiments.views.exports import flags_csv_response
+from experiments.serializers.exports import flags_csv_response
 
 from ..actions.audit import Actor
 from ..actions.review import do_pin_baseline, do_triage_flag, do_triage_flags

@@ -1,5 +1,6 @@
-"""The files handed out for download, by the pages and the API alike: an experiment's comparison (CSV, JSON) and
-the regression flags (CSV)."""
+"""The files handed out for download, by the pages and the API alike: an experiment's comparison (CSV, and its JSON
+with every table of its page) and the regression flags (CSV). A serializer like the others (a noun in a file's
+format), so that the pages and the API, which may not import each other, hand out the same bytes."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from typing import Any
 
 from django.http import HttpResponse, JsonResponse
 
-from experiments import serializers
 from experiments.models import Experiment, Flag
 from experiments.reads.reports import build_report
+
+from .comparisons import comparison_rows_json
+from .experiments import experiment_export_json
 
 # The comparison's columns, in order; the rows carry a few more (sample counts, runs needed) that the CSV leaves out.
 COMPARISON_COLUMNS = (
@@ -49,7 +52,7 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def comparison_csv_response(experiment: Experiment) -> HttpResponse:
-    rows = serializers.comparison_rows_json(build_report(experiment, with_figures=False).comparison)
+    rows = comparison_rows_json(build_report(experiment, with_figures=False).comparison)
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}-comparison.csv"'
     writer = csv.DictWriter(response, fieldnames=COMPARISON_COLUMNS, extrasaction="ignore")
@@ -61,7 +64,7 @@ def comparison_csv_response(experiment: Experiment) -> HttpResponse:
 def comparison_json_response(experiment: Experiment) -> JsonResponse:
     """The experiment's JSON and every table of its page; `experiment` should come with its host, baseline and
     profile."""
-    response = JsonResponse(serializers.experiment_export_json(build_report(experiment, with_figures=False)))
+    response = JsonResponse(experiment_export_json(build_report(experiment, with_figures=False)))
     response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}.json"'
     return response
 

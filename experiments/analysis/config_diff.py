@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from experiments.models import ServerConfig
 from experiments.rules import launch_policy
 
 # The config fields compared side by side, with their labels; the name is the column header.
@@ -46,7 +46,7 @@ class ConfigDiffRow:
         return any(cell.changed for cell in self.cells)
 
 
-def config_diff_rows(configs: Sequence[ServerConfig]) -> list[ConfigDiffRow]:
+def config_diff_rows(configs: Sequence[Any]) -> list[ConfigDiffRow]:
     """A row per compared field; a cell is `changed` when its text differs from the baseline's (the first)."""
     rows = []
     for name, label in CONFIG_FIELDS:
@@ -56,7 +56,7 @@ def config_diff_rows(configs: Sequence[ServerConfig]) -> list[ConfigDiffRow]:
     return rows
 
 
-def _config_text(config: ServerConfig, name: str) -> str:
+def _config_text(config: Any, name: str) -> str:
     value = getattr(config, name)
     if name == "content_hash":
         return config.short_hash
