@@ -593,6 +593,8 @@ class FakeSglang:
 
     tokens_per_chunk: int = 3
     chunk_interval: float = 0.02
+    # The gap between a stream's first chunk and its second, when it is not chunk_interval.
+    first_gap: float | None = None
     # 1-based call numbers (warm-up included) answered with HTTP 500 / with an error chunk mid-stream.
     http_500_calls: set[int] = field(default_factory=set)
     error_chunk_calls: set[int] = field(default_factory=set)
@@ -600,14 +602,18 @@ class FakeSglang:
     in_flight: int = 0
     max_in_flight: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
-    # What the server itself measured of each stream (the reference the client's timings are judged against, so
-    # a loaded machine, whose sleeps overshoot, moves both alike): the delay to its first chunk, the gaps after.
-    first_chunk_s: list[float] = field(default_factory=list)
-    gaps_s: list[float] = field(default_factory=list)
+    # What the server itself measured of each stream, by call number (the reference the client's timings are judged
+    # against, so a loaded machine, whose sleeps overshoot, moves both alike): when the handler got the request and
+    # when it had written the whole stream (time.monotonic), the delay from the request to the first chunk, the gaps
+    # after it.
+    spans: dict[int, tuple[float, float]] = field(default_factory=dict)
+    first_chunk_s: dict[int, float] = field(default_factory=dict)
+    gaps_s: dict[int, list[float]] = field(default_factory=dict)
     # The client's (host, port) of each /generate call: which connection carried it.
     peers: list[Any] = field(default_factory=list)
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.monotonic()
         self.calls += 1
         call = self.calls
         self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
@@ -618,20 +624,29 @@ class FakeSglang:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            return await self._stream(request, body, call)
+            return await self._stream(request, body, call, arrived)
         finally:
             self.in_flight -= 1
+            self.spans[call] = (arrived, time.monotonic())
 
-    async def _stream(self, request: web.Request, body: dict[str, Any], call: int) -> web.StreamResponse:
+    async def _stream(
+        self, request: web.Request, body: dict[str, Any], call: int, arrived: float
+    ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         wanted = body["sampling_params"]["max_new_tokens"]
         produced = verify_steps = 0
-        last_write = time.monotonic()
+        last_write = arrived
         while produced < wanted:
-            await asyncio.sleep(self.chunk_interval)
+            delay = self.chunk_interval
+            if produced == self.tokens_per_chunk and self.first_gap is not None:
+                delay = self.first_gap  # before the second chunk
+            await asyncio.sleep(delay)
             now = time.monotonic()
-            (self.gaps_s if produced else self.first_chunk_s).append(now - last_write)
+            if produced:
+                self.gaps_s.setdefault(call, []).append(now - last_write)
+            else:
+                self.first_chunk_s[call] = now - arrived
             last_write = now
             if call in self.error_chunk_calls and produced:
                 await response.write(b'data: {"error": {"message": "scheduler went away"}}\n\n')
@@ -719,7 +734,10 @@ def _cell_args(base_url: str, *, concurrency: int, num_prompts: int, output_len:
 
 async def test_it_benchmarks_a_streaming_server(fake_sglang: tuple[FakeSglang, str]) -> None:
     server, base_url = fake_sglang
-    server.chunk_interval = 0.05  # gaps well above what a loaded machine adds to a sleep or a read
+    server.chunk_interval = 0.05
+    # The second chunk comes half a second after the first: what tells a TTFT read at the first chunk from one read
+    # later, seven times the delay a machine at load 8-18 added to the client's reads (72 ms).
+    server.first_gap = 0.5
 
     exit_code, stdout, stderr = await _run_client(
         *_cell_args(base_url, concurrency=4, num_prompts=8, output_len=24, vocab_size="500")
@@ -732,18 +750,29 @@ async def test_it_benchmarks_a_streaming_server(fake_sglang: tuple[FakeSglang, s
     assert result["errors"] == []
     assert result["total_input_tokens"] == 8 * 16
     assert result["total_output_tokens"] == 8 * 24
-    # 8 chunks of 50 ms per request, two waves of 4: about 0.8 s.
-    assert 0.7 < result["duration_s"] < 3.0
+    # Judged against what the server measured of the same requests (call 1 is the warm-up), so that what a loaded
+    # machine adds to a sleep moves both alike, and by causality: the client starts a request's clock before the
+    # server gets it and stops it after the server wrote it, so its timings can only be longer than the server's.
+    cell = range(2, 10)
+    # The cell's duration covers its requests (8 chunks each, two waves of 4: ~1.7 s) and not the warm-up's: a
+    # duration that took the warm-up in would be longer than both together, whatever the load.
+    cell_s = max(server.spans[c][1] for c in cell) - min(server.spans[c][0] for c in cell)
+    warmup_s = server.spans[1][1] - server.spans[1][0]
+    assert cell_s <= result["duration_s"] < cell_s + warmup_s
     assert result["output_throughput"] == pytest.approx(8 * 24 / result["duration_s"])
     assert result["request_throughput"] == pytest.approx(8 / result["duration_s"])
     assert 3.0 < result["concurrency_achieved"] <= 4.0
-    # Each gap of ~50 ms carries 3 tokens: an ITL of a third of a gap, a TPOT of 7 gaps / 23 tokens; the first
-    # token comes one gap after the request. Judged against the gaps the server measured in the same run.
-    gap_ms = statistics.median(server.gaps_s) * 1000
-    first_ms = statistics.median(server.first_chunk_s) * 1000
-    assert result["median_itl_ms"] == pytest.approx(gap_ms / 3, rel=0.3)
-    assert result["mean_tpot_ms"] == pytest.approx(7 * statistics.mean(server.gaps_s) * 1000 / 23, rel=0.3)
-    assert first_ms <= result["median_ttft_ms"] < first_ms + gap_ms  # after the first chunk, before the second
+    # Each gap carries 3 tokens: an ITL of a third of a gap (most gaps are the short ones), a TPOT of the 7 gaps
+    # over 23 tokens.
+    short_gap_ms = statistics.median(gap for c in cell for gap in server.gaps_s[c][1:]) * 1000
+    assert result["median_itl_ms"] == pytest.approx(short_gap_ms / 3, rel=0.3)
+    gaps_ms = statistics.mean(sum(server.gaps_s[c]) for c in cell) * 1000
+    assert result["mean_tpot_ms"] == pytest.approx(gaps_ms / 23, rel=0.3)
+    # The first token is timed at the first chunk: after the server wrote it, and before it wrote the second (a TTFT
+    # read at the second chunk would be past that bound on every request, so on the median too).
+    first_ms = statistics.median(server.first_chunk_s[c] for c in cell) * 1000
+    second_ms = statistics.median(server.first_chunk_s[c] + server.gaps_s[c][0] for c in cell) * 1000
+    assert first_ms <= result["median_ttft_ms"] < second_ms
     assert result["accept_length"] == pytest.approx(3.0)
     assert result["max_output_tokens_per_s"] > 0
     # Warm-up first: 16 random ids below the vocabulary size, at most 32 output tokens, then the cell.
