@@ -308,6 +308,28 @@ def call_violations(root: Path) -> list[str]:
     return found
 
 
+SERIALIZERS = "experiments.serializers"
+
+
+def json_shapes_outside_serializers(root: Path) -> list[str]:
+    """A module-level `*_json` function of the domain outside serializers/: a noun's JSON shape has one home, so the
+    API, the websocket events, the exports and the pages cannot disagree on it. (A value type's `as_json` method is
+    the value's own, and stays with it; an endpoint named after its `.json` URL is a view, decorated; formats/ holds
+    the file formats content is stored and read in.)"""
+    found = []
+    for path in sorted(root.glob("experiments/**/*.py")):
+        if "migrations" in path.parts:
+            continue
+        module = _module_name(path, root)
+        if _is_test_code(module) or _within(module, (SERIALIZERS, CLI, "experiments.formats")):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.endswith("_json"):
+                if not node.name.startswith("_") and not node.decorator_list:
+                    found.append(f"{module}:{node.lineno} defines {node.name}: JSON shapes live in serializers/")
+    return found
+
+
 def oversized_modules(root: Path) -> list[str]:
     found = []
     for path in sorted(root.glob("**/*.py")):
@@ -350,6 +372,27 @@ def test_it_finds_no_simulated_model_named_outside_the_demo():
 
 def test_it_finds_no_read_that_runs_no_query():
     assert query_free_reads(REPO) == []
+
+
+def test_it_finds_no_json_shape_outside_serializers():
+    assert json_shapes_outside_serializers(REPO) == []
+
+
+def test_it_catches_a_json_shape_outside_serializers(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "experiments/reads/reports.py": "def comparison_rows_json(report):\n    return []\n",
+            "experiments/api/compare.py": "def _row_json(row):\n    return {}\n",  # private helpers of a view
+            "experiments/views/exports.py": "@requires('x')\ndef experiment_export_json(request):\n    return 1\n",
+            "experiments/serializers/comparisons.py": "def comparison_rows_json(c):\n    return []\n",
+            "experiments/analysis/gain.py": "class Gain:\n    def as_json(self):\n        return {}\n",
+        },
+    )
+
+    assert json_shapes_outside_serializers(tmp_path) == [
+        "experiments.reads.reports:1 defines comparison_rows_json: JSON shapes live in serializers/"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@ from django.shortcuts import get_object_or_404
 from ninja import Status
 from ninja.errors import HttpError
 
-from experiments.reads.headroom import headroom_json, headroom_view, study_for
+from experiments.reads.headroom import headroom_view, study_for
+from experiments.serializers import headroom_json
 
 from ..actions.audit import Actor
 from ..actions.headroom import do_start_headroom

@@ -9,7 +9,8 @@ from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Status
 
-from experiments.reads.schedules import schedule_json, schedule_view
+from experiments.reads.schedules import schedule_view
+from experiments.serializers import schedule_json
 
 from ..actions.audit import Actor
 from ..actions.quotas import QuotaExceeded

@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Status
 from ninja.errors import HttpError
 
-from experiments.reads.study_report import study_json
+from experiments.serializers import study_json
 
 from ..actions.audit import Actor
 from ..actions.studies import do_cancel_study, do_confirm_recommendation, do_start_study

@@ -70,34 +70,3 @@ def headroom_view(study: HeadroomStudy) -> HeadroomView:
 
 def _point(length: float, row: ComparisonRow) -> analysis.CurvePoint:
     return analysis.CurvePoint(length, row.candidate_tok_s, row.speedup, row.ci_low, row.ci_high)
-
-
-def headroom_json(view: HeadroomView) -> dict[str, Any]:
-    """The API's shape of a study."""
-    study, result = view.study, view.result
-    model = view.model.break_even if view.model is not None else None
-    return {
-        "id": study.pk,
-        "experiment": study.experiment_id,
-        "source": study.source_id,
-        "url": study.get_absolute_url(),
-        "status": view.status,
-        "config": study.config.name,
-        "accept_lengths": study.accept_lengths,
-        "measured_accept_length": result.accept_length,
-        "target_accept_length": result.target,
-        "sentence": result.sentence,
-        "break_even_sentence": result.break_even_sentence,
-        "simulated_acceptance_measures": "speed only, never output quality",
-        "model_break_even": None if model is None else model.needed_accept_length,
-        "levels": [
-            {
-                "concurrency": level.concurrency,
-                "baseline_tok_s": level.baseline_tok_s,
-                "break_even_accept_length": level.break_even,
-                "real": None if level.real is None else vars(level.real),
-                "simulated": [vars(p) for p in level.simulated],
-            }
-            for level in result.levels
-        ],
-    }

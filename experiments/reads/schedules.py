@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Q
-from django.urls import reverse
 
 from experiments import analysis
 from experiments.analysis import verdicts
@@ -200,31 +198,3 @@ def ramp_note(bands: list[dict[str, Any]]) -> str:
 
 def _label(band: dict[str, Any]) -> str:
     return f"c = {band['low']}" if band["low"] == band["high"] else f"{band['low']} <= c <= {band['high']}"
-
-
-def schedule_json(view: ScheduleView) -> dict[str, Any]:
-    s = view.schedule
-    verification = s.verification
-    return {
-        "id": s.pk,
-        "url": s.get_absolute_url(),
-        "json_url": reverse("schedule_download", args=[s.pk]),
-        "version": s.version,
-        "digest": s.digest,
-        "study": s.study_id,
-        "experiment": s.experiment_id,
-        "config": json.loads(s.config_json),
-        "notes": s.notes,
-        "bands": s.bands,
-        "precision": {"within": s.tolerance, "confidence": analysis.CONFIDENCE},
-        "verification": None
-        if verification is None
-        else {"id": verification.pk, "url": verification.get_absolute_url(), "status": view.status},
-        "verdict": view.verdict,
-        "sentence": view.sentence,
-        "checks": [vars(c) for c in view.checks],
-        "previous": None if view.previous is None else view.previous.pk,
-        "diff": view.diff,
-        "created_by": s.created_by.get_username() if s.created_by else None,
-        "created_at": s.created_at.isoformat(),
-    }

@@ -14,9 +14,12 @@ from .experiments import (
     queued_experiment_json,
 )
 from .flags import flag_json, suspicion_json
+from .headroom import headroom_json
 from .hosts import host_json, models_listed_at
 from .profiles import profile_json, prompt_set_json
 from .runs import profile_trace_json, run_json, run_row_json, run_state_json, server_metric_samples_json
+from .schedules import schedule_json
+from .studies import study_json
 
 __all__ = [
     "accept_length_json",
@@ -32,6 +35,7 @@ __all__ = [
     "experiment_json",
     "experiment_row_json",
     "flag_json",
+    "headroom_json",
     "host_json",
     "models_listed_at",
     "outputs_gates_json",
@@ -43,7 +47,9 @@ __all__ = [
     "run_json",
     "run_row_json",
     "run_state_json",
+    "schedule_json",
     "server_metric_samples_json",
+    "study_json",
     "suspicion_json",
     "verdicts_json",
 ]

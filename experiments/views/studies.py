@@ -10,7 +10,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from experiments.reads.study_report import figures, frontier_figure, study_json
+from experiments.reads.study_report import figures, frontier_figure
+from experiments.serializers import study_json
 
 from ..actions.audit import Actor
 from ..actions.review import do_pin_baseline
