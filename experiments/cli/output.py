@@ -39,6 +39,21 @@ def interval(low: float | None, high: float | None, digits: int = 3) -> str:
     return "" if low is None or high is None else f"[{low:.{digits}f}, {high:.{digits}f}]"
 
 
+def said(row: dict[str, Any]) -> str:
+    """A comparison row's ratio and interval as the server's pages write them (`said`: bounds with the decimals that
+    keep them on their side of 1); from the numbers where a server does not say."""
+    if row.get("said"):
+        return str(row["said"])
+    return f"{row['speedup']:.3f}x " + interval(row.get("ci_low"), row.get("ci_high"))
+
+
+def verdict_text(row: dict[str, Any]) -> str:
+    """The verdict with what would settle it and why it is what it is (outputs differ, acceptance collapsed)."""
+    reasons = [r for r in row.get("reasons") or [] if not r.startswith("not settled")]
+    needs = f" ({row['needs']})" if row.get("needs") else ""
+    return row["verdict"] + needs + "".join(f"; {reason}" for reason in reasons)
+
+
 def verdict_table(experiment: dict[str, Any]) -> str:
     """The comparison as the experiment JSON gives it: speedup with its interval and verdict per candidate and
     concurrency, with the accept length of the cell."""
@@ -53,14 +68,13 @@ def verdict_table(experiment: dict[str, Any]) -> str:
             row["concurrency"],
             number(row["baseline_tok_s"], 1),
             number(row["candidate_tok_s"], 1),
-            f"{row['speedup']:.3f}x",
-            interval(row.get("ci_low"), row.get("ci_high")),
+            said(row),
             number(accept.get((row["candidate"], row["concurrency"]))),
-            row["verdict"] + (f" ({row['needs']})" if row.get("needs") else ""),
+            verdict_text(row),
         )
         for row in experiment.get("comparison") or []
     ]
     if not rows:
         return "No comparison yet (nothing measured, or no candidate)."
-    headings = ("candidate", "c", "baseline tok/s", "candidate tok/s", "speedup", "95% CI", "accept len", "verdict")
+    headings = ("candidate", "c", "baseline tok/s", "candidate tok/s", "speedup [95% CI]", "accept len", "verdict")
     return table(headings, rows)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .gates import ERROR, FAILED, INCONCLUSIVE, PASSED, Check
+from .output import said, verdict_text
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
@@ -88,13 +89,11 @@ def markdown_summary(
         )
     rows = experiment.get("comparison") or []
     if rows:
-        lines += ["", "| candidate | concurrency | speedup | 95% CI | verdict |", "|---|---|---|---|---|"]
+        lines += ["", "| candidate | concurrency | speedup [95% CI] | verdict |", "|---|---|---|---|"]
         for row in rows:
-            ci = (f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]" if row.get("ci_low") is not None
-                  and row.get("ci_high") is not None else "")  # fmt: skip
             lines.append(
-                f"| {markdown_escape(row['candidate'])} | {row['concurrency']} | {row['speedup']:.3f}x | {ci} | "
-                f"{markdown_escape(row['verdict'])} |"
+                f"| {markdown_escape(row['candidate'])} | {row['concurrency']} | {markdown_escape(said(row))} | "
+                f"{markdown_escape(verdict_text(row))} |"
             )
     flags = [f for f in experiment.get("flags") or [] if f.get("url")]
     if flags:

@@ -60,7 +60,8 @@ def test_status_lists_the_latest_experiments_and_one_with_its_verdicts(cli, logg
     assert "eagle3-2step c=1 1.200x faster" in listing.out
     assert as_json["experiments"][0]["id"] == experiment.pk and as_json["experiments"][0]["best"]["verdict"] == "faster"
     assert one.code == 0 and f"{IN_PROCESS_URL}/experiments/{experiment.pk}/" in one.out
-    assert "eagle3-2step  1" in one.out and "1.200x" in one.out and "2.50" in one.out  # speedup, accept length
+    # The speedup and interval as the pages write them (the row's `said`), and the accept length.
+    assert "eagle3-2step  1" in one.out and "1.20x [1.13, 1.28]" in one.out and "2.50" in one.out
     assert "faster" in one.out
 
 
