@@ -304,6 +304,22 @@ def _manage(*argv: str, env: dict[str, str]) -> str:
     return done.stdout
 
 
+def _copy_test_database(cluster: PrivatePostgres) -> None:
+    """The test database (migrated, with the rows post_migrate writes and this test's own) copied into the cluster:
+    ~1 s of pg_dump and psql, where `manage.py migrate` took ~10 s (4 CPU-seconds in its client alone)."""
+    db = connection.settings_dict
+    where = [f"--host={db['HOST']}"] if db["HOST"] else []
+    where += [f"--port={db['PORT']}"] if db["PORT"] else []
+    dump = subprocess.run(
+        ["pg_dump", *where, f"--username={db['USER']}", "--no-owner", "--no-privileges", db["NAME"]],
+        capture_output=True,
+        check=True,
+    )
+    subprocess.run(
+        ["psql", "--quiet", "--set=ON_ERROR_STOP=1", cluster.url], input=dump.stdout, capture_output=True, check=True
+    )
+
+
 def test_it_finishes_a_run_across_a_postgresql_restart(
     sim_host, private_postgres, private_queue, start_worker, tmp_path
 ):
@@ -313,7 +329,7 @@ def test_it_finishes_a_run_across_a_postgresql_restart(
         "SECRET_KEY": "test-only",
         "SPECDASH_QUEUE": private_queue,
     }
-    _manage("migrate", "-v0", env=env)
+    _copy_test_database(private_postgres)
     env["OPS_ROWS"] = serializers.serialize("json", [sim_host.ssh_key, sim_host])
     run_id = int(_manage("shell", "-c", SUBMIT, env=env).split()[-1])
     log_path = tmp_path / "worker.log"
@@ -376,7 +392,7 @@ def test_it_finishes_every_run_of_an_experiment_across_a_postgresql_outage_longe
         "SECRET_KEY": "test-only",
         "SPECDASH_QUEUE": private_queue,
     }
-    _manage("migrate", "-v0", env=env)
+    _copy_test_database(private_postgres)
     env["OPS_ROWS"] = serializers.serialize("json", [sim_host.ssh_key, sim_host])
     run_ids = [int(pk) for pk in _manage("shell", "-c", SUBMIT_EXPERIMENT, env=env).split()[-2:]]
     log_path = tmp_path / "worker.log"
