@@ -154,7 +154,7 @@ def _worker_argv(name: str) -> list[str]:
 
 def _deployment_names(database_url: str) -> tuple[str, str]:
     """The Celery queue and channel prefix of a process started with `database_url` (the settings derive both)."""
-    with mock.patch.dict(os.environ, {"DATABASE_URL": database_url}):
+    with mock.patch.dict(os.environ, {"DATABASE_URL": database_url, "SPECDASH_INSTANCE": ""}):
         values = runpy.run_path(str(REPO / "dashboard" / "settings.py"))
     return values["CELERY_TASK_DEFAULT_QUEUE"], values["CHANNEL_LAYERS"]["default"]["CONFIG"]["prefix"]
 
