@@ -8,6 +8,9 @@ from experiments.models import ApiToken, Experiment, Host, LogChunk, Measurement
 from experiments.tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+# A simulated GPU twice as fast: the verdicts below are ratios on its own clock, which the speed factor leaves as they
+# are, and the benchmarks take half the time.
+FAST = {"SIMHOST_SPEED": "2"}
 
 
 def _eagle(models: str, name: str, steps: int) -> dict:
@@ -24,6 +27,10 @@ def _eagle(models: str, name: str, steps: int) -> dict:
         "extra_args": ["--enable-metrics"],  # the pooled accept length, from the server's counters
         "expect": {"env_propagated": ["NCCL_PROTO"]},
     }
+
+
+def _fast(config: dict) -> dict:
+    return {**config, "env": {**config.get("env", {}), **FAST}}
 
 
 def _explain(body: dict) -> str:
@@ -63,9 +70,10 @@ def test_it_runs_an_experiment_end_to_end_and_eagle3_two_steps_beats_baseline_at
             "name": "baseline",
             "model_path": f"{models}/kimi-k2.5-sim",
             "tp_size": 8,
+            "env": FAST,
             "extra_args": ["--enable-metrics"],
         },
-        "candidates": [_eagle(models, "eagle3-2step", 2), _eagle(models, "eagle3-3step", 3)],
+        "candidates": [_fast(_eagle(models, "eagle3-2step", 2)), _fast(_eagle(models, "eagle3-3step", 3))],
         "profile": {
             "concurrency": [1, 4],
             "num_prompts": 4,
@@ -155,7 +163,7 @@ def test_a_sweep_fails_its_bad_candidates_in_preflight_before_any_benchmark(
     _, raw_token = ApiToken.issue(owner)
     headers = {"Authorization": f"Bearer {raw_token}"}
     models = sim_host.models_root
-    target = {"model_path": f"{models}/kimi-k2.5-sim", "tp_size": 8}
+    target = {"model_path": f"{models}/kimi-k2.5-sim", "tp_size": 8, "env": FAST}
     payload = {
         "name": "steps x context",
         "host": sim_host.name,
