@@ -242,7 +242,9 @@ def test_the_docs_gate_passes_the_clean_experiment_and_fails_the_draft_bug(submi
 
     assert clean.code == 0, clean.out + clean.err
     assert "PASSED       outputs-differ eagle3: outputs match the baseline's at temperature 0" in clean.out
-    assert re.search(r"PASSED\s+slower eagle3 c=1: faster: [\d.]+x \[", clean.out), clean.out
+    # Faster, or at least not slower with its interval above 1: which, the machine's load may decide (the client's
+    # own time on a loaded machine narrows the ratio); never failed or inconclusive.
+    assert re.search(r"PASSED\s+slower eagle3 c=1: (faster|not slower \(its interval lies above 1\)): ", clean.out)
     assert "the first accept length of its series" in clean.out
     assert "every gate passed (exit 0)" in clean.out
     assert buggy.code == 1, buggy.out + buggy.err
