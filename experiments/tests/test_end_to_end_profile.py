@@ -18,7 +18,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 def _config(models: str, name: str, steps: int) -> dict:
-    return {**_eagle(models, name, steps), "tp_size": 2}  # two rank traces each: enough to show, quick to fetch
+    config = {**_eagle(models, name, steps), "tp_size": 2}  # two rank traces each: enough to show, quick to fetch
+    # A simulated GPU twice as fast: a trace's steps are the speed model's times, whatever the speed factor.
+    return {**config, "env": {**config["env"], "SIMHOST_SPEED": "2"}}
 
 
 def test_it_profiles_two_candidates_and_names_verify_as_the_difference(
