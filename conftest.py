@@ -493,6 +493,12 @@ def registered_key(sshd: SSHServer):
     return key
 
 
+# The simulated servers' loading and graph capture (SIMHOST_LOAD_SECONDS; 8 s by default, as a real host's take
+# minutes): long enough to be seen loading, short enough for the suite's ~100 launches. A test that needs a server
+# held in loading sets a longer one in its config's env.
+SIM_LOAD_SECONDS = 0.2
+
+
 @pytest.fixture
 def sim_host(sshd, tmp_path, settings, task_queue):
     """A Host row for the simulated GPU host behind the real sshd, with its own GPU state and port."""
@@ -510,7 +516,7 @@ def sim_host(sshd, tmp_path, settings, task_queue):
         host_key=sshd.host_key,
         work_dir=str(tmp_path / "work"),
         models_root=str(hostsetup.MODELS_ROOT),
-        shell_setup=hostsetup.shell_setup(state_dir, 0.5, hostsetup.FAST_HEALTH_POLL_SECONDS),
+        shell_setup=hostsetup.shell_setup(state_dir, SIM_LOAD_SECONDS, hostsetup.FAST_HEALTH_POLL_SECONDS),
         launcher=hostsetup.LAUNCHER,
         python="python",
         server_port=free_port(),
