@@ -32,6 +32,7 @@ def test_it_submits_an_experiment_in_the_browser_and_shows_live_runs_and_the_com
     page.fill("#id_profile-concurrency_text", "1, 2")
     page.fill("#id_profile-num_prompts", "2")
     page.fill("#id_profile-output_len", "32")
+    page.fill("#id_profile-passes", "2")  # the fewest that give each row an interval (the default is 3)
     page.click("button[type=submit].primary")
 
     page.wait_for_load_state()
