@@ -266,7 +266,7 @@ def _add_best_speedups(rows: Iterable[ExperimentRow]) -> None:
     for experiment_id, own in grouped.items():
         row = by_id[experiment_id]
         experiment = row.experiment
-        candidates = [c for c in experiment.candidate_set.all()]
+        candidates = list(experiment.candidate_set.all())
         row.comparison = analysis.judge(
             samples.samples(own),
             baseline=experiment.baseline.name,

@@ -150,7 +150,7 @@ class ExperimentReport:
         return [self.baseline, *self.candidates]
 
 
-THROUGHPUT, POOLED = "output_throughput", "pooled_accept_length"
+THROUGHPUT = "output_throughput"
 
 
 def build_report(experiment: Experiment, *, with_figures: bool = True) -> ExperimentReport:
