@@ -63,7 +63,7 @@ from .history import (
 )
 from .intervals import Point, mean_interval, ratio_text
 from .tdist import t_quantile
-from .verdicts import COLLAPSED, MATCHES, Comparison, GateOutcome, headline, judge
+from .verdicts import COLLAPSED, MATCHES, Comparison, GateOutcome, judge
 
 __all__ = [
     "ACCEPTANCE",
@@ -110,7 +110,6 @@ __all__ = [
     "check_outputs",
     "compare",
     "compare_configs",
-    "headline",
     "is_usable",
     "judge",
     "launches_to_settle",

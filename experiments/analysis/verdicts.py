@@ -243,9 +243,3 @@ def judge(
         outputs_unjudged=outputs_unjudged,
         accept_length={key: statistics.fmean(values) for key, values in accepts.items()},
     )
-
-
-def headline(rows: Sequence[ComparisonRow], passes_per_launch: int) -> str | None:
-    """The headline of bare rows (no gate, exemption or acceptance known beyond the rows' own verdicts)."""
-    candidates = tuple(dict.fromkeys(row.candidate for row in rows))
-    return Comparison("", candidates, tuple(rows), max(1, passes_per_launch)).headline

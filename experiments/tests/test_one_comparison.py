@@ -108,8 +108,8 @@ def test_the_headline_never_calls_a_candidate_whose_outputs_differ_faster():
     samples = [analysis.Sample("base", 1, launch, 0, 80.0 + launch) for launch in range(3)]
     samples += [analysis.Sample("cand", 1, launch, 0, 96.0 + launch) for launch in range(3)]
 
-    rows = analysis.compare_configs(samples, baseline="base", candidates=["cand"], outputs_differ=["cand"])
-    sentence = analysis.headline(rows, passes_per_launch=1)
+    judged = analysis.judge(samples, baseline="base", candidates=["cand"], passes_per_launch=1, outputs_differ=["cand"])
+    sentence = judged.headline
 
     assert sentence is not None and "outputs differ" in sentence and "faster" not in sentence
-    assert analysis.headline([], passes_per_launch=1) is None
+    assert analysis.judge([], baseline="base", candidates=["cand"], passes_per_launch=1).headline is None
