@@ -8,6 +8,7 @@ confirming launch, since that launch measures every series of the config at once
 from __future__ import annotations
 
 import dataclasses
+import logging
 import statistics
 
 from django.db import transaction
@@ -19,7 +20,10 @@ from .. import analysis
 from ..models import AuditEvent, Flag, FlagSeries, Run, SuspectSeries, Suspicion
 from .audit import ANALYSIS, record_event
 from .experiments import do_rerun_experiment
+from .quotas import QuotaExceeded
 from .review import do_raise_flag
+
+log = logging.getLogger(__name__)
 
 
 @transaction.atomic
@@ -173,9 +177,15 @@ def _queue_confirmation(suspicion: Suspicion) -> None:
     any comparison. Skipped while a run of the config is still to come: its result will weigh the suspicion."""
     if not suspicion.can_queue_confirmation:
         return
-    runs = do_rerun_experiment(
-        suspicion.experiment, actor=ANALYSIS, launches=1, reason=f"confirm suspicion {suspicion.pk}"
-    )
+    try:
+        runs = do_rerun_experiment(
+            suspicion.experiment, actor=ANALYSIS, launches=1, reason=f"confirm suspicion {suspicion.pk}"
+        )
+    except QuotaExceeded as exc:
+        # Counted like any launch of the owner's: past the quotas, the suspicion waits for the config's next
+        # result instead (its savepoint undid the round; the check of this result still commits).
+        log.warning("suspicion %s: no confirming launch queued: %s", suspicion.pk, exc)
+        return
     Run.objects.filter(pk__in=[r.pk for r in runs]).update(confirms=suspicion)
     suspicion.confirmations += 1
     suspicion.save(update_fields=["confirmations"])

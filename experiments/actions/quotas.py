@@ -1,9 +1,15 @@
 """Quotas on the shared hosts: what a member may queue (launches at once, GPU-hours a day) and on which host, the
-refusal past them, and admins setting a member's own values (a host's are part of its edit)."""
+refusal past them, and admins setting a member's own values (a host's are part of its edit).
+
+One gate: `check_launch_quota` runs inside `experiments.queue_runs`, the only function that creates queued runs, so
+every way of queueing (submit, re-run, remedy, profile, headroom, verification, confirmation, a study's rounds, the
+beat's scheduled rounds, the history check's confirming launches) is counted by the same rule; a study's whole
+budget is checked once more at its start (`check_study_budget`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -13,14 +19,15 @@ from django.utils import timezone
 
 from experiments.rules import gpu_hours
 
-from ..models import AuditEvent, BenchmarkProfile, Host, MemberQuota, Run, ServerConfig
+from ..models import AuditEvent, BenchmarkProfile, Experiment, Host, MemberQuota, Run, ServerConfig
 from ..models.runs import RunQuerySet
 from .audit import Actor, record_event
 
 
 class QuotaExceeded(Exception):
-    """A submission or re-run would queue more launches, or more GPU-hours, than a shared host's quotas allow; the
-    message says the limit, what is used, and who can raise it."""
+    """Launches past a quota: the message names the limit, what is asked and already pending or used, and who can
+    raise it (an admin). The API answers it 429 wherever it is raised (api/base.py); the pages show it as a form
+    error or a message."""
 
 
 def launch_shape(config: ServerConfig, profile: BenchmarkProfile) -> gpu_hours.LaunchShape:
@@ -34,71 +41,157 @@ def launch_shape(config: ServerConfig, profile: BenchmarkProfile) -> gpu_hours.L
     )
 
 
-def is_held_to_quota(actor: Actor) -> bool:
-    """Members at the pages and the API are; admins, commands and the beat's own rounds are not: the quota is what
-    one member may take of a host the team shares."""
-    user = actor.user
-    return (
-        actor.via in ("web", "api")
-        and user is not None
-        and user.is_authenticated
-        and not user.has_perm("experiments.add_host")
-    )
+@dataclass(frozen=True)
+class _Charge:
+    """Whose quotas launches count against: `member` (None: no member's, e.g. an admin's own experiment re-run by a
+    maintainer), and always the host's; `actor` asked (for "you" in the refusal)."""
+
+    member: Any
+    actor: Actor
+
+    @property
+    def who(self) -> str:
+        return "you" if self._is_actor else str(self.member.get_username())
+
+    @property
+    def whose(self) -> str:
+        return "your" if self._is_actor else f"{self.member.get_username()}'s"
+
+    @property
+    def _is_actor(self) -> bool:
+        # "you" only to a person asking now; a round the beat or a study queues is read later, by anyone, on a page.
+        person = self.actor.via in ("web", "api") and _is_person(self.actor.user)
+        return person and self.actor.user.pk == self.member.pk
 
 
-def check_launch_quota(
-    actor: Actor, host: Host, configs: Sequence[ServerConfig], launches: int, profile: BenchmarkProfile
-) -> None:
-    """Refuse `launches` more launches of each of `configs` by a person past the quotas: launches queued or running
-    at once, and GPU-hours in 24 h (pending launches at their bound), per member and per host. A member's and a
-    host's values are an admin's where set, else the SPECDASH_QUOTA_* defaults."""
-    if not is_held_to_quota(actor):
+def _is_person(user: Any) -> bool:
+    return user is not None and user.is_authenticated
+
+
+def _is_admin(user: Any) -> bool:
+    return _is_person(user) and user.has_perm("experiments.add_host")
+
+
+def _charge(actor: Actor, owner: Any) -> _Charge | None:
+    """Whose quotas launches of an experiment of `owner` asked by `actor` count against; None for nobody's.
+
+    Exempt, by list: an operator at a `manage.py` command, an admin, and the rounds an admin's own experiment or
+    study queues by itself (scheduled, study, confirming). Everything else is held: a member or maintainer at the
+    pages or the API, and the rounds the beat, a study or the history check queue for a member. The member is the
+    experiment's owner, as the usage counts launches by it (a maintainer re-running a member's experiment spends the
+    member's quota), else the person asking."""
+    if actor.via == "command" or _is_admin(actor.user):
+        return None
+    payer = owner if _is_person(owner) else (actor.user if _is_person(actor.user) else None)
+    if _is_admin(payer):
+        return _Charge(None, actor) if _is_person(actor.user) else None
+    return _Charge(payer, actor)
+
+
+def check_launch_quota(actor: Actor, experiment: Experiment, configs: Sequence[ServerConfig], launches: int) -> None:
+    """Refuse `launches` more launches of each of `configs` in `experiment` past the quotas of whoever they count
+    against (`_charge`): launches pending (queued or running) at once, and GPU-hours in 24 h (pending launches at
+    their bound), per member and per host. A member's and a host's values are an admin's where set, else the
+    SPECDASH_QUOTA_* defaults. Called by `experiments.queue_runs` alone: the one way runs are queued."""
+    charge = _charge(actor, experiment.created_by)
+    if charge is None:
         return
-    user = actor.user
+    profile = experiment.profile
     adding = launches * len(configs)
-    added_hours = launches * sum(launch_shape(c, profile).gpu_hours_bound for c in configs)
-    quota = MemberQuota.of(user)
+    hours = launches * sum(launch_shape(c, profile).gpu_hours_bound for c in configs)
+    _check_launches(charge, experiment.host, adding)
+    _check_gpu_hours(charge, experiment.host, hours, f"this asks {hours:,.1f} more")
+
+
+def check_study_budget(
+    actor: Actor,
+    host: Host,
+    configs: Sequence[ServerConfig],
+    profile: BenchmarkProfile,
+    *,
+    max_launches: int,
+    max_hours: float | None,
+    round_size: int,
+) -> None:
+    """Refuse a study whose whole budget could take more GPU-hours than its starter (and the host) have left today:
+    `max_launches` at the longest launch of its configs, or, with an hours budget, those hours on the GPUs of its
+    largest config (the host runs one launch at a time) plus the round that may still run when they end, if less.
+    Each of its rounds is held to the quotas again when it is queued (`check_launch_quota`)."""
+    charge = _charge(actor, actor.user)
+    if charge is None:
+        return
+    each = max(launch_shape(c, profile).gpu_hours_bound for c in configs)
+    hours = max_launches * each
+    asks = f"this study's budget asks up to {hours:,.1f} ({max_launches:,} launches x {each:,.1f} each)"
+    if max_hours is not None:
+        gpus = max(max(1, c.gpu_count) for c in configs)
+        timed = max_hours * gpus + (round_size + 1) * each
+        if timed < hours:
+            hours = timed
+            asks = (
+                f"this study's budget asks up to {hours:,.1f} ({max_hours:,g} h on {gpus} GPUs, and a last round of "
+                f"{round_size + 1} launches x {each:,.1f} each)"
+            )
+    _check_gpu_hours(charge, host, hours, asks)
+
+
+_RESERVATION = (
+    "A pending launch reserves its GPUs x the longest its profile's timeouts let it run; shorter timeouts reserve less."
+)
+
+
+def _check_launches(charge: _Charge, host: Host, adding: int) -> None:
     pending = Run.objects.exclude(state__in=Run.TERMINAL_STATES)
-    mine = pending.filter(experiment__created_by=user).count()
-    if mine + adding > quota.launch_limit:
-        raise QuotaExceeded(
-            f"This would queue {adding} launches; you have {mine} queued or running, and a member may have at most "
-            f"{quota.launch_limit} ({_member_source(quota, 'launches_queued', 'LAUNCHES_PER_USER')}). "
-            "Cancel some, wait for them, or ask an admin to raise it."
-        )
+    if charge.member is not None:
+        quota = MemberQuota.of(charge.member)
+        mine = pending.filter(experiment__created_by=charge.member).count()
+        if mine + adding > quota.launch_limit:
+            raise QuotaExceeded(
+                f"{_launches(quota.launch_limit)} allowed for {charge.who} "
+                f"({_member_source(quota, 'launches_queued', 'LAUNCHES_PER_USER')}); this asks {adding:,} more "
+                f"({mine:,} pending). An admin can raise {charge.whose} limit on /team/."
+            )
     on_host = pending.filter(host=host).count()
     if on_host + adding > host.launch_quota:
         raise QuotaExceeded(
-            f"This would queue {adding} launches on {host.name}, which has {on_host} queued or running of at most "
-            f"{host.launch_quota} ({_host_source(host, 'quota_launches_queued', 'LAUNCHES_PER_HOST')}). "
-            "Wait for its queue to shorten, or ask an admin."
+            f"{_launches(host.launch_quota)} allowed on host {host.name} "
+            f"({_host_source(host, 'quota_launches_queued', 'LAUNCHES_PER_HOST')}); this asks {adding:,} more "
+            f"({on_host:,} pending there). An admin can raise the host's limit on /hosts/{host.pk}/edit/."
         )
+
+
+def _check_gpu_hours(charge: _Charge, host: Host, hours: float, asks: str) -> None:
     now = timezone.now()
-    used = _gpu_hours(Run.objects.filter(experiment__created_by=user), now)
-    if used + added_hours > quota.gpu_hours_limit:
+    if charge.member is not None:
+        quota = MemberQuota.of(charge.member)
+        used = _gpu_hours(Run.objects.filter(experiment__created_by=charge.member), now)
+        if used + hours > quota.gpu_hours_limit:
+            raise QuotaExceeded(
+                f"{quota.gpu_hours_limit:,.1f} GPU-hours a day allowed for {charge.who} "
+                f"({_member_source(quota, 'gpu_hours_per_day', 'GPU_HOURS_PER_USER_PER_DAY')}); {asks} "
+                f"({used:,.1f} used or reserved in the last 24 h). {_RESERVATION} "
+                f"An admin can raise {charge.whose} limit on /team/."
+            )
+    on_host = _gpu_hours(Run.objects.filter(host=host), now)
+    if on_host + hours > host.gpu_hours_quota:
         raise QuotaExceeded(
-            f"This would reserve {added_hours:,.1f} GPU-hours (each launch's GPUs x the longest its profile's "
-            f"timeouts let it run); you have {used:,.1f} GPU-hours used or reserved in the last 24 h, and your limit "
-            f"is {quota.gpu_hours_limit:,.1f} a day "
-            f"({_member_source(quota, 'gpu_hours_per_day', 'GPU_HOURS_PER_USER_PER_DAY')}). "
-            "Shorten the profile's timeouts, cancel queued launches, wait, or ask an admin to raise it."
+            f"{host.gpu_hours_quota:,.1f} GPU-hours a day allowed on host {host.name} "
+            f"({_host_source(host, 'quota_gpu_hours_per_day', 'GPU_HOURS_PER_HOST_PER_DAY')}); {asks} "
+            f"({on_host:,.1f} used or reserved there in the last 24 h). {_RESERVATION} "
+            f"An admin can raise the host's limit on /hosts/{host.pk}/edit/."
         )
-    on_host_hours = _gpu_hours(Run.objects.filter(host=host), now)
-    if on_host_hours + added_hours > host.gpu_hours_quota:
-        raise QuotaExceeded(
-            f"This would reserve {added_hours:,.1f} GPU-hours on {host.name}, which has {on_host_hours:,.1f} used or "
-            f"reserved in the last 24 h of at most {host.gpu_hours_quota:,.1f} a day "
-            f"({_host_source(host, 'quota_gpu_hours_per_day', 'GPU_HOURS_PER_HOST_PER_DAY')}). "
-            "Wait, or ask an admin to raise it."
-        )
+
+
+def _launches(count: int) -> str:
+    return f"{count:,} pending launch" + ("" if count == 1 else "es")
 
 
 def _member_source(quota: MemberQuota, field: str, setting: str) -> str:
-    return "set for you by an admin" if getattr(quota, field) is not None else f"SPECDASH_QUOTA_{setting}"
+    return "set by an admin" if getattr(quota, field) is not None else f"the default, SPECDASH_QUOTA_{setting}"
 
 
 def _host_source(host: Host, field: str, setting: str) -> str:
-    return "set for this host by an admin" if getattr(host, field) is not None else f"SPECDASH_QUOTA_{setting}"
+    return "set by an admin" if getattr(host, field) is not None else f"the default, SPECDASH_QUOTA_{setting}"
 
 
 def _gpu_hours(runs: RunQuerySet, now: datetime) -> float:

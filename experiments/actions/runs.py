@@ -20,7 +20,6 @@ from .experiments import queue_runs
 from .hosts import do_release_host, lock_host_row
 from .notifications import notify_if_experiment_ended
 from .prompts import do_record_equivalence
-from .quotas import QuotaExceeded, check_launch_quota
 from .study_rounds import advance_study_of_run
 
 
@@ -283,7 +282,8 @@ def do_rerun_with_remedy(
     and unsaved: `forms.remedies.remedied_config`): linked to the failure, in the old one's place in the experiment
     (beside it if the old one has results; the old one's queued launches are cancelled once it is replaced), queued
     interleaved with what it is compared with (the baseline; for a new baseline, every candidate) as many launches as
-    the profile asks. Raises RemedyRefused for a config no longer compared, a version already there, or a quota."""
+    the profile asks. Raises RemedyRefused for a config no longer compared or a version already there, and
+    QuotaExceeded past the quotas (nothing saved)."""
     assert remedy.change is not None, "a remedy that changes the config (remedied_config refuses advice)"
     # One remedy at a time per experiment: the same one clicked twice makes one version.
     experiment = Experiment.objects.select_for_update().select_related("host", "profile").get(pk=run.experiment_id)
@@ -304,12 +304,6 @@ def do_rerun_with_remedy(
         # Replaced: its launches still queued would only repeat the failure the new version answers.
         for queued in experiment.run_set.queued().filter(config=old):
             do_cancel_run(queued, actor)
-    try:
-        # Each remedy queues a round of launches: held to the quotas like a re-run (the atomic block undoes the
-        # new version on refusal).
-        check_launch_quota(actor, experiment.host, queued_with, experiment.profile.launches, experiment.profile)
-    except QuotaExceeded as exc:
-        raise RemedyRefused(str(exc), kind="over_quota") from exc
     last_sequence, last_launch = experiment.run_set.order_by("-sequence").values_list("sequence", "launch_index")[0]
     runs = queue_runs(
         experiment,
@@ -327,10 +321,12 @@ def do_rerun_with_remedy(
         config=config.pk,
         config_name=config.name,
         runs=[r.pk for r in runs],
+    # Held to the quotas like a re-run (`queue_runs`); on a refusal the atomic block undoes the new version too.
     )
     return config, runs
 
 
+        actor=actor,
 def _place_version(experiment: Experiment, old: ServerConfig, new: ServerConfig) -> list[ServerConfig]:
     """Put the new version where the old one is compared; the configs to queue: it and its baseline, or for a new
     baseline, it and every candidate (a comparison needs both sides measured in the same stretch of time)."""

@@ -13,6 +13,7 @@ from ..reads.study_report import study_history
 from ..tuning import plan
 from .audit import Actor, record_event
 from .experiments import do_create_experiment, save_submitted
+from .quotas import check_study_budget
 from .runs import do_cancel_run
 from .study_rounds import advance_study, stop_study
 
@@ -34,8 +35,19 @@ def do_start_study(
     round_size: int,
     seed: int,
 ) -> Study:
-    """Save the (validated) configs of every point of the space, the study, and queue its first round."""
+    """Save the (validated) configs of every point of the space, the study, and queue its first round. Raises
+    QuotaExceeded (nothing saved) when its whole budget could take more GPU-hours than the starter or the host have
+    left today (`quotas.check_study_budget`), or when the first round is past a quota."""
     profile.launches = 1  # a round launches each of its configs once; rounds repeat what needs repeating
+    check_study_budget(
+        actor,
+        host,
+        [baseline, *candidates],
+        profile,
+        max_launches=max_launches,
+        max_hours=max_hours,
+        round_size=round_size,
+    )
     save_submitted(actor, [baseline, *candidates], profile)
     study = Study.objects.create(
         name=name,
@@ -86,7 +98,8 @@ def recommended_config(study: Study, band: int) -> ServerConfig:
 
 @transaction.atomic
 def do_confirm_recommendation(study: Study, band: int, *, actor: Actor) -> Any:
-    """An experiment of the band's config against the study's baseline, CONFIRM_LAUNCHES interleaved launches."""
+    """An experiment of the band's config against the study's baseline, CONFIRM_LAUNCHES interleaved launches.
+    Raises QuotaExceeded (nothing saved) past the quotas."""
     config = recommended_config(study, band)
     profile = BenchmarkProfile.objects.get(pk=study.profile_id)  # a copy: the study's own stays as it is
     profile.pk, profile.launches, profile.name = None, CONFIRM_LAUNCHES, f"{study.name[:100]} confirmation"

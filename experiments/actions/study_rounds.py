@@ -20,6 +20,7 @@ from ..reads.study_report import study_history
 from ..tuning import plan, recommend
 from .audit import Actor
 from .experiments import do_create_experiment
+from .quotas import QuotaExceeded
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,9 @@ def do_advance_study(study_id: int) -> StudyRound | None:
 
 def advance_study(study: Study) -> StudyRound | None:
     """Queue the study's next round if its current one has ended (a no-op otherwise), or stop it; the caller holds
-    the study's row (it made it, or locked it)."""
+    the study's row (it made it, or locked it). A round is held to its owner's quotas like any launch: the first
+    one's refusal is the start's (QuotaExceeded raised); a later one's is kept on the study (`round_refusal`), which
+    waits for room."""
     current = study.current_round()
     if current is not None and current.experiment.run_set.exclude(state__in=Run.TERMINAL_STATES).exists():
         return None
@@ -78,17 +81,32 @@ def advance_study(study: Study) -> StudyRound | None:
         return None
     configs = dict(study.studyconfig_set.filter(name__in=step.candidates).values_list("name", "config_id"))
     by_id = ServerConfig.objects.in_bulk(configs.values())
-    experiment = do_create_experiment(
-        actor=Actor(study.created_by, None, None, "study"),
-        name=f"{study.name[:180]} · round {index + 1}",
-        host=study.host,
-        baseline=study.baseline,
-        candidates=[by_id[configs[name]] for name in step.candidates],
-        profile=study.profile,
-    )
+    try:
+        experiment = do_create_experiment(
+            actor=Actor(study.created_by, None, None, "study"),
+            name=f"{study.name[:180]} · round {index + 1}",
+            host=study.host,
+            baseline=study.baseline,
+            candidates=[by_id[configs[name]] for name in step.candidates],
+            profile=study.profile,
+        )
+    except QuotaExceeded as exc:
+        if current is None:
+            raise  # the first round is part of the start: refused to whoever started it
+        # Its savepoint undid the round; the study waits, says why, and the beat plans the round again each turn.
+        _set_round_refusal(study, f"Round {index + 1} waits: {exc}")
+        return None
+    _set_round_refusal(study, "")
     round_ = StudyRound.objects.create(study=study, index=index, experiment=experiment, candidates=step.candidates)
     transaction.on_commit(lambda: broadcast.send_study_changed(study.pk))
     return round_
+
+
+def _set_round_refusal(study: Study, text: str) -> None:
+    if study.round_refusal != text:
+        study.round_refusal = text
+        study.save(update_fields=["round_refusal"])
+        transaction.on_commit(lambda: broadcast.send_study_changed(study.pk))
 
 
 def stop_study(study: Study, reason: str, history: plan.History) -> None:
@@ -107,5 +125,6 @@ def stop_study(study: Study, reason: str, history: plan.History) -> None:
     study.state = Study.State.CANCELLED if reason == plan.CANCELLED else Study.State.FINISHED
     study.stop_reason = reason
     study.finished_at = timezone.now()
-    study.save(update_fields=["recommendation", "state", "stop_reason", "finished_at"])
+    study.round_refusal = ""  # a stopped study waits for nothing
+    study.save(update_fields=["recommendation", "state", "stop_reason", "finished_at", "round_refusal"])
     transaction.on_commit(lambda: broadcast.send_study_changed(study.pk))

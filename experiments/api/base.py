@@ -14,6 +14,7 @@ from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, django_auth
 
+from ..actions.quotas import QuotaExceeded
 from ..forms import (
     CONTROL_CHARS,
     BenchmarkProfileForm,
@@ -138,6 +139,14 @@ def _schema_refusal(request: HttpRequest, exc: NinjaValidationError) -> HttpResp
         names = [part for part in (path[1:] if where == "body" else path) if not _NOT_A_FIELD.fullmatch(part)]
         errors.setdefault(".".join(names) or where, []).append(str(item.get("msg", "invalid")))
     return api.create_response(request, {"detail": exc.errors, "errors": errors}, status=422)
+
+
+@api.exception_handler(QuotaExceeded)
+def _over_quota(request: HttpRequest, exc: QuotaExceeded) -> HttpResponse:
+    """Past a quota, wherever an operation raised it: the one gate is where runs are queued (actions/quotas.py), so
+    every operation that can queue answers this, in one shape: 429, the refusal naming the limit, what was asked
+    and who can raise it."""
+    return api.create_response(request, {"detail": "over quota", "errors": {"quota": [str(exc)]}}, status=429)
 
 
 def require(request: HttpRequest, perm: str) -> None:

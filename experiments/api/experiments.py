@@ -13,7 +13,6 @@ from experiments.serializers.exports import comparison_csv_response, comparison_
 
 from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_cadence
-from ..actions.quotas import QuotaExceeded
 from ..forms import (
     CadenceForm,
     ExperimentSubmission,
@@ -43,10 +42,7 @@ def create_experiment(request: HttpRequest, payload: ExperimentIn):
     )
     if not submission.is_valid():
         return refused("invalid experiment", submission.errors, status_of(submission.every_form()))
-    try:
-        experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())
-    except QuotaExceeded as exc:
-        return refused("over quota", {"profile.launches": [str(exc)]}, 429)
+    experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())  # 429: base.py
     return Status(201, serializers.queued_experiment_json(experiment, warnings=submission.warnings))
 
 
@@ -93,10 +89,8 @@ def rerun_experiment(request: HttpRequest, experiment_id: int, payload: RerunIn)
     form = RerunForm({"launches": payload.launches})
     if not form.is_valid():
         return Status(422, {"detail": "invalid re-run", "errors": form.errors})
-    try:
-        runs = do_rerun_experiment(experiment, actor=Actor.of(request), launches=form.cleaned_data["launches"])
-    except QuotaExceeded as exc:
-        return refused("over quota", {"launches": [str(exc)]}, 429)
+    # 429 past a quota (base.py)
+    runs = do_rerun_experiment(experiment, actor=Actor.of(request), launches=form.cleaned_data["launches"])
     return Status(
         201, {"id": experiment.pk, "runs": [{"id": r.pk, "config": r.config.name, "state": r.state} for r in runs]}
     )

@@ -12,7 +12,6 @@ from experiments.serializers import headroom_json
 
 from ..actions.audit import Actor
 from ..actions.headroom import do_start_headroom
-from ..actions.quotas import QuotaExceeded
 from ..forms.headroom import HeadroomForm, eligible_configs
 from ..forms.values import plain_errors
 from ..models import Experiment
@@ -41,10 +40,7 @@ def start_headroom(request: HttpRequest, experiment_id: int, payload: HeadroomIn
     )
     if not form.is_valid():
         return refused("invalid headroom study", plain_errors(form), status_of([form]))
-    try:
-        study = do_start_headroom(source, actor=Actor.of(request), **form.cleaned_data)
-    except QuotaExceeded as exc:
-        return refused("over quota", {"accept_lengths": [str(exc)]}, 429)
+    study = do_start_headroom(source, actor=Actor.of(request), **form.cleaned_data)  # 429 past a quota (base.py)
     return Status(201, headroom_json(headroom_view(study)))
 
 

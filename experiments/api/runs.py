@@ -16,7 +16,6 @@ from experiments.reads.runs import MAX_RUNS, run_rows
 
 from ..actions.audit import Actor
 from ..actions.profile_traces import do_profile_run
-from ..actions.quotas import QuotaExceeded
 from ..actions.runs import do_cancel_run, do_rerun_with_remedy
 from ..forms import (
     CONTROL_CHARS,
@@ -127,10 +126,10 @@ def rerun_with_remedy(request: HttpRequest, run_id: int, payload: RemedyIn):
     require_manage(request, run.experiment)
     try:
         remedy, version = remedied_config(run, payload.remedy)
-        config, runs = do_rerun_with_remedy(run, remedy, version, Actor.of(request))
+        config, runs = do_rerun_with_remedy(run, remedy, version, Actor.of(request))  # 429 past a quota (base.py)
     except RemedyRefused as exc:
         # Refused by the config form: its fields' errors; else the remedy itself is the field at fault.
-        status = {"not_found": 404, "over_quota": 429}.get(exc.kind, 409)
+        status = {"not_found": 404}.get(exc.kind, 409)
         return refused(str(exc), exc.errors or {"remedy": [str(exc)]}, status)
     return Status(
         201,
@@ -154,10 +153,7 @@ def profile_run(request: HttpRequest, run_id: int):
     run = get_object_or_404(Run.objects.select_related("experiment__profile", "config", "host"), pk=run_id)
     if not run.is_finished:
         return refused("the run has not finished", {"run": ["Profile a finished run."]}, 409)
-    try:
-        experiment = do_profile_run(run, actor=Actor.of(request))
-    except QuotaExceeded as exc:
-        return refused("over quota", {"run": [str(exc)]}, 429)
+    experiment = do_profile_run(run, actor=Actor.of(request))  # 429 past a quota (base.py)
     return Status(201, serializers.queued_experiment_json(experiment))
 
 

@@ -13,7 +13,6 @@ from experiments.reads.schedules import schedule_view
 from experiments.serializers import schedule_json
 
 from ..actions.audit import Actor
-from ..actions.quotas import QuotaExceeded
 from ..actions.schedules import ScheduleRefused, do_build_experiment_schedule, do_build_study_schedule
 from ..models import AdaptiveSchedule, Experiment, Study
 from .base import api, require
@@ -25,8 +24,6 @@ def _built(build: Callable[[], AdaptiveSchedule]) -> Status:
         schedule = build()
     except ScheduleRefused as exc:
         return refused("no schedule", {"source": [str(exc)]}, 409)
-    except QuotaExceeded as exc:
-        return refused("over quota", {"verification": [str(exc)]}, 429)
     verification = schedule.verification
     return Status(
         201,

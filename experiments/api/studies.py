@@ -20,7 +20,7 @@ from .refusals import documented, refused, responses, status_of
 from .sweeps import sweep_form
 
 
-@api.post("/studies", response=responses(201, 403, 404, 409), openapi_extra=documented(403, 404, 409))
+@api.post("/studies", response=responses(201, 403, 404, 409, 429), openapi_extra=documented(403, 404, 409, 429))
 def create_study(request: HttpRequest, payload: StudyIn):
     require(request, "experiments.add_experiment")
     submission = StudySubmission(
@@ -39,7 +39,7 @@ def create_study(request: HttpRequest, payload: StudyIn):
     )
     if not submission.is_valid():
         return refused("invalid study", submission.errors, status_of(submission.every_form()))
-    study = do_start_study(actor=Actor.of(request), **submission.study_fields())
+    study = do_start_study(actor=Actor.of(request), **submission.study_fields())  # 429 past a quota (base.py)
     return Status(201, {"id": study.pk, "url": study.get_absolute_url(), "state": study.state})
 
 
@@ -60,9 +60,10 @@ def cancel_study(request: HttpRequest, study_id: int):
     return {"cancelled": cancelled, "state": study.state, "stop_reason": study.stop_reason}
 
 
-@api.post("/studies/{study_id}/confirm", response={201: dict, 404: dict})
+@api.post("/studies/{study_id}/confirm", response=responses(201, 429), openapi_extra=documented(429))
 def confirm_study_recommendation(request: HttpRequest, study_id: int, band: int = 0):
-    """A confirming experiment of the study's `band`-th recommendation against its baseline (3 launches)."""
+    """A confirming experiment of the study's `band`-th recommendation against its baseline (3 launches); 429 past
+    a quota (base.py)."""
     require(request, "experiments.add_experiment")
     study = get_object_or_404(Study.objects.select_related("host", "profile", "baseline"), pk=study_id)
     if not 0 <= band < len(study.recommendation):

@@ -98,6 +98,9 @@ class Experiment(models.Model):
         default=2, validators=[MaxValueValidator(23)], help_text="Hour of day (UTC) of a scheduled launch."
     )
     next_scheduled_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # Why the beat's last scheduled round was not queued (the quota's refusal, and when the round was due), shown
+    # beside the cadence to whoever reads the experiment; cleared by the next round queued or a new cadence.
+    schedule_refusal = models.TextField(blank=True, default="", editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)
     # When its subscribers were told it ended; a re-run's runs come later, so its end is told again.

@@ -56,6 +56,8 @@ class Study(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Why the next round waits (the quota's refusal): the beat plans it again each turn and clears this once queued.
+    round_refusal = models.TextField(blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]

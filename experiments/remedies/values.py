@@ -72,8 +72,8 @@ class RemedyRefused(Exception):
     def __init__(self, message: str, errors: dict[str, list[str]] | None = None, *, kind: str = "conflict") -> None:
         super().__init__(message)
         self.errors = errors or {}
-        # What kind of refusal (the API's status): "not_found" (no such remedy), "over_quota", or "conflict" with the
-        # run, its experiment or the config the change makes.
+        # What kind of refusal (the API's status): "not_found" (no such remedy), or "conflict" with the run, its
+        # experiment or the config the change makes.
         self.kind = kind
 
 

@@ -192,4 +192,6 @@ def cadence_json(experiment: Experiment) -> dict[str, Any] | None:
         "every": experiment.schedule,
         "hour_utc": experiment.schedule_hour,
         "next_at": experiment.next_scheduled_at.isoformat() if experiment.next_scheduled_at else None,
+        # Why the last scheduled round was not queued (a quota's refusal), "" when it was.
+        "refusal": experiment.schedule_refusal,
     }

@@ -69,6 +69,8 @@ def study_json(study: Study) -> dict[str, Any]:
         "state": study.state,
         "stop_reason": study.stop_reason,
         "stop_reason_text": study.get_stop_reason_display() if study.stop_reason else "",
+        # Why the next round waits (a quota's refusal), "" when it does not.
+        "round_refusal": study.round_refusal,
         "space": study.space,
         "space_size": len(configs),
         "concurrency": list(settings.concurrency),

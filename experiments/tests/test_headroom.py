@@ -243,6 +243,7 @@ def test_it_is_held_to_the_member_s_launch_quota(client, member, settings):
     client.force_login(member)
     page = client.post(f"/experiments/{source.pk}/headroom/new/", {"config": _real(source).pk}, follow=True)
 
-    assert over.status_code == 429 and "at most 5" in over.json()["errors"]["accept_lengths"][0]
-    assert "at most 5" in page.content.decode()
+    assert over.status_code == 429
+    assert over.json()["errors"]["quota"][0].startswith("5 pending launches allowed for you")
+    assert "5 pending launches allowed for you" in page.content.decode()
     assert not HeadroomStudy.objects.exists() and Experiment.objects.count() == 1

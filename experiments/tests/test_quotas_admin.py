@@ -35,8 +35,9 @@ def test_an_admin_sets_a_members_quota_on_the_team_page_and_a_raised_one_lets_th
     refused = _submit(client, host, 3, member)
 
     assert refused.status_code == 429
-    message = refused.json()["errors"]["profile.launches"][0]
-    assert "a member may have at most 2 (set for you by an admin)" in message and "ask an admin" in message
+    message = refused.json()["errors"]["quota"][0]
+    assert message.startswith("2 pending launches allowed for you (set by an admin); this asks 3 more (0 pending).")
+    assert message.endswith("An admin can raise your limit on /team/.")
     assert not Run.objects.exists()
 
     client.force_login(owner)
@@ -60,9 +61,10 @@ def test_an_admin_sets_a_hosts_quotas_on_its_edit_page_and_the_audit_keeps_old_a
     refused = _submit(client, host, 2, member)  # 24.3 GPU-hours
 
     assert refused.status_code == 429
-    message = refused.json()["errors"]["profile.launches"][0]
-    assert f"on {host.name}, which has 0.0 used or reserved in the last 24 h of at most 20.0 a day" in message
-    assert "(set for this host by an admin)" in message
+    message = refused.json()["errors"]["quota"][0]
+    assert message.startswith(f"20.0 GPU-hours a day allowed on host {host.name} (set by an admin); this asks 24.3")
+    assert "(0.0 used or reserved there in the last 24 h)" in message
+    assert message.endswith(f"An admin can raise the host's limit on /hosts/{host.pk}/edit/.")
     assert not Experiment.objects.exists()
 
     client.force_login(owner)

@@ -103,11 +103,12 @@ def test_a_members_submission_past_their_gpu_hours_is_refused_and_nothing_is_que
         refused = _post(client, "/api/experiments", small_submission(host, 9), member)  # 9 x 12.13 = 109 GPU-hours
 
     assert refused.status_code == 429
-    message = refused.json()["errors"]["profile.launches"][0]
-    assert "This would reserve 109.2 GPU-hours" in message
-    assert "you have 0.0 GPU-hours used or reserved in the last 24 h" in message
-    assert "your limit is 100.0 a day (SPECDASH_QUOTA_GPU_HOURS_PER_USER_PER_DAY)" in message
-    assert "ask an admin to raise it" in message
+    message = refused.json()["errors"]["quota"][0]
+    assert message.startswith(
+        "100.0 GPU-hours a day allowed for you (the default, SPECDASH_QUOTA_GPU_HOURS_PER_USER_PER_DAY); this asks "
+        "109.2 more (0.0 used or reserved in the last 24 h)."
+    )
+    assert message.endswith("An admin can raise your limit on /team/.")
     assert not Experiment.objects.exists() and not Run.objects.exists()
     assert callbacks == []  # no wake-up for a worker
 
@@ -122,8 +123,8 @@ def test_a_members_rerun_is_bounded_by_the_same_quota(client, member, settings):
 
     assert first.status_code == 201
     assert rerun.status_code == 429
-    message = rerun.json()["errors"]["launches"][0]
-    assert "This would reserve 48.5 GPU-hours" in message and "you have 60.7 GPU-hours used or reserved" in message
+    message = rerun.json()["errors"]["quota"][0]
+    assert "this asks 48.5 more (60.7 used or reserved in the last 24 h)" in message
     assert Run.objects.count() == 5
     assert _post(client, f"/api/experiments/{first.json()['id']}/rerun", {"launches": 3}, member).status_code == 201
 
@@ -144,9 +145,7 @@ def test_what_finished_launches_took_today_counts_and_what_they_took_yesterday_d
     accepted = _post(client, "/api/experiments", small_submission(host, 1, "one"), member)
 
     assert refused.status_code == 429
-    assert (
-        "you have 80.0 GPU-hours used or reserved in the last 24 h" in refused.json()["errors"]["profile.launches"][0]
-    )
+    assert "(80.0 used or reserved in the last 24 h)" in refused.json()["errors"]["quota"][0]
     assert accepted.status_code == 201
 
 
@@ -162,9 +161,12 @@ def test_a_hosts_gpu_hours_count_everyones_launches_there_and_an_admin_is_not_he
 
     assert admin.status_code == 201
     assert refused.status_code == 429
-    message = refused.json()["errors"]["profile.launches"][0]
-    assert f"on {host.name}, which has 60.7 used or reserved in the last 24 h of at most 50.0 a day" in message
-    assert "SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY" in message and "ask an admin" in message
+    message = refused.json()["errors"]["quota"][0]
+    assert message.startswith(
+        f"50.0 GPU-hours a day allowed on host {host.name} (the default, SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY); "
+        "this asks 12.1 more (60.7 used or reserved there in the last 24 h)."
+    )
+    assert message.endswith(f"An admin can raise the host's limit on /hosts/{host.pk}/edit/.")
     assert not Experiment.objects.filter(name="one").exists()
 
 
@@ -192,7 +194,10 @@ def test_a_members_remedy_rerun_is_held_to_the_quota(client, member, settings):
     response = _post(client, f"/api/runs/{failed.pk}/remedy", {"remedy": "context-length"}, member)
 
     assert response.status_code == 429
-    assert "you have 1 queued or running, and a member may have at most 2" in response.json()["detail"]
+    assert response.json()["errors"]["quota"][0].startswith(
+        "2 pending launches allowed for you (the default, SPECDASH_QUOTA_LAUNCHES_PER_USER); this asks 2 more "
+        "(1 pending)."
+    )
     assert Run.objects.count() == 2 and ServerConfig.objects.count() == configs  # no new version either
 
 
@@ -219,5 +224,5 @@ def test_a_profile_within_the_request_bound_but_with_day_long_timeouts_is_refuse
     response = _post(client, "/api/experiments", long_waits, member)
 
     assert response.status_code == 429
-    assert "SPECDASH_QUOTA_GPU_HOURS_PER_USER_PER_DAY" in response.json()["errors"]["profile.launches"][0]
+    assert "SPECDASH_QUOTA_GPU_HOURS_PER_USER_PER_DAY" in response.json()["errors"]["quota"][0]
     assert not Run.objects.exists()

@@ -149,3 +149,6 @@ def edit_run_notes(request: HttpRequest, run_id: int) -> HttpResponse:
     elif do_set_run_notes(run, actor=Actor.of(request), notes=form.cleaned_data["notes"]):
         messages.success(request, "Notes saved.")
     return redirect(f"{run.get_absolute_url()}#notes")
+    except QuotaExceeded as exc:
+        messages.error(request, str(exc))
+        return redirect(run)

@@ -14,6 +14,7 @@ from experiments.reads.study_report import figures, frontier_figure
 from experiments.serializers import study_json
 
 from ..actions.audit import Actor
+from ..actions.quotas import QuotaExceeded
 from ..actions.review import do_pin_baseline
 from ..actions.studies import do_cancel_study, do_confirm_recommendation, do_start_study, recommended_config
 from ..forms import BenchmarkProfileForm, ExperimentForm, ServerConfigForm
@@ -59,7 +60,11 @@ def cancel_study(request: HttpRequest, study_id: int) -> HttpResponse:
 def confirm_recommendation(request: HttpRequest, study_id: int, band: int) -> HttpResponse:
     """One click: a confirming experiment of a recommendation against the study's baseline."""
     study = _study_with_band(study_id, band)
-    experiment = do_confirm_recommendation(study, band, actor=Actor.of(request))
+    try:
+        experiment = do_confirm_recommendation(study, band, actor=Actor.of(request))
+    except QuotaExceeded as exc:
+        messages.error(request, f"No confirming experiment queued: {exc}")
+        return redirect(study)
     messages.success(request, "Confirming experiment queued.")
     return redirect(experiment)
 
@@ -93,9 +98,15 @@ def study_new(request: HttpRequest) -> HttpResponse:
     sweep = SweepForm(post, prefix="sweep", base_data=post, base_prefix="base")
     submission = StudySubmission(post, post, post, post, sweep=sweep, prefixed=True)
     if submission.is_valid():
-        study = do_start_study(actor=Actor.of(request), **submission.study_fields())
-        messages.success(request, f"Study “{study.name}” started: its first round is queued.")
-        return redirect(study)
+        try:
+            study = do_start_study(actor=Actor.of(request), **submission.study_fields())
+        except QuotaExceeded as exc:
+            # The budget is the field a member can change to fit (or an admin raises the limit).
+            submission.study_form.add_error("max_launches", str(exc))
+            submission.errors["max_launches"] = [str(exc)]
+        else:
+            messages.success(request, f"Study “{study.name}” started: its first round is queued.")
+            return redirect(study)
     context = {
         "experiment_form": submission.experiment_form,
         "baseline_form": submission.baseline_form,
