@@ -65,7 +65,7 @@ def do_start_study(
     )
     StudyConfig.objects.bulk_create(StudyConfig(study=study, name=c.name, config=c) for c in candidates)
     record_event(actor, AuditEvent.Action.STUDY_START, study, host=host.name, configs=len(candidates))
-    advance_study(study)
+    advance_study(study, starter=actor)
     return study
 
 

@@ -62,11 +62,11 @@ def do_advance_study(study_id: int) -> StudyRound | None:
     return advance_study(study)
 
 
-def advance_study(study: Study) -> StudyRound | None:
+def advance_study(study: Study, starter: Actor | None = None) -> StudyRound | None:
     """Queue the study's next round if its current one has ended (a no-op otherwise), or stop it; the caller holds
     the study's row (it made it, or locked it). A round is held to its owner's quotas like any launch: the first
-    one's refusal is the start's (QuotaExceeded raised); a later one's is kept on the study (`round_refusal`), which
-    waits for room."""
+    one is the `starter`'s own request, and its refusal the start's (QuotaExceeded raised); a later one's is kept on
+    the study (`round_refusal`), which waits for room."""
     current = study.current_round()
     if current is not None and current.experiment.run_set.exclude(state__in=Run.TERMINAL_STATES).exists():
         return None
@@ -83,7 +83,7 @@ def advance_study(study: Study) -> StudyRound | None:
     by_id = ServerConfig.objects.in_bulk(configs.values())
     try:
         experiment = do_create_experiment(
-            actor=Actor(study.created_by, None, None, "study"),
+            actor=starter if current is None and starter else Actor(study.created_by, None, None, "study"),
             name=f"{study.name[:180]} · round {index + 1}",
             host=study.host,
             baseline=study.baseline,
