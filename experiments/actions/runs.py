@@ -305,10 +305,12 @@ def do_rerun_with_remedy(
         for queued in experiment.run_set.queued().filter(config=old):
             do_cancel_run(queued, actor)
     last_sequence, last_launch = experiment.run_set.order_by("-sequence").values_list("sequence", "launch_index")[0]
+    # Held to the quotas like a re-run (`queue_runs`); on a refusal the atomic block undoes the new version too.
     runs = queue_runs(
         experiment,
         queued_with,
         experiment.profile.launches,
+        actor=actor,
         first_sequence=last_sequence + 1,
         first_launch=last_launch + 1,
     )
@@ -321,12 +323,10 @@ def do_rerun_with_remedy(
         config=config.pk,
         config_name=config.name,
         runs=[r.pk for r in runs],
-    # Held to the quotas like a re-run (`queue_runs`); on a refusal the atomic block undoes the new version too.
     )
     return config, runs
 
 
-        actor=actor,
 def _place_version(experiment: Experiment, old: ServerConfig, new: ServerConfig) -> list[ServerConfig]:
     """Put the new version where the old one is compared; the configs to queue: it and its baseline, or for a new
     baseline, it and every candidate (a comparison needs both sides measured in the same stretch of time)."""

@@ -131,6 +131,9 @@ def rerun_with_remedy(request: HttpRequest, run_id: int) -> HttpResponse:
     except RemedyRefused as exc:
         messages.error(request, " ".join([str(exc), *(m for ms in exc.errors.values() for m in ms)]))
         return redirect(run)
+    except QuotaExceeded as exc:
+        messages.error(request, str(exc))
+        return redirect(run)
     messages.success(
         request,
         f"Queued {len(runs)} runs: {config.name}, a new version of {run.config.name}, and what it is compared with.",
@@ -149,6 +152,3 @@ def edit_run_notes(request: HttpRequest, run_id: int) -> HttpResponse:
     elif do_set_run_notes(run, actor=Actor.of(request), notes=form.cleaned_data["notes"]):
         messages.success(request, "Notes saved.")
     return redirect(f"{run.get_absolute_url()}#notes")
-    except QuotaExceeded as exc:
-        messages.error(request, str(exc))
-        return redirect(run)
