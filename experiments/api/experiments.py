@@ -17,6 +17,7 @@ from ..forms import (
     CadenceForm,
     ExperimentSubmission,
     RerunForm,
+    plain_errors,
 )
 from ..models import Experiment
 from .base import api, config_data, host_name, profile_data, require, require_manage
@@ -75,7 +76,7 @@ def schedule_experiment(request: HttpRequest, experiment_id: int, payload: Sched
     require_manage(request, experiment)
     form = CadenceForm({"every": payload.every or "", "hour_utc": payload.hour_utc})
     if not form.is_valid():
-        return Status(422, {"detail": "invalid schedule", "errors": form.errors})
+        return refused("invalid schedule", plain_errors(form))
     data = form.cleaned_data
     do_set_cadence(experiment, actor=Actor.of(request), every=data["every"], hour=data["hour_utc"])
     return {"id": experiment.pk, "schedule": serializers.cadence_json(experiment)}
@@ -88,7 +89,7 @@ def rerun_experiment(request: HttpRequest, experiment_id: int, payload: RerunIn)
     require_manage(request, experiment)
     form = RerunForm({"launches": payload.launches})
     if not form.is_valid():
-        return Status(422, {"detail": "invalid re-run", "errors": form.errors})
+        return refused("invalid re-run", plain_errors(form))
     # 429 past a quota (base.py)
     runs = do_rerun_experiment(experiment, actor=Actor.of(request), launches=form.cleaned_data["launches"])
     return Status(

@@ -34,7 +34,13 @@ class FlagBulkTriageForm(forms.Form):
 
 
 class RerunForm(forms.Form):
-    launches = forms.IntegerField(min_value=1, max_value=20, initial=2, help_text="more launches of every config")
+    launches = forms.IntegerField(
+        min_value=1,
+        max_value=20,
+        initial=2,
+        help_text="more launches of every config",
+        error_messages={"max_value": "At most %(limit_value)s more launches of every config at once."},
+    )
 
 
 class CadenceForm(forms.Form):
