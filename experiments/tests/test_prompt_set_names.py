@@ -1,5 +1,6 @@
 """Who may publish a new version under a prompt set's name: its owner (the creator of its first version),
-maintainers and admins; under a built-in set's name only admins. Sent as a member would, by page and API."""
+maintainers and admins; under a built-in set's name only admins, and under a name that imitates one nobody. Sent as a
+member would, by page and API."""
 
 from __future__ import annotations
 
@@ -90,3 +91,39 @@ def test_a_member_may_upload_the_same_content_again_and_gets_the_existing_set(cl
 
     assert response.status_code == 201 and response.json()["id"] == alices_set.pk  # nothing new was published
     assert PromptSet.objects.filter(name="alice prompts").count() == 1
+
+
+IMITATIONS = [
+    "ShareGPT V3",
+    "random",
+    "Random",
+    "RANDOM token-ids!",
+    "random_token_ids",
+    "share gpt",
+    "Share-GPT v3 unfiltered",
+    "ＳｈａｒｅＧＰＴ",  # fullwidth
+    "Shаre GPT",  # a Cyrillic а
+    "ShäreGPT",
+    "the ShareGPT V3 set",
+    "ShareGPT  V3 unfiltered cleaned split",  # the built-in name with a space more
+]
+
+
+@pytest.mark.parametrize("name", IMITATIONS)
+def test_no_one_may_publish_under_a_name_that_imitates_a_built_in_sets(client, member, owner, name):
+    client.force_login(member)
+
+    page = _upload(client, name)
+    api = _api_upload(client, owner, name)  # an admin neither: the name would pass the set off as the built-in one
+
+    assert api.status_code == 422
+    (message,) = api.json()["errors"]["name"]
+    assert message.startswith(f"“{name}” reads like the built-in prompt set “")
+    assert page.status_code == 400
+    assert "reads like the built-in prompt set" in page.content.decode()
+    assert not PromptSet.objects.filter(kind=PromptSet.Kind.UPLOAD).exists()
+
+
+@pytest.mark.parametrize("name", ["support tickets", "my sharegpt subset", "coding prompts v2", "non-random mix"])
+def test_a_member_publishes_under_names_of_their_own(client, member, name):
+    assert _api_upload(client, member, name).status_code == 201
