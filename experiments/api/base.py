@@ -12,7 +12,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI, Schema
 from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
+from ninja.parser import Parser
 from ninja.security import HttpBearer, django_auth
+
+from experiments.formats import bounded_json
 
 from ..actions.quotas import QuotaExceeded
 from ..forms import (
@@ -109,8 +112,17 @@ class SpecdashApi(NinjaAPI):
         return schema
 
 
+class BoundedJsonParser(Parser):
+    """Every JSON body, read through bounded_json: one nested past its depth, holding a lone surrogate or NaN never
+    reaches a schema, a form or the database (`_unreadable_body` answers it)."""
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        return bounded_json.loads(request.body)
+
+
 api = SpecdashApi(
     title="specdash API",
+    parser=BoundedJsonParser(),
     version="1",
     auth=[BearerToken(), django_auth],
     urls_namespace="api",
@@ -147,6 +159,21 @@ def _over_quota(request: HttpRequest, exc: QuotaExceeded) -> HttpResponse:
     every operation that can queue answers this, in one shape: 429, the refusal naming the limit, what was asked
     and who can raise it."""
     return api.create_response(request, {"detail": "over quota", "errors": {"quota": [str(exc)]}}, status=429)
+
+
+@api.exception_handler(HttpError)
+def _unreadable_body(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    """django-ninja's answer to an HttpError ({"detail": text}), except for a body bounded_json refused: django-ninja
+    says only "Cannot parse request body", this names where and why (422 naming the field, 400 for the whole body)."""
+    refused = exc.__cause__
+    if not isinstance(refused, bounded_json.JsonRefused):
+        return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
+    if request.method != "GET" and not _may_change_anything(request):
+        return api.create_response(request, {"detail": "Your role does not allow this."}, status=403)
+    if refused.field:
+        errors = {refused.field: [f"{refused.reason[:1].upper()}{refused.reason[1:]}."]}
+        return api.create_response(request, {"detail": "invalid body", "errors": errors}, status=422)
+    return api.create_response(request, {"detail": f"The request body is refused: {refused.reason}."}, status=400)
 
 
 def require(request: HttpRequest, perm: str) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import request_details
+from . import bounded_json, request_details
 
 SGLANG = "sglang-bench-serving"
 VLLM = "vllm-bench-serve"
@@ -122,7 +122,7 @@ def detect(content: str) -> str:
     """The format of a file's text: a JSON object with `server_info` or several lines is bench_serving's."""
     text = content.strip()
     try:
-        whole = json.loads(text)
+        whole = bounded_json.loads(text, allow_nan=True)
     except ValueError:
         return SGLANG  # JSON lines (or nothing readable, which the SGLang reader then says line by line)
     if (
@@ -159,9 +159,12 @@ def _parse_sglang(content: str) -> list[ImportedRun]:
     for n, text in lines:
         check = _Checker(n, errors)
         try:
-            row = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            check.fail("", f"not JSON ({exc})" if isinstance(exc, ValueError) else "not JSON (nested too deeply)")
+            row = bounded_json.loads(text, allow_nan=True)
+        except bounded_json.JsonRefused as exc:
+            check.fail(exc.field, exc.reason)
+            continue
+        except ValueError as exc:
+            check.fail("", f"not JSON ({exc})")
             continue
         if not isinstance(row, dict):
             check.fail("", "not a JSON object")
@@ -361,10 +364,11 @@ def _parse_specforge(content: str, given: Mapping[str, Any]) -> list[ImportedRun
 def _one_object(content: str, tool: str) -> dict[str, Any]:
     """The one JSON object a tool writes, or ResultFileError saying what the text is instead."""
     try:
-        row = json.loads(content)
-    except (ValueError, RecursionError) as exc:
-        message = f"line 1: not JSON ({exc})" if isinstance(exc, ValueError) else "line 1: not JSON"
-        raise ResultFileError([message]) from None
+        row = bounded_json.loads(content, allow_nan=True)
+    except bounded_json.JsonRefused as exc:
+        raise ResultFileError([f"line 1: {exc}"]) from None
+    except ValueError as exc:
+        raise ResultFileError([f"line 1: not JSON ({exc})"]) from None
     if not isinstance(row, dict):
         raise ResultFileError([f"line 1: not a JSON object ({tool} writes one object)"])
     return row
@@ -377,7 +381,7 @@ def _vllm_speculative(row: dict[str, Any], check: _Checker) -> dict[str, Any]:
         return {}
     if isinstance(config, str):
         try:
-            config = json.loads(config)
+            config = bounded_json.loads(config, allow_nan=True)
         except ValueError:
             config = None
     if not isinstance(config, dict):

@@ -20,6 +20,7 @@ from .values import (
     CONFLICT,
     CONTROL_CHARS,
     ENV_NAME,
+    BoundedJSONField,
     check_env,
     check_extra_args,
     format_env,
@@ -84,7 +85,7 @@ def split_eagle3_profile(env: dict[str, str], metrics: dict[str, str]) -> tuple[
     return profiled, env, metrics
 
 
-class OptionalJSONField(forms.JSONField):
+class OptionalJSONField(BoundedJSONField):
     """A JSON object box that starts empty: Django renders an absent value as the text `null`, which a user then has
     to delete (or submits, and reads back as an error-free but puzzling literal)."""
 

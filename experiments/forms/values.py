@@ -13,7 +13,9 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput, JSONString
 
+from experiments.formats import bounded_json
 from experiments.rules import launch_policy
 from experiments.rules.launch_policy import CONTROL_CHARS, ENV_NAME
 
@@ -30,6 +32,38 @@ ECHO = "echo"  # repeats another form's errors (the sweep's base): that form's c
 MAX_CONCURRENCY = 4096
 MAX_CONCURRENCY_LEVELS = 32  # each level is a benchmark cell per pass: 32 is already hours of benchmarking
 MAX_CANDIDATES = 50  # of one experiment, given and swept together
+
+
+class BoundedJSONField(forms.JSONField):
+    """A JSON box read through bounded_json, as every API body is: text nested past its depth, holding a lone
+    surrogate or NaN is refused on the field (Django's own reading would raise a RecursionError, a 500, and store
+    what no page can show)."""
+
+    def to_python(self, value: Any) -> Any:
+        if self.disabled or value in self.empty_values:
+            return super().to_python(value)
+        try:
+            if isinstance(value, str) and not isinstance(value, JSONString):
+                converted = bounded_json.loads(value)
+                return JSONString(converted) if isinstance(converted, str) else converted
+            problem = bounded_json.refusal(value)
+            if problem is not None:
+                raise problem
+        except bounded_json.JsonRefused as exc:
+            where = f" (at {exc.field})" if exc.field else ""
+            raise ValidationError(f"This JSON is refused: {exc.reason}{where}.", code="invalid") from None
+        except ValueError:
+            raise ValidationError(self.error_messages["invalid"], code="invalid", params={"value": value}) from None
+        return value
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        """What the page shows again after an error: refused text as typed (Django would decode it again)."""
+        if self.disabled or not isinstance(data, str):
+            return initial if self.disabled else data
+        try:
+            return bounded_json.loads(data)
+        except ValueError:
+            return InvalidJSONInput(data)
 
 
 def plain_errors(form: forms.BaseForm, path: str = "") -> dict[str, list[str]]:
