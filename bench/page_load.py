@@ -123,7 +123,7 @@ def measure(url_of: dict[str, str], base: str, username: str, password: str, loa
                 page.goto(f"{base}{path}", wait_until="load")
                 # loadEventEnd is set just after the load event's handlers return; the paint entries once painted.
                 page.wait_for_function(
-                    "performance.getEntriesByType('navigation')[0].loadEventEnd > 0"
+                    "() => performance.getEntriesByType('navigation')[0].loadEventEnd > 0"
                     " && performance.getEntriesByType('paint').length > 0"
                 )
                 timings = page.evaluate(TIMINGS_JS)
@@ -133,7 +133,7 @@ def measure(url_of: dict[str, str], base: str, username: str, password: str, loa
                 if page.locator(".chart").count():
                     page.locator(".chart").first.scroll_into_view_if_needed()
                     page.wait_for_function(
-                        "[...document.querySelectorAll('.chart')].some((c) => c.querySelector('.main-svg'))",
+                        "() => [...document.querySelectorAll('.chart')].some((c) => c.querySelector('.main-svg'))",
                         timeout=30_000,
                     )
                     timings["chart"] = page.evaluate("performance.now()")

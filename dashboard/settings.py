@@ -212,17 +212,18 @@ if STATIC_COLLECTED:
     WHITENOISE_USE_FINDERS = False
 
 # Security headers on every page, in every mode. The pages load only their own static scripts (no inline script,
-# no event handler attribute; data goes through `json_script`), so scripts need no nonce. Styles allow inline:
-# plotly.js and Swagger UI set style attributes as they draw. Production enforces the policy; elsewhere it is
-# report-only: a violation shows in the browser console, and tools that evaluate scripts in the page (Playwright's
-# string predicates in the browser tests) keep working. test_hardening.py checks the pages raise no report.
+# no event handler attribute; data goes through `json_script`), so scripts need no nonce, and none evaluates a
+# string (no 'unsafe-eval': the charts draw with SVG, never plotly.js's WebGL traces, whose shaders are compiled
+# from strings). Styles allow inline: plotly.js and Swagger UI set style attributes as they draw. The policy is
+# enforced in every mode, the demo and the tests too, so a page that would break under it breaks where it is
+# written: the browser tests walk the pages and draw their charts with the console watched for a refusal.
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 # Pages that open specdash stay cut off from it; a window specdash opens (Perfetto's UI, handed a profile trace by
 # postMessage from the run page) keeps its opener, which "same-origin" would sever.
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin-allow-popups"
 X_FRAME_OPTIONS = "DENY"
-_CONTENT_SECURITY_POLICY = {
+CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
         "script-src": ["'self'"],
@@ -236,10 +237,6 @@ _CONTENT_SECURITY_POLICY = {
         "frame-ancestors": ["'none'"],
     }
 }
-if PRODUCTION:
-    CONTENT_SECURITY_POLICY = _CONTENT_SECURITY_POLICY
-else:
-    CONTENT_SECURITY_POLICY_REPORT_ONLY = _CONTENT_SECURITY_POLICY
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and overwrites any a client sent).
 if _env_bool("SPECDASH_BEHIND_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

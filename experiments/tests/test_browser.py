@@ -49,7 +49,7 @@ def test_it_submits_an_experiment_in_the_browser_and_shows_live_runs_and_the_com
     # Only the visible window of the log is in the DOM: look for the ready line with the viewer's filter.
     log_page.fill("#log-filter", "fired up and ready to roll")
     log_page.wait_for_function(
-        "document.querySelector('#log').textContent.includes('fired up and ready to roll')", timeout=60_000
+        "() => document.querySelector('#log').textContent.includes('fired up and ready to roll')", timeout=60_000
     )
 
     # The experiment page follows the states live and, once finished, draws both Plotly charts.

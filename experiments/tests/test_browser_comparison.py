@@ -59,7 +59,7 @@ def test_it_draws_every_chart_of_the_comparison_and_shows_the_verdict(browser_us
     assert page.locator("#latency-chart .xy").count() == 3
     # Off-screen sections are not laid out (content-visibility), so their text reads empty until scrolled back to.
     page.locator("#comparison").scroll_into_view_if_needed()
-    page.wait_for_function("document.querySelector('#comparison tbody tr').innerText !== ''", timeout=5_000)
+    page.wait_for_function("() => document.querySelector('#comparison tbody tr').innerText !== ''", timeout=5_000)
     rows = page.locator("#comparison tbody tr")
     assert rows.count() == 3
     assert "eagle3-2step" in rows.first.inner_text()

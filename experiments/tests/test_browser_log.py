@@ -108,13 +108,13 @@ def test_it_tails_filters_pauses_and_resumes_a_flooding_log(
         page.wait_for_selector("#log .line")
         start = _count(page, "#line-count")
         page.wait_for_function(
-            f"Number(document.querySelector('#line-count').textContent) > {max(start, 5000)}", timeout=30_000
+            f"() => Number(document.querySelector('#line-count').textContent) > {max(start, 5000)}", timeout=30_000
         )
         total = _count(page, "#line-count")
         assert page.locator("#log .line").count() < 150 < total
         # Following: the last drawn row is the last line received.
         page.wait_for_function(
-            "(() => { const rows = document.querySelectorAll('#log .line');"
+            "() => (() => { const rows = document.querySelectorAll('#log .line');"
             " const count = Number(document.querySelector('#line-count').textContent);"
             " return Number(rows[rows.length - 1].dataset.n) === count; })()"
         )
@@ -124,8 +124,8 @@ def test_it_tails_filters_pauses_and_resumes_a_flooding_log(
         # line per 40; real requests add theirs).
         page.check("#log-regex")
         page.fill("#log-filter", r"prefill batch.*#new-seq: \d+")
-        page.wait_for_function("document.querySelector('#match-count').textContent.includes('matching')")
-        page.wait_for_function("!document.querySelector('#match-count').textContent.includes('filtering')")
+        page.wait_for_function("() => document.querySelector('#match-count').textContent.includes('matching')")
+        page.wait_for_function("() => !document.querySelector('#match-count').textContent.includes('filtering')")
         rows = _visible_rows(page)
         assert rows, page.inner_text("#match-count")
         assert all("Prefill batch" in text for _, text in rows)
@@ -138,7 +138,7 @@ def test_it_tails_filters_pauses_and_resumes_a_flooding_log(
         page.wait_for_selector("#log-filter-error:not([hidden])")
         assert "Invalid regular expression" in page.inner_text("#log-filter-error")
         page.fill("#log-filter", "")
-        page.wait_for_function("document.querySelector('#match-count').hidden")
+        page.wait_for_function("() => document.querySelector('#match-count').hidden")
         page.wait_for_selector("#log-filter-error", state="hidden")
 
         # Scrolling up pauses following; new lines are counted on the jump-to-bottom button.
@@ -146,7 +146,7 @@ def test_it_tails_filters_pauses_and_resumes_a_flooding_log(
         page.mouse.wheel(0, -3000)
         page.wait_for_selector("#jump-bottom", state="visible")
         assert not page.is_checked("#follow")
-        page.wait_for_function("Number(document.querySelector('#new-lines').textContent) > 100")
+        page.wait_for_function("() => Number(document.querySelector('#new-lines').textContent) > 100")
         scroll_top = page.eval_on_selector("#log", "box => box.scrollTop")
         page.wait_for_timeout(500)
         assert page.eval_on_selector("#log", "box => box.scrollTop") == scroll_top  # stays where the user is
@@ -156,19 +156,19 @@ def test_it_tails_filters_pauses_and_resumes_a_flooding_log(
         page.wait_for_selector("#jump-bottom", state="hidden")
         assert page.is_checked("#follow")
         page.wait_for_function(
-            "(() => { const box = document.querySelector('#log');"
+            "() => (() => { const box = document.querySelector('#log');"
             " return box.scrollHeight - box.scrollTop - box.clientHeight < 17; })()"
         )
         before = _count(page, "#line-count")
-        page.wait_for_function(f"Number(document.querySelector('#line-count').textContent) > {before + 200}")
+        page.wait_for_function(f"() => Number(document.querySelector('#line-count').textContent) > {before + 200}")
         page.wait_for_function(
-            "(() => { const box = document.querySelector('#log');"
+            "() => (() => { const box = document.querySelector('#log');"
             " return box.scrollHeight - box.scrollTop - box.clientHeight < 17; })()"
         )
 
         # The live facts: the current phase, the last Decode batch, its chart and the config's custom metric.
         page.wait_for_function(
-            "document.querySelector('#decode-facts [data-fact=gen_throughput]').textContent.includes('tok/s')",
+            "() => document.querySelector('#decode-facts [data-fact=gen_throughput]').textContent.includes('tok/s')",
             timeout=30_000,
         )
         assert float(page.inner_text("#decode-facts [data-fact=accept_len]")) > 1
@@ -246,7 +246,7 @@ def test_it_jumps_to_the_failure_and_errors_in_a_large_stored_log(browser_user, 
         assert page.inner_text("#decode-facts [data-fact=accept_len]") == "2.10"
         assert page.inner_text("#metric-facts li[data-metric=verify_ms] .metric-value") == "18.4"
 
-        page.wait_for_function(f"document.querySelector('#line-count').textContent === '{total}'", timeout=30_000)
+        page.wait_for_function(f"() => document.querySelector('#line-count').textContent === '{total}'", timeout=30_000)
         assert page.locator("#log .line").count() < 150
         rows = _visible_rows(page)
         assert rows[-1][0] == total  # following: the end of the log
@@ -275,7 +275,7 @@ def test_it_jumps_to_the_failure_and_errors_in_a_large_stored_log(browser_user, 
 
         # Filtering 200,000 lines stays responsive and finds the one OOM line, numbered as in the log.
         page.fill("#log-filter", "out of memory")
-        page.wait_for_function("document.querySelector('#match-count').textContent === ' · 1 matching'")
+        page.wait_for_function("() => document.querySelector('#match-count').textContent === ' · 1 matching'")
         assert _visible_rows(page) == [[failure_at + 5, TRACEBACK[5]]]
         page.fill("#log-filter", "no line says this")
         page.wait_for_selector("#log .log-empty")

@@ -70,7 +70,7 @@ def test_it_folds_metrics_scrapes_live_and_on_load_without_losing_a_line(
         log_in(page)
         started = time.monotonic()
         page.goto(f"{live_web}/runs/{run.pk}/")
-        page.wait_for_function(f"document.querySelector('#line-count').textContent === '{total}'", timeout=30_000)
+        page.wait_for_function(f"() => document.querySelector('#line-count').textContent === '{total}'", timeout=30_000)
         loaded_s = time.monotonic() - started
 
         # Folded: one row per Decode line and one per run of scrapes; the 500 splits the first run into a lone
@@ -94,15 +94,15 @@ def test_it_folds_metrics_scrapes_live_and_on_load_without_losing_a_line(
         # The filter finds every scrape, one row each, numbered as in the log.
         page.fill("#log-filter", "GET /metrics")
         page.wait_for_function(
-            f"document.querySelector('#match-count').textContent === ' · {BLOCKS * PER_BLOCK} matching'",
+            f"() => document.querySelector('#match-count').textContent === ' · {BLOCKS * PER_BLOCK} matching'",
             timeout=30_000,
         )
         assert page.locator("#log .log-fold").count() == 0
         page.fill("#log-filter", " 500 ")
-        page.wait_for_function("document.querySelector('#match-count').textContent === ' · 1 matching'")
+        page.wait_for_function("() => document.querySelector('#match-count').textContent === ' · 1 matching'")
         assert _visible_rows(page) == [[4, lines[3]]]
         page.fill("#log-filter", "")
-        page.wait_for_function("document.querySelector('#match-count').hidden")
+        page.wait_for_function("() => document.querySelector('#match-count').hidden")
 
         # A permalink to a folded line opens its fold and marks the line.
         inside = 2 * (PER_BLOCK + 1) + 7
@@ -112,12 +112,12 @@ def test_it_folds_metrics_scrapes_live_and_on_load_without_losing_a_line(
 
         # Live: more scrapes join the last fold as they arrive; nothing is drawn one scrape a row.
         page.goto(f"{live_web}/runs/{run.pk}/")
-        page.wait_for_function(f"document.querySelector('#line-count').textContent === '{total}'", timeout=30_000)
+        page.wait_for_function(f"() => document.querySelector('#line-count').textContent === '{total}'", timeout=30_000)
         more = [SCRAPE.format(port=50000 + i) for i in range(10)]
         LogChunk.objects.create(run=run, first_line=total + 1, line_count=len(more), text="\n".join(more))
         Run.objects.filter(pk=run.pk).update(log_lines=F("log_lines") + len(more), heartbeat_at=timezone.now())
         page.wait_for_function(
-            f"document.querySelector('#line-count').textContent === '{total + len(more)}'", timeout=15_000
+            f"() => document.querySelector('#line-count').textContent === '{total + len(more)}'", timeout=15_000
         )
         page.wait_for_selector(f"#log .log-fold[data-n='{total + len(more)}']")
         assert page.locator("#log .log-fold").last.inner_text().startswith(f"▸ {PER_BLOCK + 10} /metrics scrapes")

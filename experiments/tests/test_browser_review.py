@@ -266,7 +266,7 @@ def test_it_finds_notes_and_compares_experiments_in_the_browser(log_in, live_web
         page.wait_for_url("**host=second-host**")
         assert page.locator("#experiments tbody tr").count() == 1
         page.click("#copy-view")
-        page.wait_for_function("document.querySelector('#copy-view-status').textContent !== ''")
+        page.wait_for_function("() => document.querySelector('#copy-view-status').textContent !== ''")
 
         # Compare: a config of one experiment with a config of another, added from the suggestions.
         page.goto(f"{live_web}{first.get_absolute_url()}")
@@ -290,7 +290,7 @@ def test_it_moves_through_the_log_with_keyboard_shortcuts(log_in, live_web, brow
     try:
         log_in(page)
         page.goto(f"{live_web}{run.get_absolute_url()}")
-        page.wait_for_function(f"document.querySelector('#line-count').textContent === '{len(LOG)}'")
+        page.wait_for_function(f"() => document.querySelector('#line-count').textContent === '{len(LOG)}'")
         page.wait_for_selector("#next-error:not([disabled])")
 
         page.keyboard.press("?")
@@ -309,7 +309,7 @@ def test_it_moves_through_the_log_with_keyboard_shortcuts(log_in, live_web, brow
         page.wait_for_selector("#log .line.target-line[data-n='80']")
 
         page.keyboard.press("Shift+G")
-        page.wait_for_function("document.querySelector('#follow').checked")
+        page.wait_for_function("() => document.querySelector('#follow').checked")
         page.wait_for_selector(f"#log .line[data-n='{len(LOG)}']")
 
         page.keyboard.press("/")

@@ -173,9 +173,9 @@ def test_it_extends_the_server_metrics_chart_while_the_run_benchmarks_folded_or_
         page.wait_for_selector('#server-metrics-chart[data-streamed="3"]', state="attached", timeout=15_000)
         page.locator("#server-metrics > summary").click()
         page.wait_for_selector("#server-metrics-chart[data-drawn] .main-svg", timeout=30_000)
-        page.wait_for_function(f"{points} && {points}.length === 6", timeout=15_000)
+        page.wait_for_function(f"() => {points} && {points}.length === 6", timeout=15_000)
         stream_off_this_thread(4)  # open: drawn at once
-        page.wait_for_function(f"{points}.length === 9", timeout=15_000)
+        page.wait_for_function(f"() => {points}.length === 9", timeout=15_000)
 
         # The socket drops, and samples are stored while it is down (their broadcast reaches no one): the page
         # resumes after the newest sample it has and gets them, then the live ones, each once.
@@ -183,7 +183,7 @@ def test_it_extends_the_server_metrics_chart_while_the_run_benchmarks_folded_or_
         stream_off_this_thread(7, broadcast_them=False)
         page.wait_for_selector("body[data-live=on]", timeout=15_000)
         stream_off_this_thread(10)
-        page.wait_for_function(f"{points}.length === 15", timeout=15_000)
+        page.wait_for_function(f"() => {points}.length === 15", timeout=15_000)
         assert page.evaluate(points) == list(range(-2, 13))  # running requests, in order, each once
     finally:
         page.close()
@@ -230,7 +230,7 @@ def test_it_hands_a_profile_trace_to_perfetto_in_the_browser_and_nowhere_else(br
         with context.expect_page() as opened:
             page.click("button.open-perfetto")
         perfetto = opened.value
-        perfetto.wait_for_function("window.received !== null", timeout=30_000)
+        perfetto.wait_for_function("() => window.received !== null", timeout=30_000)
         received = perfetto.evaluate("window.received")
 
         assert bytes(received["bytes"]) == trace  # the stored trace, byte for byte, gzip and all

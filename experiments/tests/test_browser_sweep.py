@@ -79,7 +79,7 @@ def test_it_shows_a_sweeps_errors_at_preview_and_at_submit(log_in, live_web, bro
     page.fill("#id_sweep-speculative_eagle_topk", "2")
     page.fill("#id_sweep-speculative_num_draft_tokens", "8")
     page.click("#sweep-preview")
-    page.wait_for_function("document.querySelector('#sweep-errors').textContent.includes('No valid candidate')")
+    page.wait_for_function("() => document.querySelector('#sweep-errors').textContent.includes('No valid candidate')")
     assert _rows(page, "sweep-skipped") == ["s1-k2-d8\t8 draft tokens are more than the draft tree holds: at steps 1 "
                                              "and topk 2 it has 2 nodes and SGLang verifies draft tokens - 1 of them, "
                                              "so at most 3"]  # fmt: skip

@@ -289,12 +289,12 @@ def test_it_throttles_no_session_login_of_tests_nor_api_tokens(client, login_use
 def test_it_sends_the_security_headers_on_every_page(owner_client, path):
     response = owner_client.get(path)
 
-    # Enforced in production mode (dashboard/tests/test_settings.py boots it), reported elsewhere.
-    assert "Content-Security-Policy" not in response
+    # Enforced in every mode (production: dashboard/tests/test_settings.py boots it), never only reported.
+    assert "Content-Security-Policy-Report-Only" not in response
     # django-csp writes the directives in no fixed order, so compare them as a mapping.
-    header = response["Content-Security-Policy-Report-Only"]
+    header = response["Content-Security-Policy"]
     policy = dict(directive.strip().split(" ", 1) for directive in header.split(";") if directive.strip())
-    assert policy["default-src"] == "'self'" and policy["script-src"] == "'self'"
+    assert policy["default-src"] == "'self'" and policy["script-src"] == "'self'"  # no 'unsafe-eval', no inline
     assert policy["frame-ancestors"] == "'none'" and policy["object-src"] == "'none'"
     assert response["X-Content-Type-Options"] == "nosniff"
     assert response["X-Frame-Options"] == "DENY"

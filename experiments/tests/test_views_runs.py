@@ -196,7 +196,7 @@ def test_it_shows_a_failure_that_arrives_live_with_its_remedies_and_the_servers_
     page.add_init_script(KEEP_SOCKETS)
     log_in(page)
     page.goto(f"{live_web}/runs/{run.pk}/")
-    page.wait_for_function("document.body.dataset.live === 'on'")
+    page.wait_for_function("() => document.body.dataset.live === 'on'")
     assert page.is_hidden("#failure") and page.inner_text("#server-facts [data-server=draft_progress]") == "—"
 
     # The run fails while the page is open; the reconnecting page gets the state as a live page would.

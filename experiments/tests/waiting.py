@@ -1,5 +1,9 @@
 """Waiting in end-to-end and browser tests: for the event a test needs (a state in the database, a row), polled
-with a bound that says what was awaited when it expires, never a fixed sleep."""
+with a bound that says what was awaited when it expires, never a fixed sleep.
+
+In a page, Playwright's `wait_for_function` takes a function's text (`"() => ..."`), never a bare expression: it
+evaluates an expression anew with the page's `eval` at each poll, which the pages' enforced policy refuses (no
+'unsafe-eval'), while a function is evaluated once, from the debugging protocol, which the policy does not govern."""
 
 from __future__ import annotations
 
