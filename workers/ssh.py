@@ -139,9 +139,10 @@ class HostConnection:
         body = f"{setup}\n{command}" if setup else command
         return "exec bash -c " + shlex.quote(body)
 
-    async def run(self, command: str, *, timeout: float | None = 60.0) -> CommandResult:
+    async def run(self, command: str, *, timeout: float | None = 60.0, input: str | None = None) -> CommandResult:
+        """`input`: the command's standard input (closed after it); None: none."""
         try:
-            result = await asyncio.wait_for(self._conn.run(self.script(command), check=False), timeout)
+            result = await asyncio.wait_for(self._conn.run(self.script(command), check=False, input=input), timeout)
         except TimeoutError as exc:
             raise SSHError(f"Command timed out after {timeout} s on {self.access.name}: {command[:200]}") from exc
         except (OSError, asyncssh.Error) as exc:

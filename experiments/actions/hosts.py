@@ -12,7 +12,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnreachable
 
 from experiments.actions import dispatch
-from experiments.rules import launch_policy
+from experiments.rules import secrets
 
 from ..models import AuditEvent, Host, Run, SshKey
 from .audit import Actor, record_event
@@ -42,7 +42,7 @@ def _audited(host: Host, field: str) -> Any:
     """A field's value as the audit keeps it: the default environment with its secrets masked (the host's history
     is shown to every member)."""
     value = getattr(host, field)
-    return launch_policy.masked(value or {}) if field == "default_env" else value
+    return secrets.shown(value or {}) if field == "default_env" else value
 
 
 MODEL_LISTING_COOLDOWN = timedelta(seconds=30)

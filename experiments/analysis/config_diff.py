@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.rules import launch_policy
+from experiments.rules import secrets
 
 # The config fields compared side by side, with their labels; the name is the column header.
 CONFIG_FIELDS = (
@@ -67,7 +67,7 @@ def _config_text(config: Any, name: str) -> str:
     if name == "extra_args":
         return " ".join(str(arg) for arg in value)
     if name == "env":  # shown to every reader of a page: secret-looking values masked
-        return " ".join(f"{key}={val}" for key, val in sorted(launch_policy.masked(value).items()))
+        return " ".join(f"{key}={val}" for key, val in sorted(secrets.shown(value).items()))
     if isinstance(value, dict | list):
         return json.dumps(value, sort_keys=True)
     return str(value)

@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from django.utils.timesince import timesince
 
 from experiments.analysis.explanations import MODEL_METRICS
-from experiments.rules import launch_policy, log_metrics, server_flags
+from experiments.rules import launch_policy, log_metrics, secrets, server_flags
 
 from ..models import Host, ServerConfig
 from .values import (
@@ -314,14 +314,14 @@ class ServerConfigForm(forms.ModelForm):
         source = data.get("source_config")
         stored_env = (source.env or {}) if source is not None else {}
         for name, value in env.items():
-            if value != launch_policy.SECRET_MASK or not launch_policy.SECRET_NAME.search(name):
-                continue
+            if isinstance(value, secrets.SecretValue) or value != secrets.MASK or not secrets.is_secret_name(name):
+                continue  # a stored secret handed over by the server (a config given by id) is its own value
             if name in stored_env:
                 env[name] = stored_env[name]
             else:
                 self._conflict(
                     "env_text",
-                    f"{name} shows {launch_policy.SECRET_MASK}: type its value (secrets are never shown, and this "
+                    f"{name} shows {secrets.MASK}: type its value (secrets are never shown, and this "
                     "config was not loaded from one that has it).",
                 )
 

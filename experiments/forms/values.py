@@ -114,7 +114,8 @@ def check_env(env: Any, extra_prefixes: Iterable[str] = ()) -> dict[str, str]:
     if not isinstance(env, dict):
         raise ValidationError("The environment must be an object of NAME -> value.")
     _check_env_policy(env, extra_prefixes)
-    return {name: str(value) for name, value in env.items()}
+    # A stored secret (a config given by id) stays a SecretValue: str() of it would be the mask.
+    return {name: value if isinstance(value, str) else str(value) for name, value in env.items()}
 
 
 def format_env(env: dict[str, str]) -> str:

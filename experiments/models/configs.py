@@ -12,10 +12,11 @@ from django.utils import timezone
 
 from experiments.analysis import slo
 from experiments.formats.prompt_sampling import SampledPrompt
-from experiments.rules import headroom, model_checks
+from experiments.rules import headroom, model_checks, secrets
 
 from .prompt_store import load_sample
 from .run_states import TERMINAL_STATES
+from .secret_env import SecretEnvField
 
 # Flags that specdash itself sets from the config's fields; `extra_args` may not repeat them, or the
 # stored config would lie about what ran.
@@ -66,7 +67,7 @@ class ServerConfig(models.Model):
     speculative_num_draft_tokens = models.PositiveIntegerField(null=True, blank=True)
     tp_size = models.PositiveIntegerField(default=1)
     extra_args = models.JSONField(default=list, blank=True)
-    env = models.JSONField(default=dict, blank=True)
+    env = SecretEnvField(default=dict, blank=True)
     expect = models.JSONField(default=dict, blank=True)
     log_metrics = models.JSONField(default=dict, blank=True)
     content_hash = models.CharField(max_length=64, db_index=True, editable=False)
@@ -140,7 +141,8 @@ class ServerConfig(models.Model):
         return {field: getattr(self, field) for field in self.LAUNCH_FIELDS}
 
     def compute_hash(self) -> str:
-        spec = self.launch_spec()
+        # The secrets' values, not their masks: two configs that differ only in a token are two launches.
+        spec = {**self.launch_spec(), "env": secrets.revealed(self.env)}
         if self.adaptive_schedule_id is not None:
             spec["adaptive_schedule"] = self.adaptive_schedule.digest  # type: ignore[union-attr]
         canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))

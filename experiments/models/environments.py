@@ -9,7 +9,7 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
-from experiments.rules import launch_policy
+from experiments.rules import secrets
 
 from ..analysis.environment import checkout_detail, facts
 from .runs import Run
@@ -73,7 +73,7 @@ class RunEnvironment(models.Model):
 
     def env_rows(self) -> list[dict[str, Any]]:
         """Every variable launched or received: its value at launch, as the server received it, and whence."""
-        launched = launch_policy.masked(self.launch_env)
+        launched = secrets.shown(self.launch_env)
         received = self.server_env
         host_names = set(self.host_env_names)
         rows = []
@@ -95,7 +95,7 @@ class RunEnvironment(models.Model):
             "fingerprint": self.fingerprint,
             "read_at": self.read_at.isoformat() if self.read_at else None,
             "read_error": self.read_error,
-            "launch_env": launch_policy.masked(self.launch_env),
+            "launch_env": secrets.shown(self.launch_env),
             "host_env_names": self.host_env_names,
             "server_env": self.server_env,
             "processes": self.processes,

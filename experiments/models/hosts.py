@@ -12,7 +12,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.utils import timezone
 
-from experiments.rules import server_flags
+from experiments.rules import secrets, server_flags
+
+from .secret_env import SecretEnvField
 
 # A file directly inside SPECDASH_SSH_KEY_DIR on the workers: no path, no hidden file, no shell metacharacter.
 KEY_FILE_NAME = RegexValidator(
@@ -140,7 +142,7 @@ class Host(models.Model):
     extra_flags = models.JSONField(default=list, blank=True)
     # Variables every server on this host gets (the NCCL settings teams keep in their shell profile), held to the
     # same launch policy as a config's env; a config's own value of a name wins (admins only).
-    default_env = models.JSONField(default=dict, blank=True)
+    default_env = SecretEnvField(default=dict, blank=True)
     is_dirty = models.BooleanField(default=False)
     dirty_reason = models.TextField(blank=True)
     # The host lock: set with a conditional UPDATE by the worker that claims a run, cleared after teardown.
@@ -201,5 +203,6 @@ class Host(models.Model):
         return float(settings.SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY)
 
     def effective_env(self, config_env: dict[str, str]) -> dict[str, str]:
-        """The environment a server of a config with `config_env` gets here: the host's defaults, then the config's."""
-        return {**(self.default_env or {}), **(config_env or {})}
+        """The environment a server of a config with `config_env` gets here: the host's defaults, then the config's
+        (secrets stay `SecretValue`s)."""
+        return secrets.hidden({**(self.default_env or {}), **(config_env or {})})

@@ -25,7 +25,7 @@ from experiments.forms.profiles import BenchmarkProfileForm
 from experiments.forms.submission import profile_form_data
 from experiments.forms.values import format_env
 from experiments.models import BenchmarkProfile, Experiment, Measurement, Run, ServerConfig, ServerConfigQuerySet
-from experiments.rules import config_names, launch_policy
+from experiments.rules import config_names, secrets
 
 # A search box's text is a name, a path or a hash prefix: anything longer is a paste gone wrong.
 MAX_QUERY = 200
@@ -77,9 +77,9 @@ def config_initial(config: ServerConfig) -> dict[str, Any]:
     # form takes them back from `source_config` (ServerConfigForm.clean).
     return {
         **config.launch_spec(),
-        "env": launch_policy.masked(config.env or {}),
+        "env": secrets.shown(config.env or {}),
         "name": config.name,
-        "env_text": format_env(launch_policy.masked(env)),
+        "env_text": format_env(secrets.shown(env)),
         "extra_args_text": shlex.join(config.extra_args),
         "profile_eagle3": profiled,
         "expect": config.expect,

@@ -19,7 +19,7 @@ from experiments.models import (
     RunEnvironment,
     ServerMetricSample,
 )
-from experiments.rules import launch_policy
+from experiments.rules import secrets
 
 
 def _environment(run: Run) -> RunEnvironment | None:
@@ -40,7 +40,7 @@ def snapshot(run: Run, *, source: str = "server", environment: RunEnvironment | 
     if env is None:
         env = environment.launch_env if environment is not None and environment.read_at else dict(run.config.env)
     fingerprint = environment.fingerprint if environment is not None else {}
-    return Snapshot(fingerprint, launch_policy.masked(env), f"run {run.pk}")
+    return Snapshot(fingerprint, secrets.shown(env), f"run {run.pk}")
 
 
 def diff_runs(before: Run, after: Run) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import secrets
 from .launch_env import ENGINE_ENV_NAMESPACES, ENV_RULES
 from .launch_flags import FLAG_RULES, HOST_FLAG_RULES, NEVER_FLAGS
 from .launch_values import Rule
@@ -44,18 +45,9 @@ NEVER_ENV_NAMES = frozenset(
 # (SIMHOST_STATE_DIR): the admin allowed knobs, not paths.
 _PATH_LIKE = re.compile(r"PLUGIN|INJECTION|PRELOAD|LIBRAR|FLAGS|PACKAGE|_(PATHS?|FILES?|FILENAME|DIRS?|HOME|ROOT)\Z")
 
-# Values of such names (HF_TOKEN, ...) are shown as SECRET_MASK on pages and in the API: every member reads them.
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|ACCESS_KEY|PRIVATE", re.IGNORECASE)
-SECRET_MASK = "(hidden)"
-
 MAX_ENV_VARS = 64
 MAX_ENV_NAME_LENGTH = 128
 MAX_ENV_VALUE_LENGTH = 4096  # a long NCCL_IB_HCA list is ~200 characters; a token is ~100
-
-
-def masked(env: Mapping[str, Any]) -> dict[str, str]:
-    """`env` to show: values of secret-looking names replaced by SECRET_MASK."""
-    return {str(name): SECRET_MASK if SECRET_NAME.search(str(name)) else str(value) for name, value in env.items()}
 
 
 def _host_prefixes(extra_prefixes: Iterable[str]) -> tuple[str, ...]:
@@ -100,6 +92,7 @@ def env_name_refusal(name: str, extra_prefixes: Iterable[str] = ()) -> str | Non
 
 
 def env_value_refusal(name: str, value: Any) -> str | None:
+    value = secrets.reveal(value)  # a stored secret is checked by its value, as it was when it was typed
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return f"The value of {name} must be a string"
     text = str(value)

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from experiments.rules import secrets
 from experiments.rules.launch_policy import CONTROL_CHARS, ENV_NAME, NUMBER_BOUNDS
 
 STEPS, TOPK, DRAFT = "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"
@@ -188,6 +189,8 @@ def parse_varied(value: Any, field: str, kind: str) -> Varied:
             raise SweepError(field, f"{str(name)[:40]!r} is not a valid {_what(kind)} name (like {example}).")
         if any(name == other for other, _ in varied):
             raise SweepError(field, f"{name} is given twice.")
+        if kind == "env" and secrets.is_secret_name(name):  # swept values name the candidates: every member reads them
+            raise SweepError(field, f"{name} holds a secret: set it on the base config, not as a swept value.")
         varied.append((name, _values(values, name, field, kind)))
     return tuple(varied)
 

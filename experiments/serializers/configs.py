@@ -15,7 +15,7 @@ from experiments.reads.config_history import (
     profile_initial,
     version_names,
 )
-from experiments.rules import launch_policy
+from experiments.rules import secrets
 
 
 def config_json(config: ServerConfig) -> dict[str, Any]:
@@ -28,7 +28,7 @@ def config_json(config: ServerConfig) -> dict[str, Any]:
         "content_hash": config.content_hash,
         "short_hash": config.short_hash,
         **spec,
-        "env": launch_policy.masked(spec.get("env") or {}),
+        "env": secrets.shown(spec.get("env") or {}),
         "derived_from": config.derived_from_id,
         "created_at": config.created_at.isoformat(),
         "url": reverse("config_detail", args=[config.pk]),

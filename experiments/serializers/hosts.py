@@ -7,7 +7,7 @@ from typing import Any
 from experiments.models import (
     Host,
 )
-from experiments.rules import launch_policy
+from experiments.rules import secrets
 
 
 def host_json(h: Host) -> dict[str, Any]:
@@ -20,7 +20,7 @@ def host_json(h: Host) -> dict[str, Any]:
         "key_name": h.key_name,
         "extra_env_prefixes": h.extra_env_prefixes,
         "extra_flags": h.extra_flags,
-        "default_env": launch_policy.masked(h.default_env or {}),
+        "default_env": secrets.shown(h.default_env or {}),
         "work_dir": h.work_dir,
         "models_root": h.models_root,
         "launcher": h.launcher,

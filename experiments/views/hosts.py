@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from experiments.actions import dispatch
 from experiments.reads.queueing import host_queues
-from experiments.rules import launch_policy
+from experiments.rules import secrets
 
 from ..actions.audit import Actor
 from ..actions.hosts import (
@@ -41,7 +41,7 @@ def host_list(request: HttpRequest) -> HttpResponse:
 def host_detail(request: HttpRequest, host_id: int) -> HttpResponse:
     host = get_object_or_404(Host.objects.select_related("ssh_key", "active_run"), pk=host_id)
     events = AuditEvent.objects.about(host).select_related("actor")[:100]
-    default_env = launch_policy.masked(host.default_env or {})
+    default_env = secrets.shown(host.default_env or {})
     known = host.known_server_flags()
     context = {
         "host": host,

@@ -13,10 +13,10 @@ import binascii
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from experiments.rules.launch_policy import SECRET_MASK, is_launch_variable, masked
+from experiments.rules.launch_policy import is_launch_variable
+from experiments.rules.secrets import shown
 
 MAX_TITLE = 200
-MASK = SECRET_MASK
 
 
 def group_command(pgid: int) -> str:
@@ -92,4 +92,4 @@ def shown_env(env: dict[str, str], extra_prefixes: Iterable[str] = ()) -> dict[s
     """The variables of `env` a launch may set (the launch policy's names, the host's extra prefixes included),
     secrets masked."""
     extra = tuple(extra_prefixes)
-    return masked({name: value for name, value in sorted(env.items()) if is_launch_variable(name, extra)})
+    return shown({name: value for name, value in sorted(env.items()) if is_launch_variable(name, extra)})

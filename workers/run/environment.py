@@ -8,6 +8,7 @@ import dataclasses
 
 from experiments.actions.environments import do_record_fingerprint, do_record_process_env
 from experiments.actions.hosts import do_read_host_again_for_version
+from experiments.rules import secrets
 
 from ..hostreads import environ, fingerprint
 from ..ssh import SSHError
@@ -19,7 +20,8 @@ FINGERPRINT_TIMEOUT = 120.0  # git on a large checkout, an nvidia-smi waking a G
 async def read_fingerprint(session: RunSession) -> None:
     host, config = session.host, session.config
     env = host.effective_env(config.env)
-    script = fingerprint.script(fingerprint.launcher_python(host.launcher, host.python), env)
+    # No secret on a command line: the probe reads package versions, which no token changes.
+    script = fingerprint.script(fingerprint.launcher_python(host.launcher, host.python), secrets.public(env))
     found, error = {}, ""
     try:
         result = await session.require_conn().run(script, timeout=FINGERPRINT_TIMEOUT)

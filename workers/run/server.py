@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import shlex
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from experiments.models import MANAGED_FLAGS
-from experiments.rules import launch_policy, model_paths
+from experiments.rules import launch_policy, model_paths, secrets
 
 from .. import sglang
 from ..hostreads import environ
@@ -44,9 +45,10 @@ def launch_command(
 ) -> str:
     """The shell command that starts `config`'s server on `host`: every value one quoted word. Raises ValueError
     for a config that breaks the launch policy (preflight reports that as a failure before this is reached).
-    `for_display`: the same command with secret-looking values masked, as the run page shows it to every reader
-    (the real one is never stored). `adaptive_config`: the path on the host of the config's adaptive schedule
-    (`adaptive.install`)."""
+    The command holds no secret: each one is passed on standard input (`launch_secrets`, `start`) and shows here
+    as its name only, so the host's process list, the run page and the worker's log never show a value.
+    `for_display`: the command as the run page shows it (the names of the secrets the server is given).
+    `adaptive_config`: the path on the host of the config's adaptive schedule (`adaptive.install`)."""
     refusals = launch_refusals(host, config)
     if refusals:
         raise ValueError("; ".join(refusals))
@@ -57,24 +59,48 @@ def launch_command(
     ]
     # PYTHONUNBUFFERED: uvicorn's access lines go to stdout, block-buffered when redirected to a file.
     env = {"PYTHONUNBUFFERED": "1", **host.effective_env(config.env)}
-    if for_display:
-        env = launch_policy.masked(env)
-    return quote_command(["env", *env_assignments(env), *argv])
+    command = quote_command(["env", *env_assignments(secrets.public(env)), *argv])
+    given = sorted(secrets.secret_part(env))
+    if for_display and given:
+        return f"{command}  # and on standard input: {' '.join(given)}"
+    return command
 
 
-async def start(conn: HostConnection, work_dir: str, command: str, log_path: str) -> tuple[int, int] | str:
-    """Start `command` detached in `work_dir`, stdout and stderr to `log_path`: (pid, pgid), or why it failed."""
+def launch_secrets(host: Host, config: ServerConfig) -> dict[str, str]:
+    """The secrets `launch_command` leaves out, with their values: what `start` writes to the launch's stdin."""
+    return secrets.secret_part(host.effective_env(config.env))
+
+
+# Reads NAME=VALUE lines from standard input, up to an empty one, and exports each: `export` is a shell builtin, so
+# no process is started with a value in its argv, and "$line" is one word, never expanded. Names were checked by the
+# launch policy (and again here: a line that is not NAME=... is refused), values hold no newline or control
+# character. The empty line ends it even when there is no secret (SSH sends no end of input after nothing).
+_EXPORT_STDIN = (
+    'while IFS= read -r line && [ -n "$line" ]; do case "${line%%=*}" in ""|*[!A-Za-z0-9_]*) exit 97;; esac; '
+    'export -- "$line" || exit 97; done'
+)
+
+
+async def start(
+    conn: HostConnection, work_dir: str, command: str, log_path: str, given: Mapping[str, str] | None = None
+) -> tuple[int, int] | str:
+    """Start `command` detached in `work_dir`, stdout and stderr to `log_path`: (pid, pgid), or why it failed.
+    `given`: secrets for the server's environment, sent on the command's standard input (never in its text)."""
     # The group is read once the child has called setsid(): read at once, a loaded host could still show the
     # launching shell's group, which ends with this command; the run would then think its server gone, tear down
     # the wrong group and leave the real one holding GPU memory. Bounded (5 s), and a child already gone ends it.
+    lines = "".join(f"{name}={value}\n" for name, value in (given or {}).items()) + "\n"
     started = await conn.run(
-        f"cd -- {shlex.quote(work_dir)} && "
+        f"{_EXPORT_STDIN}; cd -- {shlex.quote(work_dir)} && "
         f"{{ setsid {command} > {shlex.quote(log_path)} 2>&1 < /dev/null & }} && pid=$! && "
         'for _ in $(seq 50); do pg=$(ps -o pgid= -p "$pid" | tr -d " "); '
-        '{ [ -z "$pg" ] || [ "$pg" = "$pid" ]; } && break; sleep 0.1; done; echo "$pid $pg"'
+        '{ [ -z "$pg" ] || [ "$pg" = "$pid" ]; } && break; sleep 0.1; done; echo "$pid $pg"',
+        input=lines,
     )
     words = started.stdout.strip().splitlines()[-1].split() if started.stdout.strip() else []
     if not started.ok or not words or not words[0].isdigit():
+        if started.exit_status == 97:
+            return "a secret's name or value could not be passed to the server's environment"
         return started.stderr_tail()
     pid = int(words[0])
     # setsid makes the child its own group's leader; a child gone before it was read is that group too.

@@ -28,12 +28,14 @@ async def launch(session: RunSession) -> None:
     schedule = await adaptive.install(conn, session.work_dir, session.run.pk, session.config.adaptive_schedule_id)
     command = server.launch_command(session.host, session.config, adaptive_config=schedule)
     await benchmark.install_client(conn, session.work_dir)
-    # Secrets masked.
+    # The secrets' names only (their values are on the launch's stdin).
     shown = server.launch_command(session.host, session.config, for_display=True, adaptive_config=schedule)
     await session.advance(
         Run.State.LAUNCHING, server_port=session.host.server_port, log_path=log_path, launch_command=shown
     )
-    started = await server.start(conn, session.work_dir, command, log_path)
+    started = await server.start(
+        conn, session.work_dir, command, log_path, server.launch_secrets(session.host, session.config)
+    )
     if isinstance(started, str):
         raise RunFailed(Run.FailureKind.PREFLIGHT, f"Could not start the server: {started}")
     pid, pgid = started

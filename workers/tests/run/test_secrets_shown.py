@@ -8,9 +8,9 @@ import pytest
 
 from experiments.models import Experiment, Host, Run
 from experiments.reads.config_history import config_box_values, profile_initial
-from experiments.rules.launch_policy import SECRET_MASK
+from experiments.rules.secrets import MASK
 from experiments.tests.factories import make_config, make_eagle_config, make_experiment, make_host, make_profile
-from workers.run.server import launch_command
+from workers.run.server import launch_command, launch_secrets
 
 pytestmark = pytest.mark.django_db
 
@@ -38,16 +38,16 @@ def test_a_viewer_never_sees_a_configs_secret(client, viewer):
 
     for where, content in pages.items():
         assert TOKEN not in content, where
-    assert SECRET_MASK in pages["config json"] and "NCCL_PROTO" in pages["config json"]
-    assert SECRET_MASK in pages["run page"]  # the launch command shows the name, not the value
+    assert MASK in pages["config json"] and "NCCL_PROTO" in pages["config json"]
+    assert "on standard input: HF_TOKEN" in pages["run page"]  # the launch command names the secret, no value
 
 
-def test_the_command_that_runs_keeps_the_secret():
+def test_the_command_that_runs_leaves_the_secret_to_its_standard_input():
     config = make_eagle_config(env={"HF_TOKEN": TOKEN})
     host = Host(name="gpu", launcher="python -m sglang.launch_server", server_port=30000, models_root="/models")
 
-    assert f"HF_TOKEN={TOKEN}" in launch_command(host, config)
-    assert TOKEN not in launch_command(host, config, for_display=True)
+    assert TOKEN not in launch_command(host, config) and TOKEN not in launch_command(host, config, for_display=True)
+    assert launch_secrets(host, config) == {"HF_TOKEN": TOKEN}  # handed to the server on standard input
 
 
 def test_duplicate_and_edit_and_the_pickers_show_the_secret_masked(client, member):
@@ -66,7 +66,7 @@ def test_duplicate_and_edit_and_the_pickers_show_the_secret_masked(client, membe
     for where, response in pages.items():
         assert response.status_code == 200, where
         assert TOKEN not in response.content.decode(), where
-    assert f"HF_TOKEN={SECRET_MASK}" in pages["duplicate config"].content.decode()
+    assert f"HF_TOKEN={MASK}" in pages["duplicate config"].content.decode()
 
 
 def _post(host, blocks: dict, name: str) -> dict:
@@ -81,7 +81,7 @@ def test_a_masked_secret_submitted_from_a_loaded_config_launches_the_stored_valu
     host = make_host()
     stored = make_eagle_config(name="eagle3", env={"HF_TOKEN": TOKEN})
     blocks = {"baseline": config_box_values(make_config(name="baseline")), "cand-0": config_box_values(stored)}
-    assert blocks["cand-0"]["env_text"] == f"HF_TOKEN={SECRET_MASK}"
+    assert blocks["cand-0"]["env_text"] == f"HF_TOKEN={MASK}"
     client.force_login(member)
 
     response = client.post("/experiments/new/", _post(host, blocks, "unchanged"))
@@ -91,7 +91,7 @@ def test_a_masked_secret_submitted_from_a_loaded_config_launches_the_stored_valu
     assert candidate == stored and candidate.env == {"HF_TOKEN": TOKEN}
 
     # Changed, the new version keeps the secret; the mask never becomes a value.
-    blocks["cand-0"] = {**blocks["cand-0"], "name": "eagle3 v2", "env_text": f"HF_TOKEN={SECRET_MASK}\nNCCL_PROTO=LL"}
+    blocks["cand-0"] = {**blocks["cand-0"], "name": "eagle3 v2", "env_text": f"HF_TOKEN={MASK}\nNCCL_PROTO=LL"}
     client.post("/experiments/new/", _post(host, blocks, "changed"))
     (version,) = Experiment.objects.get(name="changed").ordered_candidates()
     assert version.env == {"HF_TOKEN": TOKEN, "NCCL_PROTO": "LL"} and version.derived_from == stored
@@ -101,7 +101,7 @@ def test_a_mask_without_a_source_that_has_the_secret_is_refused(client, member):
     host = make_host()
     blocks = {
         "baseline": config_box_values(make_config(name="baseline")),
-        "cand-0": {**config_box_values(make_eagle_config(name="plain")), "env_text": f"HF_TOKEN={SECRET_MASK}"},
+        "cand-0": {**config_box_values(make_eagle_config(name="plain")), "env_text": f"HF_TOKEN={MASK}"},
     }
     client.force_login(member)
 
