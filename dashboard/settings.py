@@ -167,8 +167,9 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "experiment_list"
 LOGOUT_REDIRECT_URL = "login"
 # Login throttling (django-axes): after SPECDASH_LOGIN_FAILURE_LIMIT failed logins for one username from one
-# address, that pair is locked out for SPECDASH_LOGIN_COOLOFF_MINUTES. Only the login form authenticates with a
-# password; the API's bearer tokens and `force_login` never pass through here.
+# address, that pair is locked out for SPECDASH_LOGIN_COOLOFF_MINUTES; after SPECDASH_LOGIN_ACCOUNT_FAILURE_LIMIT
+# for one username from any addresses, the account is (dashboard/login_throttle.py). Only the login form
+# authenticates with a password; the API's bearer tokens and `force_login` never pass through here.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -177,6 +178,10 @@ AXES_ENABLED = _env_bool("SPECDASH_LOGIN_THROTTLE", True)
 AXES_FAILURE_LIMIT = int(os.environ.get("SPECDASH_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("SPECDASH_LOGIN_COOLOFF_MINUTES", "15")))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# Higher than the limit per address: one user mistyping from one place never reaches it; a guess spread over
+# addresses does, after at most this many tries per cool-off.
+SPECDASH_LOGIN_ACCOUNT_FAILURE_LIMIT = int(os.environ.get("SPECDASH_LOGIN_ACCOUNT_FAILURE_LIMIT", "20"))
+AXES_HANDLER = "dashboard.login_throttle.LoginThrottle"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "dashboard.login_throttle.lockout_response"
 # The address is REMOTE_ADDR: behind a proxy, daphne's --proxy-headers sets it from X-Forwarded-For, which the

@@ -7,11 +7,14 @@ import csv
 import io
 import json
 import re
+from datetime import timedelta
 
 import pytest
+from axes.models import AccessAttempt
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from dashboard.asgi import application
@@ -255,6 +258,43 @@ def test_it_locks_out_only_that_username_from_that_address(client, login_user, d
 
     assert _log_in(Client(), "right-pass", address="10.2.2.2").status_code == 302  # alice, elsewhere
     assert _log_in(Client(), "bob-pass", username="bob").status_code == 302  # bob, from the same address
+
+
+@pytest.mark.django_db
+def test_it_locks_an_account_guessed_at_from_many_addresses(login_user, django_user_model, settings):
+    # Each address stays under its own limit; together they pass the account's.
+    assert settings.SPECDASH_LOGIN_ACCOUNT_FAILURE_LIMIT > settings.AXES_FAILURE_LIMIT
+    per_address = settings.AXES_FAILURE_LIMIT - 1
+    django_user_model.objects.create_user("bob", password="bob-pass")
+    addresses = [f"10.9.{n // 250}.{n % 250 + 1}" for n in range(settings.SPECDASH_LOGIN_ACCOUNT_FAILURE_LIMIT)]
+    answers = [
+        _log_in(Client(), "wrong", address=address).status_code
+        for address in addresses[: settings.SPECDASH_LOGIN_ACCOUNT_FAILURE_LIMIT // per_address + 1]
+        for _ in range(per_address)
+    ]
+    tries = settings.SPECDASH_LOGIN_ACCOUNT_FAILURE_LIMIT
+    # The failure that reaches the account's limit is the first answered as a lockout.
+    assert answers[: tries - 1] == [200] * (tries - 1) and set(answers[tries - 1 :]) == {429}
+
+    # The right password, from an address never seen, is refused too, saying why, until the cool-off ends.
+    fresh = _log_in(client := Client(), "right-pass", address="192.0.2.7")
+    assert fresh.status_code == 429 and "_auth_user_id" not in client.session
+    assert "Too many failed logins for this username, from several addresses. Try again in 15 minutes" in (
+        fresh.content.decode()
+    )
+    assert _log_in(Client(), "bob-pass", username="bob", address=addresses[0]).status_code == 302  # others log in
+
+    AccessAttempt.objects.update(attempt_time=timezone.now() - settings.AXES_COOLOFF_TIME - timedelta(seconds=1))
+    assert _log_in(Client(), "right-pass", address="192.0.2.7").status_code == 302
+
+
+@pytest.mark.django_db
+def test_it_keeps_the_account_open_below_its_limit(login_user, settings):
+    # As many failures as the account allows less one, over addresses: the user still logs in, from anywhere.
+    for n in range(settings.SPECDASH_LOGIN_ACCOUNT_FAILURE_LIMIT - 1):
+        assert _log_in(Client(), "wrong", address=f"10.8.0.{n + 1}").status_code == 200
+
+    assert _log_in(Client(), "right-pass", address="192.0.2.8").status_code == 302
 
 
 @pytest.mark.django_db
