@@ -42,7 +42,7 @@ class Study(models.Model):
     baseline = models.ForeignKey(ServerConfig, on_delete=models.PROTECT, related_name="+")
     profile = models.ForeignKey(BenchmarkProfile, on_delete=models.PROTECT)
     # The candidate the space varies, in the API's shape, and the value lists (`sweeps.Sweep` fields).
-    base = models.JSONField()
+    base = models.JSONField()  # secrets as their mask: it names the space; the saved candidates launch
     space = models.JSONField()
     tolerance = models.FloatField(default=0.02, help_text="Within this share of the best, at 95% confidence.")
     max_launches = models.PositiveIntegerField()

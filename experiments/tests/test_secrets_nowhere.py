@@ -20,7 +20,7 @@ from experiments.actions.audit import Actor
 from experiments.actions.notifications import notify_if_experiment_ended
 from experiments.actions.schedules import do_build_experiment_schedule
 from experiments.actions.users import do_set_role
-from experiments.models import AdaptiveSchedule, Run, ServerConfig
+from experiments.models import AdaptiveSchedule, Run, ServerConfig, Study
 from experiments.rules import secrets
 
 from .factories import make_config, make_eagle_config, make_experiment, make_host, make_measurement
@@ -158,6 +158,10 @@ def test_the_database_holds_a_secret_only_where_the_launch_reads_it(world):
     # Schedules' notes, study recommendations and the notification name the settings, masked.
     schedule = AdaptiveSchedule.objects.get(pk=world["values"]["schedule_id"])
     assert any(f"HF_TOKEN={secrets.MASK}" in note for note in schedule.notes), schedule.notes
+    # What another member built on the config (a study's candidates) still launches with its value.
+    study = Study.objects.get(pk=world["values"]["study_id"])
+    launched = [secrets.revealed(c.config.env).get("HF_TOKEN") for c in study.studyconfig_set.select_related("config")]
+    assert launched and set(launched) == {TOKEN}
 
 
 def test_a_stored_secret_is_a_secret_value_in_every_read_and_its_value_only_on_reveal():
