@@ -8,6 +8,7 @@ fails the test however it was written."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
@@ -17,10 +18,11 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from experiments.actions.audit import Actor
-from experiments.actions.notifications import notify_if_experiment_ended
+from experiments.actions.notifications import do_subscribe, notify_if_experiment_ended
 from experiments.actions.schedules import do_build_experiment_schedule
 from experiments.actions.users import do_set_role
-from experiments.models import AdaptiveSchedule, Run, ServerConfig, Study
+from experiments.live.broadcast import run_state_event
+from experiments.models import AdaptiveSchedule, Delivery, Run, ServerConfig, Study, Subscription
 from experiments.rules import secrets
 
 from .factories import make_config, make_eagle_config, make_experiment, make_host, make_measurement
@@ -84,7 +86,10 @@ def world(django_user_model, api) -> dict[str, str]:
     )  # audited as it is made
     assert created.status_code == 201, created.content
     schedule = do_build_experiment_schedule(experiment, actor=Actor(other))
+    for user in (owner, other, viewer):
+        do_subscribe(Subscription(user=user, channel="browser", events=["experiment_finished"]), Actor(user))
     notify_if_experiment_ended(experiment.pk)
+    assert Delivery.objects.count() == 3
 
     sweep = {"base": fast.pk, "speculative_num_steps": [1, 3], "speculative_eagle_topk": [1]}
     preview = api(other, "post", "/api/sweeps/preview", {"host": host.name, "sweep": sweep, "profile": PROFILE})
@@ -99,7 +104,10 @@ def world(django_user_model, api) -> dict[str, str]:
     other_run = Run.objects.filter(experiment=experiment).last()
     return {
         "users": {"owner": owner, "other member": other, "viewer": viewer},
-        "answers": {"sweep preview": preview.content.decode()},
+        "answers": {
+            "sweep preview": preview.content.decode(),
+            **{f"run {r.pk} websocket state": json.dumps(run_state_event(r)) for r in Run.objects.all()},
+        },
         "values": {
             "experiment_id": str(experiment.pk), "run_id": str(run.pk), "other_run_id": str(other_run.pk),
             "other_id": str(other_run.pk), "config_id": str(fast.pk), "host_id": str(host.pk),
