@@ -46,6 +46,8 @@ CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
     "daphne",
+    # Before django.contrib.auth: its `createsuperuser` (which also checks a non-interactive password) is the one run.
+    "dashboard",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -56,7 +58,6 @@ INSTALLED_APPS = [
     # Its templates and static files: the API docs load Swagger UI from this server, not from a CDN.
     "ninja",
     "axes",
-    "dashboard",
     "experiments",
     "workers",
     "dashboard.demo",
@@ -159,9 +160,14 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 
+# Every password a person sets runs these: the admin site's forms, `createsuperuser` (interactive, and from
+# DJANGO_SUPERUSER_PASSWORD: dashboard/management/commands/createsuperuser.py) and `changepassword`. Only the
+# local demo sets its well-known demo/demo directly (dashboard/demo).
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},  # the 20,000 most common
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "experiment_list"
