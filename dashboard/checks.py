@@ -126,6 +126,27 @@ def check_log_batch_gap(app_configs, **kwargs):
     ]
 
 
+@checks.register()
+def check_run_storage_caps(app_configs, **kwargs):
+    # The hosts' own caps are held to these bounds by their form; a default outside them would mean no cap, or one
+    # that stores nothing.
+    from experiments.models.hosts import RUN_LOG_CAP_MIB_BOUNDS, RUN_TRACE_CAP_MIB_BOUNDS
+
+    wanted = {
+        "SPECDASH_RUN_LOG_CAP_MIB": RUN_LOG_CAP_MIB_BOUNDS,
+        "SPECDASH_RUN_TRACE_CAP_MIB": RUN_TRACE_CAP_MIB_BOUNDS,
+    }
+    return [
+        checks.Error(
+            f"{name} is {getattr(settings, name)}.",
+            hint=f"{low}-{high} MiB a run (the most one run may store in the database).",
+            id="specdash.E122",
+        )
+        for name, (low, high) in wanted.items()
+        if not low <= getattr(settings, name) <= high
+    ]
+
+
 REMOVED_SETTINGS = {
     "SPECDASH_LOG_BATCH_SECONDS": "Live log lines are pushed as soon as the batch before them is stored (2026-12-04); "
     "SPECDASH_LOG_BATCH_GAP sets the least time between two batches of a steady stream.",

@@ -298,6 +298,11 @@ SPECDASH_RUN_TIME_LIMIT = int(os.environ.get("SPECDASH_RUN_TIME_LIMIT", str(24 *
 # rank trace (gzipped bytes) fetched and stored; a larger one is refused with a message and the run goes on.
 SPECDASH_PROFILE_STEPS = int(os.environ.get("SPECDASH_PROFILE_STEPS", "24"))
 SPECDASH_PROFILE_TRACE_MAX_BYTES = int(os.environ.get("SPECDASH_PROFILE_TRACE_MAX_BYTES", str(64 * 1024 * 1024)))
+# What one run may store, unless its host sets its own (`Host.run_log_cap_mib`, `run_trace_cap_mib`): MiB of server
+# log text (a healthy run logs a few MiB an hour; a flood past this is cut, the rest left on the host) and MiB of
+# profiler traces (four of the largest rank traces; the rest are left on the host).
+SPECDASH_RUN_LOG_CAP_MIB = int(os.environ.get("SPECDASH_RUN_LOG_CAP_MIB", "64"))
+SPECDASH_RUN_TRACE_CAP_MIB = int(os.environ.get("SPECDASH_RUN_TRACE_CAP_MIB", "256"))
 SPECDASH_GPU_READ_EVERY = float(os.environ.get("SPECDASH_GPU_READ_EVERY", "60"))
 SPECDASH_SCHEDULE_EVERY = float(os.environ.get("SPECDASH_SCHEDULE_EVERY", "60"))
 

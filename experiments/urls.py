@@ -57,6 +57,7 @@ urlpatterns = [
     path("runs/<int:run_id>/diff/", environments.run_diff, name="run_diff"),
     path("experiments/<int:experiment_id>/diff/", environments.experiment_diff, name="experiment_diff"),
     path("runs/<int:run_id>/log.txt", runs.run_log_download, name="run_log_download"),
+    path("runs/<int:run_id>/host-log.txt", runs.run_host_log_download, name="run_host_log_download"),
     path("runs/<int:run_id>/notes/", runs.edit_run_notes, name="edit_run_notes"),
     path("runs/<int:run_id>/cancel/", runs.cancel_run, name="cancel_run"),
     path("runs/<int:run_id>/profile/", runs.profile_run, name="profile_run"),

@@ -1,6 +1,6 @@
 """Reaching a registered host over SSH and reading it: the connection test (which pins its key), the GPU
-processes, the model directories and their config.json, the flags its SGLang accepts, its work directory and whether
-a port is free."""
+processes, the model directories and their config.json, the flags its SGLang accepts, its work directory, whether
+a port is free, and a slice of a run's log file."""
 
 from __future__ import annotations
 
@@ -154,6 +154,19 @@ def test_connection(host: Host) -> ProbeResult:
     result = asyncio.run(probe(host, host_access(host, record_key=True), pin=not host.is_pinned))
     do_store_connection_test(host, result.host_key, result.gpus)
     return result
+
+
+def read_file_range(host: Host, path: str, offset: int, length: int) -> tuple[bytes, int]:
+    """Up to `length` bytes of the host's file `path` from `offset`, and the file's size. Raises SSHError."""
+    return asyncio.run(_read_file_range(host_access(host), path, offset, length))
+
+
+async def _read_file_range(access: HostAccess, path: str, offset: int, length: int) -> tuple[bytes, int]:
+    conn = await HostConnection.open(access, timeout=settings.SPECDASH_CONNECT_TIMEOUT)
+    try:
+        return await conn.get_range(path, offset, length)
+    finally:
+        await conn.close()
 
 
 def read_gpus(host_list: list[Host]) -> dict[int, list[dict[str, Any]] | str]:

@@ -225,6 +225,18 @@ class HostConnection:
             raise FileTooLarge(remote_path, len(data), max_bytes)
         return data
 
+    async def get_range(self, remote_path: str, offset: int, length: int) -> tuple[bytes, int]:
+        """Up to `length` bytes of the file `remote_path` from byte `offset` over SFTP, and the file's size as it
+        was read (a slice of a log that may still grow)."""
+        try:
+            async with self._conn.start_sftp_client() as sftp:
+                size = (await sftp.stat(remote_path)).size or 0
+                async with sftp.open(remote_path, "rb") as remote:
+                    raw: bytes | str = await remote.read(max(0, min(length, size - offset)), offset)
+        except (OSError, asyncssh.Error) as exc:
+            raise SSHError(f"Could not read {self.access.name}:{remote_path}: {exc}") from exc
+        return (raw if isinstance(raw, bytes) else raw.encode()), size
+
     async def forward_port(self, remote_port: int) -> int:
         """A local loopback port that reaches 127.0.0.1:`remote_port` on the host through this connection."""
         try:

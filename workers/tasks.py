@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import os
 import socket
@@ -13,6 +14,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
+from experiments.actions.dispatch import RUN_LOG_SLICE
 from experiments.actions.experiments import do_launch_scheduled_experiment
 from experiments.actions.hosts import do_store_gpu_reading, do_store_model_inventory, do_store_server_flags
 from experiments.actions.runs import do_abandon_run, do_claim_next_run, do_take_over_run
@@ -143,6 +145,21 @@ def test_host(host_id: int) -> dict:
     except SSHError as exc:
         return {"ok": False, "error": str(exc)}
     return {"ok": True, "host_key": result.host_key, "gpus": result.gpus}
+
+
+@shared_task(name="workers.tasks.read_run_log", ignore_result=False, time_limit=PROBE_TIME_LIMIT)
+def read_run_log(run_id: int, offset: int) -> dict:
+    """A slice of a run's log file on its host (the path the run recorded, never one a caller names), for a viewer
+    downloading the log its cap cut; the web waits for this answer."""
+    close_old_connections()
+    run = Run.objects.select_related("host__ssh_key").filter(pk=run_id).first()
+    if run is None or not run.log_path:
+        return {"ok": False, "error": "the run has no log on its host"}
+    try:
+        data, size = hosts.read_file_range(run.host, run.log_path, max(int(offset), 0), RUN_LOG_SLICE)
+    except SSHError as exc:
+        return {"ok": False, "error": str(exc)}
+    return {"ok": True, "size": size, "data": base64.b64encode(data).decode()}
 
 
 @shared_task(name="workers.tasks.list_host_models", ignore_result=True, time_limit=PROBE_TIME_LIMIT)

@@ -5,23 +5,29 @@ be reached means for them.
 Two kinds of sending: fire-and-forget wake-ups, deliveries and model listings, and questions the web tier asks a
 worker and waits for (it holds no SSH keys, so a worker connects and answers). Those block the request for at most
 WORKER_ANSWER_TIMEOUT; the worker itself writes what it learnt (the pinned host key, the GPU inventory), so a caller
-re-reads the host. Only admins ask questions (a connection test): nothing another role does waits for a worker.
+re-reads the host. Only admins ask questions (a connection test), and a viewer of a run whose stored log was cut
+at its host's cap reads the rest from the host, a bounded slice a question (`read_run_log`): nothing else another
+role does waits for a worker.
 """
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from celery import current_app
 from celery.exceptions import TimeoutError as CeleryTimeout
 
-from experiments.models import Host
+from experiments.models import Host, Run
 
 WORKER_ANSWER_TIMEOUT = 60
 DRIVE_HOST_TASK = "workers.tasks.drive_host"
 DELIVER_TASK = "workers.tasks.deliver_notification"
 TEST_HOST_TASK = "workers.tasks.test_host"
 LIST_HOST_MODELS_TASK = "workers.tasks.list_host_models"
+READ_RUN_LOG_TASK = "workers.tasks.read_run_log"
+# The most of a run's host log one question carries: it crosses Redis once as base64 (11 MB).
+RUN_LOG_SLICE = 8 * 1024 * 1024
 
 
 def send_drive_host(host_id: int) -> None:
@@ -48,9 +54,9 @@ class HostProbeFailed(Exception):
         self.status = status
 
 
-def _ask_worker(task: str, host: Host) -> dict[str, Any]:
+def _ask_worker(task: str, args: list[Any]) -> dict[str, Any]:
     try:
-        answer = current_app.send_task(task, args=[host.pk]).get(timeout=WORKER_ANSWER_TIMEOUT)
+        answer = current_app.send_task(task, args=args).get(timeout=WORKER_ANSWER_TIMEOUT)
     except CeleryTimeout as exc:
         raise HostProbeFailed(
             f"No worker answered within {WORKER_ANSWER_TIMEOUT} s; is a Celery worker running?", 504
@@ -65,5 +71,12 @@ def test_host_connection(host: Host) -> None:
 
     The worker writes the key and the inventory; `host` is refreshed with them. Raises HostProbeFailed.
     """
-    _ask_worker(TEST_HOST_TASK, host)
+    _ask_worker(TEST_HOST_TASK, [host.pk])
     host.refresh_from_db()
+
+
+def read_run_log(run: Run, offset: int) -> tuple[bytes, int]:
+    """Up to RUN_LOG_SLICE bytes of the run's log file on its host from byte `offset`, and the file's size then,
+    read through a worker. Raises HostProbeFailed."""
+    answer = _ask_worker(READ_RUN_LOG_TASK, [run.pk, offset])
+    return base64.b64decode(answer["data"]), int(answer["size"])

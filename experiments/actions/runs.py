@@ -269,6 +269,22 @@ def do_append_log(
         transaction.on_commit(lambda: broadcast.send_run_state(run))
 
 
+def do_advance_log(run: Run, new_offset: int, *, notify: bool = False, **facts: Any) -> None:
+    """Past the run's log cap (`Run.log_cut_line` set): move its log position past lines read and not stored, with
+    the facts read from them (its live series goes on), so a worker that re-attaches reads on from there. Only the
+    worker driving the run moves it, and never backwards."""
+    moved = Run.objects.filter(
+        pk=run.pk, worker=run.worker, log_cut_line__isnull=False, log_offset__lte=new_offset
+    ).update(log_offset=new_offset, heartbeat_at=timezone.now(), **facts)
+    if not moved:
+        raise ValueError(f"run {run.pk}: its log position is not this worker's to move, or its log is not cut")
+    run.log_offset = new_offset
+    for field, value in facts.items():
+        setattr(run, field, value)
+    if notify:
+        transaction.on_commit(lambda: broadcast.send_run_state(run))
+
+
 # ---- re-running a failed run with a remedy -------------------------------------------------------------------
 
 CONFIG_NAME_MAX = ServerConfig._meta.get_field("name").max_length or 128

@@ -20,6 +20,7 @@ from ..forms import (
     plain_errors,
 )
 from ..models import Host
+from ..models.hosts import RUN_LOG_CAP_MIB_BOUNDS, RUN_TRACE_CAP_MIB_BOUNDS
 from .base import api, require
 from .bodies import column_length, int_schema
 from .refusals import documented, refused, responses, status_of
@@ -50,6 +51,8 @@ class HostIn(Schema):
     cost_per_gpu_hour: float | None = None
     quota_launches_queued: int | None = None
     quota_gpu_hours_per_day: float | None = None
+    run_log_cap_mib: Annotated[int | None, int_schema(*RUN_LOG_CAP_MIB_BOUNDS, nullable=True)] = None
+    run_trace_cap_mib: Annotated[int | None, int_schema(*RUN_TRACE_CAP_MIB_BOUNDS, nullable=True)] = None
     key_name: str | None = None  # a key under SPECDASH_SSH_KEY_DIR, by file name; left out: the SSH agent
     extra_env_prefixes: str | list[str] | None = None
     extra_flags: str | list[str] | None = None

@@ -25,6 +25,11 @@ KEY_FILE_NAME = RegexValidator(
 # The largest quotas an admin may set: beyond any team's hosts, yet bounded so a typo is caught.
 MAX_QUOTA_LAUNCHES = 100_000
 MAX_QUOTA_GPU_HOURS = 10_000_000.0
+# What an admin may let one run store (MiB): at least enough for a run's start-up and a few cells' log, at most what
+# keeps a run's share of the database a share; 0 traces is allowed (profile here, keep the traces on the host).
+RUN_LOG_CAP_MIB_BOUNDS = (1, 16_384)
+RUN_TRACE_CAP_MIB_BOUNDS = (0, 16_384)
+MIB = 1024 * 1024
 
 
 class SshKey(models.Model):
@@ -85,6 +90,8 @@ class Host(models.Model):
         "cost_per_gpu_hour",
         "quota_launches_queued",
         "quota_gpu_hours_per_day",
+        "run_log_cap_mib",
+        "run_trace_cap_mib",
     )
 
     name = models.SlugField(max_length=64, unique=True)
@@ -134,6 +141,21 @@ class Host(models.Model):
         validators=[MinValueValidator(0.0), MaxValueValidator(MAX_QUOTA_GPU_HOURS)],
         help_text="GPU-hours members' launches may take here in 24 h, pending ones at their timeouts' bound "
         "(blank: SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY).",
+    )
+    # What one run here may store (blank: SPECDASH_RUN_LOG_CAP_MIB / SPECDASH_RUN_TRACE_CAP_MIB): past it the log is
+    # cut with a marker line and the traces skipped, the rest left on the host (one run cannot fill the database).
+    run_log_cap_mib = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(RUN_LOG_CAP_MIB_BOUNDS[0]), MaxValueValidator(RUN_LOG_CAP_MIB_BOUNDS[1])],
+        help_text="MiB of server log one run may store; the rest stays on the host (blank: SPECDASH_RUN_LOG_CAP_MIB).",
+    )
+    run_trace_cap_mib = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(RUN_TRACE_CAP_MIB_BOUNDS[0]), MaxValueValidator(RUN_TRACE_CAP_MIB_BOUNDS[1])],
+        help_text="MiB of profiler traces one run may store; the rest stay on the host "
+        "(blank: SPECDASH_RUN_TRACE_CAP_MIB).",
     )
     # Environment variable prefixes a config may set on this host beyond the built-in allowlist (admins only).
     extra_env_prefixes = models.JSONField(default=list, blank=True)
@@ -201,6 +223,18 @@ class Host(models.Model):
         if self.quota_gpu_hours_per_day is not None:
             return self.quota_gpu_hours_per_day
         return float(settings.SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY)
+
+    @property
+    def run_log_cap(self) -> int:
+        """Bytes of log text one run here may store: the admin's value, else the default."""
+        mib = self.run_log_cap_mib if self.run_log_cap_mib is not None else settings.SPECDASH_RUN_LOG_CAP_MIB
+        return int(mib) * MIB
+
+    @property
+    def run_trace_cap(self) -> int:
+        """Bytes of profiler traces one run here may store: the admin's value, else the default."""
+        mib = self.run_trace_cap_mib if self.run_trace_cap_mib is not None else settings.SPECDASH_RUN_TRACE_CAP_MIB
+        return int(mib) * MIB
 
     def effective_env(self, config_env: dict[str, str]) -> dict[str, str]:
         """The environment a server of a config with `config_env` gets here: the host's defaults, then the config's

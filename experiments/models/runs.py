@@ -96,6 +96,10 @@ class Run(models.Model):
     log_path = models.CharField(max_length=1024, blank=True)
     log_offset = models.BigIntegerField(default=0)
     log_lines = models.PositiveIntegerField(default=0)
+    # Bytes of log text stored (UTF-8, a newline a line), held to the host's `run_log_cap`; past it the log is cut:
+    # `log_cut_line` is the marker line's number, and the lines after it stay on the host only.
+    log_bytes = models.BigIntegerField(default=0)
+    log_cut_line = models.PositiveIntegerField(null=True, blank=True)
     loading_progress = models.PositiveSmallIntegerField(null=True, blank=True)
     effective_args = models.JSONField(default=dict, blank=True)
     # The latest structured facts read from the log (Decode-batch figures, custom metrics), so a page reload

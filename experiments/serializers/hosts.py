@@ -31,6 +31,11 @@ def host_json(h: Host) -> dict[str, Any]:
         "quota_gpu_hours_per_day": h.quota_gpu_hours_per_day,
         "launch_quota": h.launch_quota,
         "gpu_hours_quota": h.gpu_hours_quota,
+        # What one run here may store (null: the SPECDASH_RUN_*_CAP_MIB default), and what applies, in bytes.
+        "run_log_cap_mib": h.run_log_cap_mib,
+        "run_trace_cap_mib": h.run_trace_cap_mib,
+        "run_log_cap_bytes": h.run_log_cap,
+        "run_trace_cap_bytes": h.run_trace_cap,
         "pinned": h.is_pinned,
         "host_key": h.host_key,
         "gpus": h.gpu_inventory,

@@ -46,6 +46,9 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
         "config_hash": run.config.content_hash,
         "launch_index": run.launch_index,
         "log_lines": run.log_lines,
+        # Bytes of log text stored, and the line where the host's cap cut it (null: not cut; the rest is on the host).
+        "log_bytes": run.log_bytes,
+        "log_cut_line": run.log_cut_line,
         "effective_args": run.effective_args,
         "cancel_reason": run.cancel_reason,
         # Queued runs only: place on the host, what it waits for, estimated start and duration (seconds).

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -11,6 +15,7 @@ from experiments.charts.telemetry import server_metrics_figure, telemetry_figure
 from experiments.reads import environments, profile_traces
 from experiments.reads.queueing import queued_run
 
+from ..actions import dispatch
 from ..actions.audit import Actor
 from ..actions.notes import do_set_run_notes
 from ..actions.profile_traces import do_profile_run
@@ -79,6 +84,52 @@ def run_log_download(request: HttpRequest, run_id: int) -> StreamingHttpResponse
     response = StreamingHttpResponse(lines(), content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.log"'
     return response
+
+
+# A download of a run's log from its host ends at these bounds, with a last line saying so: each slice holds a worker
+# for a moment, and the web process for the whole download.
+HOST_LOG_MAX_BYTES = 4 * 1024 * 1024 * 1024
+HOST_LOG_MAX_SECONDS = 1800
+
+
+@requires("experiments.view_run")
+def run_host_log_download(request: HttpRequest, run_id: int) -> HttpResponseBase:
+    """The whole log of a run whose stored log its host's cap cut, as the host holds it: read through a worker (the
+    web holds no SSH keys) a slice at a time, from the path the run recorded, bounded in bytes and time."""
+    run = get_object_or_404(Run.objects.select_related("host"), pk=run_id)
+    if run.log_cut_line is None or not run.log_path:
+        return redirect("run_log_download", run.pk)  # the stored log is the whole log
+    try:
+        first, size = dispatch.read_run_log(run, 0)
+    except dispatch.HostProbeFailed as exc:
+        text = f"The log could not be read from {run.host.name}: {exc}\n"
+        return HttpResponse(text, status=exc.status, content_type="text/plain; charset=utf-8")
+    response = StreamingHttpResponse(_host_log(run, first, size), content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-host.log"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def _host_log(run: Run, first: bytes, size: int) -> Iterator[bytes]:
+    """The file up to its size when the download began (a live flood's log grows on), within the bounds."""
+    end, deadline = min(size, HOST_LOG_MAX_BYTES), time.monotonic() + HOST_LOG_MAX_SECONDS
+    data, offset = first, 0
+    while data:
+        data = data[: end - offset]
+        yield data
+        offset += len(data)
+        if offset >= end:
+            break
+        if time.monotonic() > deadline:
+            yield f"\n[specdash] download stopped at byte {offset:,} after {HOST_LOG_MAX_SECONDS} s\n".encode()
+            return
+        try:
+            data, _ = dispatch.read_run_log(run, offset)
+        except dispatch.HostProbeFailed as exc:
+            yield f"\n[specdash] download stopped at byte {offset:,}: {exc}\n".encode()
+            return
+    if end < size:
+        yield f"\n[specdash] download stopped at {HOST_LOG_MAX_BYTES:,} bytes of {size:,}\n".encode()
 
 
 @requires("experiments.view_run")

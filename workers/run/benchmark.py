@@ -27,7 +27,7 @@ from experiments.analysis import telemetry
 from experiments.analysis.telemetry import ServerMetricReading
 from experiments.formats import prompt_sampling
 from experiments.live import broadcast
-from experiments.models import BenchmarkProfile, Host, LogChunk, Run
+from experiments.models import BenchmarkProfile, Host, Run
 from experiments.reads import series
 from experiments.remedies import acceptance_remedies
 from experiments.rules import gpu_hours
@@ -114,7 +114,7 @@ async def run_cells(session: RunSession) -> None:
         # /flush_cache also resets the server's accept-length counters (SGLang 0.5.9), so what
         # /get_server_info reports after the cell is this cell's alone, provided the flush happened.
         flushed = await _flush_cache(session)
-        window_start = session.run.log_lines + 1
+        window_start = session.server_log.lines_read + 1
         # The first cell keeps every request's outputs (greedy runs: the equivalence gate reads them).
         keep_outputs = index == 0 and profile.is_greedy
         result = await _run_client(session, concurrency, prompts_file, keep_outputs)
@@ -194,9 +194,9 @@ async def _server_figures(session: RunSession, window_start: int) -> dict[str, A
     await asyncio.sleep(LAST_LINES_WAIT_S)
     await session.server_log.flush()
     accept = await session.api.spec_accept_length()
-    run = session.run
-    window = min(max(run.log_lines - window_start + 1, 1), MAX_WINDOW_LINES)
-    lines = await db(LogChunk.objects.lines)(run.pk, after=window_start - 1, limit=window)
+    window = min(max(session.server_log.lines_read - window_start + 1, 1), MAX_WINDOW_LINES)
+    # Past the log's cut, the window's Decode lines come from those the server log keeps in memory.
+    lines = await session.server_log.lines(after=window_start - 1, limit=window)
     summary = sglang.decode_summary(window_start, [line["text"] for line in lines])
     return {"server_accept_length": accept, "server_decode": summary}
 

@@ -18,11 +18,13 @@ import shlex
 import time
 
 from django.conf import settings
+from django.db.models import Sum
 
 from experiments.actions.profile_traces import do_record_profile_trace
 from experiments.analysis import trace_summary
 from experiments.formats import chrome_trace
-from experiments.models import LogChunk, ProfileTrace, Run
+from experiments.models import ProfileTrace, Run
+from experiments.models.hosts import MIB
 
 from ..ssh import CommandResult, ConnectionLost, FileTooLarge, SSHError
 from . import benchmark
@@ -37,6 +39,7 @@ WARMUP_S = 1.0  # the load's first requests are prefills; the profile starts onc
 DONE_WAIT_S = 60.0  # for "Profiling done" after the steps (the server writes every rank's file first)
 POLL_S = 0.25
 DONE_LINE = "Profiling done. Traces are saved to:"
+TRACE_CAP_KIND = "trace_cap"
 MAX_RANKS = 16
 # Roughly how many decode steps the warm-up costs at ~20 ms a step: the load must outlast it and the profile.
 WARMUP_STEPS = 50
@@ -74,6 +77,7 @@ async def profile_cells(session: RunSession) -> None:
     if not run.profile_requested:
         return
     done = await db(lambda: set(ProfileTrace.objects.filter(run=run).values_list("concurrency", flat=True)))()
+    session.server_log.keep_lines_containing(DONE_LINE)  # read back past the log's cut too
     for concurrency in session.profile.concurrency:
         if concurrency in done:
             continue  # profiled before a re-attach
@@ -104,7 +108,7 @@ async def _profile_at(session: RunSession, concurrency: int) -> None:
     steps = max(1, min(int(settings.SPECDASH_PROFILE_STEPS), MAX_STEPS))
     out_dir, pid = output_dir(session, concurrency), profile_id(run, concurrency)
     await conn.run(f"rm -rf -- {shlex.quote(out_dir)} && mkdir -p -- {shlex.quote(out_dir)}")
-    window_start = run.log_lines + 1
+    window_start = session.server_log.lines_read + 1
     load_profile = _load_profile(session, concurrency, steps)
     argv = benchmark.command(
         session.host, load_profile, concurrency, session.work_dir, benchmark.client_pid_file(session)
@@ -126,14 +130,14 @@ async def _profile_at(session: RunSession, concurrency: int) -> None:
         raise SSHError(f'the server did not log "{DONE_LINE}" within {DONE_WAIT_S:.0f} s')
     if not result.ok:
         await session.raise_if_server_died()
-    await _fetch_traces(session, concurrency, out_dir, steps)
-    with contextlib.suppress(SSHError):
-        await conn.run(f"rm -rf -- {shlex.quote(out_dir)}")
+    if await _fetch_traces(session, concurrency, out_dir, steps):
+        with contextlib.suppress(SSHError):
+            await conn.run(f"rm -rf -- {shlex.quote(out_dir)}")
 
 
 async def _done_logged(session: RunSession, window_start: int) -> bool:
     await session.server_log.flush()
-    lines = await db(LogChunk.objects.lines)(session.run.pk, after=window_start - 1, limit=1, containing=DONE_LINE)
+    lines = await session.server_log.lines(after=window_start - 1, limit=1, containing=DONE_LINE)
     return bool(lines)
 
 
@@ -152,7 +156,14 @@ async def _wait_done(session: RunSession, window_start: int, load: asyncio.Task[
     return await _done_logged(session, window_start)
 
 
-async def _fetch_traces(session: RunSession, concurrency: int, out_dir: str, steps: int) -> None:
+def _stored_trace_bytes(run: Run) -> int:
+    stored = ProfileTrace.objects.filter(run=run, state=ProfileTrace.State.STORED).aggregate(total=Sum("size_bytes"))
+    return int(stored["total"] or 0)
+
+
+async def _fetch_traces(session: RunSession, concurrency: int, out_dir: str, steps: int) -> bool:
+    """Fetch, summarise and store the rank traces, at most the host's `run_trace_cap` bytes of them in all the run's
+    profiles: True if every one was stored, False if some are left in `out_dir` on the host (over a limit)."""
     run, conn = session.run, session.require_conn()
     listing = await conn.run(
         f"find {shlex.quote(out_dir)} -maxdepth 1 -type f -name '*.trace.json.gz' -printf '%s %f\\n'", timeout=30
@@ -166,12 +177,34 @@ async def _fetch_traces(session: RunSession, concurrency: int, out_dir: str, ste
             files.append((int(match[1]), name, int(size_text)))
     if not files:
         raise SSHError(f"no trace file of profile {profile_id(run, concurrency)} in {out_dir}")
-    limit = int(settings.SPECDASH_PROFILE_TRACE_MAX_BYTES)
+    limit, cap = int(settings.SPECDASH_PROFILE_TRACE_MAX_BYTES), session.host.run_trace_cap
+    stored = await db(_stored_trace_bytes)(run)
+    over_cap: list[str] = []
+    stored_all = True
     for rank, name, size in sorted(files)[:MAX_RANKS]:
         record = dict(file_name=name, size_bytes=size, steps=steps)
+        if size <= limit and stored + size > cap:
+            over_cap.append(name)
+            stored_all = False
+            message = (
+                f"The trace {name} ({size:,} bytes) was not stored: the run's traces would pass this host's cap of "
+                f"{cap // MIB} MiB a run ({stored:,} bytes stored). It stays on the host at {out_dir}/{name}."
+            )
+            await db(do_record_profile_trace)(
+                run, concurrency, rank, state=ProfileTrace.State.REFUSED, message=message, **record
+            )
+            continue
         try:
-            data = await conn.get_bytes(f"{out_dir}/{name}", limit)
+            data = await conn.get_bytes(f"{out_dir}/{name}", min(limit, cap - stored))
         except FileTooLarge as exc:
+            stored_all = False
+            if exc.size <= limit:  # it grew past the cap's room since it was listed
+                over_cap.append(name)
+                message = f"The trace {name} ({exc.size:,} bytes) was not stored: past this host's cap a run."
+                await db(do_record_profile_trace)(
+                    run, concurrency, rank, state=ProfileTrace.State.REFUSED, message=message, **record
+                )
+                continue
             message = (
                 f"The trace {name} is {exc.size:,} bytes, over the {limit:,}-byte limit "
                 "(SPECDASH_PROFILE_TRACE_MAX_BYTES); it was not fetched. Profile fewer steps or raise the limit."
@@ -184,6 +217,7 @@ async def _fetch_traces(session: RunSession, concurrency: int, out_dir: str, ste
         try:
             summary = await asyncio.to_thread(_summarise, data)
         except chrome_trace.TraceError as exc:
+            stored_all = False
             message = f"The trace {name} could not be read: {exc}"
             await db(do_record_profile_trace)(
                 run, concurrency, rank, state=ProfileTrace.State.FAILED, message=message, **record
@@ -193,6 +227,14 @@ async def _fetch_traces(session: RunSession, concurrency: int, out_dir: str, ste
         await db(do_record_profile_trace)(
             run, concurrency, rank, state=ProfileTrace.State.STORED, summary=summary, trace=data, **record
         )
+        stored += len(data)
+    if over_cap:
+        await session.warn(
+            TRACE_CAP_KIND,
+            f"Profiler traces at concurrency {concurrency} past this host's cap of {cap // MIB} MiB a run were not "
+            f"stored: {', '.join(over_cap)}. They stay on the host in {out_dir}.",
+        )
+    return stored_all
 
 
 def _summarise(data: bytes) -> dict[str, object]:

@@ -1,7 +1,9 @@
 """A run's server log as its orchestrator follows it: `tail -F` on the host from the stored byte offset (so nothing
 is lost or stored twice across workers and reconnects), cut into complete numbered lines, each batch read for facts
 (progress, milestones, the failure it proves) and stored with them, then broadcast and acted on while the next
-batch is read and stored."""
+batch is read and stored. Past its host's cap (`log_cap.py`) the log is cut: the run is warned, and the lines after
+the marker are read for their facts as before (its live series, failures, milestones) but neither stored nor
+broadcast."""
 
 from __future__ import annotations
 
@@ -14,15 +16,16 @@ from typing import Any
 
 from django.conf import settings
 
-from experiments.actions.runs import do_add_run_warning, do_append_log
+from experiments.actions.runs import do_add_run_warning, do_advance_log, do_append_log
 from experiments.live import broadcast
-from experiments.models import Run
+from experiments.models import LogChunk, Run
 from experiments.rules import log_metrics
 
 from .. import sglang
 from ..ssh import HostConnection
 from .database import db
 from .errors import RunFailed
+from .log_cap import LOG_CUT_KIND, LogCap, cut_warning
 from .log_tail import LogTail
 from .stopping import cancel_and_wait
 
@@ -69,6 +72,17 @@ class ServerLog:
         # The live acceptance alarm, armed by the benchmark phase (`watch_acceptance`).
         self.acceptance: sglang.AcceptanceWatch | None = None
         self.acceptance_remedies: list[dict[str, Any]] = []
+        # The log cap (read once: an admin's change applies from the next run or re-attach); past the cut it keeps
+        # the lines the run reads back: a cell's Decode lines, the expected texts.
+        expected = [text for text in (run.config.expect or {}).get("log_contains") or [] if isinstance(text, str)]
+        self.cap = LogCap(
+            run.host.run_log_cap,
+            stored_bytes=run.log_bytes,
+            cut=run.log_cut_line is not None,
+            path=run.log_path,
+            kept_texts=[*sglang.DECODE_SUMMARY_MARKERS, *expected],
+        )
+        self.lines_read = run.log_lines  # the last line number handed over: stored, or past the cut not
 
     def watch_acceptance(self, watch: sglang.AcceptanceWatch, remedies: list[dict[str, Any]]) -> None:
         """From now on, read the Decode lines' accept length for a collapse; `remedies` go with its warning."""
@@ -78,11 +92,15 @@ class ServerLog:
         """(Re)start the tail through `conn` at the stored offset: complete lines only."""
         await self.stop_now()
         self.conn = conn
+        self.cap.path = self.run.log_path  # known once the server is launched
+        if not self.cap.cut:
+            # Counted as stored: a batch handed over and never stored is read again.
+            self.lines_read, self.cap.stored_bytes = self.run.log_lines, self.run.log_bytes
         self.tail = LogTail(
             conn,
             self.run.log_path,
             offset=self.run.log_offset,
-            next_line=self.run.log_lines + 1,
+            next_line=self.lines_read + 1,
             on_batch=self._on_batch,
             batch_lines=settings.SPECDASH_LOG_BATCH_LINES,
             min_gap=settings.SPECDASH_LOG_BATCH_GAP,
@@ -163,6 +181,24 @@ class ServerLog:
         self._new_milestone.clear()
         return seen
 
+    def keep_lines_containing(self, text: str) -> None:
+        """Past the cut, keep the lines that contain `text` too, for `lines` (from the next batch on)."""
+        self.cap.keep(text)
+
+    async def lines(self, *, after: int, limit: int, containing: str | None = None) -> list[dict[str, Any]]:
+        """The log's numbered lines after line `after`, at most `limit` (`containing`: only those that contain it,
+        case-insensitively), as `LogChunk.objects.lines` gives the stored ones; past the cut, the kept ones follow."""
+        found = await db(LogChunk.objects.lines)(self.run.pk, after=after, limit=limit, containing=containing)
+        if self.cap.cut and len(found) < limit:
+            found += self.cap.kept_lines(after=after, limit=limit - len(found), containing=containing)
+        return found
+
+    async def contains(self, text: str) -> bool:
+        """Whether a line of the log contains `text` (case-sensitive), stored or, past the cut, kept."""
+        if await db(LogChunk.objects.contains_text)(self.run.pk, text):
+            return True
+        return self.cap.cut and self.cap.kept_contains(text)
+
     def last_growth(self, default: float) -> float:
         return self.tail.last_growth if self.tail else default
 
@@ -183,6 +219,10 @@ class ServerLog:
         for before in (storing_before, publishing_before):
             if before is not None and before.done() and not before.cancelled() and before.exception() is not None:
                 before.result()  # the batch before could not be stored or acted on: the tail fails, the run says why
+        if self.cap.cut:
+            first_line = self.lines_read + 1  # numbered on from the marker, which the tail does not count
+        lines, stored, stored_fields = self.cap.hold(first_line, lines)
+        self.lines_read = first_line - 1 + len(lines)
         # The live chart's series is read unless the next batch is already coming and the series was read lately: a
         # flood's batches come faster than a chart is redrawn, so all but one a LIVE_SERIES_SECONDS leave their
         # series to the next (which keeps their last points: none the chart would show is lost).
@@ -197,9 +237,13 @@ class ServerLog:
         # The page shows the server's facts (draft loading, CUDA graphs, KV pool) from the state event.
         notify = "loading_progress" in changes or bool(facts.server_facts) or facts.draft_progress is not None
         storing = self._storing = asyncio.ensure_future(
-            self._store(storing_before, first_line, lines, offset, bool(changes) and notify, changes)
+            self._store(
+                storing_before, first_line, lines[:stored], offset, bool(changes) and notify, changes, stored_fields
+            )
         )
-        self._publishing = asyncio.ensure_future(self._publish(publishing_before, storing, first_line, lines, facts))
+        self._publishing = asyncio.ensure_future(
+            self._publish(publishing_before, storing, first_line, lines, stored, facts)
+        )
         if storing_before is not None:
             await asyncio.shield(storing_before)
 
@@ -211,28 +255,42 @@ class ServerLog:
         offset: int,
         notify: bool,
         changes: dict[str, Any],
+        stored_fields: dict[str, Any],
     ) -> None:
         if before is not None:
             await before
         # The action writes what it stored onto the run it is given: a copy, as this one may be a batch ahead of the
         # store (its live series holds the batch read since); its log position moves here once the batch is stored.
-        await db(do_append_log)(copy.copy(self.run), first_line, lines, offset, notify=notify, **changes)
-        self.run.log_lines, self.run.log_offset = first_line - 1 + len(lines), offset
+        if lines:
+            await db(do_append_log)(
+                copy.copy(self.run), first_line, lines, offset, notify=notify, **changes, **stored_fields
+            )
+            self.run.log_lines = first_line - 1 + len(lines)
+        else:
+            await db(do_advance_log)(copy.copy(self.run), offset, notify=notify, **changes)
+        self.run.log_offset = offset
+        for field, value in stored_fields.items():
+            setattr(self.run, field, value)
+        if "log_cut_line" in stored_fields:
+            line = stored_fields["log_cut_line"]
+            message = cut_warning(self.cap.cap, line, self.run.log_path)
+            await db(do_add_run_warning)(self.run, LOG_CUT_KIND, message, line=line, text=lines[-1])
 
     async def _publish(
         self,
         before: asyncio.Future[None] | None,
-        stored: asyncio.Future[None],
+        storing: asyncio.Future[None],
         first_line: int,
         lines: list[str],
+        stored: int,
         facts: sglang.FactBatch,
     ) -> None:
-        await stored
+        """Broadcast the batch's stored lines (past the cut, none: a page shows what a reload shows) and act on all."""
+        await storing
         if before is not None:
             await before
-        await asyncio.gather(
-            broadcast.send_log_lines(self.run.pk, first_line, lines), self._learn(first_line, lines, facts)
-        )
+        sending = broadcast.send_log_lines(self.run.pk, first_line, lines[:stored]) if stored else asyncio.sleep(0)
+        await asyncio.gather(sending, self._learn(first_line, lines, facts))
 
     def _run_changes(self, facts: sglang.FactBatch) -> dict[str, Any]:
         """What the batch's facts change on the run: its loading progress, its live series."""

@@ -12,13 +12,13 @@ from typing import Any
 
 import aiohttp
 
-from experiments.models import LogChunk, Run
+from experiments.models import Run
 
 from ..sglang import arg_mismatches
 from . import environment
 from .errors import RunFailed
 from .server import ServerProcess
-from .session import RunSession, db
+from .session import RunSession
 
 # A prompt any model completes in a few tokens; temperature 0 so that a re-run sends the very same request.
 SMOKE_REQUEST = {
@@ -36,7 +36,7 @@ async def verify(session: RunSession) -> None:
     problems = server_arg_problems(session.config.launch_spec(), expect, effective)
     await session.server_log.flush()
     for text in expect.get("log_contains", []):
-        if not await db(LogChunk.objects.contains_text)(session.run.pk, text):
+        if not await session.server_log.contains(text):
             problems.append(f"expected the log to contain {text!r}; it does not")
     if problems:
         raise RunFailed(Run.FailureKind.MISCONFIGURED, "; ".join(problems))

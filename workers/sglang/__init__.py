@@ -28,7 +28,7 @@ from .facts import (
 )
 from .failures import find_failure, find_usage_error
 from .launch import arg_mismatches, launch_argv, with_adaptive_schedule, with_metrics_enabled
-from .live_facts import FactBatch, LogFacts, decode_summary, merge_series
+from .live_facts import DECODE_SUMMARY_MARKERS, FactBatch, LogFacts, decode_summary, merge_series
 from .loglines import parse_decode_line, parse_line, split_prefix
 from .model_checks import (
     OVERRIDE_ENV,
@@ -40,6 +40,7 @@ from .model_checks import (
 
 __all__ = [
     "ACCEPTANCE_ALARM_KINDS",
+    "DECODE_SUMMARY_MARKERS",
     "FAILURE_KINDS",
     "MILESTONES",
     "OVERRIDE_ENV",

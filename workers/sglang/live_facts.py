@@ -34,6 +34,8 @@ DECODE_MARKER = "Decode batch"  # all SGLang eras: "Decode batch." / "Decode bat
 READ_LINES_CACHED = 4096
 CACHED_LINE_CHARS = 500
 PREFILL_MARKER = "Prefill batch"
+# The lines `decode_summary` reads: all a cell's summary needs of its stretch of the log.
+DECODE_SUMMARY_MARKERS = (DECODE_MARKER, PREFILL_MARKER)
 
 
 @dataclass

@@ -1,11 +1,23 @@
 """The profiling cell against a real sshd and the simulated host, driven in-process: traces after the measured cells,
-summarised per rank; a trace over the size limit refused with a clear message while the run still succeeds."""
+summarised per rank; a trace over the size limit refused with a clear message while the run still succeeds; traces
+past the host's cap a run left on the host."""
 
 from __future__ import annotations
 
+import asyncio
+import gzip
+import json
+import os
+
 import pytest
+from django.db import connections
 
 from experiments.models import ProfileTrace, Run
+from experiments.tests.factories import make_run
+from workers.run import profiling
+from workers.run.database import db
+from workers.run.session import RunSession
+from workers.ssh import HostConnection
 from workers.tasks import drive_host
 from workers.tests.run.simruns import held_gpu_memory, queue_run, sim_config
 
@@ -58,3 +70,43 @@ def test_it_refuses_a_trace_over_the_size_limit_and_the_run_still_succeeds(sim_h
     assert traces[0].trace is None and traces[0].size_bytes > 1000
     assert "over the 1,000-byte limit (SPECDASH_PROFILE_TRACE_MAX_BYTES); it was not fetched" in traces[0].message
     assert any(w["kind"] == "profile" and "over the 1,000-byte limit" in w["message"] for w in run.warnings)
+
+
+def _trace_file(directory, name: str, padding_bytes: int) -> int:
+    """A gzipped trace of no events with random hex padding (4 bits a character): about `padding_bytes` on disk."""
+    body = json.dumps({"traceEvents": [], "padding": os.urandom(padding_bytes).hex()}).encode()
+    (directory / name).write_bytes(gzip.compress(body, compresslevel=1))
+    return (directory / name).stat().st_size
+
+
+def test_it_stores_traces_up_to_the_hosts_cap_a_run_and_leaves_the_rest_on_the_host(sshd, tmp_path):
+    """Two ranks of 600 KB each under a cap of 1 MiB a run: the first is stored, the second skipped with a warning
+    that names it, and stays on the host with the profile's directory."""
+    run = make_run(state=Run.State.BENCHMARKING, profile_requested=True)
+    run.host.run_trace_cap_mib = 1
+    run.host.save(update_fields=["run_trace_cap_mib"])
+    run = Run.objects.select_related("host", "config", "experiment__profile").get(pk=run.pk)
+    out_dir = tmp_path / "profile-c2"
+    out_dir.mkdir()
+    names = [f"{profiling.profile_id(run, 2)}-TP-{rank}.trace.json.gz" for rank in (0, 1)]
+    sizes = [_trace_file(out_dir, name, 600_000) for name in names]
+
+    async def fetch() -> bool:
+        session = RunSession(run)
+        session.conn = await HostConnection.open(sshd.access())
+        try:
+            return await profiling._fetch_traces(session, 2, str(out_dir), steps=6)
+        finally:
+            await session.conn.close()
+            await db(connections.close_all)()
+
+    all_stored = asyncio.run(fetch())
+
+    assert not all_stored and all((out_dir / name).exists() for name in names)
+    run.refresh_from_db()
+    first, second = run.profile_traces.order_by("rank")
+    assert (first.state, bytes(first.trace or b"")) == (ProfileTrace.State.STORED, (out_dir / names[0]).read_bytes())
+    assert (second.state, second.trace, second.size_bytes) == (ProfileTrace.State.REFUSED, None, sizes[1])
+    assert f"It stays on the host at {out_dir}/{names[1]}" in second.message
+    (warning,) = [w for w in run.warnings if w["kind"] == profiling.TRACE_CAP_KIND]
+    assert names[1] in warning["message"] and names[0] not in warning["message"] and "1 MiB" in warning["message"]
