@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import httpx
 
-from .credentials import Credentials
+from .credentials import Credentials, check_transport
 
 TIMEOUT_S = 30.0
 MAX_MESSAGE = 2000  # a server's error text shown in a terminal or a CI log, bounded
@@ -28,6 +28,9 @@ class Api:
     def __init__(
         self, credentials: Credentials, *, timeout: float = TIMEOUT_S, transport: httpx.BaseTransport | None = None
     ) -> None:
+        # The one place the token is sent: whichever way the credentials were made, plain http goes to this machine
+        # only (credentials.check_transport), checked before any request.
+        check_transport(credentials.url)
         self.url = credentials.url
         self._http = httpx.Client(
             base_url=credentials.url,

@@ -38,13 +38,10 @@ def login(args: argparse.Namespace) -> int:
     print(f"Logged in to {url} as {safe(me['username'])} ({me['role'] or 'no role'}); credentials in {path}")
     if not me["role"]:
         print("Your user has no role yet: every other call will be refused (403) until an admin gives you one.")
-    if url.startswith("http://") and not _is_loopback(url):
+    if url.startswith("http://") and not credentials.is_loopback(urlsplit(url).hostname or ""):
+        # Only with SPECDASH_ALLOW_HTTP=1 (credentials.check_transport refuses it otherwise).
         print("Warning: the URL is plain http: the token crosses the network unencrypted.", file=sys.stderr)
     return 0
-
-
-def _is_loopback(url: str) -> bool:
-    return (urlsplit(url).hostname or "") in ("localhost", "127.0.0.1", "::1")
 
 
 def status(args: argparse.Namespace) -> int:

@@ -18,7 +18,8 @@ from experiments.cli import client
 from experiments.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
-IN_PROCESS_URL = "http://testserver"
+# Plain http to this machine, as the client allows it (any other http URL is refused before a request).
+IN_PROCESS_URL = "http://localhost"
 
 
 @dataclass

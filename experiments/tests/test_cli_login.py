@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import stat
 
+import httpx
 import pytest
 
-from experiments.cli import credentials
+from experiments.cli import client, credentials
 from experiments.cli.credentials import CredentialsError
 from experiments.models import ApiToken
 
@@ -121,3 +122,84 @@ def test_the_me_endpoint_names_the_user_role_and_token(client, maintainer):
 
     assert body["username"] == "maintainer" and body["role"] == "maintainer" and body["token"]["name"] == "ci"
     assert client.get("/api/me").status_code == 401
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:8000", "http://localhost:8000/", "http://[::1]:8000", "http://127.0.0.2", "HTTP://LocalHost",
+     "https://specdash.example.com"],
+)  # fmt: skip
+def test_it_takes_https_anywhere_and_plain_http_to_this_machine(url):
+    assert credentials.normalize_url(url, environ={}) == url.strip().rstrip("/")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://specdash.example.com", "http://10.0.0.5:8000", "http://192.168.1.20", "http://localhost.example.com",
+     "http://127.1", "http://0.0.0.0:8000", "http://[fe80::1]:8000"],
+)  # fmt: skip
+def test_it_refuses_plain_http_to_another_machine(url):
+    with pytest.raises(CredentialsError, match=r"refusing to send the API token over plain http.*ALLOW_HTTP=1"):
+        credentials.normalize_url(url, environ={})
+    # A network the user trusts: said so, it is taken.
+    assert credentials.normalize_url(url, environ={"SPECDASH_ALLOW_HTTP": "1"}) == url
+    with pytest.raises(CredentialsError):
+        credentials.normalize_url(url, environ={"SPECDASH_ALLOW_HTTP": "yes please"})
+
+
+class _Counting(httpx.WSGITransport):
+    """The app itself, counting what reaches it."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.requests: list[httpx.Request] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        return super().handle_request(request)
+
+
+@pytest.fixture
+def counted(cli, monkeypatch) -> _Counting:
+    from django.core.wsgi import get_wsgi_application
+
+    transport = _Counting(app=get_wsgi_application())
+    monkeypatch.setattr(client, "DEFAULT_TRANSPORT", transport)
+    return transport
+
+
+def test_login_refuses_a_plain_http_url_before_sending_the_token(cli, cli_home, counted, member, settings):
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "specdash.example.com"]
+    _, token = ApiToken.issue(member)
+
+    result = cli("login", "http://specdash.example.com", "--token", token)
+
+    assert result.code == 2 and "refusing to send the API token over plain http to 'specdash.example.com'" in result.err
+    assert counted.requests == [] and not (cli_home / "specdash" / "credentials").exists()
+    assert ApiToken.objects.get(user=member).last_used_at is None
+
+
+def test_every_command_refuses_a_plain_http_url_from_the_environment(cli, counted, member, monkeypatch):
+    _, token = ApiToken.issue(member)
+    monkeypatch.setenv("SPECDASH_URL", "http://10.0.0.5:8000")
+    monkeypatch.setenv("SPECDASH_TOKEN", token)
+
+    result = cli("status")
+
+    assert result.code == 2 and "refusing to send the API token over plain http to '10.0.0.5'" in result.err
+    assert counted.requests == []
+    # Nor can the client be handed such credentials another way: it refuses them before any request.
+    with pytest.raises(CredentialsError):
+        client.Api(credentials.Credentials("http://10.0.0.5:8000", token, "test"))
+
+
+def test_the_opt_out_lets_a_trusted_network_use_plain_http(cli, cli_home, counted, member, monkeypatch, settings):
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "specdash.lab"]
+    _, token = ApiToken.issue(member)
+    monkeypatch.setenv("SPECDASH_ALLOW_HTTP", "1")
+
+    result = cli("login", "http://specdash.lab", "--token", token)
+
+    assert result.code == 0, result.err
+    assert "Warning: the URL is plain http" in result.err and len(counted.requests) == 1
+    assert credentials.load().url == "http://specdash.lab"
