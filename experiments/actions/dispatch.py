@@ -15,8 +15,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import redis
 from celery import current_app
 from celery.exceptions import TimeoutError as CeleryTimeout
+from django.conf import settings
 
 from experiments.models import Host, Run
 
@@ -73,6 +75,25 @@ def test_host_connection(host: Host) -> None:
     """
     _ask_worker(TEST_HOST_TASK, [host.pk])
     host.refresh_from_db()
+
+
+# A host log download holds a web thread and asks a worker for a slice at a time for up to half an hour: each user
+# gets one at a time, so no reader of a run can tie up the web tier or the workers by opening many.
+
+
+class DownloadSlot:
+    """A user's place for one host log download, held in Redis until released (or until `seconds` pass, for a
+    web process that died mid-download)."""
+
+    def __init__(self, user_id: int, seconds: int) -> None:
+        self._client = redis.Redis.from_url(settings.REDIS_URL)
+        self._key = f"specdash:{settings.SPECDASH_INSTANCE}:host-log-download:{user_id}"
+        self.taken = bool(self._client.set(self._key, "1", nx=True, ex=seconds))
+
+    def release(self) -> None:
+        if self.taken:
+            self._client.delete(self._key)
+            self.taken = False
 
 
 def read_run_log(run: Run, offset: int) -> tuple[bytes, int]:

@@ -117,6 +117,12 @@ def test_a_viewer_downloads_a_cut_runs_whole_log_from_its_host_through_a_worker(
     client.force_login(viewer)
 
     response = client.get(f"/runs/{run.pk}/host-log.txt")
+    meanwhile = client.get(f"/runs/{run.pk}/host-log.txt")  # one download at a time per user
 
+    assert meanwhile.status_code == 429 and b"already running for you" in meanwhile.content
     assert response.status_code == 200 and response["Content-Disposition"].endswith(f'"run-{run.pk}-host.log"')
     assert b"".join(response.streaming_content) == content
+    response.close()
+    again = client.get(f"/runs/{run.pk}/host-log.txt")  # the slot is given back at the end
+    assert again.status_code == 200
+    again.close()

@@ -99,19 +99,32 @@ def run_host_log_download(request: HttpRequest, run_id: int) -> HttpResponseBase
     run = get_object_or_404(Run.objects.select_related("host"), pk=run_id)
     if run.log_cut_line is None or not run.log_path:
         return redirect("run_log_download", run.pk)  # the stored log is the whole log
+    slot = dispatch.DownloadSlot(request.user.pk, HOST_LOG_MAX_SECONDS + 60)
+    if not slot.taken:
+        text = "A download of a host's log is already running for you: wait for it to end, then try again.\n"
+        return HttpResponse(text, status=429, content_type="text/plain; charset=utf-8")
     try:
         first, size = dispatch.read_run_log(run, 0)
     except dispatch.HostProbeFailed as exc:
+        slot.release()
         text = f"The log could not be read from {run.host.name}: {exc}\n"
         return HttpResponse(text, status=exc.status, content_type="text/plain; charset=utf-8")
-    response = StreamingHttpResponse(_host_log(run, first, size), content_type="text/plain; charset=utf-8")
+    response = StreamingHttpResponse(_host_log(run, first, size, slot), content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-host.log"'
     response["X-Content-Type-Options"] = "nosniff"
     return response
 
 
-def _host_log(run: Run, first: bytes, size: int) -> Iterator[bytes]:
-    """The file up to its size when the download began (a live flood's log grows on), within the bounds."""
+def _host_log(run: Run, first: bytes, size: int, slot: dispatch.DownloadSlot) -> Iterator[bytes]:
+    """The file up to its size when the download began (a live flood's log grows on), within the bounds; the user's
+    download slot is given back at the end, or when the browser goes away (the response closes this generator)."""
+    try:
+        yield from _host_log_slices(run, first, size)
+    finally:
+        slot.release()
+
+
+def _host_log_slices(run: Run, first: bytes, size: int) -> Iterator[bytes]:
     end, deadline = min(size, HOST_LOG_MAX_BYTES), time.monotonic() + HOST_LOG_MAX_SECONDS
     data, offset = first, 0
     while data:
