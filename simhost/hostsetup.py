@@ -11,11 +11,17 @@ REPO = Path(__file__).resolve().parent.parent
 FAST_HEALTH_POLL_SECONDS = 0.2
 
 
-def shell_setup(state_dir: Path, load_seconds: float | str, health_poll_seconds: float | None = None) -> str:
+def shell_setup(
+    state_dir: Path,
+    load_seconds: float | str,
+    health_poll_seconds: float | None = None,
+    sglang_version: str | None = None,
+) -> str:
     """Put the nvidia-smi shim and the venv on PATH (a real host activates its SGLang venv here).
 
     `health_poll_seconds` shortens /health's answer latency (SGLang's 1 s poll, simhost's default): the suite's
-    launches then spend a fraction of a second, not two, between the weights loaded and the worker seeing it."""
+    launches then spend a fraction of a second, not two, between the weights loaded and the worker seeing it.
+    `sglang_version` is the SGLang the host imitates (versions.SUPPORTED; unset: versions.DEFAULT)."""
     path = f"{shlex.quote(str(REPO / 'simhost' / 'bin'))}:{shlex.quote(str(REPO / '.venv' / 'bin'))}"
     return "\n".join(
         [
@@ -26,6 +32,7 @@ def shell_setup(state_dir: Path, load_seconds: float | str, health_poll_seconds:
             f"export SIMHOST_LOAD_SECONDS={shlex.quote(str(load_seconds))}",
         ]
         + ([f"export SIMHOST_HEALTH_POLL_SECONDS={float(health_poll_seconds)}"] if health_poll_seconds else [])
+        + ([f"export SIMHOST_SGLANG_VERSION={shlex.quote(sglang_version)}"] if sglang_version else [])
     )
 
 

@@ -131,11 +131,9 @@ def _build(
     built = build_adaptive_schedule([winner for winner, _ in bands])
     if built.config is None:
         raise ScheduleRefused(" ".join(built.notes))
-    known = host.known_server_flags()  # the host's SGLang as last read, when read with its launcher
-    missing = [f for f in ADAPTIVE_FLAGS if known is not None and f not in known]
-    if missing:
-        when = f"{timesince(host.server_flags_at)} ago" if host.server_flags_at else "before"
-        raise ScheduleRefused(server_flags.refusal(missing, host.name, host.listed_sglang_version, when))
+    refusal = schedule_refusal(host)
+    if refusal is not None:
+        raise ScheduleRefused(refusal)
     # The source's row is locked by the caller, so two presses never take one version number.
     version = (AdaptiveSchedule.objects.filter(**source).aggregate(last=Max("version"))["last"] or 0) + 1
     schedule = AdaptiveSchedule.objects.create(
@@ -173,6 +171,18 @@ def _build(
         verification=schedule.verification.pk, bands=len(bands), notes=len(built.notes),
     )  # fmt: skip
     return schedule
+
+
+def schedule_refusal(host: Host) -> str | None:
+    """Why the host's SGLang cannot serve an adaptive server (the flags its listing lacks, with its version), or None:
+    the pages show this beside a disabled "Build a schedule", and building refuses with it. A host whose flags were
+    never read is not refused: nothing is known against it."""
+    known = host.known_server_flags()  # the host's SGLang as last read, when read with its launcher
+    missing = [f for f in ADAPTIVE_FLAGS if known is not None and f not in known]
+    if not missing:
+        return None
+    when = f"{timesince(host.server_flags_at)} ago" if host.server_flags_at else "before"
+    return server_flags.refusal(missing, host.name, host.listed_sglang_version, when)
 
 
 def _steps(built: Any, winner: BandWinner) -> int:

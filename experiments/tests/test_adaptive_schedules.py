@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -209,7 +210,11 @@ def test_it_builds_from_an_experiment_with_several_candidates_and_concurrencies(
             for level, tok_s in truth[config.name].items():
                 make_measurement(run, concurrency=level, output_throughput=tok_s * (1 + 0.003 * (-1) ** launch))
     client.force_login(owner)
-    assert b'id="build-schedule"' in client.get(experiment.get_absolute_url()).content
+    _list_flags(host, "0.5.9", ["--model-path"])
+    disabled, reason = _schedule_button(client, experiment.get_absolute_url())
+    assert disabled and reason.startswith(f"Off: SGLang 0.5.9 on {host.name} does not know the flags")
+    _list_flags(host, "0.5.23", ["--model-path", "--speculative-adaptive", "--speculative-adaptive-config"])
+    assert _schedule_button(client, experiment.get_absolute_url()) == (False, "")
 
     response = client.post(reverse("build_experiment_schedule", args=[experiment.pk]))
 
@@ -286,6 +291,35 @@ def test_it_refuses_a_host_whose_sglang_has_no_adaptive_speculation(api, owner):
         f"SGLang 0.5.9 on {host.name} does not know the flags --speculative-adaptive, --speculative-adaptive-config"
     )
     assert not AdaptiveSchedule.objects.exists() and not Experiment.objects.filter(name__contains="verify").exists()
+
+
+def _list_flags(host, version: str, flags: list[str]) -> None:
+    host.server_flags = {"launcher": host.launcher, "sglang_version": version, "flags": flags}
+    host.server_flags_at = timezone.now()
+    host.save(update_fields=["server_flags", "server_flags_at"])
+
+
+def _schedule_button(client, page_url: str) -> tuple[bool, str]:
+    """Whether the page's "Build a schedule" is disabled, and the reason it shows ("" when none)."""
+    page = client.get(page_url).content.decode()
+    button = re.search(r"<button[^>]*>Build a schedule</button>", page)
+    assert button is not None, "no Build a schedule button"
+    reason = re.search(r'<span class="warning" id="schedule-off">([^<]*)</span>', page)
+    return " disabled" in button.group(0), reason.group(1) if reason else ""
+
+
+def test_a_page_offers_the_schedule_only_where_the_hosts_sglang_can_serve_it(api, client, owner):
+    study = _finished_study(api, owner)
+    host = study.host
+    client.force_login(owner)
+    assert _schedule_button(client, study.get_absolute_url()) == (False, "")  # flags never read: nothing known
+
+    _list_flags(host, "0.5.9", ["--model-path", "--port"])
+    disabled, reason = _schedule_button(client, study.get_absolute_url())
+    assert disabled and reason.startswith(f"Off: SGLang 0.5.9 on {host.name} does not know the flags --speculative-ad")
+
+    _list_flags(host, "0.5.23", ["--model-path", "--port", "--speculative-adaptive", "--speculative-adaptive-config"])
+    assert _schedule_button(client, study.get_absolute_url()) == (False, "")
 
 
 def test_the_switching_chart_and_the_ramp_note_say_only_what_the_data_holds():

@@ -29,6 +29,7 @@ from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_cadence
 from ..actions.notes import do_set_experiment_notes
 from ..actions.quotas import QuotaExceeded
+from ..actions.schedules import schedule_refusal
 from ..forms import (
     BenchmarkProfileForm,
     CadenceForm,
@@ -260,6 +261,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             "can_manage": experiment.can_be_managed_by(request.user),
             "headroom_studies": studies_about(experiment),
             "schedules_built": built_schedules,
+            "schedule_refusal": schedule_refusal(experiment.host),
             "acceptance_definitions": acceptance.DEFINITIONS,
             # The schedule's own answer on the page of the experiment that verifies it (the same rows, one reading).
             "schedules_verified": [schedule_view(s, with_figure=False) for s in verified_schedules],

@@ -16,6 +16,7 @@ from experiments.serializers import study_json
 from ..actions.audit import Actor
 from ..actions.quotas import QuotaExceeded
 from ..actions.review import do_pin_baseline
+from ..actions.schedules import schedule_refusal
 from ..actions.studies import do_cancel_study, do_confirm_recommendation, do_start_study, recommended_config
 from ..forms import BenchmarkProfileForm, ExperimentForm, ServerConfigForm
 from ..forms.configs import suggested_model_paths
@@ -36,6 +37,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "frontier": frontier_figure(study),
         "can_manage": study.can_be_managed_by(request.user),
         "schedules": list(study.schedules.only("id", "version", "study_id").order_by("version")),
+        "schedule_refusal": schedule_refusal(study.host),
     }
     # The live page re-reads its sections when the study changes (`study_detail.js`).
     template = (

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import json
+import shlex
+import subprocess
 
 import pytest
 from django.core.management.base import OutputWrapper
@@ -56,3 +59,23 @@ def test_the_demo_seeds_a_history_whose_drift_the_checks_confirmed_into_one_flag
     assert Suspicion.objects.filter(state=Suspicion.State.CONFIRMED, flag=flag).exists()
     assert not experiment.run_set.exclude(state=Run.State.SUCCEEDED).exists()  # nothing left for the worker
     assert seed_drift_history(host, payload["baseline"], payload["profile"], owner) is None
+
+
+def test_the_demos_host_runs_the_newest_sglang_profile_so_every_offered_action_is_served(tmp_path):
+    """The demo's host, read as a worker reads a host (its shell setup, then the launcher's --help and the probe):
+    the newest profile simhost has, whose SGLang knows the adaptive schedule's flags."""
+    from dashboard.demo.management.commands.demo import demo_shell_setup
+    from experiments.actions.schedules import ADAPTIVE_FLAGS
+    from experiments.rules import server_flags
+    from simhost import hostsetup, versions
+    from workers.hostreads import fingerprint
+
+    probe = " ".join(shlex.quote(word) for word in ["python", "-c", fingerprint.PROBE_SOURCE])
+    setup = demo_shell_setup(tmp_path)
+    helped = subprocess.run(["bash", "-c", f"{setup}\n{hostsetup.LAUNCHER} --help"], capture_output=True, text=True,
+                            timeout=60, check=True)  # fmt: skip
+    probed = subprocess.run(["bash", "-c", f"{setup}\n{probe}"], capture_output=True, text=True, timeout=60, check=True)
+
+    version = json.loads(probed.stdout)["packages"]["sglang"]["version"]
+    assert version == versions.NEWEST == max(versions.SUPPORTED, key=lambda v: [int(p) for p in v.split(".")])
+    assert set(ADAPTIVE_FLAGS) <= set(server_flags.parse_help(helped.stdout))

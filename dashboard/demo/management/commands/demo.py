@@ -31,7 +31,7 @@ from experiments.actions.users import do_set_role
 from experiments.analysis.explanations import MODEL_METRICS
 from experiments.forms import ExperimentSubmission
 from experiments.models import Experiment, Host, Run
-from simhost import hostsetup, ports
+from simhost import hostsetup, ports, versions
 
 from ... import suggestions
 from ...history import seed_drift_history
@@ -86,6 +86,13 @@ def demo_experiment_payload(models_root: str) -> dict:
             "stall_timeout_s": 120,
         },
     }
+
+
+def demo_shell_setup(var: Path) -> str:
+    """The demo host's shell setup: the simulated host on its newest SGLang profile, so that every action a page
+    offers (an adaptive schedule needs 0.5.23's `--speculative-adaptive`) is one its SGLang serves."""
+    load_seconds = os.environ.get("SIMHOST_LOAD_SECONDS", "6")
+    return hostsetup.shell_setup(var / "simhost-state", load_seconds, sglang_version=versions.NEWEST)
 
 
 def _interrupt(signum, frame):
@@ -361,7 +368,7 @@ class Command(BaseCommand):
             key_name=key_name,
             work_dir=str(var / "simhost-work"),
             models_root=str(hostsetup.MODELS_ROOT),
-            shell_setup=hostsetup.shell_setup(var / "simhost-state", os.environ.get("SIMHOST_LOAD_SECONDS", "6")),
+            shell_setup=demo_shell_setup(var),
             launcher=hostsetup.LAUNCHER,
             python="python",
             server_port=server_port,
