@@ -351,8 +351,7 @@ class Command(BaseCommand):
     def _ensure_demo_user(self) -> None:
         """The demo's one user: the team's admin (roles.py), so every page and action can be tried."""
         user, _ = get_user_model().objects.get_or_create(username=DEMO_USER)
-        # Set directly, past the password validators (demo/demo fails every one): the demo is a local, single-user
-        # instance whose login the README prints. The one password the product sets without them (docs/team.md).
+        # Past the password validators, which demo/demo fails: a local demo's printed login (docs/team.md).
         user.set_password(DEMO_USER)
         user.save()
         do_set_role(user, roles.ADMIN, Actor.command())
