@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import posixpath
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -12,7 +11,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from ..analysis import slo
-from ..formats.imported_results import ImportedRun, Server
+from ..formats.imported_results import ImportedRun
 from ..models import AuditEvent, BenchmarkProfile, Candidate, Experiment, Host, Measurement, Run, ServerConfig
 from .audit import Actor, record_event
 from .configs import do_create_config, do_create_profile
@@ -32,6 +31,7 @@ def do_import_runs(
     *,
     actor: Actor,
     files: Sequence[ImportedFile],
+    configs: Mapping[tuple, ServerConfig],
     experiment: Experiment | None = None,
     name: str = "",
     host: Host | None = None,
@@ -39,15 +39,16 @@ def do_import_runs(
 ) -> tuple[Experiment, list[Run]]:
     """File every run of the (parsed, valid) files as a succeeded, imported run with its measurements: into
     `experiment`, or a new one on `host` whose baseline is the first run without speculation (the first run when all
-    speculate) and whose candidates are the other servers. Configs are found by content hash or created; nothing is
-    queued, so no worker ever takes an imported run."""
+    speculate) and whose candidates are the other servers. `configs`: each server's config (`Server.key`), unsaved
+    and valid on the experiment's host (forms.hosted_configs.imported_configs); each is found by content hash or
+    created. Nothing is queued, so no worker ever takes an imported run."""
     pairs = [(file, run) for file in files for run in file.runs]
-    configs = _configs_of(actor, [run.server for _, run in pairs])
+    saved = _configs_of(actor, configs, [run.server.key for _, run in pairs])
     if experiment is None:
         assert host is not None, "a new experiment needs a host"
-        experiment = _new_experiment(actor, name or _default_name(files), host, configs, pairs, objective)
+        experiment = _new_experiment(actor, name or _default_name(files), host, saved, pairs, objective)
     else:
-        _add_candidates(experiment, configs)
+        _add_candidates(experiment, saved)
     last = experiment.run_set.aggregate(sequence=Max("sequence"), launch=Max("launch_index"))
     first_sequence = 0 if last["sequence"] is None else last["sequence"] + 1
     launch = 0 if last["launch"] is None else last["launch"] + 1
@@ -55,7 +56,7 @@ def do_import_runs(
     runs = Run.objects.bulk_create(
         Run(
             experiment=experiment,
-            config=configs[run.server.key],
+            config=saved[run.server.key],
             host_id=experiment.host_id,
             sequence=first_sequence + i,
             launch_index=launch,
@@ -83,38 +84,20 @@ def do_import_runs(
     return experiment, runs
 
 
-def _configs_of(actor: Actor, servers: Sequence[Server]) -> dict[tuple, ServerConfig]:
-    """Each server's config: the stored one with the same content (under any name), else a new one."""
+def _configs_of(
+    actor: Actor, checked: Mapping[tuple, ServerConfig], keys: Sequence[tuple]
+) -> dict[tuple, ServerConfig]:
+    """Each server's config: the stored one with the same content (under any name), else the checked one saved."""
     found: dict[tuple, ServerConfig] = {}
-    for server in servers:
-        if server.key in found:
+    for key in keys:
+        if key in found:
             continue
-        config = ServerConfig(name=_config_name(server), model_path=server.model_path, tp_size=server.tp_size)
-        for field, value in server.speculative.items():
-            setattr(config, field, value)
+        config = checked[key]
         stored = ServerConfig.objects.with_hash(config.compute_hash()).first()
         if stored is None and any(c.name == config.name for c in found.values()):
             config.name = f"{config.name[: NAME_MAX - 11]} {config.compute_hash()[:10]}"
-        found[server.key] = stored or do_create_config(actor, config)
+        found[key] = stored or do_create_config(actor, config)
     return found
-
-
-def _config_name(server: Server) -> str:
-    model = posixpath.basename(server.model_path.rstrip("/")) or server.model_path
-    spec = server.speculative
-    parts = [model]
-    if spec:
-        parts.append(spec["speculative_algorithm"].lower())
-        for field, letter in (
-            ("speculative_num_steps", "s"),
-            ("speculative_eagle_topk", "k"),
-            ("speculative_num_draft_tokens", "d"),
-        ):
-            if spec.get(field) is not None:
-                parts.append(f"{letter}{spec[field]}")
-    if server.tp_size > 1:
-        parts.append(f"tp{server.tp_size}")
-    return " ".join(parts)[:NAME_MAX]
 
 
 def _new_experiment(

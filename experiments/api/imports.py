@@ -13,11 +13,12 @@ from experiments.formats import imported_results
 
 from ..actions.audit import Actor
 from ..actions.imports import ImportedFile, do_import_runs
+from ..forms.hosted_configs import ImportRefused, imported_configs
 from ..forms.profiles import BenchmarkProfileForm
 from ..models import Experiment, Host
 from .base import api, require, require_manage
 from .bodies import IMPORT_FORMATS, MAX_IMPORT_FILE_CHARS, MAX_IMPORT_FILE_NAME, MAX_IMPORT_FILES, ImportIn
-from .refusals import documented, refused, responses
+from .refusals import documented, refused, responses, status_of
 
 MAX_FILES = MAX_IMPORT_FILES
 MAX_FILE_CHARS = MAX_IMPORT_FILE_CHARS
@@ -26,13 +27,16 @@ EXPERIMENT_NAME_MAX = 200
 FORMATS = IMPORT_FORMATS
 
 
-@api.post("/imports", response=responses(201, 400, 409), openapi_extra=documented(400, 404, 409))
+@api.post("/imports", response=responses(201, 400, 409), openapi_extra=documented(400, 403, 404, 409))
 def import_results(request: HttpRequest, body: ImportIn):
     """`{"experiment"?: id, "name"?, "host"?: name, "files": [{"name", "format"?: auto | sglang-bench-serving |
     vllm-bench-serve | specforge-benchmark, "content": "<the file's text>", "given"?: {...}}]}`: every file is read
     and checked first; one error anywhere (named `files[i]`, with the line and the field) and nothing is written.
     A SpecForge file names neither its model nor its concurrency: `given` states them (`model_path`,
-    `concurrency`, and optionally `tp_size` and the speculative settings), as the specforge command line had them."""
+    `concurrency`, and optionally `tp_size` and the speculative settings), as the specforge command line had them.
+    Each server a file measured becomes a config checked as a submitted one on the experiment's host (the config's
+    field rules, models under the host's models root, tp within its GPUs): one refused, the import is refused,
+    naming the file, the field and where the file states it (`files[i].model_path`), with the submission's status."""
     require(request, "experiments.add_experiment")
     payload = body.model_dump(exclude_unset=True)
     errors: dict[str, list[str]] = {}
@@ -52,9 +56,19 @@ def import_results(request: HttpRequest, body: ImportIn):
     if objective is not None and experiment is not None:
         why = "an import into an existing experiment is judged under that experiment's own SLO (set it on its profile)"
         return refused("invalid import", {"slo": [why]}, 409)
+    # Each config a file measured, checked as a submitted config on the host its runs are filed under.
+    target = experiment.host if experiment is not None else host
+    assert target is not None  # a new experiment's host was required above
+    measured = [(f"files[{i}]", f.name, f.format, [run.server for run in f.runs]) for i, f in enumerate(files)]
+    try:
+        configs = imported_configs(measured, target)
+    except ImportRefused as exc:
+        return refused("invalid import: a config the files measured may not launch on this host", exc.errors,
+                       status_of(exc.forms))  # fmt: skip
     experiment, runs = do_import_runs(
-        actor=Actor.of(request), files=files, experiment=experiment, name=str(name), host=host, objective=objective
-    )
+        actor=Actor.of(request), files=files, configs=configs, experiment=experiment, name=str(name), host=host,
+        objective=objective,
+    )  # fmt: skip
     return Status(
         201,
         {

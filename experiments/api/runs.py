@@ -19,7 +19,9 @@ from ..actions.profile_traces import do_profile_run
 from ..actions.runs import do_cancel_run, do_rerun_with_remedy
 from ..forms import (
     CONTROL_CHARS,
+    plain_errors,
 )
+from ..forms.hosted_configs import stored_config_form
 from ..forms.remedies import remedied_config
 from ..models import LogChunk, Run
 from ..remedies import RemedyRefused
@@ -153,6 +155,11 @@ def profile_run(request: HttpRequest, run_id: int):
     run = get_object_or_404(Run.objects.select_related("experiment__profile", "config", "host"), pk=run_id)
     if not run.is_finished:
         return refused("the run has not finished", {"run": ["Profile a finished run."]}, 409)
+    # Its config launches again: only if it still may on this host (an imported one never passed the form).
+    config = stored_config_form(run.config, run.host)
+    if not config.is_valid():
+        why = f"config {run.config.name[:80]!r} may not be launched on {run.host.name}"
+        return refused(why, plain_errors(config, "config."), 409)
     experiment = do_profile_run(run, actor=Actor.of(request))  # 429 past a quota (base.py)
     return Status(201, serializers.queued_experiment_json(experiment))
 

@@ -397,7 +397,9 @@ def _vllm_speculative(row: dict[str, Any], check: _Checker) -> dict[str, Any]:
         spec["speculative_draft_model_path"] = config["model"][:MAX_TEXT]
     steps = check.integer(config, "num_speculative_tokens", prefix="speculative_config.", optional=True)
     if steps is not None:
+        # vLLM drafts a chain, one token per step: SGLang's topk 1, whose tree holds steps + 1 tokens.
         spec["speculative_num_steps"] = steps
+        spec["speculative_eagle_topk"] = 1
         spec["speculative_num_draft_tokens"] = steps + 1
     return spec
 

@@ -379,12 +379,137 @@ def test_specdash_import_files_a_specforge_result_with_its_benchmark_flags(cli, 
     refused = cli("import", str(path), *flags)
     stated = ["--model", "/models/kimi", "--concurrency", "4", "--tp-size", "8", "--speculative-algorithm", "EAGLE3",
               "--draft-model", "/models/kimi-eagle3", "--num-steps", "3"]  # fmt: skip
-    done = cli("import", str(path), *flags, *stated)
+    partial = cli("import", str(path), *flags, *stated)  # as a submitted config: steps, topk, draft tokens together
+    done = cli("import", str(path), *flags, *stated, "--topk", "1", "--num-draft-tokens", "4")
 
     assert refused.code == 2 and "model_path: the served model's path is required" in refused.err
+    together = "files[0].speculative_eagle_topk: specforge.json: Set steps, topk and draft tokens together"
+    assert partial.code == 2 and together in partial.err
     assert done.code == 0, done.err
     (run,) = json.loads(done.out)["runs"]
     stored = Run.objects.get(pk=run["id"])
     assert stored.imported_from is not None and stored.imported_from["tool"] == "specforge benchmark"
     assert stored.config.speculative_algorithm == "EAGLE3" and stored.config.tp_size == 8
     assert Measurement.objects.get(run=stored).concurrency == 4
+
+
+# Imports under the config policy ------------------------------------------------------------------------------------
+
+SPECFORGE_GIVEN = {"model_path": "/models/kimi", "concurrency": 4, "tp_size": 8, "speculative_algorithm": "EAGLE3",
+                   "speculative_draft_model_path": "/models/kimi-eagle3", "speculative_num_steps": 3,
+                   "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}  # fmt: skip
+
+
+def _specforge(**given):
+    return [{"name": "sf.json", "format": "specforge-benchmark", "content": SPECFORGE,
+             "given": {**SPECFORGE_GIVEN, **given}}]  # fmt: skip
+
+
+def _nothing_written():
+    return (Experiment.objects.count(), Run.objects.count(), ServerConfig.objects.count(), Measurement.objects.count())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("given", "field", "message", "status"),
+    [
+        # Each once reached a stored config (and, through "Profile this run", a host's queue).
+        ({"model_path": "/etc/passwd"}, "model_path", "Model path /etc/passwd is not under the host's models root "
+                                                      "/models.", 404),
+        ({"speculative_draft_model_path": "/models/../etc"}, "speculative_draft_model_path",
+         "Draft model path must be written plainly", 404),
+        ({"speculative_algorithm": "EAGLE3 --trust-remote-code"}, "speculative_algorithm", "Select a valid choice",
+         422),
+        ({"model_path": "/models/kimi\x00"}, "model_path", "Null characters are not allowed.", 422),
+        ({"model_path": "/models/kimi\n--trust-remote-code"}, "model_path", "must not contain control characters",
+         422),
+        ({"tp_size": 2**31 - 1}, "tp_size", "TP size must be between 1 and 64.", 422),
+        ({"tp_size": 16}, "tp_size", "has 8 GPUs, fewer than tp 16", 409),
+        ({"speculative_num_draft_tokens": 9}, "speculative_num_draft_tokens", "SGLang forces draft tokens", 409),
+    ],
+)  # fmt: skip
+def test_an_imported_specforge_config_goes_through_the_config_policy(client, member, given, field, message, status):
+    make_host(name="gpu-8")
+    before = _nothing_written()
+
+    response = _post(client, member, {"host": "gpu-8", "files": _specforge(**given)})
+
+    assert response.status_code == status, response.json()
+    errors = response.json()["errors"]
+    assert any(message in m for m in errors[f"files[0].{field}"]), errors
+    assert all(m.startswith("sf.json: ") and f"(the file's given.{field})" in m for m in errors[f"files[0].{field}"])
+    assert _nothing_written() == before and not AuditEvent.objects.filter(action=AuditEvent.Action.IMPORT).exists()
+
+
+@pytest.mark.django_db
+def test_every_import_format_goes_through_the_config_policy(client, owner):
+    host = make_host(name="gpu-8")
+    experiment = make_experiment(host=host, created_by=owner)
+    sglang = _with(BASELINE, 0, server_info={**_line(BASELINE)["server_info"], "model_path": "/etc/passwd"})
+    vllm = json.dumps({**json.loads(VLLM), "model_id": "/etc/passwd"})
+    eagle = _with(EAGLE3, 0, server_info={**_line(EAGLE3)["server_info"], "speculative_algorithm": "eagle3 --x"})
+    before = _nothing_written()
+
+    # Into a new experiment on the host and into an existing one (its host): each file's config is checked.
+    new = _post(client, owner, {"host": "gpu-8", "files": _files(("b.jsonl", sglang), ("v.json", vllm))})
+    into = _post(client, owner, {"experiment": experiment.pk, "files": _files(("e.jsonl", eagle))})
+
+    assert new.status_code == 404 and into.status_code == 422
+    assert new.json()["errors"] == {
+        "files[0].model_path": ["b.jsonl: Model path /etc/passwd is not under the host's models root /models. "
+                                "(the file's server_info.model_path)"],
+        "files[1].model_path": ["v.json: Model path /etc/passwd is not under the host's models root /models. "
+                                "(the file's model_id)"],
+    }  # fmt: skip
+    (message,) = into.json()["errors"]["files[0].speculative_algorithm"]
+    assert message.startswith("e.jsonl: Select a valid choice. EAGLE3 --X is not one of the available choices.")
+    assert _nothing_written() == before
+
+
+@pytest.mark.django_db
+def test_an_imported_config_is_stored_as_the_form_cleans_it(client, member):
+    make_host(name="gpu-8")
+
+    response = _post(client, member, {"host": "gpu-8", "files": _specforge(model_path="  /models/kimi  ")})
+
+    assert response.status_code == 201, response.json()
+    config = Run.objects.get(pk=response.json()["runs"][0]["id"]).config
+    assert config.model_path == "/models/kimi" and config.name == "kimi eagle3 s3 k1 d4 tp8"
+    assert (config.speculative_eagle_topk, config.speculative_num_draft_tokens) == (1, 4)
+
+
+@pytest.mark.django_db
+def test_profile_this_run_refuses_an_imported_config_that_may_not_launch_there(client, member):
+    # A config imported before imports were checked (or one the host's rules have since refused).
+    host = make_host(name="gpu-8")
+    config = ServerConfig.objects.create(name="passwd", model_path="/etc/passwd", tp_size=2**31 - 1,
+                                         speculative_algorithm="EAGLE3 --trust-r")  # fmt: skip
+    experiment = make_experiment(host=host, baseline=config, with_runs=False)
+    run = Run.objects.create(experiment=experiment, config=config, host=host, state=Run.State.SUCCEEDED, sequence=0,
+                             imported_from={"file": "sf.json"})  # fmt: skip
+    _, token = ApiToken.issue(member)
+    client.force_login(member)
+    experiments = Experiment.objects.count()
+
+    api = client.post(f"/api/runs/{run.pk}/profile", headers={"Authorization": f"Bearer {token}"})
+    page = client.post(f"/runs/{run.pk}/profile/", follow=True)
+
+    assert api.status_code == 409
+    errors = api.json()["errors"]
+    assert "Model path /etc/passwd is not under the host's models root /models." in errors["config.model_path"]
+    assert "TP size must be between 1 and 64." in errors["config.tp_size"]
+    assert any("Select a valid choice" in m for m in errors["config.speculative_algorithm"])
+    assert "passwd may not be launched on gpu-8: " in page.content.decode()
+    assert Experiment.objects.count() == experiments and not Run.objects.filter(profile_requested=True).exists()
+
+
+@pytest.mark.django_db
+def test_profile_this_run_queues_an_imported_config_that_may_launch(client, member):
+    make_host(name="gpu-8")
+    (run,) = _post(client, member, {"host": "gpu-8", "files": _specforge()}).json()["runs"]
+    _, token = ApiToken.issue(member)
+
+    response = client.post(f"/api/runs/{run['id']}/profile", headers={"Authorization": f"Bearer {token}"})
+
+    assert response.status_code == 201, response.json()
+    assert Run.objects.get(profile_requested=True).config_id == run["config_id"]

@@ -24,7 +24,9 @@ from ..actions.runs import do_cancel_run, do_rerun_with_remedy
 from ..analysis.telemetry import describe as describe_throttling
 from ..analysis.telemetry import server_metrics_summary
 from ..forms import RunNotesForm
+from ..forms.hosted_configs import stored_config_form
 from ..forms.remedies import remedied_config
+from ..forms.values import plain_errors
 from ..models import AuditEvent, LogChunk, ProfileTrace, Run, RunEnvironment
 from ..remedies import RemedyRefused
 from .access import require_manage, requires, safe_next
@@ -162,6 +164,12 @@ def profile_run(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("experiment__profile", "config", "host"), pk=run_id)
     if not run.is_finished:
         messages.error(request, f"Run {run.pk} has not finished.")
+        return redirect(run)
+    # Its config launches again: only if it still may on this host (an imported one never passed the form).
+    config = stored_config_form(run.config, run.host)
+    if not config.is_valid():
+        refusals = " ".join(m for ms in plain_errors(config).values() for m in ms)
+        messages.error(request, f"{run.config.name} may not be launched on {run.host.name}: {refusals}")
         return redirect(run)
     try:
         experiment = do_profile_run(run, actor=Actor.of(request))
