@@ -1,6 +1,6 @@
-"""`manage.py demo` as a person runs it: a second Ctrl-C during its cleanup still stops every child, and a demo
-killed hard leaves children that the next demo of the checkout finds and stops (their ports free again); its worker
-outlives a Redis restart, and one that dies is started again."""
+"""`manage.py demo` as a person runs it: a second demo while one lives says so and stops; a second Ctrl-C during its
+cleanup still stops every child, and a demo killed hard leaves children that the next demo of the checkout finds and
+stops (their ports free again); its worker outlives a Redis restart, and one that dies is started again."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _alive(pgid: int, settle: float = 5) -> bool:
         time.sleep(0.1)
 
 
-def test_it_stops_every_child_on_a_second_ctrl_c_and_after_a_hard_kill(tmp_path):
+def test_it_leaves_a_live_demo_alone_and_stops_every_child_after_a_hard_kill_or_a_second_ctrl_c(tmp_path):
     var = tmp_path / "var"
     web_port, ssh_port = free_port(), free_port()
     # The suite's session marker stays: a child of either demo that outlived the test is then found (and named) by
@@ -74,6 +74,15 @@ def test_it_stops_every_child_on_a_second_ctrl_c_and_after_a_hard_kill(tmp_path)
 
     first = _start_demo(env, tmp_path / "first.log")
     left = [entry["pgid"] for entry in json.loads((var / "demo-children.json").read_text())]
+
+    # A second demo while this one lives says so and stops, leaving every process of the live one running.
+    again = subprocess.run([sys.executable, "manage.py", "demo"], cwd=REPO, env=env, capture_output=True, text=True,
+                           timeout=120)  # fmt: skip
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert f"A demo of this checkout is already running: http://127.0.0.1:{web_port}/ (pid {first.pid})" in again.stderr
+    assert all(_alive(pgid, settle=0) for pgid in left) and first.poll() is None
+    assert [entry["pgid"] for entry in json.loads((var / "demo-children.json").read_text())] == left
+
     first.kill()  # as a closed terminal would: its children live on, holding the ports
     first.wait()
     assert all(_alive(pgid, settle=0) for pgid in left) and port_in_use(web_port)

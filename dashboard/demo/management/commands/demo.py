@@ -7,6 +7,7 @@ The children write to var/log/; the terminal shows the URLs, each run's progress
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import getpass
 import json
 import os
@@ -130,8 +131,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         self.children_file = Path(settings.VAR_DIR) / "demo-children.json"
-        self._stop_leftover_children()
         web_port = int(os.environ.get("SPECDASH_PORT", "8000"))
+        self._hold_the_demo_lock(web_port)  # before anything is stopped: a live demo's children are not leftovers
+        self._stop_leftover_children()
         ssh_port = int(os.environ.get("SPECDASH_SIMHOST_SSH_PORT", "2222"))
         server_port = int(os.environ.get("SPECDASH_SIMHOST_SERVER_PORT", "30000"))
         for port, what in ((web_port, "SPECDASH_PORT"), (ssh_port, "SPECDASH_SIMHOST_SSH_PORT")):
@@ -247,6 +249,33 @@ class Command(BaseCommand):
                 self._kill_leftover_servers()  # the worker had no time to tear them down
             self.children_file.unlink(missing_ok=True)
             self.stdout.write("Stopped.")
+
+    def _hold_the_demo_lock(self, web_port: int) -> None:
+        """One demo per checkout: hold an exclusive lock on var/demo.lock for as long as this process lives, or say
+        which demo holds it and stop. The kernel drops the lock with the process however it ends (SIGKILL, a closed
+        terminal), so a demo killed hard never blocks the next one, whose children are then cleaned up as leftovers;
+        a pid written in a file could be stale or reused, a lock cannot. The children do not inherit it (Popen closes
+        every other descriptor)."""
+        path = Path(settings.VAR_DIR) / "demo.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.lock = path.open("a+")
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.lock.seek(0)
+            try:
+                holder = json.loads(self.lock.read())
+                pid, port = int(holder["pid"]), int(holder["port"])
+            except (ValueError, KeyError, TypeError):
+                raise CommandError(f"A demo of this checkout is already running (it holds {path}).") from None
+            raise CommandError(
+                f"A demo of this checkout is already running: http://127.0.0.1:{port}/ (pid {pid}). Use it, or stop "
+                f"it first (Ctrl-C in its terminal, or `kill {pid}`); a second one would stop its processes."
+            ) from None
+        self.lock.seek(0)
+        self.lock.truncate()
+        self.lock.write(json.dumps({"pid": os.getpid(), "port": web_port}))
+        self.lock.flush()
 
     def _stop_leftover_children(self) -> None:
         """An earlier demo of this checkout that was killed hard (SIGKILL, a closed terminal) left its children
