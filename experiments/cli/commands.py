@@ -76,7 +76,7 @@ def _best(best: dict | None) -> str:
 
 def experiment_summary(api: Api, experiment: dict) -> str:
     runs = [
-        (r["id"], r["config"], r["launch_index"], r["state"], (r["failure"] or {}).get("kind", ""))
+        (r["id"], r["config"], r["launch_index"] + 1, r["state"], (r["failure"] or {}).get("kind", ""))
         for r in experiment["runs"]
     ]
     parts = [
@@ -102,8 +102,17 @@ def runs(args: argparse.Namespace) -> int:
         return 0
     headings = ("run", "experiment", "config", "host", "launch", "state", "failure", "started")
     cells = ("id", "experiment", "config", "host", "launch_index", "state", "failure_kind", "started_at")
-    print(table(headings, [[r[c] if c != "started_at" else (r[c] or "")[:19] for c in cells] for r in rows]))
+    print(table(headings, [[_cell(r, c) for c in cells] for r in rows]))
     return 0
+
+
+def _cell(run: dict, column: str) -> object:
+    """A run's column as a person reads it: launches counted from 1, as on the pages (the JSON keeps the index)."""
+    if column == "launch_index":
+        return run[column] + 1
+    if column == "started_at":
+        return (run[column] or "")[:19]
+    return run[column]
 
 
 def cancel(args: argparse.Namespace) -> int:

@@ -165,7 +165,8 @@ def wait_for(api: Api, experiment_id: int | str, args: argparse.Namespace) -> di
 
 
 def _progress_line(run: dict[str, Any]) -> str:
-    line = f"run {run['id']} {safe(run['config'])} (launch {run['launch_index']}): {run['state']}"
+    # Launches are counted from 1 wherever a person reads them (the pages too); `launch_index` stays 0-based in JSON.
+    line = f"run {run['id']} {safe(run['config'])} (launch {run['launch_index'] + 1}): {run['state']}"
     if run["state"] == "loading" and run.get("loading_progress") is not None:
         line += f" {run['loading_progress']}%"
     if run["state"] == "benchmarking":

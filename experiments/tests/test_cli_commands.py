@@ -107,6 +107,22 @@ def test_runs_filters_by_experiment_and_state_and_refuses_an_unknown_state(cli, 
                                             "started"]  # fmt: skip
 
 
+def test_a_launch_is_counted_from_1_as_on_the_pages_and_the_json_keeps_its_index(cli, logged_in, client, owner):
+    experiment = make_experiment(profile=make_profile(launches=2))
+    second = experiment.run_set.get(launch_index=1, config=experiment.baseline)
+
+    listed = next(line.split() for line in cli("runs").out.splitlines() if line.startswith(f"{second.pk} "))
+    summary = next(line.split() for line in cli("status", str(experiment.pk)).out.splitlines()
+                   if line.startswith(f"{second.pk} "))  # fmt: skip
+    as_json = next(r for r in json.loads(cli("runs", "--json").out) if r["id"] == second.pk)
+    client.force_login(owner)
+    page = client.get(second.get_absolute_url()).content.decode()
+
+    assert "launch 2" in page
+    assert listed[4] == "2" and summary[2] == "2"
+    assert as_json["launch_index"] == 1
+
+
 def test_cancel_says_whether_it_was_accepted(cli, logged_in):
     experiment = make_experiment()
     queued, done = experiment.run_set.order_by("sequence")

@@ -166,8 +166,8 @@ def test_submit_waits_with_a_line_per_run_then_fails_the_gate_on_outputs_that_di
     result = submitted.submit
 
     assert result.code == 1, result.out + result.err
-    assert "run {} baseline (launch 0): benchmarking".format(submitted.run_ids["baseline"]) in result.err
-    assert "run {} eagle3-draft-bug (launch 0): succeeded".format(submitted.run_ids["eagle3-draft-bug"]) in result.err
+    assert "run {} baseline (launch 1): benchmarking".format(submitted.run_ids["baseline"]) in result.err
+    assert "run {} eagle3-draft-bug (launch 1): succeeded".format(submitted.run_ids["eagle3-draft-bug"]) in result.err
     assert f"{submitted.url}/experiments/{submitted.experiment_id}/" in result.out
     # The verdict table, then each check with its numbers, then the outcome.
     assert re.search(r"eagle3-draft-bug\s+1\s+[\d.]+\s+[\d.]+\s+[\d.]+x.*outputs differ", result.out), result.out
