@@ -192,6 +192,7 @@ def test_the_page_shows_the_rates_per_config_concurrency_and_category_with_their
         page.index('id="acceptance-positions"') : page.index("</details>", page.index('id="acceptance-positions"'))
     ]
     assert "share of verify steps that accepted draft token j" in section  # the definition beside the numbers
+    assert "(2 config × concurrencies)" in section  # (never "concurrencys")
     table = section[section.index('id="positions"') : section.index("</table>", section.index('id="positions"'))]
     assert "<th>draft 1</th><th>draft 2</th>" in table
     assert "<td>eagle3</td><td>1</td><td>1</td><td>90.0%</td><td>70.0%</td>" in table
