@@ -71,6 +71,21 @@ def test_it_lists_configs_newest_first_and_finds_them_by_name_path_or_hash(
     assert 'href="/configs/"' in content  # the nav link
 
 
+def test_it_lists_a_config_submitted_twice_with_the_same_name_and_launch_once(client, member):
+    host = make_host()
+    typed = {"baseline": {"name": "baseline", "model_path": "/models/kimi-k2.5-sim", "tp_size": 8}}
+    client.force_login(member)
+
+    for name in ("first", "second"):  # typed in afresh each time, not picked from the stored configs
+        response = client.post("/experiments/new/", _page_post(host, make_profile(), typed, name=name))
+        assert response.status_code == 302, response.content.decode()[:2000]
+
+    first, second = Experiment.objects.get(name="first"), Experiment.objects.get(name="second")
+    assert first.baseline == second.baseline
+    listed = client.get("/configs/").content.decode()
+    assert listed.count(f'data-config="{first.baseline_id}"') == 1 and listed.count("data-config=") == 1
+
+
 def test_it_pages_through_the_config_list(client, viewer, monkeypatch):
     monkeypatch.setattr("experiments.views.configs.CONFIGS_PAGE", 2)
     configs = [make_config(name=f"config-{i}") for i in range(3)]
@@ -326,7 +341,9 @@ def test_it_ignores_a_source_that_names_no_config(client, member, source):
     stored = make_eagle_config(steps=2, name="eagle")
     blocks = {
         "baseline": config_box_values(make_config()),
-        "cand-0": {**config_box_values(stored), "source_config": source},
+        # Another name: a new row, which a source naming a config would link to (the same name and launch would
+        # be the stored row itself, whatever the source).
+        "cand-0": {**config_box_values(stored), "name": "eagle copy", "source_config": source},
     }
     client.force_login(member)
 

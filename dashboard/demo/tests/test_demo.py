@@ -79,3 +79,27 @@ def test_the_demos_host_runs_the_newest_sglang_profile_so_every_offered_action_i
     version = json.loads(probed.stdout)["packages"]["sglang"]["version"]
     assert version == versions.NEWEST == max(versions.SUPPORTED, key=lambda v: [int(p) for p in v.split(".")])
     assert set(ADAPTIVE_FLAGS) <= set(server_flags.parse_help(helped.stdout))
+
+
+def test_the_demos_baseline_is_one_config_for_its_history_and_its_experiment(owner, client):
+    """The seeded history and the demo experiment submit the same baseline: the configs list shows it once."""
+    from dashboard.demo.history import seed_drift_history
+    from dashboard.demo.management.commands.demo import demo_experiment_payload
+    from experiments.actions.audit import Actor
+    from experiments.actions.experiments import do_create_experiment
+    from experiments.forms import ExperimentSubmission
+    from experiments.tests.factories import make_host
+
+    host = make_host()
+    payload = demo_experiment_payload(host.models_root)
+    history = seed_drift_history(host, payload["baseline"], payload["profile"], owner)
+    submission = ExperimentSubmission(payload["experiment"] | {"host": host.name}, payload["baseline"],
+                                      payload["candidates"], payload["profile"])  # fmt: skip
+    assert submission.is_valid(), submission.errors
+    experiment = do_create_experiment(actor=Actor.command(owner), **submission.experiment_fields())
+
+    assert history is not None and experiment.baseline_id == history.baseline_id
+    client.force_login(owner)
+    listed = client.get("/configs/").content.decode()
+    assert listed.count(f'data-config="{experiment.baseline_id}"') == 1
+    assert listed.count("data-config=") == 3  # the baseline and the two candidates
