@@ -1,4 +1,6 @@
-"""The README and docs/ stay true: every command, page, API endpoint, file, setting and link they name exists.
+"""The README and docs/ stay true: every command, page, API endpoint, file, setting and link they name exists, and
+the figures they give are what the demo shows (its seeded history's moves, its ports, its SGLang) and what the API
+answers (the status of a call over a quota).
 
 A renamed URL, a dropped make target or a moved module otherwise leaves the docs promising what is gone; these
 checks read the docs the way a newcomer would and try each thing they name.
@@ -130,3 +132,109 @@ def test_every_setting_named_is_read_by_the_code():
     )
     unread = sorted(name for name in named if not name.endswith("_") and name not in code)
     assert not unread, f"the docs name settings nothing reads: {unread}"
+
+
+# The figures the docs give of the demo and of the API: what the demo's seeded history holds and what the API answers.
+
+NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "ten": 10}
+# A move of a series as the docs write it: "from 88.8 to 82.2 tok/s" or "301.9 → 279.5 tok/s".
+MOVE = re.compile(r"(?:from )?(\d+(?:\.\d+)?)(?: to | → | -> )(\d+(?:\.\d+)?) tok/s")
+
+
+@pytest.fixture
+def demo_flag(owner):
+    """The flag the demo's seeded history raises, seeded as `make demo` seeds it."""
+    from dashboard.demo.history import seed_drift_history
+    from dashboard.demo.management.commands.demo import demo_experiment_payload
+    from experiments.models import Flag
+    from experiments.tests.factories import make_host
+
+    host = make_host(name="simhost")
+    payload = demo_experiment_payload(host.models_root)
+    seed_drift_history(host, payload["baseline"], payload["profile"], owner)
+    return Flag.objects.prefetch_related("series").get()
+
+
+def _as_shown(value: float, digits: int) -> str:
+    return f"{value:.{digits}f}"
+
+
+@pytest.mark.django_db
+def test_every_move_of_a_series_the_docs_give_is_one_the_demo_shows(demo_flag):
+    from dashboard.demo.history import DROP_AFTER, NIGHTS
+
+    digits = demo_flag.digits
+    shown = {(_as_shown(s.baseline_mean, digits), _as_shown(s.new_mean, digits), s.concurrency)
+             for s in demo_flag.series.all()}  # fmt: skip
+    moves = {(before, after) for before, after in MOVE.findall(" ".join(_text().split()))}
+    assert moves, "the docs name no move of a series"
+    assert moves <= {(before, after) for before, after, _ in shown}, (moves, shown)
+    # The README names the move the Flags list shows first (the flag's own), at its concurrency.
+    readme = " ".join((REPO / "README.md").read_text().split())  # a sentence as read, its line breaks aside
+    flag_move = f"{_as_shown(demo_flag.baseline_mean, digits)} → {_as_shown(demo_flag.new_mean, digits)} tok/s"
+    assert f"{flag_move} at concurrency {demo_flag.concurrency}" in readme, flag_move
+    # "about 7%" as the Flags list rounds the change, "four nights ago" and "a fortnight" as the history is seeded.
+    percent = re.search(r"dropped about (\d+)%", readme)
+    assert percent and int(percent.group(1)) == round(abs(demo_flag.change) * 100)
+    ago = re.search(r"(\w+) nights ago", readme)
+    assert ago and NUMBER_WORDS[ago.group(1)] == NIGHTS - DROP_AFTER
+    assert "a fortnight of a nightly baseline" in readme and NIGHTS == 14
+
+
+def test_the_readme_names_each_port_of_the_demo_and_its_sglang_where_it_introduces_the_demo():
+    from simhost import versions
+
+    demo = (REPO / "dashboard" / "demo" / "management" / "commands" / "demo.py").read_text()
+    ports = re.findall(r'os\.environ\.get\("(SPECDASH_\w*PORT)", "(\d+)"\)', demo)
+    assert len(ports) == 3, ports  # the web server, the simulated host's sshd, its SGLang servers
+    readme = (REPO / "README.md").read_text()
+    demo_part = " ".join(readme[readme.index("`make demo` needs") : readme.index("`make test` needs")].split())
+    for setting, port in ports:
+        assert f"`{setting}`" in demo_part and re.search(rf"\bon (?:port )?{port}\b", demo_part), (setting, port)
+    assert "Redis on 127.0.0.1:6379" in demo_part
+    assert f"the newest SGLang it imitates ({versions.NEWEST})" in demo_part
+
+
+QUOTA = re.compile(r"\b(?:over|past)[ -](?:a |the )?quotas?\b", re.IGNORECASE)
+STATUS = re.compile(r"\b([45]\d\d)\b")
+
+
+def _units(doc: Path) -> list[str]:
+    """A doc's sentences (a paragraph's lines joined) and its table rows, each on its own."""
+    units: list[str] = []
+    for block in re.split(r"\n\s*\n", doc.read_text()):
+        rows = [line for line in block.splitlines() if line.startswith("|")]
+        units += rows
+        prose = " ".join(line for line in block.splitlines() if not line.startswith("|"))
+        units += re.split(r"(?<=[.!?])\s+(?=[A-Z*`(])", prose)
+    return units
+
+
+def _quota_statuses() -> dict[str, set[str]]:
+    """By doc, the status code the docs give each mention of a call over a quota: the code nearest to it in its
+    sentence or table row (a row or sentence may name other statuses for other refusals)."""
+    found: dict[str, set[str]] = {}
+    for doc in DOCS:
+        for unit in _units(doc):
+            for mention in QUOTA.finditer(unit):
+                codes = [(abs(code.start() - mention.start()), code.group(1)) for code in STATUS.finditer(unit)]
+                if codes:
+                    found.setdefault(doc.name, set()).add(min(codes)[1])
+    return found
+
+
+@pytest.mark.django_db
+def test_every_status_the_docs_name_for_a_call_over_quota_is_the_apis(client, member, settings, private_queue):
+    from experiments.models import ApiToken
+    from experiments.tests.factories import make_host, small_submission
+
+    settings.SPECDASH_QUOTA_LAUNCHES_PER_USER = 0
+    _, token = ApiToken.issue(member)
+    response = client.post("/api/experiments", small_submission(make_host(), 1), content_type="application/json",
+                           headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    assert response.json()["detail"] == "over quota", response.content
+
+    named = _quota_statuses()
+    assert {"api.md", "team.md"} <= set(named), named  # both say what a call over a quota gets
+    wrong = {doc: codes for doc, codes in named.items() if codes != {str(response.status_code)}}
+    assert not wrong, f"the API answers {response.status_code} over a quota; the docs say {wrong}"
