@@ -64,14 +64,14 @@ def test_the_demo_seeds_a_history_whose_drift_the_checks_confirmed_into_one_flag
 def test_the_demos_host_runs_the_newest_sglang_profile_so_every_offered_action_is_served(tmp_path):
     """The demo's host, read as a worker reads a host (its shell setup, then the launcher's --help and the probe):
     the newest profile simhost has, whose SGLang knows the adaptive schedule's flags."""
-    from dashboard.demo.management.commands.demo import demo_shell_setup
+    from dashboard.demo.host import shell_setup
     from experiments.actions.schedules import ADAPTIVE_FLAGS
     from experiments.rules import server_flags
     from simhost import hostsetup, versions
     from workers.hostreads import fingerprint
 
     probe = " ".join(shlex.quote(word) for word in ["python", "-c", fingerprint.PROBE_SOURCE])
-    setup = demo_shell_setup(tmp_path)
+    setup = shell_setup(tmp_path)
     helped = subprocess.run(["bash", "-c", f"{setup}\n{hostsetup.LAUNCHER} --help"], capture_output=True, text=True,
                             timeout=60, check=True)  # fmt: skip
     probed = subprocess.run(["bash", "-c", f"{setup}\n{probe}"], capture_output=True, text=True, timeout=60, check=True)

@@ -7,7 +7,6 @@ The children write to var/log/; the terminal shows the URLs, each run's progress
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import getpass
 import json
 import os
@@ -32,9 +31,10 @@ from experiments.actions.users import do_set_role
 from experiments.analysis.explanations import MODEL_METRICS
 from experiments.forms import ExperimentSubmission
 from experiments.models import Experiment, Host, Run
-from simhost import hostsetup, ports, versions
+from simhost import hostsetup, ports
 
-from ... import suggestions
+from ... import host as demo_host
+from ... import lock, suggestions
 from ...history import seed_drift_history
 from ...progress import DemoProgress
 
@@ -89,13 +89,6 @@ def demo_experiment_payload(models_root: str) -> dict:
     }
 
 
-def demo_shell_setup(var: Path) -> str:
-    """The demo host's shell setup: the simulated host on its newest SGLang profile, so that every action a page
-    offers (an adaptive schedule needs 0.5.23's `--speculative-adaptive`) is one its SGLang serves."""
-    load_seconds = os.environ.get("SIMHOST_LOAD_SECONDS", "6")
-    return hostsetup.shell_setup(var / "simhost-state", load_seconds, sglang_version=versions.NEWEST)
-
-
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -132,7 +125,10 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         self.children_file = Path(settings.VAR_DIR) / "demo-children.json"
         web_port = int(os.environ.get("SPECDASH_PORT", "8000"))
-        self._hold_the_demo_lock(web_port)  # before anything is stopped: a live demo's children are not leftovers
+        try:  # before anything is stopped: a live demo's children are not leftovers
+            self.lock = lock.hold(Path(settings.VAR_DIR), web_port)
+        except lock.DemoRunning as exc:
+            raise CommandError(str(exc)) from None
         self._stop_leftover_children()
         ssh_port = int(os.environ.get("SPECDASH_SIMHOST_SSH_PORT", "2222"))
         server_port = int(os.environ.get("SPECDASH_SIMHOST_SERVER_PORT", "30000"))
@@ -249,33 +245,6 @@ class Command(BaseCommand):
                 self._kill_leftover_servers()  # the worker had no time to tear them down
             self.children_file.unlink(missing_ok=True)
             self.stdout.write("Stopped.")
-
-    def _hold_the_demo_lock(self, web_port: int) -> None:
-        """One demo per checkout: hold an exclusive lock on var/demo.lock for as long as this process lives, or say
-        which demo holds it and stop. The kernel drops the lock with the process however it ends (SIGKILL, a closed
-        terminal), so a demo killed hard never blocks the next one, whose children are then cleaned up as leftovers;
-        a pid written in a file could be stale or reused, a lock cannot. The children do not inherit it (Popen closes
-        every other descriptor)."""
-        path = Path(settings.VAR_DIR) / "demo.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.lock = path.open("a+")
-        try:
-            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.lock.seek(0)
-            try:
-                holder = json.loads(self.lock.read())
-                pid, port = int(holder["pid"]), int(holder["port"])
-            except (ValueError, KeyError, TypeError):
-                raise CommandError(f"A demo of this checkout is already running (it holds {path}).") from None
-            raise CommandError(
-                f"A demo of this checkout is already running: http://127.0.0.1:{port}/ (pid {pid}). Use it, or stop "
-                f"it first (Ctrl-C in its terminal, or `kill {pid}`); a second one would stop its processes."
-            ) from None
-        self.lock.seek(0)
-        self.lock.truncate()
-        self.lock.write(json.dumps({"pid": os.getpid(), "port": web_port}))
-        self.lock.flush()
 
     def _stop_leftover_children(self) -> None:
         """An earlier demo of this checkout that was killed hard (SIGKILL, a closed terminal) left its children
@@ -396,7 +365,7 @@ class Command(BaseCommand):
             key_name=key_name,
             work_dir=str(var / "simhost-work"),
             models_root=str(hostsetup.MODELS_ROOT),
-            shell_setup=demo_shell_setup(var),
+            shell_setup=demo_host.shell_setup(var),
             launcher=hostsetup.LAUNCHER,
             python="python",
             server_port=server_port,
