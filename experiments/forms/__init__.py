@@ -17,6 +17,7 @@ from .submission import (
     apply_profile_defaults,
     profile_form_data,
 )
+from .users import RoleForm, TeammateForm
 from .values import (
     CONTROL_CHARS,
     ENV_NAME,
@@ -46,9 +47,11 @@ __all__ = [
     "MemberQuotaForm",
     "PromptSetUploadForm",
     "RerunForm",
+    "RoleForm",
     "RunNotesForm",
     "ServerConfigForm",
     "SshKeyForm",
+    "TeammateForm",
     "apply_profile_defaults",
     "check_env",
     "check_extra_args",

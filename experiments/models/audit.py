@@ -47,6 +47,11 @@ class AuditEvent(models.Model):
         KEY_DELETE = "key.delete"
         ROLES = "user.roles"
         QUOTA = "user.quota"  # a member's quota set by an admin (a host's is part of its edit)
+        USER_ADD = "user.add"  # a teammate added by an admin on the Team page
+        USER_DEACTIVATE = "user.deactivate"
+        USER_REACTIVATE = "user.reactivate"
+        PASSWORD_LINK = "user.password_link"  # a set-password link made for a teammate (never the link itself)
+        PASSWORD_SET = "user.password_set"  # a teammate set their password through such a link
         TOKEN_CREATE = "token.create"
         TOKEN_REVOKE = "token.revoke"
         SUBSCRIBE = "notifications.subscribe"

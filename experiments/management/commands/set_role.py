@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from experiments import roles
 from experiments.actions.audit import Actor
-from experiments.actions.users import do_set_role
+from experiments.actions.users import TeamRefused, do_set_role
 
 
 class Command(BaseCommand):
@@ -20,5 +20,8 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user named {username!r}.")
-        do_set_role(user, role, Actor.command())
+        try:
+            do_set_role(user, role, Actor.command())
+        except TeamRefused as refusal:
+            raise CommandError(str(refusal)) from refusal
         self.stdout.write(f"{username}: {role or 'no role'}")
