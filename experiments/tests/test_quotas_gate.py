@@ -38,8 +38,8 @@ CONTEXT_ERROR = (
 # The refusal of a member with no launch left, whatever the operation: the limit, what it asks, what is pending, and
 # who can raise it.
 REFUSAL = re.compile(
-    r"0 pending launches allowed for you \(the default, SPECDASH_QUOTA_LAUNCHES_PER_USER\); this asks \d+ more "
-    r"\(\d+ pending\)\. An admin can raise your limit on /team/\."
+    r"0 pending runs allowed for you \(the default, SPECDASH_QUOTA_LAUNCHES_PER_USER\); this asks \d+ launch(es)? of "
+    r"\d+ configs?, \d+ runs? \(\d+ pending\)\. An admin can raise your limit on /team/\."
 )
 
 
@@ -61,6 +61,7 @@ def _failed_run(member) -> Run:
 
 def _finished_run(member) -> Run:
     run = make_experiment(created_by=member).run_set.first()
+    assert run is not None
     Run.objects.filter(pk=run.pk).update(state=Run.State.SUCCEEDED)
     return run
 
@@ -209,8 +210,8 @@ def test_a_maintainers_rerun_of_a_members_experiment_counts_against_the_member(a
 
     assert refused.status_code == 429
     assert refused.json()["errors"]["quota"] == [
-        "3 pending launches allowed for member (the default, SPECDASH_QUOTA_LAUNCHES_PER_USER); this asks 2 more "
-        "(2 pending). An admin can raise member's limit on /team/."
+        "3 pending runs allowed for member (the default, SPECDASH_QUOTA_LAUNCHES_PER_USER); this asks 1 launch of 2 "
+        "configs, 2 runs (2 pending). An admin can raise member's limit on /team/."
     ]
     assert allowed.status_code == 201  # the maintainer's own 1 + 2: within their limit, the member's not counted
 
@@ -226,7 +227,7 @@ def test_an_admin_and_a_command_are_not_held_but_an_admins_experiment_re_run_by_
 
     assert by_admin.status_code == 201
     assert by_maintainer.status_code == 429
-    assert by_maintainer.json()["errors"]["quota"][0].startswith("2 pending launches allowed on host ")
+    assert by_maintainer.json()["errors"]["quota"][0].startswith("2 pending runs allowed on host ")
 
 
 # By construction: nothing but `queue_runs` makes a queued run.
@@ -275,7 +276,7 @@ def run_makers(source: str) -> set[str]:
 
 
 def test_only_queue_runs_makes_queued_runs_and_it_checks_the_quota():
-    makers = {}
+    makers: dict[str, set[str]] = {}
     for folder in ("experiments", "workers", "dashboard"):
         for path in (ROOT / folder).rglob("*.py"):
             relative = path.relative_to(ROOT).as_posix()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -51,7 +52,7 @@ def _user(django_user_model, name: str, role: str):
 
 
 @pytest.fixture
-def world(django_user_model, api) -> dict[str, str]:
+def world(django_user_model, api) -> dict[str, Any]:
     """A member's configs holding a secret, measured, with everything built from them that shows a config's
     settings: a schedule (its notes name the winners' settings), a sweep preview and a study on them (by another
     member), the finished experiment's notification; and a host whose default environment holds an admin's secret."""
@@ -100,8 +101,7 @@ def world(django_user_model, api) -> dict[str, str]:
         "precision": {"within": 0.05}, "round_size": 2, "seed": 1,
     })  # fmt: skip
     assert study.status_code == 201, study.content
-    run = Run.objects.filter(experiment=experiment).first()
-    other_run = Run.objects.filter(experiment=experiment).last()
+    run, *_, other_run = Run.objects.filter(experiment=experiment)
     return {
         "users": {"owner": owner, "other member": other, "viewer": viewer},
         "answers": {
@@ -128,7 +128,7 @@ def _walk(client: Client, values: dict[str, str]) -> dict[str, str]:
             continue
         path = "/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: values[m.group(1)], route)
         response = client.get(path, {"with": values["other_run_id"], "q": "s"})
-        body = b"".join(response.streaming_content) if response.streaming else response.content
+        body = b"".join(response.streaming_content) if response.streaming else response.content  # type: ignore[attr-defined]
         answers[path] = body.decode(errors="replace")
     return answers
 

@@ -98,7 +98,7 @@ def test_it_emails_the_link_where_email_is_configured(client, owner, settings, d
     assert [(m.to, m.subject) for m in mail.outbox] == [
         (["bob@example.org"], "Your specdash account: set your password")
     ]
-    emailed = re.search(r"https://specdash\.example\.org(/password/\S+/)", mail.outbox[0].body)
+    emailed = re.search(r"https://specdash\.example\.org(/password/\S+/)", str(mail.outbox[0].body))
     assert emailed and "username bob" in mail.outbox[0].body
     # The e-mailed link is the teammate's own (made after the commit) and works as the one on the page does.
     assert Client().get(emailed.group(1))["Location"].endswith("/set-password/")

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from experiments.charts.telemetry import server_metrics_figure, telemetry_figure
 from experiments.reads import environments, profile_traces
-from experiments.reads.queueing import queued_run
+from experiments.reads.queueing import run_estimate
 
 from ..actions import dispatch
 from ..actions.audit import Actor
@@ -43,6 +43,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     # In the order stored, so the newest id drawn is known: the live page resumes after it (`?metrics_after=`).
     metric_ids, server_readings = environments.server_metrics_after(run.pk, after=0)
     server_readings.sort(key=lambda reading: reading.t)
+    standing, estimate = run_estimate(run)  # a queued run's place on its host; its or a live run's start and end
     context = {
         "environment": RunEnvironment.objects.filter(run=run).first(),
         "diff_before": environments.diff_before_change(run) if run.is_finished else None,
@@ -66,7 +67,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "remedies": run.remedy_rows(),
         # The runs of the versions made from this run's failure, each linking back to it.
         "remedy_runs": Run.objects.filter(config__remedy_for_run=run).select_related("config").order_by("sequence"),
-        "standing": queued_run(run),
+        "standing": standing,
+        "estimate": estimate,
         "notes_form": RunNotesForm(initial={"notes": run.notes}, auto_id="notes-%s"),
         "profile_traces": (traces := profile_traces.traces_of(run)),
         "profile_diffs": profile_traces.diffs_within_experiment(run) if traces else [],
@@ -101,7 +103,7 @@ def run_host_log_download(request: HttpRequest, run_id: int) -> HttpResponseBase
     run = get_object_or_404(Run.objects.select_related("host"), pk=run_id)
     if run.log_cut_line is None or not run.log_path:
         return redirect("run_log_download", run.pk)  # the stored log is the whole log
-    slot = dispatch.DownloadSlot(request.user.pk, HOST_LOG_MAX_SECONDS + 60)
+    slot = dispatch.DownloadSlot(int(request.user.pk or 0), HOST_LOG_MAX_SECONDS + 60)
     if not slot.taken:
         text = "A download of a host's log is already running for you: wait for it to end, then try again.\n"
         return HttpResponse(text, status=429, content_type="text/plain; charset=utf-8")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from experiments.analysis import telemetry
 from experiments.analysis.telemetry import GpuReading
+from experiments.rules import secrets
 from simhost import hostsetup
 from workers.hostreads import environ, fingerprint, gpus
 
@@ -116,7 +117,7 @@ def test_it_reports_a_blank_environ_as_unreadable_not_empty():
     leader, scheduler = environ.parse_group(output)  # pid 9 exited between pgrep and ps
     assert leader.env == {"NCCL_PROTO": "LL", "PATH": "/usr/bin", "HF_TOKEN": "abc"}
     assert scheduler.pid == 503 and scheduler.env is None and not scheduler.readable
-    assert environ.shown_env(leader.env) == {"HF_TOKEN": environ.MASK, "NCCL_PROTO": "LL"}
+    assert environ.shown_env(leader.env) == {"HF_TOKEN": secrets.MASK, "NCCL_PROTO": "LL"}
 
 
 def test_it_takes_the_launchers_interpreter():

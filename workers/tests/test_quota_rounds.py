@@ -50,11 +50,13 @@ def test_a_nightly_round_past_the_owners_limit_is_not_queued_and_the_refusal_is_
 
     nightly.refresh_from_db()
     assert nightly.run_set.count() == 2 and _pending(member) == 3
-    assert nightly.next_scheduled_at > timezone.now()  # the turn is spent, not retried every minute
+    assert (
+        nightly.next_scheduled_at is not None and nightly.next_scheduled_at > timezone.now()
+    )  # the turn is spent, not retried every minute
     assert nightly.schedule_refusal.startswith("The nightly round due ")
     assert nightly.schedule_refusal.endswith(
-        "UTC was not queued: 4 pending launches allowed for member (set by an admin); this asks 2 more (3 pending). "
-        "An admin can raise member's limit on /team/."
+        "UTC was not queued: 4 pending runs allowed for member (set by an admin); this asks 1 launch of 2 configs, "
+        "2 runs (3 pending). An admin can raise member's limit on /team/."
     )
     assert _api(client, member, "get", f"/api/experiments/{nightly.pk}").json()["schedule"]["refusal"] == (
         nightly.schedule_refusal
@@ -88,7 +90,7 @@ def test_a_studys_round_waits_for_room_and_the_beat_queues_it_once_there_is(clie
     _finish_round(study, TRUTH)  # round 2 asks 3 more with 1 pending: past 3
 
     study.refresh_from_db()
-    assert study.studyround_set.count() == 1 and study.round_refusal.startswith("Round 2 waits: 3 pending launches")
+    assert study.studyround_set.count() == 1 and study.round_refusal.startswith("Round 2 waits: 3 pending runs")
     assert advance_studies() == [] and _pending(member) == 1
 
     Run.objects.filter(experiment_id=extra.json()["id"]).update(state=Run.State.SUCCEEDED)
