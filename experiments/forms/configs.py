@@ -312,18 +312,13 @@ class ServerConfigForm(forms.ModelForm):
         if not isinstance(env, dict):
             return
         source = data.get("source_config")
-        stored_env = (source.env or {}) if source is not None else {}
-        for name, value in env.items():
-            if isinstance(value, secrets.SecretValue) or value != secrets.MASK or not secrets.is_secret_name(name):
-                continue  # a stored secret handed over by the server (a config given by id) is its own value
-            if name in stored_env:
-                env[name] = stored_env[name]
-            else:
-                self._conflict(
-                    "env_text",
-                    f"{name} shows {secrets.MASK}: type its value (secrets are never shown, and this "
-                    "config was not loaded from one that has it).",
-                )
+        data["env_text"], missing = secrets.with_stored_secrets(env, source.env if source is not None else {})
+        for name in missing:
+            self._conflict(
+                "env_text",
+                f"{name} shows {secrets.MASK}: type its value (secrets are never shown, and this "
+                "config was not loaded from one that has it).",
+            )
 
     def _add_eagle3_profile(self, data: dict[str, Any]) -> None:
         """Put what "Profile EAGLE-3" sets into the cleaned env and log metrics; refuse a different value typed

@@ -9,7 +9,7 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from experiments.rules import host_allowlist, launch_policy
+from experiments.rules import host_allowlist, launch_policy, secrets
 from experiments.rules.launch_flags import HOST_FLAG_RULES
 
 from ..models import Host, SshKey
@@ -128,12 +128,15 @@ class HostForm(forms.ModelForm):
         raw_env = self.data.get(self.add_prefix("default_env"), "")
         try:
             prefixes = data.get("extra_env_prefixes") or []
-            if isinstance(raw_env, dict):
-                data["default_env"] = check_env(raw_env, prefixes)
-            else:
-                data["default_env"] = parse_env(str(raw_env or ""), prefixes)
+            env = check_env(raw_env, prefixes) if isinstance(raw_env, dict) else parse_env(str(raw_env or ""), prefixes)
         except ValidationError as exc:
             self.add_error("default_env", exc)
+        else:
+            # The form shows the stored secrets as the mask: submitted unchanged, each keeps its value.
+            stored = self.instance.default_env if self.instance.pk else {}
+            data["default_env"], missing = secrets.with_stored_secrets(env, stored or {})
+            for name in missing:
+                self.add_error("default_env", f"{name} shows {secrets.MASK}: type its value (secrets are never shown).")
         for field in ("work_dir", "models_root", "launcher", "python"):
             value = data.get(field)
             if isinstance(value, str):

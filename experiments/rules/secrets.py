@@ -109,6 +109,20 @@ def public(env: Mapping[str, Any] | None) -> dict[str, Any]:
     return {name: value for name, value in (env or {}).items() if not is_secret_name(name)}
 
 
+def with_stored_secrets(env: Mapping[str, Any], stored: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`env` as a form submitted it, each secret shown as the mask taking back its value from `stored` (the same
+    name only); and the names whose mask has no stored value (the user must type it: the mask is not a value)."""
+    restored, missing = dict(env), []
+    for name, value in env.items():
+        if isinstance(value, SecretValue) or value != MASK or not is_secret_name(name):
+            continue  # a stored secret handed over by the server itself is its own value
+        if name in stored:
+            restored[name] = stored[name]
+        else:
+            missing.append(name)
+    return restored, missing
+
+
 def secret_part(env: Mapping[str, Any] | None) -> dict[str, str]:
     """The secrets of `env` with their values (what the launch passes on standard input)."""
     return {str(name): str(reveal(value)) for name, value in (env or {}).items() if is_secret_name(name)}

@@ -75,7 +75,7 @@ def launch_secrets(host: Host, config: ServerConfig) -> dict[str, str]:
 # no process is started with a value in its argv, and "$line" is one word, never expanded. Names were checked by the
 # launch policy (and again here: a line that is not NAME=... is refused), values hold no newline or control
 # character. The empty line ends it even when there is no secret (SSH sends no end of input after nothing).
-_EXPORT_STDIN = (
+EXPORT_FROM_STDIN = (
     'while IFS= read -r line && [ -n "$line" ]; do case "${line%%=*}" in ""|*[!A-Za-z0-9_]*) exit 97;; esac; '
     'export -- "$line" || exit 97; done'
 )
@@ -91,7 +91,7 @@ async def start(
     # the wrong group and leave the real one holding GPU memory. Bounded (5 s), and a child already gone ends it.
     lines = "".join(f"{name}={value}\n" for name, value in (given or {}).items()) + "\n"
     started = await conn.run(
-        f"{_EXPORT_STDIN}; cd -- {shlex.quote(work_dir)} && "
+        f"{EXPORT_FROM_STDIN}; cd -- {shlex.quote(work_dir)} && "
         f"{{ setsid {command} > {shlex.quote(log_path)} 2>&1 < /dev/null & }} && pid=$! && "
         'for _ in $(seq 50); do pg=$(ps -o pgid= -p "$pid" | tr -d " "); '
         '{ [ -z "$pg" ] || [ "$pg" = "$pid" ]; } && break; sleep 0.1; done; echo "$pid $pg"',

@@ -8,6 +8,7 @@ import pytest
 
 from experiments.models import Experiment, Host, Run
 from experiments.reads.config_history import config_box_values, profile_initial
+from experiments.rules import secrets
 from experiments.rules.secrets import MASK
 from experiments.tests.factories import make_config, make_eagle_config, make_experiment, make_host, make_profile
 from workers.run.server import launch_command, launch_secrets
@@ -88,13 +89,13 @@ def test_a_masked_secret_submitted_from_a_loaded_config_launches_the_stored_valu
 
     assert response.status_code == 302, response.content.decode()[:2000]
     (candidate,) = Experiment.objects.get(name="unchanged").ordered_candidates()
-    assert candidate == stored and candidate.env == {"HF_TOKEN": TOKEN}
+    assert candidate == stored and secrets.revealed(candidate.env) == {"HF_TOKEN": TOKEN}
 
     # Changed, the new version keeps the secret; the mask never becomes a value.
     blocks["cand-0"] = {**blocks["cand-0"], "name": "eagle3 v2", "env_text": f"HF_TOKEN={MASK}\nNCCL_PROTO=LL"}
     client.post("/experiments/new/", _post(host, blocks, "changed"))
     (version,) = Experiment.objects.get(name="changed").ordered_candidates()
-    assert version.env == {"HF_TOKEN": TOKEN, "NCCL_PROTO": "LL"} and version.derived_from == stored
+    assert secrets.revealed(version.env) == {"HF_TOKEN": TOKEN, "NCCL_PROTO": "LL"} and version.derived_from == stored
 
 
 def test_a_mask_without_a_source_that_has_the_secret_is_refused(client, member):
