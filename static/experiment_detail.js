@@ -51,27 +51,32 @@
     exported.before(link);
   }
 
-  // A queued run's estimated start counts down between reloads; an estimate that has passed says so.
-  function durationText(seconds) {  // as the `duration` template filter writes it
-    seconds = Math.max(0, Math.round(seconds));
-    if (seconds < 90) return `${seconds} s`;
-    let minutes = Math.round(seconds / 60);
-    if (minutes < 90) return `${minutes} min`;
-    const hours = Math.floor(minutes / 60);
-    minutes %= 60;
-    return minutes ? `${hours} h ${minutes} min` : `${hours} h`;
-  }
-  const shownAt = Date.now();
-  const countdowns = document.querySelectorAll(".countdown[data-seconds]");
-  if (countdowns.length) {
-    setInterval(() => {
-      const elapsed = (Date.now() - shownAt) / 1000;
-      for (const countdown of countdowns) {
-        const left = Number(countdown.dataset.seconds) - elapsed;
-        countdown.textContent = left > 0 ? `starts in ~${durationText(left)}` : "should start any moment";
+  // Each pending run's estimate (start and end as times) and the last one's, worded again as time passes and as the
+  // runs' states come in (each state event carries its run's new estimate).
+  const estimatesData = document.getElementById("run-estimates");
+  const estimates = estimatesData ? JSON.parse(estimatesData.textContent) : {};
+  function showEstimates() {
+    let last = null;
+    for (const [id, estimate] of Object.entries(estimates)) {
+      const row = document.querySelector(`#runs tr[data-run="${id}"]`);
+      let cell = row && row.querySelector(".estimate");
+      if (row && !cell) {
+        cell = document.createElement("span");
+        cell.className = "meta estimate";
+        row.querySelector('[data-field="queue"]').append(" ", cell);
       }
-    }, 1000);
+      if (cell) cell.textContent = `· ${window.specdashEstimateText(estimate)}`;
+      if (estimate.ends_at && (!last || new Date(estimate.ends_at.high) > new Date(last.ends_at.high))) last = estimate;
+    }
+    const line = document.getElementById("experiment-estimate");
+    if (line && last) {
+      const ends = Object.values(estimates).filter((e) => e.ends_at);
+      const low = ends.reduce((a, e) => (new Date(e.ends_at.low) > new Date(a) ? e.ends_at.low : a), last.ends_at.low);
+      const finish = { ...last, phase: "finish", starts_at: null, ends_at: { ...last.ends_at, low } };
+      line.querySelector('[data-field="estimate"]').textContent = window.specdashEstimateText(finish);
+    }
   }
+  if (Object.keys(estimates).length) setInterval(showEstimates, 5000);
 
   const table = document.getElementById("runs");
   if (!table) return;
@@ -86,8 +91,19 @@
       const wasFinished = finished.has(state.textContent.trim());
       state.textContent = message.state;
       state.className = `state state-${message.state}`;
-      // Out of the queue: its standing is history (the others' are refreshed by the reload when a run ends).
-      if (message.state !== "queued") row.querySelector(".queue-standing")?.remove();
+      // Out of the queue: its standing is history; in it, its place may have moved up.
+      const standing = row.querySelector(".queue-standing");
+      if (standing && (message.state !== "queued" || !message.queue)) standing.remove();
+      else if (standing) {
+        standing.querySelector('[data-field="position"]').textContent = message.queue.position;
+        standing.querySelector('[data-field="waiting-for"]').textContent = message.queue.waiting_for;
+      }
+      if (message.estimate) estimates[message.run] = message.estimate;
+      else {
+        delete estimates[message.run];
+        row.querySelector(".estimate")?.remove();
+      }
+      showEstimates();
       const progress = row.querySelector('[data-field="progress"]');
       if (message.state === "loading" && message.loading_progress !== null) {
         progress.textContent = `${message.loading_progress}%`;

@@ -661,7 +661,29 @@
   }
 
   // ---- run state ---------------------------------------------------------------------------------------------------
+  // The estimate as of the last state (null once the run has ended), worded again as time passes.
+  const estimateData = $("run-estimate-data");
+  let estimate = estimateData ? JSON.parse(estimateData.textContent) : null;
+  function showEstimate() {
+    const line = $("run-estimate");
+    if (!line) return;
+    line.hidden = !estimate;
+    if (estimate) line.querySelector('[data-field="estimate"]').textContent = window.specdashEstimateText(estimate);
+  }
+  if ($("run-estimate")) setInterval(showEstimate, 5000);
+
   function onState(message) {
+    // Out of the queue, its place in it is history; in it, the place may have moved up.
+    const standing = $("queue-standing");
+    if (standing && (message.state !== "queued" || !message.queue)) standing.remove();
+    else if (standing) {
+      standing.querySelector('[data-field="position"]').textContent = message.queue.position;
+      standing.querySelector('[data-field="waiting-for"]').textContent = message.queue.waiting_for;
+    }
+    if ("estimate" in message) {
+      estimate = message.estimate;
+      showEstimate();
+    }
     const state = $("run-state");
     state.textContent = message.state;
     state.className = `state state-${message.state}`;

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from experiments.live import broadcast
 
+from ..analysis import launch_estimates
 from ..models import AuditEvent, Candidate, Experiment, Host, LogChunk, Run, ServerConfig
 from ..remedies import Remedy, RemedyRefused
 from ..rules import config_names
@@ -28,6 +29,7 @@ def do_cancel_run(run: Run, actor: Actor) -> bool:
     """Ask for a run to stop. A queued run is cancelled at once; a live one by its orchestrator (with teardown)."""
     if _cancel_queued_run(run, cancel_requested=True):
         _run_ended(run)
+        transaction.on_commit(lambda: broadcast.send_queue_state(run.host_id))  # the runs behind it moved up
     else:
         updated = Run.objects.filter(pk=run.pk, cancel_requested=False).exclude(state__in=Run.TERMINAL_STATES)
         if updated.update(cancel_requested=True) != 1:
@@ -67,6 +69,7 @@ def do_claim_next_run(host_id: int, worker: str) -> Run | None:
     run.refresh_from_db()
     _append_timeline(run, Run.State.CONNECTING)
     transaction.on_commit(lambda: broadcast.send_run_state(run))
+    transaction.on_commit(lambda: broadcast.send_queue_state(host_id))  # each queued run moved up
     return run
 
 
@@ -82,8 +85,10 @@ def do_abandon_run(run: Run, message: str) -> None:
 
 
 @transaction.atomic
-def do_advance_run(run: Run, state: str, **facts: Any) -> None:
-    """Move a live run to its next state, storing the facts learnt on the way (pid, args, ...)."""
+def do_advance_run(run: Run, state: str, *, measured: bool = False, **facts: Any) -> None:
+    """Move a live run to its next state, storing the facts learnt on the way (pid, args, ...). `measured`: the
+    worker that drove the run ends it here, having timed every phase (its success): its phases are recorded as the
+    history the estimates learn from."""
     for field, value in facts.items():
         setattr(run, field, value)
     run.state = state
@@ -91,10 +96,23 @@ def do_advance_run(run: Run, state: str, **facts: Any) -> None:
     if state in Run.TERMINAL_STATES:
         run.finished_at = run.heartbeat_at
     run.timeline = [*run.timeline, {"state": state, "at": run.heartbeat_at.isoformat()}]
+    if measured:
+        run.measured_phases = _measured_phases(run)
+        facts = {**facts, "measured_phases": run.measured_phases}
     run.save(update_fields=["state", "heartbeat_at", "finished_at", "timeline", *facts])
     transaction.on_commit(lambda: broadcast.send_run_state(run))
     if state in Run.TERMINAL_STATES:
         _run_ended(run)
+
+
+def _measured_phases(run: Run) -> dict[str, Any] | None:
+    """The run's phases as its timeline and its cells' ends split them (None: a cell has no end to split at)."""
+    profile = run.experiment.profile
+    ended = run.measurement_set.values_list("pass_index", "concurrency", "ended_at")
+    ends = {(pass_index, concurrency): at for pass_index, concurrency, at in ended}
+    cell_ends = [ends.get(cell) for cell in profile.benchmark_cells()]
+    cells = profile.launch_kind(config="", model="").cells
+    return launch_estimates.measured_phases(run.timeline, cell_ends, cells, run.profile_requested)
 
 
 def _run_ended(run: Run) -> None:

@@ -11,7 +11,6 @@ from pydantic import WithJsonSchema
 
 from experiments import serializers
 from experiments.reads import profile_traces
-from experiments.reads.queueing import queued_run
 from experiments.reads.runs import MAX_RUNS, run_rows
 
 from ..actions.audit import Actor
@@ -74,7 +73,7 @@ def get_run(request: HttpRequest, run_id: int):
     require(request, "experiments.view_run")
     runs = Run.objects.select_related("config", "host", "experiment__profile").prefetch_related("measurement_set")
     run = get_object_or_404(runs, pk=run_id)
-    data = serializers.run_json(run, queue=queued_run(run))
+    data = serializers.run_json(run)
     # Per rank and concurrency, with summaries per speculative phase; and against the experiment's other profiled runs.
     data["profile_traces"] = [serializers.profile_trace_json(t) for t in profile_traces.traces_of(run)]
     data["profile_diffs"] = profile_traces.diffs_within_experiment(run) if data["profile_traces"] else []

@@ -11,7 +11,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from experiments.analysis.launch_estimates import LaunchEstimate
+from experiments.analysis.launch_estimates import LaunchEstimate, LaunchKind
 from experiments.rules import launch_policy, sweeps
 
 from ..models import MANAGED_FLAGS, BenchmarkProfile, Host
@@ -242,28 +242,32 @@ class SweepPreview:
         candidates = [form for _, form in self.sweep_form.named_forms()]
         return [self.host_form, self.profile_form, self.sweep_form, *base, *candidates]
 
-    def launch_shape(self) -> tuple[Host, str]:
-        """The host and the profile's series key (after a successful is_valid()): what launches like the sweep's
-        took there is read by these (`reads.queueing.launch_estimate`), for `as_json`."""
-        return self.host_form.cleaned_data["host"], self._profile().compute_series_key()
+    def launch_shape(self) -> tuple[Host, LaunchKind]:
+        """The host and one launch of the sweep there (its candidates' model, the profile; after a successful
+        is_valid()): what such launches took there is read by these (`reads.queueing.launch_estimate`), for
+        `as_json`."""
+        candidates = self.sweep_form.grid_json()["candidates"]
+        model = candidates[0]["model_path"] if candidates else ""
+        return self.host_form.cleaned_data["host"], self._profile().launch_kind(config="", model=model)
 
     def as_json(self, history: LaunchEstimate | None, *, with_form_text: bool = False) -> dict[str, Any]:
-        """The grid and its estimate, from `history` (what a launch took on the host, None: nothing to go by) or
-        else the defaults; `with_form_text` adds each candidate's boxes as the page's form shows them."""
+        """The grid and its estimate, from `history` (what a launch takes on the host, from the launches a worker
+        measured there) or, with none measured, the defaults; `with_form_text` adds each candidate's boxes as the
+        page's form shows them."""
         assert not self.errors, "as_json() after a successful is_valid() only"
         host: Host = self.host_form.cleaned_data["host"]
         profile = self._profile()
-        if history is not None:
+        if history is not None and history.is_known:
             seconds = history.seconds
-            which = "with this profile" if history.basis == "profile" else "with other profiles, a rough guide"
-            basis = f"the median of the last {history.runs} succeeded runs on {host.name} ({which})"
+            low, high = history.total.low / 60, history.total.high / 60
+            basis = f"{history.based_on.replace('this host', host.name)}: {low:.0f}-{high:.0f} min a launch"
         else:
             seconds = sweeps.default_launch_seconds(
                 {f: getattr(profile, f) for f in ("output_len", "num_prompts", "concurrency", "passes")}
                 | {"warmup_requests": profile.warmup_requests}
             )
             basis = (
-                f"no succeeded run on {host.name} yet: {sweeps.DEFAULT_LOAD_SECONDS / 60:.0f} min to start a server "
+                f"no measured run on {host.name} yet: {sweeps.DEFAULT_LOAD_SECONDS / 60:.0f} min to start a server "
                 f"and {sweeps.DEFAULT_TOKEN_SECONDS * 1000:.0f} ms per output token"
             )
         grid = self.sweep_form.grid_json()

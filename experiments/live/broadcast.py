@@ -12,6 +12,8 @@ from redis.exceptions import RedisError
 
 from experiments import serializers
 from experiments.live import log_messages
+from experiments.models import Host
+from experiments.reads import queueing
 
 if TYPE_CHECKING:
     from experiments.models import Run
@@ -95,7 +97,36 @@ async def send_server_metrics(run_id: int, samples: dict[str, Any], after: int) 
 
 
 def send_run_state(run: Run) -> None:
-    async_to_sync(_send)(run_state_event(run), run_group(run.pk), experiment_group(run.experiment_id))
+    try:
+        event = run_state_event(run)
+    except Exception:
+        # The event carries the run's estimate, read from its host's queue and history: whatever goes wrong there
+        # must not fail the run whose state changed (its page reads it all again on a reload).
+        log.exception("run %s: its state event could not be built", run.pk)
+        return
+    async_to_sync(_send)(event, run_group(run.pk), experiment_group(run.experiment_id))
+
+
+# A queue's first runs get their new place and estimate at once; those behind them re-word the times they have as
+# the clock passes, and read the queue again on a reload.
+QUEUE_EVENTS = 100
+
+
+def send_queue_state(host_id: int) -> None:
+    """A host's queue moved (a run was claimed, left the queue, or ended): the page of each queued run there, and of
+    its experiment, get its new place and estimate, as a state event like any."""
+    try:
+        host = Host.objects.get(pk=host_id)
+        standings = queueing.host_queues([host])[host_id].runs[:QUEUE_EVENTS]
+        events = [
+            (q.run, {"type": "run.state", "run": q.run.pk, **serializers.run_state_json(q.run, (q, q.estimate))})
+            for q in standings
+        ]
+    except Exception:
+        log.exception("host %s: its queue's state events could not be built", host_id)
+        return
+    for run, event in events:
+        async_to_sync(_send)(event, run_group(run.pk), experiment_group(run.experiment_id))
 
 
 def send_study_changed(study_id: int) -> None:

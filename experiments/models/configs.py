@@ -11,6 +11,7 @@ from django.db import models
 from django.utils import timezone
 
 from experiments.analysis import slo
+from experiments.analysis.launch_estimates import Cell, LaunchKind
 from experiments.formats.prompt_sampling import SampledPrompt
 from experiments.rules import headroom, model_checks, secrets
 
@@ -259,6 +260,18 @@ class BenchmarkProfile(models.Model):
         """(pass index, concurrency) of each benchmark cell of a run, in the order a run measures them: every
         concurrency once per pass, so a pass's cells are measured close together in time."""
         return [(pass_index, concurrency) for pass_index in range(self.passes) for concurrency in self.concurrency]
+
+    def launch_kind(self, *, config: str, model: str, profiled: bool = False) -> LaunchKind:
+        """One launch with this profile, as its estimate sees it: of the config of content hash `config` ("" for
+        none yet) serving `model`; `profiled`: profiling after its cells."""
+        return LaunchKind(
+            config=config,
+            model=model,
+            cells=tuple(Cell(c, self.num_prompts, self.output_len) for _, c in self.benchmark_cells()),
+            profiled=profiled,
+            readiness_timeout_s=self.readiness_timeout_s,
+            request_timeout_s=self.request_timeout_s,
+        )
 
     # What a request looks like: results of profiles that agree on these are comparable across experiments.
     SERIES_FIELDS = ("dataset", "input_len", "output_len", "num_prompts", "seed", "warmup_requests")

@@ -35,6 +35,10 @@ class RunQuerySet(models.QuerySet["Run"]):
     def cancel_requested(self) -> RunQuerySet:
         return self.filter(cancel_requested=True)
 
+    def measured(self) -> RunQuerySet:
+        """Runs a worker launched and timed to their success: the only history the estimates learn from."""
+        return self.filter(measured_phases__isnull=False, imported_from__isnull=True)
+
     def stale(self, stale_after: timedelta) -> RunQuerySet:
         """Live runs whose worker has not beaten for `stale_after`: candidates for re-attachment."""
         return self.active().filter(heartbeat_at__lt=timezone.now() - stale_after)
@@ -129,6 +133,14 @@ class Run(models.Model):
     # A run measured outside specdash and imported from a result file (actions/imports.py): {file, tool, version,
     # command, format, lines}. Null for the runs specdash launched; an imported run has no log and no worker.
     imported_from = models.JSONField(null=True, blank=True, editable=False)
+    # What each phase of the launch took, as the worker that drove it to success timed it (analysis/
+    # launch_estimates.measured_phases): set by that worker alone, so null marks a run nobody measured (queued,
+    # failed, seeded by the demo, imported, or ended before specdash kept it). The estimates learn from these only.
+    measured_phases = models.JSONField(null=True, blank=True, editable=False)
+    # The seconds on the host this launch's GPU-hours were reserved at when it was queued: the upper end of its
+    # estimated length (null: queued before reservations, counted at its profile's time-outs). Once it ends, what it
+    # took counts instead.
+    reserved_s = models.FloatField(null=True, blank=True, editable=False)
 
     objects = RunQuerySet.as_manager()
 
@@ -157,6 +169,11 @@ class Run(models.Model):
         source = self.imported_from
         tool = " ".join(part for part in (source.get("tool", ""), source.get("version", "")) if part)
         return f"imported from {source.get('file', '')} ({tool})" if tool else f"imported from {source.get('file', '')}"
+
+    @property
+    def is_measured(self) -> bool:
+        """Whether a worker launched this run and timed its phases to its success (never a seeded or imported one)."""
+        return self.measured_phases is not None and self.imported_from is None
 
     @property
     def is_finished(self) -> bool:

@@ -13,7 +13,7 @@ from experiments.analysis import acceptance as acceptance_figures
 from experiments.models import Experiment, Flag, FlagSeries, Suspicion
 from experiments.reads import acceptance, environments
 from experiments.reads.listing import ExperimentRow
-from experiments.reads.queueing import queued_runs_of
+from experiments.reads.queueing import estimates_of, finish_estimate
 from experiments.reads.reports import ExperimentReport
 
 from .comparisons import comparison_rows_json, equivalence_json, outputs_gates_json, verdicts_json
@@ -25,7 +25,8 @@ from .runs import run_json
 def experiment_json(report: ExperimentReport) -> dict[str, Any]:
     """An experiment with its comparison: what the API answers, the CLI gates on and the export starts from."""
     experiment = report.experiment
-    queue = queued_runs_of(report)
+    queue, estimates = estimates_of(report.runs, experiment.host)
+    finish = finish_estimate(estimates[r.pk] for r in report.runs if r.pk in estimates)
     comparison = report.comparison
     return {
         "id": experiment.pk,
@@ -37,7 +38,12 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         "candidates": [c.name for c in report.candidates],
         # Candidates whose accept length is simulated (a headroom study's): speed only, never a verdict to gate on.
         "simulated_acceptance": report.simulated,
-        "runs": [run_json(r, with_measurements=False, queue=queue.get(r.pk)) for r in report.runs],
+        "runs": [
+            run_json(r, with_measurements=False, standing=(queue.get(r.pk), estimates.get(r.pk))) for r in report.runs
+        ],
+        # While runs are pending: when the last of them should be done (`ends_at`/`ends_in_s`: {low, mid, high}),
+        # and the sentence the page shows; null once every run has ended.
+        "estimate": finish.as_json() if finish else None,
         "run_candidates_without_baseline": experiment.run_candidates_without_baseline,
         "schedule": cadence_json(experiment),
         "comparison": comparison_rows_json(comparison),

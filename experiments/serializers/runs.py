@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.urls import reverse
+from django.utils import timezone
 
 from experiments.analysis import acceptance
 from experiments.analysis.telemetry import SERVER_METRIC_FIELDS, ServerMetricReading
@@ -14,11 +15,17 @@ from experiments.models import (
     ProfileTrace,
     Run,
 )
-from experiments.reads.queueing import QueuedRun
+from experiments.reads.queueing import QueuedRun, RunEstimate, run_estimate
+from experiments.rules import gpu_hours
+
+# A queued run's standing on its host and a queued or live run's estimate (both None once it has ended).
+Standing = tuple[QueuedRun | None, RunEstimate | None]
 
 
-def run_state_json(run: Run) -> dict[str, Any]:
-    """What changes while a run lives: its part of `run_json`, which the websocket's state events carry whole."""
+def run_state_json(run: Run, standing: Standing | None = None) -> dict[str, Any]:
+    """What changes while a run lives: its part of `run_json`, which the websocket's state events carry whole.
+    `standing`: read with the run's host queue where the caller has it (else read here: no query once it ended)."""
+    queue, estimate = standing if standing is not None else run_estimate(run)
     return {
         "id": run.pk,
         "state": run.state,
@@ -34,12 +41,18 @@ def run_state_json(run: Run) -> dict[str, Any]:
         # the live alarms with their remedies: [{kind, message, at, line?, text?, remedies?}]. In the state events
         # too, so an open run page shows a warning the moment it is raised.
         "warnings": run.warnings,
+        # Queued runs only: place on the host, what it waits for, estimated start and duration (seconds).
+        "queue": queue.as_json() if queue else None,
+        # Queued and live runs: when it should start (queued) and end, each a range {low, mid, high} in seconds from
+        # `computed_at` and as times, what the length rests on ("from 12 runs of this config on this host") and the
+        # sentence the pages show; null once it has ended.
+        "estimate": estimate.as_json() if estimate else None,
     }
 
 
-def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | None = None) -> dict[str, Any]:
+def run_json(run: Run, *, with_measurements: bool = True, standing: Standing | None = None) -> dict[str, Any]:
     data: dict[str, Any] = {
-        **run_state_json(run),
+        **run_state_json(run, standing),
         "experiment": run.experiment_id,
         "config": run.config.name,
         "config_id": run.config_id,
@@ -51,8 +64,7 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
         "log_cut_line": run.log_cut_line,
         "effective_args": run.effective_args,
         "cancel_reason": run.cancel_reason,
-        # Queued runs only: place on the host, what it waits for, estimated start and duration (seconds).
-        "queue": queue.as_json() if queue else None,
+        "gpu_hours": run_gpu_hours_json(run),
         "url": run.get_absolute_url(),
         "profile_requested": run.profile_requested,
         # Null for a run specdash launched; for one imported from a result file: {file, format, tool, version,
@@ -93,6 +105,24 @@ def run_json(run: Run, *, with_measurements: bool = True, queue: QueuedRun | Non
             for m in run.measurement_set.all()
         ]
     return data
+
+
+def run_gpu_hours_json(run: Run) -> dict[str, Any]:
+    """What the run costs the daily GPU-hour quotas: `reserved` when it was queued (its GPUs x the upper end of its
+    estimated length; null if queued before reservations), and `charged` now: the reservation while it is pending
+    (or the time it has taken, if longer), what it took once it has ended."""
+    gpus = run.config.gpu_count
+    reserved = None if run.reserved_s is None else gpus * run.reserved_s / 3600
+    charged = None
+    if run.is_finished or run.reserved_s is not None:
+        span = gpu_hours.LaunchSpan(gpus, run.started_at, run.finished_at, run.is_finished, run.reserved_s or 0.0)
+        charged = gpu_hours.launch_gpu_hours(span, timezone.now())
+    return {
+        "gpus": gpus,
+        "reserved": None if reserved is None else round(reserved, 4),
+        "charged": None if charged is None else round(charged, 4),
+        "settled": run.is_finished,
+    }
 
 
 def server_metric_samples_json(

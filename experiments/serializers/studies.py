@@ -7,6 +7,7 @@ from typing import Any
 
 from experiments.analysis import racing
 from experiments.models import Run, Study
+from experiments.reads.queueing import study_estimate
 from experiments.reads.study_report import study_history
 from experiments.rules import sweeps
 from experiments.tuning import plan, recommend
@@ -76,6 +77,9 @@ def study_json(study: Study) -> dict[str, Any]:
         "concurrency": list(settings.concurrency),
         "precision": {"within": study.tolerance, "confidence": 0.95},
         "budget": {"launches": study.max_launches, "hours": study.max_hours, "launches_spent": history.launches},
+        # While it runs: when its current round should be done and the whole study at the latest (its budget spent),
+        # with the sentence its page shows; null once it has stopped.
+        "estimate": estimate.as_json() if (estimate := study_estimate(study, history.launches)) else None,
         "rounds": [
             {
                 "index": r.index,

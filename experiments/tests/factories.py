@@ -272,3 +272,46 @@ def small_submission(host, launches: int, name: str = "big", **profile: Any) -> 
         "baseline": {"name": "baseline", "model_path": f"{host.models_root}/kimi-k2.5-sim", "tp_size": 8},
         "profile": {"concurrency": [1], "num_prompts": 4, "passes": 1, "launches": launches, **profile},
     }
+
+
+def make_measured_run(
+    experiment: Experiment | None = None,
+    config: ServerConfig | None = None,
+    *,
+    load_s: float = 60.0,
+    warmup_s: float = 10.0,
+    cell_s: float = 30.0,
+    after_s: float = 2.0,
+    teardown_s: float = 5.0,
+    profiled: bool = False,
+) -> Run:
+    """A run a worker drove to success, each phase taking what is given (each cell `cell_s`) and ending now, its
+    phases recorded by the worker's own last step (`do_advance_run(..., measured=True)`)."""
+    from experiments.actions.runs import do_advance_run
+
+    experiment = experiment or make_experiment(with_runs=False)
+    cells = experiment.profile.benchmark_cells()
+    start = timezone.now() - timedelta(seconds=load_s + warmup_s + cell_s * len(cells) + after_s + teardown_s)
+    warm, bench = start + timedelta(seconds=load_s), start + timedelta(seconds=load_s + warmup_s)
+    steps = [
+        (Run.State.QUEUED, start - timedelta(minutes=1)),
+        *((state, start) for state in (Run.State.CONNECTING, Run.State.PREFLIGHT, Run.State.LAUNCHING)),
+        (Run.State.LOADING, start),
+        *((state, warm) for state in (Run.State.WARMING, Run.State.READY, Run.State.VERIFYING)),
+        (Run.State.BENCHMARKING, bench),
+        (Run.State.TEARDOWN, bench + timedelta(seconds=cell_s * len(cells) + after_s)),
+    ]
+    run = make_run(
+        experiment=experiment,
+        config=config,
+        state=Run.State.TEARDOWN,
+        started_at=start,
+        worker="test-worker",
+        profile_requested=profiled,
+        timeline=[{"state": state, "at": at.isoformat()} for state, at in steps],
+    )
+    for index, (pass_index, concurrency) in enumerate(cells):
+        make_measurement(run, concurrency=concurrency, pass_index=pass_index, output_throughput=100.0,
+                         ended_at=bench + timedelta(seconds=cell_s * (index + 1)))  # fmt: skip
+    do_advance_run(run, Run.State.SUCCEEDED, measured=True)
+    return run

@@ -19,9 +19,11 @@ from experiments.rules.sweeps import DEFAULT_LOAD_SECONDS
 from .factories import (
     MODELS,
     experiment_payload,
+    make_config,
     make_eagle_config,
     make_experiment,
     make_host,
+    make_measured_run,
     make_profile,
     make_run,
     row_counts,
@@ -93,31 +95,36 @@ def test_it_previews_the_grid_with_the_rules_explained_and_an_estimate(api):
     assert (body["configs"], body["launches_per_config"], body["launches"]) == (9, 1, 9)
     assert body["seconds_per_launch"] > DEFAULT_LOAD_SECONDS
     assert body["estimated_seconds"] == pytest.approx(9 * body["seconds_per_launch"], abs=9)
-    assert "no succeeded run" in body["estimate_basis"]
+    assert "no measured run" in body["estimate_basis"]
     assert body["profile"] == "concurrency [1, 4] · 8 prompts · 128 in / 128 out · seed 1 · 3 passes × 1 launch"
     assert row_counts()["ServerConfig"] == 0  # a preview saves nothing
 
 
-def test_it_estimates_from_the_hosts_succeeded_runs_of_the_same_profile(api):
+def test_it_estimates_from_the_runs_measured_on_the_host_of_the_same_model(api):
     host = make_host()
-    experiment = make_experiment(host=host, profile=make_profile(**PROFILE, seed=1), with_runs=False)
-    other = make_experiment(host=host, profile=make_profile(num_prompts=999), with_runs=False)
+    profile = make_profile(**{k: v for k, v in PROFILE.items() if k != "launches"}, seed=1)
+    same_model = make_experiment(host=host, baseline=make_config(model_path=BASE["model_path"]), candidates=[],
+                                 profile=profile, with_runs=False)  # fmt: skip
+    other_model = make_experiment(host=host, baseline=make_config(model_path=f"{MODELS}/other"), candidates=[],
+                                  profile=profile, with_runs=False)  # fmt: skip
+    for load in (50, 60, 70):
+        make_measured_run(same_model, load_s=load, cell_s=30)
+    make_measured_run(other_model, load_s=900)
+    # Written, not measured (as the demo seeds its history, or an import files its runs): never read.
     now = timezone.now()
-    for minutes, source in ((10, experiment), (20, experiment), (30, experiment), (99, other)):
-        make_run(
-            experiment=source, state=Run.State.SUCCEEDED, started_at=now - timedelta(minutes=minutes), finished_at=now
-        )
-    make_run(experiment=experiment, state=Run.State.FAILED, started_at=now - timedelta(hours=5), finished_at=now)
+    make_run(experiment=same_model, state=Run.State.SUCCEEDED, started_at=now - timedelta(hours=5), finished_at=now)
 
     request = _preview_body(host, speculative_num_steps=[2], speculative_eagle_topk=[1])
-    request["profile"] = {**PROFILE, "launches": 2}  # the same series: launches do not change what a request is
+    request["profile"] = {**PROFILE, "launches": 2}
 
     body = api("/api/sweeps/preview", request).json()
 
-    assert body["seconds_per_launch"] == 20 * 60  # the median of 10, 20 and 30 minutes; not the other profile's
+    # Loading 60 s (the median), warm-up 10 s, six cells of 30 s, then 2 s and a 5 s teardown.
+    assert body["seconds_per_launch"] == 60 + 10 + 6 * 30 + 2 + 5
     # One candidate and the baseline, two launches each.
-    assert (body["launches_per_config"], body["launches"], body["estimated_seconds"]) == (2, 4, 4 * 20 * 60)
-    assert "3 succeeded runs" in body["estimate_basis"] and "with this profile" in body["estimate_basis"]
+    assert (body["launches_per_config"], body["launches"]) == (2, 4)
+    assert body["estimated_seconds"] == 4 * body["seconds_per_launch"]
+    assert body["estimate_basis"].startswith(f"from 3 runs of other configs of this model on {host.name}: ")
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from experiments.reads import environments
 from experiments.reads.config_history import block_sources, config_initial, latest_experiment_using, profile_initial
 from experiments.reads.headroom import studies_about
 from experiments.reads.listing import STATUSES, ListingQuery, experiments_table
-from experiments.reads.queueing import launch_estimate, queued_runs_of
+from experiments.reads.queueing import estimates_of, finish_estimate, launch_estimate
 from experiments.reads.reports import cached_report
 from experiments.reads.schedules import schedule_view, schedules_about
 from experiments.serializers.exports import comparison_csv_response, comparison_json_response
@@ -242,6 +242,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
     report = cached_report(experiment)
     built_schedules, verified_schedules = schedules_about(experiment)
+    queue, estimates = estimates_of(report.runs, experiment.host)
     return render(
         request,
         "experiments/experiment_detail.html",
@@ -253,7 +254,12 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
             "comparison": serializers.comparison_rows_json(report.comparison),
             "steady_cells": steady_state.cells(report.measurement_values),
             "configs": [report.baseline, *report.candidates],
-            "queue": queued_runs_of(report),
+            "queue": queue,
+            # Each pending run's start and end, and the last one's: the experiment's (the page words them again as
+            # time passes, and as its runs' states come in).
+            "estimates": estimates,
+            "estimates_json": {pk: estimate.as_json() for pk, estimate in estimates.items()},
+            "finish": finish_estimate(estimates.values()),
             "reproducibility": environments.reproducibility_warnings(experiment, report.runs),
             "schedule_form": CadenceForm(
                 initial={"every": experiment.schedule, "hour_utc": experiment.schedule_hour}, auto_id="schedule-%s"

@@ -103,7 +103,8 @@ class RunOrchestrator:
             outcome = Run.State.FAILED  # re-attached in teardown after a failure recorded by the previous worker
         elif outcome == Run.State.SUCCEEDED and self.run.cancel_requested:
             outcome = Run.State.CANCELLED
-        await session.advance(outcome)
+        # A success is a launch this worker timed from claim to end: its phases are what the estimates learn from.
+        await session.advance(outcome, measured=outcome == Run.State.SUCCEEDED)
         if outcome == Run.State.SUCCEEDED:
             try:
                 await db(do_check_history)(self.run)

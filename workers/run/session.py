@@ -99,10 +99,10 @@ class RunSession:
 
     # ---- recording -------------------------------------------------------------------------------------------
 
-    async def advance(self, state: str, **facts: Any) -> None:
+    async def advance(self, state: str, *, measured: bool = False, **facts: Any) -> None:
         if self.run.state == state and not facts:
             return
-        await db(do_advance_run)(self.run, state, **facts)
+        await db(do_advance_run)(self.run, state, measured=measured, **facts)
 
     async def advance_to(self, state: str) -> None:
         """Advance only forwards along the lifecycle (warming may be seen from the log and HTTP alike)."""
