@@ -134,7 +134,9 @@ def queue_runs(
     The only function that creates queued runs, and the quota is part of it: raises QuotaExceeded (nothing queued)
     past the quotas of whoever `actor`'s launches count against (`quotas.check_launch_quota`), so no entry point
     can queue a launch the quotas have not counted (`tests/test_quotas_gate.py` holds every other module to it)."""
-    check_launch_quota(actor, experiment, configs, launches)
+    # Each config's GPU-hour reservation in seconds, which its runs keep until they end.
+    reservations = check_launch_quota(actor, experiment, configs, launches, profiled=profile)
+    reserved = {config.pk: seconds for config, seconds in zip(configs, reservations, strict=True)}
     now = timezone.now()
     runs = Run.objects.bulk_create(
         Run(
@@ -146,6 +148,7 @@ def queue_runs(
             timeline=[{"state": Run.State.QUEUED, "at": now.isoformat()}],
             created_at=now,
             profile_requested=profile,
+            reserved_s=reserved[config.pk],
         )
         for i, (config, launch) in enumerate(interleaved_order(configs, launches))
     )

@@ -1,5 +1,7 @@
-"""Quotas on the shared hosts: what a member may queue (launches at once, GPU-hours a day) and on which host, the
-refusal past them, and admins setting a member's own values (a host's are part of its edit).
+"""Quotas on the shared hosts: what a member may queue (runs pending at once, GPU-hours a day) and on which host, the
+refusal past them, and admins setting a member's own values (a host's are part of its edit). A run's GPU-hours are
+reserved when it is queued, at the upper end of its estimated time (the one its page shows), and settled to the time
+it took once it ends.
 
 One gate: `check_launch_quota` runs inside `experiments.queue_runs`, the only function that creates queued runs, so
 every way of queueing (submit, re-run, remedy, profile, headroom, verification, confirmation, a study's rounds, the
@@ -21,6 +23,7 @@ from experiments.rules import gpu_hours
 
 from ..models import AuditEvent, BenchmarkProfile, Experiment, Host, MemberQuota, Run, ServerConfig
 from ..models.runs import RunQuerySet
+from ..reads import queueing
 from .audit import Actor, record_event
 
 
@@ -88,19 +91,38 @@ def _charge(actor: Actor, owner: Any) -> _Charge | None:
     return _Charge(payer, actor)
 
 
-def check_launch_quota(actor: Actor, experiment: Experiment, configs: Sequence[ServerConfig], launches: int) -> None:
+def launch_reservations(
+    host: Host, configs: Sequence[ServerConfig], profile: BenchmarkProfile, *, profiled: bool = False
+) -> list[float]:
+    """The seconds on `host` one launch of each of `configs` reserves: the upper end of its estimated length, from
+    the launches a worker measured there (`reads.queueing`); with none measured, what its profile's time-outs allow.
+    What the run pages show as its end is the same estimate."""
+    kinds = [queueing.launch_kind(config, profile, profiled=profiled) for config in configs]
+    return [estimate.total.high for estimate in queueing.launch_estimates(host, kinds)]
+
+
+def check_launch_quota(
+    actor: Actor, experiment: Experiment, configs: Sequence[ServerConfig], launches: int, *, profiled: bool = False
+) -> list[float]:
     """Refuse `launches` more launches of each of `configs` in `experiment` past the quotas of whoever they count
-    against (`_charge`): launches pending (queued or running) at once, and GPU-hours in 24 h (pending launches at
-    their bound), per member and per host. A member's and a host's values are an admin's where set, else the
-    SPECDASH_QUOTA_* defaults. Called by `experiments.queue_runs` alone: the one way runs are queued."""
+    against (`_charge`): runs pending (queued or running) at once, and GPU-hours in 24 h (pending runs at their
+    reservation), per member and per host. A member's and a host's values are an admin's where set, else the
+    SPECDASH_QUOTA_* defaults. Returns each config's reservation in seconds (`launch_reservations`), which the runs
+    keep. Called by `experiments.queue_runs` alone: the one way runs are queued."""
+    reserved = launch_reservations(experiment.host, configs, experiment.profile, profiled=profiled)
     charge = _charge(actor, experiment.created_by)
     if charge is None:
-        return
-    profile = experiment.profile
-    adding = launches * len(configs)
-    hours = launches * sum(launch_shape(c, profile).gpu_hours_bound for c in configs)
-    _check_launches(charge, experiment.host, adding)
-    _check_gpu_hours(charge, experiment.host, hours, f"this asks {hours:,.1f} more")
+        return reserved
+    asked = _asked(launches, len(configs))
+    hours = launches * sum(c.gpu_count * seconds / 3600 for c, seconds in zip(configs, reserved, strict=True))
+    _check_launches(charge, experiment.host, launches * len(configs), asked)
+    _check_gpu_hours(charge, experiment.host, hours, f"this asks {hours:,.1f} more for {asked}")
+    return reserved
+
+
+def _asked(launches: int, configs: int) -> str:
+    """What was asked, in launches as the forms count them (each launch runs every config once)."""
+    return f"{launches:,} launch{'' if launches == 1 else 'es'} of {configs:,} config{'' if configs == 1 else 's'}"
 
 
 def check_study_budget(
@@ -120,7 +142,8 @@ def check_study_budget(
     charge = _charge(actor, actor.user)
     if charge is None:
         return
-    each = max(launch_shape(c, profile).gpu_hours_bound for c in configs)
+    reserved = launch_reservations(host, configs, profile)
+    each = max(c.gpu_count * seconds / 3600 for c, seconds in zip(configs, reserved, strict=True))
     hours = max_launches * each
     asks = f"this study's budget asks up to {hours:,.1f} ({max_launches:,} launches x {each:,.1f} each)"
     if max_hours is not None:
@@ -136,27 +159,29 @@ def check_study_budget(
 
 
 _RESERVATION = (
-    "A pending launch reserves its GPUs x the longest its profile's timeouts let it run; shorter timeouts reserve less."
+    "A pending run reserves its GPUs x the upper end of its estimated time (with no run measured on the host yet, "
+    "the longest its profile's time-outs let it run); once it ends, the time it took counts instead."
 )
 
 
-def _check_launches(charge: _Charge, host: Host, adding: int) -> None:
+def _check_launches(charge: _Charge, host: Host, adding: int, asked: str) -> None:
     pending = Run.objects.exclude(state__in=Run.TERMINAL_STATES)
     if charge.member is not None:
         quota = MemberQuota.of(charge.member)
         mine = pending.filter(experiment__created_by=charge.member).count()
         if mine + adding > quota.launch_limit:
             raise QuotaExceeded(
-                f"{_launches(quota.launch_limit)} allowed for {charge.who} "
-                f"({_member_source(quota, 'launches_queued', 'LAUNCHES_PER_USER')}); this asks {adding:,} more "
-                f"({mine:,} pending). An admin can raise {charge.whose} limit on /team/."
+                f"{_runs(quota.launch_limit)} allowed for {charge.who} "
+                f"({_member_source(quota, 'launches_queued', 'LAUNCHES_PER_USER')}); this asks {asked}, "
+                f"{_runs(adding, pending=False)} ({mine:,} pending). An admin can raise {charge.whose} limit on /team/."
             )
     on_host = pending.filter(host=host).count()
     if on_host + adding > host.launch_quota:
         raise QuotaExceeded(
-            f"{_launches(host.launch_quota)} allowed on host {host.name} "
-            f"({_host_source(host, 'quota_launches_queued', 'LAUNCHES_PER_HOST')}); this asks {adding:,} more "
-            f"({on_host:,} pending there). An admin can raise the host's limit on /hosts/{host.pk}/edit/."
+            f"{_runs(host.launch_quota)} allowed on host {host.name} "
+            f"({_host_source(host, 'quota_launches_queued', 'LAUNCHES_PER_HOST')}); this asks {asked}, "
+            f"{_runs(adding, pending=False)} ({on_host:,} pending there). An admin can raise the host's limit on "
+            f"/hosts/{host.pk}/edit/."
         )
 
 
@@ -182,8 +207,9 @@ def _check_gpu_hours(charge: _Charge, host: Host, hours: float, asks: str) -> No
         )
 
 
-def _launches(count: int) -> str:
-    return f"{count:,} pending launch" + ("" if count == 1 else "es")
+def _runs(count: int, *, pending: bool = True) -> str:
+    """Runs, as the launch quotas count them: one server launch of one config each."""
+    return f"{count:,} {'pending ' if pending else ''}run" + ("" if count == 1 else "s")
 
 
 def _member_source(quota: MemberQuota, field: str, setting: str) -> str:
@@ -206,6 +232,7 @@ def _gpu_hours(runs: RunQuerySet, now: datetime) -> float:
             "experiment__profile",
             "started_at",
             "finished_at",
+            "reserved_s",
             "config__tp_size",
             "config__extra_args",
             *(f"experiment__profile__{f}" for f in _SHAPE_FIELDS),
@@ -217,7 +244,10 @@ def _gpu_hours(runs: RunQuerySet, now: datetime) -> float:
             started_at=run.started_at,
             finished_at=run.finished_at,
             is_finished=run.is_finished,
-            time_bound_s=launch_shape(run.config, run.experiment.profile).time_bound_s,
+            # Queued before reservations were kept: the time-outs' bound, as then.
+            time_bound_s=run.reserved_s
+            if run.reserved_s is not None
+            else launch_shape(run.config, run.experiment.profile).time_bound_s,
         )
         for run in rows
     ]

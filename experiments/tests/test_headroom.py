@@ -244,6 +244,6 @@ def test_it_is_held_to_the_member_s_launch_quota(client, member, settings):
     page = client.post(f"/experiments/{source.pk}/headroom/new/", {"config": _real(source).pk}, follow=True)
 
     assert over.status_code == 429
-    assert over.json()["errors"]["quota"][0].startswith("5 pending launches allowed for you")
-    assert "5 pending launches allowed for you" in page.content.decode()
+    assert over.json()["errors"]["quota"][0].startswith("5 pending runs allowed for you")
+    assert "5 pending runs allowed for you" in page.content.decode()
     assert not HeadroomStudy.objects.exists() and Experiment.objects.count() == 1

@@ -37,11 +37,11 @@ def test_a_member_cannot_queue_past_their_quota_by_submitting_or_rerunning(clien
     assert over.status_code == 429 and rerun.status_code == 429
     message = over.json()["errors"]["quota"][0]
     assert message == (
-        "5 pending launches allowed for you (the default, SPECDASH_QUOTA_LAUNCHES_PER_USER); this asks 2 more "
-        "(4 pending). An admin can raise your limit on /team/."
+        "5 pending runs allowed for you (the default, SPECDASH_QUOTA_LAUNCHES_PER_USER); this asks 2 launches of 1 "
+        "config, 2 runs (4 pending). An admin can raise your limit on /team/."
     )
     assert over.json()["detail"] == "over quota"
-    assert rerun.json()["errors"]["quota"][0].startswith("5 pending launches allowed for you (the default")
+    assert rerun.json()["errors"]["quota"][0].startswith("5 pending runs allowed for you (the default")
     assert not Experiment.objects.filter(name="more").exists() and Run.objects.count() == 4
 
 
@@ -58,8 +58,8 @@ def test_a_host_has_a_quota_of_its_own_and_an_admin_is_not_held_to_either(client
     assert admin.status_code == 201
     assert refused.status_code == 429
     assert refused.json()["errors"]["quota"] == [
-        f"3 pending launches allowed on host {host.name} (the default, SPECDASH_QUOTA_LAUNCHES_PER_HOST); this asks "
-        f"1 more (5 pending there). An admin can raise the host's limit on /hosts/{host.pk}/edit/."
+        f"3 pending runs allowed on host {host.name} (the default, SPECDASH_QUOTA_LAUNCHES_PER_HOST); this asks "
+        f"1 launch of 1 config, 1 run (5 pending there). An admin can raise the host's limit on /hosts/{host.pk}/edit/."
     ]
 
 
@@ -74,5 +74,5 @@ def test_the_page_shows_the_quota_as_the_launches_fields_error(client, member, s
 
     response = client.post(f"/experiments/{experiment.pk}/rerun/", {"launches": 1}, follow=True)
 
-    assert "1 pending launch allowed for you" in response.content.decode()
+    assert "1 pending run allowed for you" in response.content.decode()
     assert Run.objects.count() == 1

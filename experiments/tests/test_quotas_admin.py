@@ -36,7 +36,9 @@ def test_an_admin_sets_a_members_quota_on_the_team_page_and_a_raised_one_lets_th
 
     assert refused.status_code == 429
     message = refused.json()["errors"]["quota"][0]
-    assert message.startswith("2 pending launches allowed for you (set by an admin); this asks 3 more (0 pending).")
+    assert message.startswith(
+        "2 pending runs allowed for you (set by an admin); this asks 3 launches of 1 config, 3 runs (0 pending)."
+    )
     assert message.endswith("An admin can raise your limit on /team/.")
     assert not Run.objects.exists()
 

@@ -106,7 +106,7 @@ def test_a_members_submission_past_their_gpu_hours_is_refused_and_nothing_is_que
     message = refused.json()["errors"]["quota"][0]
     assert message.startswith(
         "100.0 GPU-hours a day allowed for you (the default, SPECDASH_QUOTA_GPU_HOURS_PER_USER_PER_DAY); this asks "
-        "109.2 more (0.0 used or reserved in the last 24 h)."
+        "109.2 more for 9 launches of 1 config (0.0 used or reserved in the last 24 h)."
     )
     assert message.endswith("An admin can raise your limit on /team/.")
     assert not Experiment.objects.exists() and not Run.objects.exists()
@@ -124,7 +124,7 @@ def test_a_members_rerun_is_bounded_by_the_same_quota(client, member, settings):
     assert first.status_code == 201
     assert rerun.status_code == 429
     message = rerun.json()["errors"]["quota"][0]
-    assert "this asks 48.5 more (60.7 used or reserved in the last 24 h)" in message
+    assert "this asks 48.5 more for 4 launches of 1 config (60.7 used or reserved in the last 24 h)" in message
     assert Run.objects.count() == 5
     assert _post(client, f"/api/experiments/{first.json()['id']}/rerun", {"launches": 3}, member).status_code == 201
 
@@ -164,7 +164,7 @@ def test_a_hosts_gpu_hours_count_everyones_launches_there_and_an_admin_is_not_he
     message = refused.json()["errors"]["quota"][0]
     assert message.startswith(
         f"50.0 GPU-hours a day allowed on host {host.name} (the default, SPECDASH_QUOTA_GPU_HOURS_PER_HOST_PER_DAY); "
-        "this asks 12.1 more (60.7 used or reserved there in the last 24 h)."
+        "this asks 12.1 more for 1 launch of 1 config (60.7 used or reserved there in the last 24 h)."
     )
     assert message.endswith(f"An admin can raise the host's limit on /hosts/{host.pk}/edit/.")
     assert not Experiment.objects.filter(name="one").exists()
@@ -195,8 +195,8 @@ def test_a_members_remedy_rerun_is_held_to_the_quota(client, member, settings):
 
     assert response.status_code == 429
     assert response.json()["errors"]["quota"][0].startswith(
-        "2 pending launches allowed for you (the default, SPECDASH_QUOTA_LAUNCHES_PER_USER); this asks 2 more "
-        "(1 pending)."
+        "2 pending runs allowed for you (the default, SPECDASH_QUOTA_LAUNCHES_PER_USER); this asks 1 launch of 2 "
+        "configs, 2 runs (1 pending)."
     )
     assert Run.objects.count() == 2 and ServerConfig.objects.count() == configs  # no new version either
 

@@ -84,7 +84,8 @@ def test_a_round_past_the_quota_waits_says_why_and_is_queued_once_there_is_room(
     study.refresh_from_db()
     assert study.is_running and study.studyround_set.count() == 1 and _pending(member) == 0
     expected = (
-        "Round 2 waits: 2 pending launches allowed for member (set by an admin); this asks 3 more (0 pending). "
+        "Round 2 waits: 2 pending runs allowed for member (set by an admin); this asks 1 launch of 3 configs, 3 runs "
+        "(0 pending). "
         "An admin can raise member's limit on /team/."
     )
     assert study.round_refusal == expected

@@ -95,11 +95,14 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return render(request, "experiments/experiment_new.html", _prefilled_forms(request))
     submission = _submission_from_post(request.POST)
+    refusal = ""
     if submission.is_valid():
         try:
             experiment = do_create_experiment(actor=Actor.of(request), **submission.experiment_fields())
         except QuotaExceeded as exc:
-            submission.profile_form.add_error("launches", str(exc))
+            # At the top of the page, where it is read first, and beside Launches, the field that makes it fit.
+            refusal = str(exc)
+            submission.profile_form.add_error("launches", refusal)
         else:
             messages.success(request, f"Experiment “{experiment.name}” submitted.")
             for warning in submission.warnings:
@@ -117,6 +120,7 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
         "config_sources": {},
         "candidate_next": request.POST.get("candidate_count", len(submission.candidate_forms)),
         "errors": submission.errors,
+        "refusal": refusal,
     }
     return render(request, "experiments/experiment_new.html", context, status=400)
 

@@ -99,13 +99,16 @@ def study_new(request: HttpRequest) -> HttpResponse:
     post = request.POST
     sweep = SweepForm(post, prefix="sweep", base_data=post, base_prefix="base")
     submission = StudySubmission(post, post, post, post, sweep=sweep, prefixed=True)
+    refusal = ""
     if submission.is_valid():
         try:
             study = do_start_study(actor=Actor.of(request), **submission.study_fields())
         except QuotaExceeded as exc:
-            # The budget is the field a member can change to fit (or an admin raises the limit).
-            submission.study_form.add_error("max_launches", str(exc))
-            submission.errors["max_launches"] = [str(exc)]
+            # At the top of the page, and at the budget: the field a member can change to fit (or an admin raises
+            # the limit).
+            refusal = str(exc)
+            submission.study_form.add_error("max_launches", refusal)
+            submission.errors["max_launches"] = [refusal]
         else:
             messages.success(request, f"Study “{study.name}” started: its first round is queued.")
             return redirect(study)
@@ -117,6 +120,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
         "profile_form": submission.profile_form,
         "study_form": submission.study_form,
         "errors": submission.errors,
+        "refusal": refusal,
     }
     return render(request, "experiments/study_new.html", context, status=400)
 
