@@ -1,0 +1,96 @@
+"""`vllm bench serve` JSON (pure): one result, one cell; a `speculative_config` given with `--metadata` names the
+method."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import bounded_json
+from .bench_serving import REQUIRED, STATS
+from .common import (
+    DATASET_MAX,
+    MAX_ERRORS,
+    MAX_TEXT,
+    Checker,
+    ImportedRun,
+    ResultFileError,
+    Server,
+    length,
+    num_prompts,
+    one_object,
+    read_cell,
+    text_of,
+)
+
+OPTIONAL = {
+    "total_token_throughput": "total_throughput",
+    "failed": "failed",
+    # 1 + accepted / drafts from the server's counters over the run: the pooled figure.
+    "spec_decode_acceptance_length": "pooled_accept_length",
+    **{f"{s}_{m}_ms": f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl") for s in STATS},
+    **{f"{s}_e2el_ms": f"{s}_e2e_latency_ms" for s in STATS},  # vLLM calls end-to-end latency e2el
+}
+METHODS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "deepseek_mtp": "NEXTN", "ngram": "NGRAM"}
+METHODS["draft_model"] = "STANDALONE"
+
+
+def parse(content: str) -> list[ImportedRun]:
+    errors: list[str] = []
+    check = Checker(1, errors)
+    row = one_object(content, "vllm bench serve")
+    model = row.get("model_id")
+    if not isinstance(model, str) or not model:
+        check.fail("model_id", "missing or not text")
+    cell = read_cell(row, check, REQUIRED, OPTIONAL, concurrency_key="max_concurrency")
+    spec = _vllm_speculative(row, check)
+    if errors or cell is None or not isinstance(model, str):
+        raise ResultFileError(errors[:MAX_ERRORS])
+    if cell.metrics.get("total_throughput") is None:
+        check.fail("total_token_throughput", "missing")
+        raise ResultFileError(errors)
+    tp = check.integer(row, "tensor_parallel_size", optional=True)
+    version = row.get("vllm_version") or row.get("version")
+    return [
+        ImportedRun(
+            tool="vllm bench serve",
+            version=str(version)[:MAX_TEXT] if isinstance(version, str | int | float) else "",
+            command=text_of(row.get("command")),
+            server=Server(model_path=model[:MAX_TEXT], tp_size=max(1, tp or 1), speculative=spec),
+            server_args={},
+            dataset=text_of(row.get("dataset_name"))[:DATASET_MAX] or "random",
+            input_len=length(row.get("random_input_len"), row, "total_input_tokens"),
+            output_len=length(row.get("random_output_len"), row, "total_output_tokens"),
+            num_prompts=num_prompts(row),
+            cells=[cell],
+        )
+    ]
+
+
+def _vllm_speculative(row: dict[str, Any], check: Checker) -> dict[str, Any]:
+    """vLLM's JSON holds no server args; a `speculative_config` given with `--metadata` names the method."""
+    config = row.get("speculative_config")
+    if config is None:
+        return {}
+    if isinstance(config, str):
+        try:
+            config = bounded_json.loads(config, allow_nan=True)
+        except ValueError:
+            config = None
+    if not isinstance(config, dict):
+        check.fail("speculative_config", "not an object")
+        return {}
+    method = config.get("method")
+    algorithm = METHODS.get(str(method).lower()) if method is not None else None
+    if algorithm is None:
+        check.fail("speculative_config.method", f"unknown method {str(method)[:40]!r}")
+        return {}
+    spec: dict[str, Any] = {"speculative_algorithm": algorithm}
+    if isinstance(config.get("model"), str) and config["model"]:
+        spec["speculative_draft_model_path"] = config["model"][:MAX_TEXT]
+    steps = check.integer(config, "num_speculative_tokens", prefix="speculative_config.", optional=True)
+    if steps is not None:
+        # vLLM drafts a chain, one token per step: SGLang's topk 1, whose tree holds steps + 1 tokens.
+        spec["speculative_num_steps"] = steps
+        spec["speculative_eagle_topk"] = 1
+        spec["speculative_num_draft_tokens"] = steps + 1
+    return spec
