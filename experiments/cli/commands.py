@@ -127,9 +127,20 @@ def cancel(args: argparse.Namespace) -> int:
     return 0 if result["accepted"] else 2
 
 
+# `--format` -> the download's name after `export.` (the API's /experiments/{id}/export.<kind>).
+EXPORT_FORMATS = {
+    "csv": "csv",
+    "json": "json",
+    "llm-d": "llm-d.json",
+    "bench-serving": "bench-serving.jsonl",
+    "mlflow": "mlflow.json",
+    "wandb": "wandb.json",
+}
+
+
 def export(args: argparse.Namespace) -> int:
     with connect() as api:
-        text = api.get_text(f"/experiments/{segment(args.experiment)}/export.{args.format}")
+        text = api.get_text(f"/experiments/{segment(args.experiment)}/export.{EXPORT_FORMATS[args.format]}")
     if args.output:
         with open(args.output, "w", encoding="utf-8", newline="") as file:
             file.write(text)
@@ -139,9 +150,10 @@ def export(args: argparse.Namespace) -> int:
 
 
 def _stated_server(args: argparse.Namespace) -> dict:
-    """What a SpecForge file does not hold, from the flags its benchmark was run with."""
+    """What the files do not say, from the flags (the API's `given`, the same names for every format)."""
     pairs = (
         ("model_path", args.model),
+        ("engine", args.engine),
         ("concurrency", args.concurrency),
         ("tp_size", args.tp_size),
         ("speculative_algorithm", args.speculative_algorithm),

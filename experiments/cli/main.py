@@ -61,9 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
     _json_flag(cancel)
     cancel.set_defaults(handler=commands.cancel)
 
-    export = sub.add_parser("export", help="an experiment's comparison as CSV or every table as JSON")
+    export = sub.add_parser(
+        "export",
+        help="an experiment's comparison as CSV, every table as JSON, or in another tool's format "
+        "(llm-d Benchmark Reports, bench_serving JSONL, MLflow or W&B runs)",
+    )
     export.add_argument("experiment", type=int)
-    export.add_argument("--format", choices=("csv", "json"), default="csv")
+    export.add_argument("--format", choices=tuple(commands.EXPORT_FORMATS), default="csv")
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     export.set_defaults(handler=commands.export)
 
@@ -75,15 +79,18 @@ def build_parser() -> argparse.ArgumentParser:
     bring.add_argument("--name", help="the new experiment's name (default: from the file names)")
     bring.add_argument("--host", help="the registered host a new experiment is filed under")
     bring.add_argument("--format", choices=commands.IMPORT_FORMATS, default="auto", help="the files' format")
-    stated = bring.add_argument_group("what a specforge-benchmark file does not hold (its benchmark's own flags)")
+    stated = bring.add_argument_group(
+        "what the files do not say (every format; the file's own value wins, one that contradicts it is refused)"
+    )
     stated.add_argument("--model", help="the served model's path")
-    stated.add_argument("--concurrency", type=int, help="the concurrency it was run at")
-    stated.add_argument("--tp-size", type=int)
-    stated.add_argument("--speculative-algorithm")
-    stated.add_argument("--draft-model", help="the draft model's path")
-    stated.add_argument("--num-steps", type=int)
-    stated.add_argument("--topk", type=int)
-    stated.add_argument("--num-draft-tokens", type=int)
+    stated.add_argument("--engine", help="the engine that served it: sglang, vllm, tensorrt-llm, lmdeploy or other")
+    stated.add_argument("--concurrency", type=int, help="the concurrency the client ran at")
+    stated.add_argument("--tp-size", type=int, help="the server's tensor-parallel size")
+    stated.add_argument("--speculative-algorithm", help="EAGLE3, EAGLE, NEXTN, ... or NONE")
+    stated.add_argument("--draft-model", "--speculative-draft-model-path", dest="draft_model", help="the draft model")
+    stated.add_argument("--num-steps", "--speculative-num-steps", dest="num_steps", type=int)
+    stated.add_argument("--topk", "--speculative-eagle-topk", dest="topk", type=int)
+    stated.add_argument("--num-draft-tokens", "--speculative-num-draft-tokens", dest="num_draft_tokens", type=int)
     _json_flag(bring)
     bring.set_defaults(handler=commands.import_files)
 

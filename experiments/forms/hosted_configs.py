@@ -74,7 +74,8 @@ def imported_configs(files: Sequence[tuple[str, str, str, Sequence[Server]]], ho
             for field, messages in plain_errors(form).items():
                 if field == "name" and len(form.errors) > 1:
                     continue  # the name is made from the model path, whose own error says it
-                stated = _STATED[fmt](field)
+                # A field the importer stated is refused as its `given` one, wherever the format would hold it.
+                stated = f"given.{field}" if field in server.given else _STATED.get(fmt, str)(field)
                 errors.setdefault(f"{where}.{field}", []).extend(
                     f"{file_name[:80]}: {message} (the file's {stated})" for message in messages
                 )

@@ -106,11 +106,14 @@ def test_lines_of_two_servers_become_two_runs_and_a_repeated_concurrency_a_secon
         (_with(BASELINE, 1, output_throughput="fast"), "line 2: output_throughput: not a number"),
         (_with(BASELINE, 0, duration=None), "line 1: duration: missing"),
         (_with(BASELINE, 0, completed=3.5), "line 1: completed: not a whole number of at least 0"),
-        (_with(BASELINE, 0, max_concurrency=None), "line 1: max_concurrency: missing"),
+        (_with(BASELINE, 0, max_concurrency=None), "line 1: max_concurrency: null (the run had no concurrency limit): "
+                                                   "state the concurrency the client ran at with `concurrency`"),
         (_with(BASELINE, 1, median_ttft_ms=-1), "line 2: median_ttft_ms: negative"),
         (_with(BASELINE, 0, accept_length=True), "line 1: accept_length: not a number"),
-        (_with(BASELINE, 0, server_info=None), "line 1: server_info: missing (null)"),
-        (_with(BASELINE, 0, server_info={"tp_size": 1}), "line 1: server_info.model_path: missing or not text"),
+        (_with(BASELINE, 0, server_info=None), "line 1: server_info: null (backend sglang): state the served model's "
+                                               "path with `model_path` / --model"),
+        (_with(BASELINE, 0, server_info={"tp_size": 1}), "line 1: server_info.model_path: missing from server_info: "
+                                                         "state the served model's path with `model_path`"),
         (BASELINE + "{not json\n", "line 3: not JSON"),
         (BASELINE + "[1, 2]\n", "line 3: not a JSON object"),
         ("\n\n", "the file holds no result line"),
@@ -352,11 +355,12 @@ def test_it_reads_a_specforge_benchmark_with_the_model_and_concurrency_stated():
 @pytest.mark.parametrize(
     ("given", "message"),
     [
-        ({"concurrency": 4}, "model_path: the served model's path is required"),
-        ({"model_path": "/m"}, "concurrency: missing"),
-        ({"model_path": "/m", "concurrency": 0}, "concurrency: not a whole number of at least 1"),
+        ({"concurrency": 4}, "given.model_path: a SpecForge benchmark file does not name its model: state the served "
+                             "model's path with `model_path` / --model"),
+        ({"model_path": "/m"}, "concurrency: a SpecForge benchmark file does not hold it: state the concurrency"),
+        ({"model_path": "/m", "concurrency": 0}, "given.concurrency: a whole number of at least 1"),
         ({"model_path": "/m", "concurrency": 4, "trust_remote_code": True}, "trust_remote_code: not something"),
-        ({"model_path": "/m", "concurrency": 4, "speculative_num_steps": "3; rm"}, "speculative_num_steps: not a"),
+        ({"model_path": "/m", "concurrency": 4, "speculative_num_steps": "3; rm"}, "speculative_num_steps: a whole"),
     ],
 )
 def test_a_specforge_file_without_what_it_lacks_stated_is_refused_naming_it(given, message):
@@ -382,7 +386,7 @@ def test_specdash_import_files_a_specforge_result_with_its_benchmark_flags(cli, 
     partial = cli("import", str(path), *flags, *stated)  # as a submitted config: steps, topk, draft tokens together
     done = cli("import", str(path), *flags, *stated, "--topk", "1", "--num-draft-tokens", "4")
 
-    assert refused.code == 2 and "model_path: the served model's path is required" in refused.err
+    assert refused.code == 2 and "given.model_path: a SpecForge benchmark file does not name its model" in refused.err
     together = "files[0].speculative_eagle_topk: specforge.json: Set steps, topk and draft tokens together"
     assert partial.code == 2 and together in partial.err
     assert done.code == 0, done.err

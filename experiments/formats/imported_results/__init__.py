@@ -15,29 +15,46 @@ from typing import Any
 
 from .. import bounded_json
 from . import bench_serving, specforge, vllm_bench
-from .common import SPEC_FIELDS, Cell, ImportedRun, ResultFileError, Server
+from .common import (
+    ENGINES,
+    GIVEN,
+    GIVEN_FLAGS,
+    MAX_ERRORS,
+    SPEC_FIELDS,
+    Cell,
+    Given,
+    ImportedRun,
+    ResultFileError,
+    Server,
+    read_given,
+)
 
 SGLANG = "sglang-bench-serving"
 VLLM = "vllm-bench-serve"
 SPECFORGE = "specforge-benchmark"
 FORMATS = (SGLANG, VLLM, SPECFORGE)
 AUTO = "auto"
-SPECFORGE_GIVEN = specforge.GIVEN
+SPECFORGE_GIVEN = GIVEN  # every format states the same fields (common.GIVEN); the old name kept for callers
 
 __all__ = [
     "AUTO",
+    "ENGINES",
     "FORMATS",
+    "GIVEN",
+    "GIVEN_FLAGS",
     "SGLANG",
     "SPECFORGE",
     "SPECFORGE_GIVEN",
     "SPEC_FIELDS",
     "VLLM",
     "Cell",
+    "Given",
     "ImportedRun",
     "ResultFileError",
     "Server",
     "detect",
     "parse",
+    "read_given",
 ]
 
 
@@ -57,15 +74,23 @@ def detect(content: str) -> str:
     return SGLANG
 
 
-def parse(content: str, fmt: str = AUTO, given: Mapping[str, Any] | None = None) -> list[ImportedRun]:
-    """The runs of a file's text; raises ResultFileError naming each bad line and field. `given`: what the
-    importer states that the format does not hold (SpecForge's model and concurrency: SPECFORGE_GIVEN)."""
+def parse(content: str, fmt: str = AUTO, given: Mapping[str, Any] | Given | None = None) -> list[ImportedRun]:
+    """The runs of a file's text; raises ResultFileError naming each bad line and field. `given`: what the importer
+    states that the file does not say (common.GIVEN, the same names for every format); what the file says wins, and
+    a given value that contradicts it is refused naming both."""
+    stated: list[str] = []
+    if not isinstance(given, Given):
+        given = read_given(given, stated)
     if fmt == AUTO:
         fmt = detect(content)
-    if fmt == SGLANG:
-        return bench_serving.parse(content)
-    if fmt == VLLM:
-        return vllm_bench.parse(content)
-    if fmt == SPECFORGE:
-        return specforge.parse(content, given or {})
-    raise ResultFileError([f"format: unknown {fmt!r} (one of {', '.join((AUTO, *FORMATS))})"])
+    readers = {SGLANG: bench_serving.parse, VLLM: vllm_bench.parse, SPECFORGE: specforge.parse}
+    if fmt not in readers:
+        raise ResultFileError([*stated, f"format: unknown {fmt!r} (one of {', '.join((AUTO, *FORMATS))})"])
+    try:
+        runs = readers[fmt](content, given)
+    except ResultFileError as exc:
+        # The statement's own errors first, then the file's (read with what of the statement was valid).
+        raise ResultFileError([*stated, *exc.errors][:MAX_ERRORS]) from None
+    if stated:
+        raise ResultFileError(stated)
+    return runs

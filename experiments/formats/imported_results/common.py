@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
 from typing import Any
 
 from .. import bounded_json, request_details
@@ -24,8 +26,28 @@ SPEC_FIELDS = (
     "speculative_eagle_topk",
     "speculative_num_draft_tokens",
 )
-# What a SpecForge benchmark file does not hold and its importer states (specforge benchmark's own --model and
-# --concurrency flags, and the server's speculative settings): `given` of `parse`.
+
+
+# What an importer states that a file does not say, by the same names for every format (the API's `given`, the
+# page's fields, the CLI's flags): the served model, the engine that served it, its tp size, its speculative
+# settings and the concurrency the client ran at. Each reader takes the file's own value where it says one, the
+# given one where it says nothing, and refuses a given value that contradicts the file, naming both.
+GIVEN = ("model_path", "engine", "tp_size", *SPEC_FIELDS, "concurrency")
+# The CLI's flag for each (`specdash import --model ...`), named in the refusals so a user knows what to add.
+GIVEN_FLAGS = {
+    "model_path": "--model",
+    "engine": "--engine",
+    "tp_size": "--tp-size",
+    "speculative_algorithm": "--speculative-algorithm",
+    "speculative_draft_model_path": "--draft-model",
+    "speculative_num_steps": "--num-steps",
+    "speculative_eagle_topk": "--topk",
+    "speculative_num_draft_tokens": "--num-draft-tokens",
+    "concurrency": "--concurrency",
+}
+# The engines a result file can have measured; "other" for an OpenAI-compatible server specdash does not know.
+ENGINES = ("sglang", "vllm", "tensorrt-llm", "lmdeploy", "other")
+GIVEN_TEXT = frozenset({"model_path", "engine", "speculative_algorithm", "speculative_draft_model_path"})
 
 
 class ResultFileError(ValueError):
@@ -51,6 +73,8 @@ class Server:
     model_path: str
     tp_size: int = 1
     speculative: dict[str, Any] = field(default_factory=dict)
+    # The fields the importer stated (GIVEN's names) rather than the file: a refusal of one names `given`.
+    given: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def key(self) -> tuple:
@@ -69,6 +93,155 @@ class ImportedRun:
     output_len: int
     num_prompts: int
     cells: list[Cell]
+    engine: str = ""  # one of ENGINES, or "" where neither the file nor the importer says
+    # When it was measured, as the file says (bench_serving's `date`, vLLM's `date`), ISO 8601; "" where it does
+    # not, and the importer's own time (an archive member's mtime) is used.
+    measured_at: str = ""
+
+    @property
+    def shape(self) -> tuple[str, int, int, int]:
+        """The request shape its cells were measured with: runs of different shapes are never one profile's."""
+        return (self.dataset, self.input_len, self.output_len, self.num_prompts)
+
+
+@dataclass(frozen=True)
+class Given:
+    """What the importer states (`GIVEN`), checked by `read_given`; None where it states nothing."""
+
+    model_path: str | None = None
+    engine: str | None = None
+    tp_size: int | None = None
+    speculative_algorithm: str | None = None
+    speculative_draft_model_path: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    concurrency: int | None = None
+
+    def stated(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    def resolve(self, name: str, said: Any, check: Checker, *, where: str) -> Any:
+        """The value of `name`: what the file says (`said`, at its field `where`) wins; the given one where the file
+        says nothing (None). A given value that contradicts the file is refused, naming both; the file's is kept."""
+        stated = getattr(self, name)
+        if said is None or stated is None:
+            return stated if said is None else said
+        if _same(name, said, stated):
+            return said
+        check.fail(
+            where,
+            f"the file says {_shown(said)}, but given {name} (`{name}` / {GIVEN_FLAGS[name]}) says {_shown(stated)}; "
+            f"leave {name} out (the file's own value is used) or import another file",
+        )
+        return said
+
+    def require(self, name: str, said: Any, check: Checker, *, where: str, why: str) -> Any:
+        """As `resolve`, and where neither the file nor the importer says it, "<where>: <why>: state <what> with
+        `<name>` / <flag>"."""
+        value = self.resolve(name, said, check, where=where)
+        if value is None:
+            check.fail(where, f"{why}: state {_WHAT[name]} with `{name}` / {GIVEN_FLAGS[name]}")
+        return value
+
+    def server(self, check: Checker, said: Mapping[str, Any], *, where: Mapping[str, str], why: str) -> Server | None:
+        """The server a file measured: its own settings (`said`: GIVEN's server names -> value, None where the file
+        says nothing; speculative_algorithm "" where it says none), the importer's where the file is silent, each
+        contradiction refused at the file's field (`where`: name -> the field, as "server_info.tp_size"). Only the
+        model is required; `why` says why the file does not hold it."""
+        before = len(check.errors)
+        model = self.require("model_path", said.get("model_path"), check, where=where["model_path"], why=why)
+        tp = self.resolve("tp_size", said.get("tp_size"), check, where=where.get("tp_size", "tp_size"))
+        spec: dict[str, Any] = {}
+        algorithm = self.resolve(
+            "speculative_algorithm",
+            said.get("speculative_algorithm"),
+            check,
+            where=where.get("speculative_algorithm", "speculative_algorithm"),
+        )
+        if algorithm:
+            spec["speculative_algorithm"] = str(algorithm).upper()
+            for name in SPEC_FIELDS[1:]:
+                value = self.resolve(name, said.get(name), check, where=where.get(name, name))
+                if value is not None and value != "":
+                    spec[name] = value
+        elif any(getattr(self, name) is not None for name in SPEC_FIELDS[1:]):
+            if algorithm is None:
+                check.fail("given", "speculative settings without `speculative_algorithm`: state the algorithm too")
+            else:
+                check.fail(
+                    where.get("speculative_algorithm", "speculative_algorithm"),
+                    "the file says the server did not speculate, but given states speculative settings; leave them "
+                    "out or import another file",
+                )
+        if len(check.errors) > before or not isinstance(model, str):
+            return None
+        from_given = frozenset(n for n in ("model_path", "tp_size", *SPEC_FIELDS) if said.get(n) is None) & frozenset(
+            self.stated()
+        )
+        return Server(model_path=model[:MAX_TEXT], tp_size=max(1, tp or 1), speculative=spec, given=from_given)
+
+
+_WHAT = {
+    "model_path": "the served model's path",
+    "engine": f"the engine that served it (one of {', '.join(ENGINES)})",
+    "tp_size": "the server's tensor-parallel size",
+    "speculative_algorithm": "the speculative algorithm (NONE for none)",
+    "speculative_draft_model_path": "the draft model's path",
+    "speculative_num_steps": "the speculative steps",
+    "speculative_eagle_topk": "the draft tree's topk",
+    "speculative_num_draft_tokens": "the draft tokens per step",
+    "concurrency": "the concurrency the client ran at",
+}
+
+
+def _shown(value: Any) -> str:
+    return "NONE" if value == "" else repr(value)
+
+
+def _same(name: str, said: Any, stated: Any) -> bool:
+    if name in ("speculative_algorithm", "engine"):
+        return str(said).upper() == str(stated).upper()
+    if name.endswith("_path"):
+        # A trailing slash names the same folder; anything else is another model.
+        return str(said).rstrip("/") == str(stated).rstrip("/")
+    return bool(said == stated)
+
+
+def read_given(mapping: Mapping[str, Any] | None, errors: list[str]) -> Given:
+    """The importer's statement checked field by field: each unknown name, wrong type or bound is an error
+    "given.<name>: ..." appended to `errors` (the field's form checks the rest when the config is made); what is
+    refused is left out of the Given. `speculative_algorithm` "NONE" states that the server did not speculate."""
+    if mapping is None:
+        return Given()
+    if not isinstance(mapping, Mapping):
+        errors.append(f"given: an object of at most: {', '.join(GIVEN)}")
+        return Given()
+    values: dict[str, Any] = {}
+    for name, value in mapping.items():
+        if name not in GIVEN:
+            errors.append(f"given.{str(name)[:40]}: not something an import states (one of {', '.join(GIVEN)})")
+            continue
+        if value is None or value == "":
+            continue
+        if name in GIVEN_TEXT:
+            # Its characters are the config form's to judge (the same rules as a submitted config's).
+            if not isinstance(value, str) or len(value) > MAX_TEXT or not value.strip():
+                errors.append(f"given.{name}: text of at most {MAX_TEXT} characters")
+                continue
+            value = value.strip()
+            if name == "engine":
+                if value.lower() not in ENGINES:
+                    errors.append(f"given.engine: one of {', '.join(ENGINES)}")
+                    continue
+                value = value.lower()
+            if name == "speculative_algorithm":
+                value = "" if value.upper() == "NONE" else value.upper()
+        elif isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
+            errors.append(f"given.{name}: a whole number of at least 1")
+            continue
+        values[name] = value
+    return Given(**values)
 
 
 def one_object(content: str, tool: str) -> dict[str, Any]:
@@ -85,10 +258,22 @@ def one_object(content: str, tool: str) -> dict[str, Any]:
 
 
 def read_cell(
-    row: dict[str, Any], check: Checker, required: dict[str, str], optional: dict[str, str], *, concurrency_key: str
+    row: dict[str, Any],
+    check: Checker,
+    required: dict[str, str],
+    optional: dict[str, str],
+    *,
+    concurrency_key: str,
+    given: Given | None = None,
 ) -> Cell | None:
+    """A line's cell. Its concurrency is the line's `concurrency_key`; where the line has none (a run without a
+    concurrency limit writes null), the importer's `given.concurrency`, else an error saying to state it."""
     before = len(check.errors)
-    concurrency = check.integer(row, concurrency_key, minimum=1)
+    said = check.integer(row, concurrency_key, minimum=1, optional=True)
+    concurrency = None
+    if len(check.errors) == before:
+        why = "null (the run had no concurrency limit)" if concurrency_key in row else "absent"
+        concurrency = (given or Given()).require("concurrency", said, check, where=concurrency_key, why=why)
     metrics: dict[str, Any] = {}
     for source, target in (*required.items(), *optional.items()):
         reader = check.integer if target in INTEGERS else check.number
@@ -139,6 +324,23 @@ class Checker:
             self.fail(prefix + name, f"not a whole number of at least {minimum}")
             return None
         return int(value)
+
+
+def measured_at(value: Any) -> str:
+    """When a line says it was measured, as ISO 8601: vLLM's `date` ("20250101-120000", local time as the tool
+    wrote it, read as UTC) or an ISO 8601 text; "" for anything else (the import's own time is used)."""
+    if not isinstance(value, str) or len(value) > 40:
+        return ""
+    for pattern in ("%Y%m%d-%H%M%S", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f%z", "%Y-%m-%dT%H:%M:%S",
+                    "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%d %H:%M:%S"):  # fmt: skip
+        try:
+            moment = datetime.strptime(value.strip(), pattern)
+        except ValueError:
+            continue
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.isoformat()
+    return ""
 
 
 def length(explicit: Any, row: dict[str, Any], total_key: str) -> int:

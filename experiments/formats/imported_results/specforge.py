@@ -9,23 +9,23 @@ from typing import Any
 from .common import (
     DATASET_MAX,
     MAX_ERRORS,
-    MAX_TEXT,
-    SPEC_FIELDS,
     Cell,
     Checker,
+    Given,
     ImportedRun,
     ResultFileError,
-    Server,
     is_scalar,
     one_object,
+    read_given,
     text_of,
 )
+from .common import GIVEN as COMMON_GIVEN
 
-GIVEN = ("model_path", "concurrency", "tp_size", *SPEC_FIELDS)
-# vLLM's `speculative_config.method` -> SGLang's algorithm names, which specdash's configs use.
+GIVEN = COMMON_GIVEN  # every format takes the same names (common.GIVEN)
+STATED_AT = {name: f"given.{name}" for name in COMMON_GIVEN}
 
 
-def parse(content: str, given: Mapping[str, Any]) -> list[ImportedRun]:
+def parse(content: str, given: Mapping[str, Any] | Given) -> list[ImportedRun]:
     """`specforge benchmark --output-json`: `{backend, dataset, samples, output_tokens, latency_seconds,
     throughput_tokens_per_second, average_acceptance_length, spec_verify_count}` for one model at one concurrency,
     neither of which the file names, so the importer states them (`given`). Its accept length is the unweighted
@@ -40,32 +40,18 @@ def parse(content: str, given: Mapping[str, Any]) -> list[ImportedRun]:
     output_tokens = check.integer(row, "output_tokens", optional=True)
     verify = check.integer(row, "spec_verify_count", optional=True)
     mean_accept = check.number(row, "average_acceptance_length", optional=True)
-    stated = Checker(0, errors)
-    for name in given:
-        if name not in GIVEN:
-            errors.append(f"{name}: not something a SpecForge import states (one of {', '.join(GIVEN)})")
-    model = given.get("model_path")
-    if not isinstance(model, str) or not model.strip() or len(model) > MAX_TEXT:
-        errors.append(f"model_path: the served model's path is required (the file does not hold it; <= {MAX_TEXT})")
-    concurrency = stated.integer(dict(given), "concurrency", minimum=1)
-    tp = stated.integer(dict(given), "tp_size", optional=True, minimum=1)
-    spec: dict[str, Any] = {}
-    for name in SPEC_FIELDS:
-        value = given.get(name)
-        if value is None:
-            continue
-        if name in ("speculative_algorithm", "speculative_draft_model_path"):
-            if not isinstance(value, str) or len(value) > MAX_TEXT:
-                errors.append(f"{name}: text of at most {MAX_TEXT} characters")
-            else:
-                spec[name] = value
-        elif (number := stated.integer(dict(given), name, minimum=1)) is not None:
-            spec[name] = number
+    if not isinstance(given, Given):
+        given = read_given(given, errors)
+    # Neither the model nor the concurrency is in the file: the importer states both (specforge's own flags).
+    stated = Checker(1, errors)
+    server = given.server(stated, {}, where=STATED_AT, why="a SpecForge benchmark file does not name its model")
+    concurrency = given.require(
+        "concurrency", None, stated, where="concurrency", why="a SpecForge benchmark file does not hold it"
+    )
     if latency == 0:
         check.fail("latency_seconds", "zero: no throughput can be read")
-    if errors or samples is None or latency is None or throughput is None or concurrency is None:
-        raise ResultFileError([e.replace("line 0: ", "") for e in errors][:MAX_ERRORS])
-    assert isinstance(model, str)
+    if errors or samples is None or latency is None or throughput is None or concurrency is None or server is None:
+        raise ResultFileError(errors[:MAX_ERRORS])
     # Its output tokens over its verify steps are the token-weighted figure; its average is a mean of requests.
     token_weighted = output_tokens / verify if output_tokens and verify else None
     metrics = {
@@ -88,12 +74,13 @@ def parse(content: str, given: Mapping[str, Any]) -> list[ImportedRun]:
             tool="specforge benchmark",
             version="",
             command="",
-            server=Server(model_path=model.strip()[:MAX_TEXT], tp_size=tp or 1, speculative=spec),
+            server=server,
             server_args={},
             dataset=text_of(row.get("dataset"))[:DATASET_MAX] or "specforge",
             input_len=1,
             output_len=output_len,
             num_prompts=samples,
             cells=[cell],
+            engine=given.engine or "",
         )
     ]

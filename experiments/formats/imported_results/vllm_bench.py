@@ -12,10 +12,11 @@ from .common import (
     MAX_ERRORS,
     MAX_TEXT,
     Checker,
+    Given,
     ImportedRun,
     ResultFileError,
-    Server,
     length,
+    measured_at,
     num_prompts,
     one_object,
     read_cell,
@@ -32,36 +33,53 @@ OPTIONAL = {
 }
 METHODS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "deepseek_mtp": "NEXTN", "ngram": "NGRAM"}
 METHODS["draft_model"] = "STANDALONE"
+STATED_AT = {
+    "model_path": "model_id",
+    "tp_size": "tensor_parallel_size",
+    "speculative_algorithm": "speculative_config.method",
+    "speculative_draft_model_path": "speculative_config.model",
+    "speculative_num_steps": "speculative_config.num_speculative_tokens",
+    "speculative_eagle_topk": "speculative_config.num_speculative_tokens",
+    "speculative_num_draft_tokens": "speculative_config.num_speculative_tokens",
+}
 
 
-def parse(content: str) -> list[ImportedRun]:
+def parse(content: str, given: Given | None = None) -> list[ImportedRun]:
+    given = given or Given()
     errors: list[str] = []
     check = Checker(1, errors)
     row = one_object(content, "vllm bench serve")
     model = row.get("model_id")
-    if not isinstance(model, str) or not model:
-        check.fail("model_id", "missing or not text")
-    cell = read_cell(row, check, REQUIRED, OPTIONAL, concurrency_key="max_concurrency")
+    if model is not None and (not isinstance(model, str) or not model):
+        check.fail("model_id", "not text")
+        model = None
+    cell = read_cell(row, check, REQUIRED, OPTIONAL, concurrency_key="max_concurrency", given=given)
     spec = _vllm_speculative(row, check)
-    if errors or cell is None or not isinstance(model, str):
+    tp = check.integer(row, "tensor_parallel_size", optional=True, minimum=1)
+    # vLLM's JSON holds no server args: the speculative settings are the file's only where --metadata gave them.
+    said = {"model_path": model, "tp_size": tp, **spec}
+    server = given.server(check, said, where=STATED_AT, why="missing (the file does not name the served model)")
+    engine = given.resolve("engine", "vllm", check, where="backend")
+    if errors or cell is None or server is None:
         raise ResultFileError(errors[:MAX_ERRORS])
     if cell.metrics.get("total_throughput") is None:
         check.fail("total_token_throughput", "missing")
         raise ResultFileError(errors)
-    tp = check.integer(row, "tensor_parallel_size", optional=True)
     version = row.get("vllm_version") or row.get("version")
     return [
         ImportedRun(
             tool="vllm bench serve",
             version=str(version)[:MAX_TEXT] if isinstance(version, str | int | float) else "",
             command=text_of(row.get("command")),
-            server=Server(model_path=model[:MAX_TEXT], tp_size=max(1, tp or 1), speculative=spec),
+            server=server,
             server_args={},
             dataset=text_of(row.get("dataset_name"))[:DATASET_MAX] or "random",
             input_len=length(row.get("random_input_len"), row, "total_input_tokens"),
             output_len=length(row.get("random_output_len"), row, "total_output_tokens"),
             num_prompts=num_prompts(row),
             cells=[cell],
+            engine=engine or "vllm",
+            measured_at=measured_at(row.get("date")),
         )
     ]
 
