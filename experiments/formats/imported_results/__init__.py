@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import bounded_json
-from . import bench_serving, specforge, vllm_bench
+from . import aiperf, bench_serving, other_tools, specforge, vllm_bench
 from .common import (
     ENGINES,
     GIVEN,
@@ -32,16 +32,21 @@ from .common import (
 SGLANG = "sglang-bench-serving"
 VLLM = "vllm-bench-serve"
 SPECFORGE = "specforge-benchmark"
-FORMATS = (SGLANG, VLLM, SPECFORGE)
+AIPERF = "aiperf"
+FORMATS = (SGLANG, VLLM, SPECFORGE, AIPERF)
+# What `detect` answers for a file of a tool specdash does not import; `parse` refuses it by the tool's name.
+OTHER_TOOL = "other-tool"
 AUTO = "auto"
 SPECFORGE_GIVEN = GIVEN  # every format states the same fields (common.GIVEN); the old name kept for callers
 
 __all__ = [
+    "AIPERF",
     "AUTO",
     "ENGINES",
     "FORMATS",
     "GIVEN",
     "GIVEN_FLAGS",
+    "OTHER_TOOL",
     "SGLANG",
     "SPECFORGE",
     "SPECFORGE_GIVEN",
@@ -61,16 +66,21 @@ __all__ = [
 def detect(content: str) -> str:
     """The format of a file's text: a JSON object with `server_info` or several lines is bench_serving's."""
     text = content.strip()
+    if aiperf.kind_of(text) is not None:
+        return AIPERF
     try:
         whole = bounded_json.loads(text, allow_nan=True)
     except ValueError:
-        return SGLANG  # JSON lines (or nothing readable, which the SGLang reader then says line by line)
+        # JSON lines (or nothing readable, which the SGLang reader then says line by line), unless another tool's
+        return OTHER_TOOL if other_tools.identify(text) is not None else SGLANG
     if (
         isinstance(whole, dict)
         and "server_info" not in whole
         and ("total_token_throughput" in whole or "model_id" in whole)
     ):
         return VLLM
+    if other_tools.identify(text) is not None:
+        return OTHER_TOOL  # after every reader's own test: it names only what no reader takes
     return SGLANG
 
 
@@ -83,7 +93,12 @@ def parse(content: str, fmt: str = AUTO, given: Mapping[str, Any] | Given | None
         given = read_given(given, stated)
     if fmt == AUTO:
         fmt = detect(content)
-    readers = {SGLANG: bench_serving.parse, VLLM: vllm_bench.parse, SPECFORGE: specforge.parse}
+    if fmt == OTHER_TOOL:
+        raise ResultFileError([other_tools.refusal(content)])
+    if fmt in (SGLANG, VLLM) and (named := _another_tools(content)):
+        # Read as the chosen format, another tool's file would be refused in that format's terms.
+        raise ResultFileError([f"line 1: this is {named}, not a {fmt} file: leave the format to auto"])
+    readers = {SGLANG: bench_serving.parse, VLLM: vllm_bench.parse, SPECFORGE: specforge.parse, AIPERF: aiperf.parse}
     if fmt not in readers:
         raise ResultFileError([*stated, f"format: unknown {fmt!r} (one of {', '.join((AUTO, *FORMATS))})"])
     try:
@@ -94,3 +109,9 @@ def parse(content: str, fmt: str = AUTO, given: Mapping[str, Any] | Given | None
     if stated:
         raise ResultFileError(stated)
     return runs
+
+
+def _another_tools(content: str) -> str | None:
+    kind = aiperf.kind_of(content)
+    found = other_tools.identify(content)
+    return aiperf.NAMES[kind] if kind is not None else found[0] if found else None
