@@ -337,17 +337,22 @@ class ServerConfigForm(forms.ModelForm):
             data["env_text"] = {**env, **EAGLE3_PROFILE_ENV}
             data["log_metrics"] = {**metrics, **MODEL_METRICS}
 
+    def built_config(self) -> ServerConfig:
+        """The validated config as a new unsaved instance, without looking for a stored one (no query)."""
+        config = self.save(commit=False)
+        config.env = self.cleaned_data["env_text"]
+        config.extra_args = self.cleaned_data["extra_args_text"]
+        config.expect = self.cleaned_data["expect"]
+        config.log_metrics = self.cleaned_data["log_metrics"]
+        return config
+
     def save_unsaved(self) -> ServerConfig:
         """The validated config as an unsaved instance (the action saves it with everything else); or, for a config
         submitted with the name and launch of a stored one, that stored row (the block's source first): stored
         configs are immutable, so a second row would only split the history and list one config twice (the demo's
         baseline, submitted by its seeded history and by its experiment, did). Changed from a loaded block, the new
         version links to its source."""
-        config = self.save(commit=False)
-        config.env = self.cleaned_data["env_text"]
-        config.extra_args = self.cleaned_data["extra_args_text"]
-        config.expect = self.cleaned_data["expect"]
-        config.log_metrics = self.cleaned_data["log_metrics"]
+        config = self.built_config()
         source = self.cleaned_data.get("source_config")
         same = list(ServerConfig.objects.with_hash(config.compute_hash()).filter(name=config.name)[:20])
         if same:

@@ -5,6 +5,7 @@ reads, the API and the pages."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -71,13 +72,16 @@ def test_it_learns_from_measured_runs_only_never_from_seeded_or_imported_ones(cl
 
 
 def test_it_records_a_worker_measured_run_phase_by_phase():
+    began = time.monotonic()
     run = make_measured_run(load_s=90, warmup_s=12, cell_s=40, after_s=3, teardown_s=6)
+    # The teardown ends when the worker records the end, which the factory reaches some milliseconds after it set
+    # the phases' times (more on a busy machine): exact up to the time the factory itself took.
+    took = time.monotonic() - began
 
     phases = run.measured_phases
     assert phases is not None and run.finished_at is not None and run.started_at is not None
-    assert (phases["load"], phases["warmup"], phases["after"], phases["teardown"]) == pytest.approx(
-        (90, 12, 3, 6), abs=0.01
-    )
+    assert (phases["load"], phases["warmup"], phases["after"]) == pytest.approx((90, 12, 3), abs=0.01)
+    assert 6 - 0.01 <= phases["teardown"] <= 6 + took + 0.01
     assert [cell[3] for cell in phases["cells"]] == pytest.approx([40.0, 40.0], abs=0.01)
     assert [cell[:3] for cell in phases["cells"]] == [[1, 16, 128], [4, 16, 128]]  # concurrency, prompts, tokens
     assert phases["total"] == pytest.approx((run.finished_at - run.started_at).total_seconds(), abs=0.01)

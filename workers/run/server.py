@@ -81,6 +81,11 @@ EXPORT_FROM_STDIN = (
 )
 
 
+def secrets_input(given: Mapping[str, str]) -> str:
+    """What EXPORT_FROM_STDIN reads: a NAME=VALUE line per secret, then the empty line that ends it."""
+    return "".join(f"{name}={value}\n" for name, value in given.items()) + "\n"
+
+
 async def start(
     conn: HostConnection, work_dir: str, command: str, log_path: str, given: Mapping[str, str] | None = None
 ) -> tuple[int, int] | str:
@@ -89,13 +94,12 @@ async def start(
     # The group is read once the child has called setsid(): read at once, a loaded host could still show the
     # launching shell's group, which ends with this command; the run would then think its server gone, tear down
     # the wrong group and leave the real one holding GPU memory. Bounded (5 s), and a child already gone ends it.
-    lines = "".join(f"{name}={value}\n" for name, value in (given or {}).items()) + "\n"
     started = await conn.run(
         f"{EXPORT_FROM_STDIN}; cd -- {shlex.quote(work_dir)} && "
         f"{{ setsid {command} > {shlex.quote(log_path)} 2>&1 < /dev/null & }} && pid=$! && "
         'for _ in $(seq 50); do pg=$(ps -o pgid= -p "$pid" | tr -d " "); '
         '{ [ -z "$pg" ] || [ "$pg" = "$pid" ]; } && break; sleep 0.1; done; echo "$pid $pg"',
-        input=lines,
+        input=secrets_input(given or {}),
     )
     words = started.stdout.strip().splitlines()[-1].split() if started.stdout.strip() else []
     if not started.ok or not words or not words[0].isdigit():

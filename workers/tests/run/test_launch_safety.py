@@ -30,6 +30,7 @@ from experiments.forms import (
     profile_form_data,
 )
 from experiments.models import Host, ServerConfig
+from experiments.rules import secrets
 from experiments.rules.launch_env import ENV_RULES
 from experiments.rules.launch_policy import env_name_refusal
 from workers import hosts
@@ -160,7 +161,8 @@ class Remote:
 
     def launch(self, host: Host, config) -> dict:
         """What the probe received from `config`'s launch command, run in the foreground (one round trip)."""
-        result = self(self.conn.run(server.launch_command(host, config)))
+        command = f"{server.EXPORT_FROM_STDIN}; {server.launch_command(host, config)}"
+        result = self(self.conn.run(command, input=server.secrets_input(server.launch_secrets(host, config))))
         assert result.ok, result.stderr
         return json.loads(result.stdout)
 
@@ -168,7 +170,8 @@ class Remote:
         """The same, started the way a run starts its server: detached, in the host's work directory, to a log."""
         work_dir = self(hosts.work_dir(self.conn, host))
         log_path = f"{work_dir}/runs/run-{uuid.uuid4().hex[:8]}.log"
-        started = self(server.start(self.conn, work_dir, server.launch_command(host, config), log_path))
+        command, given = server.launch_command(host, config), server.launch_secrets(host, config)
+        started = self(server.start(self.conn, work_dir, command, log_path, given))
         assert not isinstance(started, str), started
         return self.probe_output(log_path)
 
@@ -200,14 +203,14 @@ def session_env(remote, probe_host) -> set[str]:
     """The names the SSH session and the shell provide to any command (the probe with no config environment)."""
     plain = ServerConfigForm(config_form_data({"name": "plain", "model_path": "/models/m"}))
     assert plain.is_valid(), plain.errors
-    return set(remote.launch(probe_host, plain.save_unsaved())["env"]) - {"PYTHONUNBUFFERED"}
+    return set(remote.launch(probe_host, plain.built_config())["env"]) - {"PYTHONUNBUFFERED"}
 
 
 def _valid_config(payload: dict, extra_prefixes: list[str]):
     form = ServerConfigForm(config_form_data(payload))
     form.extra_env_prefixes = tuple(extra_prefixes)
     assert form.is_valid(), form.errors
-    return form.save_unsaved()
+    return form.built_config()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -222,7 +225,7 @@ def test_it_launches_any_accepted_config_as_exactly_its_argv_and_allowed_env(rem
     added = set(seen["env"]) - session_env
     assert added == {"PYTHONUNBUFFERED", *config.env}
     assert all(env_name_refusal(name, EXTRA_PREFIXES) is None for name in config.env)
-    assert {name: seen["env"][name] for name in config.env} == config.env
+    assert {name: seen["env"][name] for name in config.env} == secrets.revealed(config.env)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -243,7 +246,7 @@ def test_it_starts_a_server_detached_in_any_work_dir_with_the_same_argv(remote, 
 
     assert not CANARY.exists()
     assert seen["argv"] == _expected_argv(config, host.server_port)
-    assert {name: seen["env"][name] for name in config.env} == config.env
+    assert {name: seen["env"][name] for name in config.env} == secrets.revealed(config.env)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
