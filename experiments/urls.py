@@ -1,5 +1,7 @@
 from django.urls import path
 
+from experiments.serializers.exports import EXPORT_KINDS
+
 from .views import (
     compare,
     configs,
@@ -32,6 +34,16 @@ urlpatterns = [
         "experiments/<int:experiment_id>/export.json",
         experiments.experiment_export_json,
         name="experiment_export_json",
+    ),
+    # Other tools' formats, a route each (serializers.exports.EXPORT_KINDS), reversed with `kind=`.
+    *(
+        path(
+            f"experiments/<int:experiment_id>/export.{kind}",
+            experiments.experiment_export,
+            {"kind": kind},
+            name="experiment_export",
+        )
+        for kind in EXPORT_KINDS
     ),
     path("experiments/<int:experiment_id>/rerun/", experiments.rerun_experiment, name="rerun_experiment"),
     path("experiments/<int:experiment_id>/notes/", experiments.edit_experiment_notes, name="edit_experiment_notes"),

@@ -9,7 +9,11 @@ from ninja import Status
 from experiments import serializers
 from experiments.reads.listing import ListingQuery, experiments_table
 from experiments.reads.reports import build_report
-from experiments.serializers.exports import comparison_csv_response, comparison_json_response
+from experiments.serializers.exports import (
+    comparison_csv_response,
+    comparison_json_response,
+    experiment_export_response,
+)
 
 from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_cadence
@@ -109,3 +113,34 @@ def export_experiment_json(request: HttpRequest, experiment_id: int) -> HttpResp
 def export_experiment_csv(request: HttpRequest, experiment_id: int) -> HttpResponse:
     require(request, "experiments.view_experiment")
     return comparison_csv_response(get_object_or_404(Experiment, pk=experiment_id))
+
+
+def _export(request: HttpRequest, experiment_id: int, kind: str) -> HttpResponse:
+    require(request, "experiments.view_experiment")
+    experiments = Experiment.objects.select_related("host", "baseline", "profile", "created_by")
+    return experiment_export_response(get_object_or_404(experiments, pk=experiment_id), kind)
+
+
+@api.get("/experiments/{experiment_id}/export.llm-d.json", url_name="experiment_export_llmd_api")
+def export_experiment_llmd(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    """A list of llm-d Benchmark Reports (schema 0.2.1), one per measured cell; specdash's speculative figures under
+    `results.observability["x-specdash"]` (docs/user-guide.md, "Exports, for specdash and for other tools")."""
+    return _export(request, experiment_id, "llm-d.json")
+
+
+@api.get("/experiments/{experiment_id}/export.bench-serving.jsonl", url_name="experiment_export_bench_serving_api")
+def export_experiment_bench_serving(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    """SGLang bench_serving result lines, one per measured cell, with `server_info`: `POST /imports` reads them."""
+    return _export(request, experiment_id, "bench-serving.jsonl")
+
+
+@api.get("/experiments/{experiment_id}/export.mlflow.json", url_name="experiment_export_mlflow_api")
+def export_experiment_mlflow(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    """One MLflow run per config: the bodies of `runs/log-batch`, figures at `step` = concurrency."""
+    return _export(request, experiment_id, "mlflow.json")
+
+
+@api.get("/experiments/{experiment_id}/export.wandb.json", url_name="experiment_export_wandb_api")
+def export_experiment_wandb(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    """One W&B run per config: its `config`, `summary` (`<figure>/c<concurrency>`) and `history` by concurrency."""
+    return _export(request, experiment_id, "wandb.json")

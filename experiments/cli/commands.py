@@ -16,7 +16,8 @@ from .output import emit_json, safe, table, verdict_table
 
 LOG_PAGE = 1000
 MIN_POLL_S = 0.2
-IMPORT_FORMATS = ("auto", "sglang-bench-serving", "vllm-bench-serve", "specforge-benchmark")
+IMPORT_FORMATS = ("auto", "sglang-bench-serving", "vllm-bench-serve", "specforge-benchmark", "vllm-bench-sweep",
+                  "specforge-bench-eagle3", "guidellm-report", "genai-bench-run")  # fmt: skip
 
 
 def connect() -> Api:

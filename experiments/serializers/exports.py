@@ -1,17 +1,28 @@
 """The files handed out for download, by the pages and the API alike: an experiment's comparison (CSV, and its JSON
-with every table of its page) and the regression flags (CSV). A serializer like the others (a noun in a file's
-format), so that the pages and the API, which may not import each other, hand out the same bytes."""
+with every table of its page), the experiment in the formats other tools read (EXPORT_KINDS) and the regression
+flags (CSV). A serializer like the others (a noun in a file's format), so that the pages and the API, which may not
+import each other, hand out the same bytes."""
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable
+import json
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.http import HttpResponse, JsonResponse
 
-from experiments.models import Experiment, Flag
-from experiments.reads.reports import build_report
+from experiments.formats import bench_serving_export, llmd_report, tracker_runs
+from experiments.formats.exported_experiment import (
+    SPECULATIVE_FIELDS,
+    ExportedCell,
+    ExportedConfig,
+    ExportedExperiment,
+    server_args,
+)
+from experiments.models import Experiment, Flag, Run
+from experiments.reads import samples
+from experiments.reads.reports import MEASUREMENT_COLUMNS, ExperimentReport, build_report
 
 from .comparisons import comparison_rows_json
 from .experiments import experiment_export_json
@@ -67,6 +78,107 @@ def comparison_json_response(experiment: Experiment) -> JsonResponse:
     response = JsonResponse(experiment_export_json(build_report(experiment, with_figures=False)))
     response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}.json"'
     return response
+
+
+def _json_text(body: Any) -> str:
+    return json.dumps(body, allow_nan=False)
+
+
+EXPORTED_PROFILE_FIELDS = (
+    "dataset",
+    "input_len",
+    "output_len",
+    "num_prompts",
+    "concurrency",
+    "passes",
+    "launches",
+    "seed",
+    "temperature",
+    "top_p",
+    "warmup_requests",
+)
+
+
+# What other tools read, by the name of its download (`export.<kind>`): (the text, its media type).
+EXPORT_KINDS: dict[str, tuple[Callable[[ExportedExperiment], str], str]] = {
+    "llm-d.json": (lambda e: _json_text(llmd_report.benchmark_reports(e)), "application/json"),
+    "bench-serving.jsonl": (bench_serving_export.bench_serving_lines, "application/jsonl"),
+    "mlflow.json": (lambda e: _json_text(tracker_runs.mlflow_runs(e)), "application/json"),
+    "wandb.json": (lambda e: _json_text(tracker_runs.wandb_runs(e)), "application/json"),
+}
+
+
+def experiment_export_response(experiment: Experiment, kind: str) -> HttpResponse:
+    """The experiment as `kind` (one of EXPORT_KINDS) renders it; `experiment` should come with its host,
+    baseline, profile and owner."""
+    render, media_type = EXPORT_KINDS[kind]
+    response = HttpResponse(render(exported_experiment(build_report(experiment, with_figures=False))),
+                            content_type=media_type)  # fmt: skip
+    response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}-{kind}"'
+    return response
+
+
+def exported_experiment(report: ExperimentReport) -> ExportedExperiment:
+    """What the export formats read, from the report: its configs, the cells its comparison reads and its figures."""
+    experiment, profile = report.experiment, report.experiment.profile
+    runs = {run.pk: run for run in report.runs}
+    ends = [run.finished_at for run in report.runs if run.finished_at is not None]
+    inventory = experiment.host.gpu_inventory or []
+    first_gpu = inventory[0] if inventory and isinstance(inventory[0], dict) else {}
+    return ExportedExperiment(
+        id=experiment.pk,
+        name=experiment.name,
+        status=report.status,
+        created_at=experiment.created_at,
+        ended_at=max(ends) if ends else None,
+        owner=experiment.created_by.get_username() if experiment.created_by else None,
+        tags=experiment.tag_list,
+        host=experiment.host.name,
+        gpu_model=str(first_gpu.get("name") or ""),
+        baseline=report.baseline.name,
+        profile={
+            **{name: getattr(profile, name) for name in EXPORTED_PROFILE_FIELDS},
+            "summary": profile.summary,
+        },
+        configs=[
+            ExportedConfig(
+                name=config.name,
+                content_hash=config.content_hash,
+                role="baseline" if config == report.baseline else "candidate",
+                model_path=config.model_path,
+                served_model_name=config.served_model_name,
+                tp_size=config.tp_size,
+                gpu_count=config.gpu_count,
+                speculative={
+                    name: value
+                    for name in SPECULATIVE_FIELDS
+                    if config.is_speculative and (value := getattr(config, name)) not in (None, "")
+                },
+                extra_args=[str(arg) for arg in config.extra_args or []],
+                # str() of a secret is its mask (rules/secrets.py): the export holds no secret's value.
+                env={str(name): str(value) for name, value in (config.env or {}).items()},
+            )
+            for config in report.configs
+        ],
+        cells=[_exported_cell(m, runs[m["run_id"]]) for m in samples.usable(report.measurement_values)],
+        comparison=comparison_rows_json(report.comparison),
+        throughput=report.throughput_series,
+        accept_length=report.accept_length_series,
+        latency=report.latency,
+    )
+
+
+def _exported_cell(measurement: dict[str, Any], run: Run) -> ExportedCell:
+    source = run.imported_from or {}
+    return ExportedCell(
+        config=measurement["run__config__name"],
+        run=run.pk,
+        launch=run.launch_index,
+        values={column: measurement[column] for column in MEASUREMENT_COLUMNS},
+        server_args=server_args(run.effective_args),
+        tool=str(source.get("tool") or "") if run.is_imported else "specdash",
+        tool_version=str(source.get("version") or "") if run.is_imported else "",
+    )
 
 
 def flags_csv_response(flags: Iterable[Flag], *, state: str) -> HttpResponse:

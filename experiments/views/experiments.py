@@ -1,4 +1,5 @@
-"""The experiments: the list, a new experiment, its comparison page and exports, and a re-run."""
+"""The experiments: the list, a new experiment, its comparison page and exports (its own and other tools'), and a
+re-run."""
 
 from __future__ import annotations
 
@@ -23,7 +24,11 @@ from experiments.reads.listing import STATUSES, ListingQuery, experiments_table
 from experiments.reads.queueing import estimates_of, finish_estimate, launch_estimate
 from experiments.reads.reports import cached_report
 from experiments.reads.schedules import schedule_view, schedules_about
-from experiments.serializers.exports import comparison_csv_response, comparison_json_response
+from experiments.serializers.exports import (
+    comparison_csv_response,
+    comparison_json_response,
+    experiment_export_response,
+)
 
 from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_cadence
@@ -295,6 +300,14 @@ def experiment_export_json(request: HttpRequest, experiment_id: int) -> JsonResp
 @requires("experiments.view_experiment")
 def experiment_export_csv(request: HttpRequest, experiment_id: int) -> HttpResponse:
     return comparison_csv_response(get_object_or_404(Experiment, pk=experiment_id))
+
+
+@requires("experiments.view_experiment")
+def experiment_export(request: HttpRequest, experiment_id: int, kind: str) -> HttpResponse:
+    """The experiment in a format another tool reads: `kind` is one of serializers.exports.EXPORT_KINDS, each its
+    own route (urls.py)."""
+    experiments = Experiment.objects.select_related("host", "baseline", "profile", "created_by")
+    return experiment_export_response(get_object_or_404(experiments, pk=experiment_id), kind)
 
 
 @requires("experiments.change_experiment")

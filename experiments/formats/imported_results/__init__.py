@@ -10,11 +10,20 @@ with any error is refused whole.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import bounded_json
-from . import aiperf, bench_serving, other_tools, specforge, vllm_bench
+from . import (
+    aiperf,
+    bench_serving,
+    genai_bench,
+    guidellm,
+    other_tools,
+    specforge,
+    specforge_bench_eagle3,
+    vllm_sweep,
+)
 from .common import (
     ENGINES,
     GIVEN,
@@ -33,7 +42,11 @@ SGLANG = "sglang-bench-serving"
 VLLM = "vllm-bench-serve"
 SPECFORGE = "specforge-benchmark"
 AIPERF = "aiperf"
-FORMATS = (SGLANG, VLLM, SPECFORGE, AIPERF)
+VLLM_SWEEP = "vllm-bench-sweep"
+SPECFORGE_BENCH_EAGLE3 = "specforge-bench-eagle3"
+GUIDELLM = "guidellm-report"
+GENAI_BENCH = "genai-bench-run"
+FORMATS = (SGLANG, VLLM, SPECFORGE, AIPERF, VLLM_SWEEP, SPECFORGE_BENCH_EAGLE3, GUIDELLM, GENAI_BENCH)
 # What `detect` answers for a file of a tool specdash does not import; `parse` refuses it by the tool's name.
 OTHER_TOOL = "other-tool"
 AUTO = "auto"
@@ -44,14 +57,18 @@ __all__ = [
     "AUTO",
     "ENGINES",
     "FORMATS",
+    "GENAI_BENCH",
     "GIVEN",
     "GIVEN_FLAGS",
+    "GUIDELLM",
     "OTHER_TOOL",
     "SGLANG",
     "SPECFORGE",
+    "SPECFORGE_BENCH_EAGLE3",
     "SPECFORGE_GIVEN",
     "SPEC_FIELDS",
     "VLLM",
+    "VLLM_SWEEP",
     "Cell",
     "Given",
     "ImportedRun",
@@ -68,6 +85,8 @@ def detect(content: str) -> str:
     text = content.strip()
     if aiperf.kind_of(text) is not None:
         return AIPERF
+    if (mine := _mine(text)) is not None:
+        return mine
     try:
         whole = bounded_json.loads(text, allow_nan=True)
     except ValueError:
@@ -98,7 +117,10 @@ def parse(content: str, fmt: str = AUTO, given: Mapping[str, Any] | Given | None
     if fmt in (SGLANG, VLLM) and (named := _another_tools(content)):
         # Read as the chosen format, another tool's file would be refused in that format's terms.
         raise ResultFileError([f"line 1: this is {named}, not a {fmt} file: leave the format to auto"])
-    readers = {SGLANG: bench_serving.parse, VLLM: vllm_bench.parse, SPECFORGE: specforge.parse, AIPERF: aiperf.parse}
+    readers: dict[str, Callable[[str, Given], list[ImportedRun]]] = {SGLANG: bench_serving.parse}
+    readers |= {VLLM: vllm_sweep.parse_serve, SPECFORGE: specforge.parse}
+    readers |= {AIPERF: aiperf.parse, VLLM_SWEEP: vllm_sweep.parse, GUIDELLM: guidellm.parse}
+    readers |= {SPECFORGE_BENCH_EAGLE3: specforge_bench_eagle3.parse, GENAI_BENCH: genai_bench.parse}
     if fmt not in readers:
         raise ResultFileError([*stated, f"format: unknown {fmt!r} (one of {', '.join((AUTO, *FORMATS))})"])
     try:
@@ -109,6 +131,28 @@ def parse(content: str, fmt: str = AUTO, given: Mapping[str, Any] | Given | None
     if stated:
         raise ResultFileError(stated)
     return runs
+
+
+def _mine(text: str) -> str | None:
+    """The formats told by their own keys: a sweep's summary (CSV, a list of runs) or run, `--append-result`'s JSON
+    lines, a GuideLLM report (JSON or YAML), a genai-bench run or metadata file, SpecForge's bench_eagle3 results."""
+    if vllm_sweep.is_summary_csv(text) or guidellm.looks_like_yaml_report(text):
+        return VLLM_SWEEP if vllm_sweep.is_summary_csv(text) else GUIDELLM
+    try:
+        whole = bounded_json.loads(text, allow_nan=True)
+    except ValueError:
+        return VLLM if vllm_sweep.is_result_lines(text) else None
+    if isinstance(whole, list) and whole and all(vllm_sweep.is_sweep_record(row) for row in whole[:3]):
+        return VLLM_SWEEP
+    if not isinstance(whole, dict):
+        return None
+    if vllm_sweep.is_sweep_record(whole):
+        return VLLM_SWEEP
+    if guidellm.is_report(whole):
+        return GUIDELLM
+    if genai_bench.is_genai_bench(whole):
+        return GENAI_BENCH
+    return SPECFORGE_BENCH_EAGLE3 if specforge_bench_eagle3.is_bench_eagle3(whole) else None
 
 
 def _another_tools(content: str) -> str | None:
