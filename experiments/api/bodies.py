@@ -13,6 +13,7 @@ field types (a config inside an experiment, a sweep and a study) and the bounds 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from django import forms
@@ -20,11 +21,12 @@ from ninja import Schema
 from pydantic import ConfigDict, Field, WithJsonSchema
 
 from experiments.analysis import slo
-from experiments.formats import imported_results
+from experiments.formats import imported_results, result_archives
 from experiments.formats.prompt_sampling import MAX_UPLOAD_BYTES
 from experiments.rules import headroom, launch_policy, log_metrics, sweeps
 
 from ..forms import ENV_NAME, MAX_CONCURRENCY, BenchmarkProfileForm, CadenceForm, PromptSetUploadForm, RerunForm
+from ..forms import imports as import_forms
 from ..forms.configs import MAX_EXPECT_ITEMS, MAX_EXPECT_TEXT
 from ..forms.profiles import OPTIONAL_FIELDS, SLO_FIELDS
 from ..forms.studies import StudyForm
@@ -330,32 +332,45 @@ class PromptSetIn(Schema):
     content: Annotated[str, WithJsonSchema({"type": "string", "maxLength": MAX_UPLOAD_BYTES})]
 
 
-IMPORT_FORMATS = (imported_results.AUTO, *imported_results.FORMATS)
-MAX_IMPORT_FILES = 20
-MAX_IMPORT_FILE_CHARS = 2_000_000  # the request body is bounded by DATA_UPLOAD_MAX_MEMORY_SIZE as well
-MAX_IMPORT_FILE_NAME = 255
+IMPORT_FORMATS = import_forms.FORMATS
+MAX_IMPORT_FILES = import_forms.MAX_FILES
+MAX_IMPORT_FILE_CHARS = import_forms.MAX_FILE_CHARS
+MAX_IMPORT_FILE_NAME = import_forms.MAX_FILE_NAME
+# What a file does not say, by the same names for every format (formats/imported_results/common.GIVEN).
+_GIVEN = WithJsonSchema(
+    {
+        "anyOf": [
+            {
+                "type": "object",
+                "propertyNames": {"enum": list(imported_results.GIVEN)},
+                "maxProperties": len(imported_results.GIVEN),
+            },
+            {"type": "null"},
+        ]
+    }
+)
 
 
 class ImportFileIn(Schema):
     name: Annotated[str, _text(MAX_IMPORT_FILE_NAME)]
     format: Annotated[str | None, _choice(IMPORT_FORMATS, nullable=True)] = None
     content: Annotated[str, WithJsonSchema({"type": "string", "maxLength": MAX_IMPORT_FILE_CHARS})]
-    # What the format does not hold (SpecForge: model_path, concurrency, ...).
-    given: Annotated[
-        dict[str, Any] | None,
-        WithJsonSchema(
-            {
-                "anyOf": [
-                    {
-                        "type": "object",
-                        "propertyNames": {"enum": list(imported_results.SPECFORGE_GIVEN)},
-                        "maxProperties": len(imported_results.SPECFORGE_GIVEN),
-                    },
-                    {"type": "null"},
-                ]
-            }
-        ),
-    ] = None
+    # What the file does not say (model_path, engine, tp_size, the speculative settings, concurrency).
+    given: Annotated[dict[str, Any] | None, _GIVEN] = None
+    # When it was measured, where its lines do not say (the CLI sends the file's mtime); ISO 8601.
+    measured_at: datetime | None = None
+
+
+class ImportArchiveIn(Schema):
+    """A folder of result files as one .zip or .tar(.gz), base64: each result file (.json, .jsonl) is read as a file
+    of the import with the archive's format and given, placed in history at its mtime where its lines state none."""
+
+    name: Annotated[str, _text(MAX_IMPORT_FILE_NAME)]
+    content_base64: Annotated[
+        str, WithJsonSchema({"type": "string", "maxLength": (result_archives.MAX_ARCHIVE_BYTES + 2) // 3 * 4})
+    ]
+    format: Annotated[str | None, _choice(IMPORT_FORMATS, nullable=True)] = None
+    given: Annotated[dict[str, Any] | None, _GIVEN] = None
 
 
 class SloIn(Schema):
@@ -369,13 +384,24 @@ class SloIn(Schema):
 
 
 class ImportIn(Schema):
-    """Into an existing `experiment` (by id), or a new one on `host` (by name): one of the two."""
+    """Into an existing `experiment` (by id), or a new one on `host` (by name): one of the two; `files`, an
+    `archive` of them, or both."""
 
     model_config = ConfigDict(
         json_schema_extra={
-            "anyOf": [
-                {"required": ["experiment"], "properties": {"experiment": {"type": "integer"}}},
-                {"required": ["host"], "properties": {"host": {"type": "string"}}},
+            "allOf": [
+                {
+                    "anyOf": [
+                        {"required": ["experiment"], "properties": {"experiment": {"type": "integer"}}},
+                        {"required": ["host"], "properties": {"host": {"type": "string"}}},
+                    ]
+                },
+                {
+                    "anyOf": [
+                        {"required": ["files"], "properties": {"files": {"minItems": 1}}},
+                        {"required": ["archive"], "properties": {"archive": {"type": "object"}}},
+                    ]
+                },
             ]
         }
     )
@@ -385,7 +411,9 @@ class ImportIn(Schema):
     host: Annotated[str | None, WithJsonSchema({"anyOf": [{"type": "string", "minLength": 1}, {"type": "null"}]})] = (
         None
     )
-    files: Annotated[list[ImportFileIn], Field(min_length=1, max_length=MAX_IMPORT_FILES)]
+    # The files, or an archive of them, or both: at least one file in all.
+    files: Annotated[list[ImportFileIn], Field(max_length=MAX_IMPORT_FILES)] = []
+    archive: ImportArchiveIn | None = None
     # A new experiment's SLO, its imported cells' goodput judged under it; an existing experiment keeps its own.
     slo: SloIn | None = None
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 from django.http import HttpRequest
@@ -10,12 +12,14 @@ from ninja.errors import HttpError
 
 from experiments.analysis import slo
 from experiments.formats import imported_results
+from experiments.formats.imported_results import ImportedFile
 
 from ..actions.audit import Actor
-from ..actions.imports import ImportedFile, do_import_runs
+from ..actions.imports import ImportOutcome, do_import_runs
+from ..forms import imports as import_forms
 from ..forms.hosted_configs import ImportRefused, imported_configs
 from ..forms.profiles import BenchmarkProfileForm
-from ..models import Experiment, Host
+from ..models import Experiment, Host, Run
 from .base import api, require, require_manage
 from .bodies import IMPORT_FORMATS, MAX_IMPORT_FILE_CHARS, MAX_IMPORT_FILE_NAME, MAX_IMPORT_FILES, ImportIn
 from .refusals import documented, refused, responses, status_of
@@ -27,16 +31,23 @@ EXPERIMENT_NAME_MAX = 200
 FORMATS = IMPORT_FORMATS
 
 
-@api.post("/imports", response=responses(201, 400, 409), openapi_extra=documented(400, 403, 404, 409))
+@api.post("/imports", response=responses(200, 201, 400, 409), openapi_extra=documented(400, 403, 404, 409))
 def import_results(request: HttpRequest, body: ImportIn):
-    """`{"experiment"?: id, "name"?, "host"?: name, "files": [{"name", "format"?: auto | sglang-bench-serving |
-    vllm-bench-serve | specforge-benchmark, "content": "<the file's text>", "given"?: {...}}]}`: every file is read
-    and checked first; one error anywhere (named `files[i]`, with the line and the field) and nothing is written.
-    A SpecForge file names neither its model nor its concurrency: `given` states them (`model_path`,
-    `concurrency`, and optionally `tp_size` and the speculative settings), as the specforge command line had them.
-    Each server a file measured becomes a config checked as a submitted one on the experiment's host (the config's
-    field rules, models under the host's models root, tp within its GPUs): one refused, the import is refused,
-    naming the file, the field and where the file states it (`files[i].model_path`), with the submission's status."""
+    """`{"experiment"?: id, "name"?, "host"?: name, "files"?: [{"name", "format"?: auto | sglang-bench-serving |
+    vllm-bench-serve | specforge-benchmark, "content": "<the file's text>", "given"?: {...}, "measured_at"?}],
+    "archive"?: {"name", "content_base64", "format"?, "given"?}}`: every file (and every result file of the .zip or
+    .tar.gz archive) is read and checked first; one error anywhere (named `files[i]`, `archive[<path>]`, with the
+    line and the field) and nothing is written.
+    `given` states what a file does not say, by the same names for every format (`model_path`, `engine`,
+    `tp_size`, the speculative settings, `concurrency`): the file's own value wins, and a given value that
+    contradicts it is refused naming both. Each server a file measured becomes a config checked as a submitted one
+    on the experiment's host (the config's field rules, models under the host's models root, tp within its GPUs):
+    one refused, the import is refused, naming the file, the field and where it is stated
+    (`files[i].model_path`), with the submission's status. A new import makes one experiment per request shape
+    (`experiments`); an import into an experiment takes only runs of its profile's shape (409 otherwise). Each run
+    is placed in history when it was measured (the file's date, else `measured_at` or the member's mtime, else
+    now), and the history checks run over it. A file imported before (the same bytes) is skipped and listed under
+    `skipped`: 200 when nothing was new, 201 otherwise."""
     require(request, "experiments.add_experiment")
     payload = body.model_dump(exclude_unset=True)
     errors: dict[str, list[str]] = {}
@@ -45,7 +56,7 @@ def import_results(request: HttpRequest, body: ImportIn):
     if not isinstance(name, str) or len(name) > EXPERIMENT_NAME_MAX:
         errors["name"] = [f"Text of at most {EXPERIMENT_NAME_MAX} characters."]
     unreadable: set[str] = set()
-    files = _read_files(payload.get("files"), errors, unreadable)
+    files, skipped_entries = _read_files(body, errors, unreadable)
     if errors:
         # Only files whose text cannot be read (no schema states a file format): the body's own 400.
         status = 400 if set(errors) == unreadable else 422
@@ -56,38 +67,63 @@ def import_results(request: HttpRequest, body: ImportIn):
     if objective is not None and experiment is not None:
         why = "an import into an existing experiment is judged under that experiment's own SLO (set it on its profile)"
         return refused("invalid import", {"slo": [why]}, 409)
+    if experiment is not None and (shapes := import_forms.shape_refusals(experiment, files)):
+        return refused("invalid import: a file measured another request shape than the experiment's", shapes, 409)
     # Each config a file measured, checked as a submitted config on the host its runs are filed under.
     target = experiment.host if experiment is not None else host
     assert target is not None  # a new experiment's host was required above
-    measured = [(f"files[{i}]", f.name, f.format, [run.server for run in f.runs]) for i, f in enumerate(files)]
+    measured = [(where, f.name, f.format, [run.server for run in f.runs]) for where, f in files]
     try:
         configs = imported_configs(measured, target)
     except ImportRefused as exc:
         return refused("invalid import: a config the files measured may not launch on this host", exc.errors,
                        status_of(exc.forms))  # fmt: skip
-    experiment, runs = do_import_runs(
-        actor=Actor.of(request), files=files, configs=configs, experiment=experiment, name=str(name), host=host,
-        objective=objective,
+    outcome = do_import_runs(
+        actor=Actor.of(request), files=[f for _, f in files], configs=configs, experiment=experiment, name=str(name),
+        host=host, objective=objective,
     )  # fmt: skip
-    return Status(
-        201,
-        {
-            "id": experiment.pk,
-            "url": experiment.get_absolute_url(),
-            "runs": [
-                {
-                    "id": r.pk,
-                    "config": r.config.name,
-                    "config_id": r.config_id,
-                    "state": r.state,
-                    "imported_from": r.imported_from,
-                    "measurements": len(r.imported_from["lines"]) if r.imported_from else 0,
-                    "url": r.get_absolute_url(),
-                }
-                for r in runs
-            ],
-        },
-    )
+    return Status(201 if outcome.runs else 200, _answer(outcome, skipped_entries))
+
+
+def _answer(outcome: ImportOutcome, skipped_entries: list[str]) -> dict[str, Any]:
+    """The experiments made or imported into, their runs, and the files skipped as imported before."""
+    first = outcome.experiments[0] if outcome.experiments else None
+    if first is None and outcome.skipped:
+        first = outcome.skipped[0].runs[0].experiment
+    runs = [_run(r) for r in outcome.runs]
+    experiments = [
+        {"id": e.pk, "name": e.name, "url": e.get_absolute_url(), "profile": e.profile.name,
+         "runs": [r["id"] for r in runs if r["experiment"] == e.pk]}
+        for e in dict.fromkeys(outcome.experiments)
+    ]  # fmt: skip
+    # Imported before (the same bytes): nothing of them changed.
+    skipped = [
+        {"file": s.name, "sha256": s.sha256, "runs": [r.pk for r in s.runs], "experiment": s.runs[0].experiment_id,
+         "reason": "imported before (the same bytes): nothing changed"}
+        for s in outcome.skipped
+    ]  # fmt: skip
+    return {
+        "id": first.pk if first else None,
+        "url": first.get_absolute_url() if first else None,
+        "runs": runs,
+        "experiments": experiments,
+        "skipped": skipped,
+        "archive_entries_skipped": skipped_entries[:100],  # not result files (.json, .jsonl)
+    }
+
+
+def _run(r: Run) -> dict[str, Any]:
+    return {
+        "id": r.pk,
+        "experiment": r.experiment_id,
+        "config": r.config.name,
+        "config_id": r.config_id,
+        "state": r.state,
+        "imported_from": r.imported_from,
+        "measured_at": r.finished_at.isoformat() if r.finished_at else None,
+        "measurements": len(r.imported_from["lines"]) if r.imported_from else 0,
+        "url": r.get_absolute_url(),
+    }
 
 
 def _objective(body: ImportIn) -> slo.Slo | dict[str, list[str]] | None:
@@ -130,45 +166,29 @@ def _target(
     return None, host
 
 
-def _read_files(value: Any, errors: dict[str, list[str]], unreadable: set[str]) -> list[ImportedFile]:
-    """The files read; each refused one's errors under `files[i]`, whose key joins `unreadable` when its text (not
-    a field the schema states) is what is refused."""
-    if not isinstance(value, list) or not value:
-        errors["files"] = ["At least one file: [{name, format?, content}]."]
-        return []
-    if len(value) > MAX_FILES:
-        errors["files"] = [f"At most {MAX_FILES} files at once."]
-        return []
-    files = []
-    for i, item in enumerate(value):
-        where = f"files[{i}]"
-        if not isinstance(item, dict):
-            errors[where] = ["An object {name, format?, content}."]
-            continue
-        name, fmt, content = item.get("name"), item.get("format") or imported_results.AUTO, item.get("content")
-        given = item.get("given") or {}  # what the format does not hold (SpecForge: model_path, concurrency, ...)
-        problems = []
-        if not isinstance(given, dict) or len(given) > len(imported_results.SPECFORGE_GIVEN):
-            problems.append(f"given: an object of at most: {', '.join(imported_results.SPECFORGE_GIVEN)}")
-            given = {}
-        if not isinstance(name, str) or not name.strip() or len(name) > MAX_FILE_NAME:
-            problems.append(f"name: a file name of at most {MAX_FILE_NAME} characters")
-        if fmt not in FORMATS:
-            problems.append(f"format: one of {', '.join(FORMATS)}")
-        if not isinstance(content, str):
-            problems.append("content: the file's text is required")
-        elif len(content) > MAX_FILE_CHARS:
-            problems.append(f"content: at most {MAX_FILE_CHARS} characters are accepted")
-        if problems:
-            errors[where] = problems
-            continue
-        assert isinstance(name, str) and isinstance(content, str)
-        detected = imported_results.detect(content) if fmt == imported_results.AUTO else fmt
+def _read_files(
+    body: ImportIn, errors: dict[str, list[str]], unreadable: set[str]
+) -> tuple[list[tuple[str, ImportedFile]], list[str]]:
+    """The files read (each with where it is in the body), and the archive's entries that are not result files."""
+    items = [
+        (f"files[{i}]", import_forms.FileIn(item.name, item.content, item.format or imported_results.AUTO, item.given,
+                                            item.measured_at))
+        for i, item in enumerate(body.files)
+    ]  # fmt: skip
+    read = import_forms.read_files(items, errors, unreadable)
+    skipped: list[str] = []
+    if body.archive is not None:
+        archive = body.archive
         try:
-            runs = imported_results.parse(content, detected, given)
-        except imported_results.ResultFileError as exc:
-            errors[where] = [f"{name[:80]}: {message}" for message in exc.errors]
-            unreadable.add(where)
-            continue
-        files.append(ImportedFile(name=name.strip(), format=detected, runs=runs))
-    return files
+            data = base64.b64decode(archive.content_base64, validate=True)
+        except (binascii.Error, ValueError):
+            errors["archive.content_base64"] = ["The archive's bytes in base64."]
+            return read, skipped
+        members, skipped = import_forms.read_archive(
+            "archive", archive.name, data, errors, unreadable, fmt=archive.format or imported_results.AUTO,
+            given=archive.given,
+        )  # fmt: skip
+        read += [(f"archive[{f.name[len(archive.name) + 1 :][:80]}]", f) for f in members]
+    if not body.files and body.archive is None:
+        errors["files"] = ["At least one file: [{name, format?, content}], or an archive."]
+    return read, skipped

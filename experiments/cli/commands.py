@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import os
 import sys
 import time
 from urllib.parse import urlsplit
 
-from . import credentials
+from . import credentials, imports
 from .client import Api, ApiError, segment
 from .output import emit_json, safe, table, verdict_table
 
@@ -18,6 +17,7 @@ LOG_PAGE = 1000
 MIN_POLL_S = 0.2
 IMPORT_FORMATS = ("auto", "sglang-bench-serving", "vllm-bench-serve", "specforge-benchmark", "vllm-bench-sweep",
                   "specforge-bench-eagle3", "guidellm-report", "genai-bench-run")  # fmt: skip
+import_files = imports.import_files  # the import command lives in imports.py (files, folders, archives)
 
 
 def connect() -> Api:
@@ -147,55 +147,6 @@ def export(args: argparse.Namespace) -> int:
             file.write(text)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    return 0
-
-
-def _stated_server(args: argparse.Namespace) -> dict:
-    """What the files do not say, from the flags (the API's `given`, the same names for every format)."""
-    pairs = (
-        ("model_path", args.model),
-        ("engine", args.engine),
-        ("concurrency", args.concurrency),
-        ("tp_size", args.tp_size),
-        ("speculative_algorithm", args.speculative_algorithm),
-        ("speculative_draft_model_path", args.draft_model),
-        ("speculative_num_steps", args.num_steps),
-        ("speculative_eagle_topk", args.topk),
-        ("speculative_num_draft_tokens", args.num_draft_tokens),
-    )
-    return {key: value for key, value in pairs if value is not None}
-
-
-def import_files(args: argparse.Namespace) -> int:
-    """Post the files to `POST /api/imports`: every file is checked by the server and, on one error anywhere,
-    nothing is imported (the error names the file, the line and the field)."""
-    files = []
-    for path in args.files:
-        try:
-            if path == "-":
-                name, content = "stdin", sys.stdin.read()
-            else:
-                with open(path, encoding="utf-8") as file:
-                    name, content = os.path.basename(path), file.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ApiError(f"cannot read {path}: {exc}") from None
-        entry: dict = {"name": name, "format": args.format, "content": content}
-        given = _stated_server(args)
-        if given:
-            entry["given"] = given
-        files.append(entry)
-    body: dict = {"files": files}
-    for key in ("experiment", "name", "host"):
-        if getattr(args, key) is not None:
-            body[key] = getattr(args, key)
-    with connect() as api:
-        result = api.post("/imports", body)
-        if args.json:
-            emit_json(result)
-            return 0
-        print(f"Imported {len(result['runs'])} run(s) into experiment {result['id']}: {api.page_url(result['url'])}")
-    rows = [(r["id"], r["config"], r["measurements"], r["imported_from"]["file"]) for r in result["runs"]]
-    print(table(("run", "config", "cells", "file"), rows))
     return 0
 
 

@@ -74,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     bring = sub.add_parser(
         "import", help="import result files (bench_serving JSONL, vllm bench serve JSON, SpecForge JSON) as runs"
     )
-    bring.add_argument("files", nargs="+", metavar="FILE", help="result files; - for stdin")
+    bring.add_argument(
+        "files", nargs="+", metavar="FILE", help="result files, a folder of them or a .zip/.tar.gz; - for stdin"
+    )
     bring.add_argument("--experiment", type=int, help="import into this experiment (else a new one on --host)")
     bring.add_argument("--name", help="the new experiment's name (default: from the file names)")
     bring.add_argument("--host", help="the registered host a new experiment is filed under")

@@ -133,6 +133,9 @@ class Run(models.Model):
     # A run measured outside specdash and imported from a result file (actions/imports.py): {file, tool, version,
     # command, format, lines}. Null for the runs specdash launched; an imported run has no log and no worker.
     imported_from = models.JSONField(null=True, blank=True, editable=False)
+    # The SHA-256 of the imported file's bytes ("" for a launched run): a file imported again is found by it and
+    # changes nothing (actions/imports.py).
+    imported_sha256 = models.CharField(max_length=64, blank=True, default="", db_index=True, editable=False)
     # What each phase of the launch took, as the worker that drove it to success timed it (analysis/
     # launch_estimates.measured_phases): set by that worker alone, so null marks a run nobody measured (queued,
     # failed, seeded by the demo, imported, or ended before specdash kept it). The estimates learn from these only.

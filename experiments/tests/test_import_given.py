@@ -109,7 +109,7 @@ def test_a_vllm_file_takes_the_same_given_fields():
 
 
 def test_the_cli_has_a_flag_for_each_given_field_named_as_the_refusals_name_it():
-    from experiments.cli import commands, main
+    from experiments.cli import imports, main
 
     values = {"--model": "/m", "--engine": "sglang", "--speculative-algorithm": "EAGLE3", "--draft-model": "/d"}
     argv = ["import", "f.jsonl"]
@@ -118,4 +118,4 @@ def test_the_cli_has_a_flag_for_each_given_field_named_as_the_refusals_name_it()
 
     args = main.build_parser().parse_args(argv)
 
-    assert set(commands._stated_server(args)) == set(GIVEN)
+    assert set(imports.stated_server(args)) == set(GIVEN)

@@ -106,14 +106,21 @@ def test_lines_of_two_servers_become_two_runs_and_a_repeated_concurrency_a_secon
         (_with(BASELINE, 1, output_throughput="fast"), "line 2: output_throughput: not a number"),
         (_with(BASELINE, 0, duration=None), "line 1: duration: missing"),
         (_with(BASELINE, 0, completed=3.5), "line 1: completed: not a whole number of at least 0"),
-        (_with(BASELINE, 0, max_concurrency=None), "line 1: max_concurrency: null (the run had no concurrency limit): "
-                                                   "state the concurrency the client ran at with `concurrency`"),
+        (
+            _with(BASELINE, 0, max_concurrency=None),
+            "line 1: max_concurrency: null (the run had no concurrency limit): "
+            "state the concurrency the client ran at with `concurrency`",
+        ),
         (_with(BASELINE, 1, median_ttft_ms=-1), "line 2: median_ttft_ms: negative"),
         (_with(BASELINE, 0, accept_length=True), "line 1: accept_length: not a number"),
-        (_with(BASELINE, 0, server_info=None), "line 1: server_info: null (backend sglang): state the served model's "
-                                               "path with `model_path` / --model"),
-        (_with(BASELINE, 0, server_info={"tp_size": 1}), "line 1: server_info.model_path: missing from server_info: "
-                                                         "state the served model's path with `model_path`"),
+        (
+            _with(BASELINE, 0, server_info=None),
+            "line 1: server_info: null (backend sglang): state the served model's path with `model_path` / --model",
+        ),
+        (
+            _with(BASELINE, 0, server_info={"tp_size": 1}),
+            "line 1: server_info.model_path: missing from server_info: state the served model's path with `model_path`",
+        ),
         (BASELINE + "{not json\n", "line 3: not JSON"),
         (BASELINE + "[1, 2]\n", "line 3: not a JSON object"),
         ("\n\n", "the file holds no result line"),
@@ -179,14 +186,19 @@ def test_it_imports_a_baseline_and_a_speculative_file_into_one_comparable_experi
     assert experiment.profile.concurrency == [1, 4] and experiment.profile.input_len == 128
     runs = list(experiment.run_set.order_by("sequence"))
     assert [r.state for r in runs] == [Run.State.SUCCEEDED] * 2
-    assert runs[1].imported_from == {
-        "file": "eagle.jsonl",
-        "format": "sglang-bench-serving",
-        "tool": "sglang bench_serving",
-        "version": "0.5.9",
-        "command": "",
-        "lines": [1, 2],
-    }
+    assert (
+        runs[1].imported_from.items()
+        >= {
+            "file": "eagle.jsonl",
+            "format": "sglang-bench-serving",
+            "tool": "sglang bench_serving",
+            "version": "0.5.9",
+            "engine": "sglang",
+            "command": "",
+            "lines": [1, 2],
+            "given": [],
+        }.items()
+    )
     assert runs[1].imported_label == "imported from eagle.jsonl (sglang bench_serving 0.5.9)"
     assert runs[1].effective_args["speculative_eagle_topk"] == 1
     assert not Run.objects.queued().exists()  # nothing for a worker to take
@@ -224,7 +236,10 @@ def test_it_imports_into_an_existing_experiment_reusing_a_config_of_the_same_con
     first = _post(client, owner, {"host": "gpu-8", "files": _files(("b.jsonl", BASELINE))}).json()
     configs = ServerConfig.objects.count()
 
-    again = _post(client, owner, {"experiment": first["id"], "files": _files(("b2.jsonl", BASELINE))})
+    # Another night of the same server (other bytes): its runs join the experiment.
+    again = _post(
+        client, owner, {"experiment": first["id"], "files": _files(("b2.jsonl", _with(BASELINE, 0, duration=20.5)))}
+    )
 
     assert again.status_code == 201 and again.json()["id"] == first["id"]
     assert ServerConfig.objects.count() == configs  # same content hash: the same config
@@ -325,8 +340,11 @@ def test_specdash_import_posts_the_files_and_exits_2_on_a_malformed_one(cli, own
     result = json.loads(done.out)
     assert [r["imported_from"]["file"] for r in result["runs"]] == ["base.jsonl", "eagle.jsonl"]
     assert Experiment.objects.get().name == "archive" and Run.objects.count() == 2
+    good.write_text(_with(BASELINE, 0, duration=20.5))  # another night's file
     text = cli("import", str(good), "--experiment", str(result["id"]))
     assert text.code == 0 and f"into experiment {result['id']}" in text.out and "base.jsonl" in text.out
+    same = cli("import", str(good), "--experiment", str(result["id"]))
+    assert same.code == 0 and "Skipped base.jsonl: imported before as run(s)" in same.out and Run.objects.count() == 3
 
 
 # SpecForge: a file without its model or concurrency, which the importer states ----------------------------------------
@@ -355,8 +373,11 @@ def test_it_reads_a_specforge_benchmark_with_the_model_and_concurrency_stated():
 @pytest.mark.parametrize(
     ("given", "message"),
     [
-        ({"concurrency": 4}, "given.model_path: a SpecForge benchmark file does not name its model: state the served "
-                             "model's path with `model_path` / --model"),
+        (
+            {"concurrency": 4},
+            "given.model_path: a SpecForge benchmark file does not name its model: state the served "
+            "model's path with `model_path` / --model",
+        ),
         ({"model_path": "/m"}, "concurrency: a SpecForge benchmark file does not hold it: state the concurrency"),
         ({"model_path": "/m", "concurrency": 0}, "given.concurrency: a whole number of at least 1"),
         ({"model_path": "/m", "concurrency": 4, "trust_remote_code": True}, "trust_remote_code: not something"),

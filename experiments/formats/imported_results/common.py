@@ -105,6 +105,18 @@ class ImportedRun:
 
 
 @dataclass(frozen=True)
+class ImportedFile:
+    """A file read, as an import files it: its runs, the SHA-256 of its text (a file imported before is skipped)
+    and when its importer says it was measured (an archive member's mtime), for runs whose lines say nothing."""
+
+    name: str
+    format: str
+    runs: list[ImportedRun]
+    sha256: str = ""
+    measured_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class Given:
     """What the importer states (`GIVEN`), checked by `read_given`; None where it states nothing."""
 
