@@ -69,8 +69,8 @@ def parse(content: str, given: Mapping[str, Any] | Given) -> list[ImportedRun]:
     if looks_like_yaml_report(content):
         raise ResultFileError(
             [
-                "line 1: a GuideLLM YAML report: import its JSON instead (guidellm benchmark ... --outputs json, or "
-                "`guidellm benchmark from-file <this file> --output-path benchmarks.json`)"
+                "line 1: a GuideLLM YAML report: import its JSON instead (run with --output kind=json, or from this "
+                "file `guidellm export <file> --output kind=json` since 0.7.3, `guidellm benchmark from-file` before)"
             ]
         )
     errors: list[str] = []
