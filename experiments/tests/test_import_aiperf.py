@@ -23,6 +23,9 @@ import pytest
 
 from experiments.formats import imported_results
 from experiments.formats.imported_results import ResultFileError, aiperf, parse, read_given
+from experiments.models import ApiToken, Run
+
+from .factories import make_host
 
 DATA = Path(__file__).parent / "data"
 NEW = {p.name: p.read_text() for p in (DATA / "aiperf-0.13").iterdir()}
@@ -30,7 +33,8 @@ OLD = {p.name: p.read_text() for p in (DATA / "aiperf-0.3").iterdir()}
 SUMMARY, RECORDS = NEW["profile_export_aiperf.json"], NEW["profile_export.jsonl"]
 CSV, SERVER = NEW["profile_export_aiperf.csv"], NEW["server_metrics_export.json"]
 MODEL = "simhost/models/kimi-k2.5-sim"
-EAGLE3 = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "simhost/models/kimi-k2.5-sim-eagle3"}
+EAGLE3 = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "simhost/models/kimi-k2.5-sim-eagle3",
+          "speculative_eagle_topk": 1}  # fmt: skip
 
 
 def _given(**values):
@@ -240,6 +244,18 @@ def test_a_speculating_server_needs_its_algorithm_stated():
     assert "`speculative_algorithm` / --speculative-algorithm" in message
 
 
+def test_the_gauges_give_steps_and_draft_tokens_but_the_topk_must_be_stated():
+    without_topk = {k: v for k, v in EAGLE3.items() if k != "speculative_eagle_topk"}
+
+    with pytest.raises(ResultFileError) as caught:
+        aiperf.read_run([("s.json", SUMMARY), ("m.json", SERVER)], _given(**without_topk))
+
+    assert caught.value.errors == [
+        "line 1: metrics.sglang:spec_num_steps: the server's gauges give its steps 2, draft tokens 3, not its draft "
+        "tree's topk: state it with `speculative_eagle_topk` / --topk"
+    ]
+
+
 def test_the_records_and_the_csv_say_which_given_fields_to_add():
     assert _errors(RECORDS) == [
         "line 1: model_path: an AIPerf per-request export (profile_export.jsonl) does not name the model: state the "
@@ -379,3 +395,47 @@ def test_the_readers_files_are_not_taken_for_another_tool_s():
     for name in ("bench_serving_baseline.jsonl", "bench_serving_eagle3.jsonl", "vllm_bench_serve.json",
                  "specforge_benchmark.json"):  # fmt: skip
         assert imported_results.detect((DATA / name).read_text()) != imported_results.OTHER_TOOL, name
+
+
+# Through the API ----------------------------------------------------------------------------------------------------
+
+
+def _post(client, user, body):
+    _, token = ApiToken.issue(user)
+    return client.post(
+        "/api/imports", json.dumps(body), content_type="application/json", headers={"Authorization": f"Bearer {token}"}
+    )
+
+
+@pytest.mark.django_db
+def test_the_files_of_one_aiperf_run_uploaded_together_are_one_imported_run(client, member):
+    make_host(name="gpu-8")
+    # The simulated host served its model by a relative path; a host's configs name absolute ones under its root.
+    moved = {name: text.replace(MODEL, "/models/kimi-k2.5-sim") for name, text in NEW.items()}
+    files = [{"name": name, "content": moved[name]} for name in
+             ("server_metrics_export.json", "profile_export.jsonl", "profile_export_aiperf.json")]  # fmt: skip
+    files[2]["given"] = {**EAGLE3, "speculative_draft_model_path": "/models/kimi-eagle3"}
+
+    response = _post(client, member, {"host": "gpu-8", "files": files})
+
+    assert response.status_code == 201, response.json()
+    [run] = Run.objects.filter(pk__in=[r["id"] for r in response.json()["runs"]])
+    assert run.imported_from["file"] == "profile_export_aiperf.json" and run.imported_from["tool"] == "aiperf"
+    assert run.config.model_path == "/models/kimi-k2.5-sim" and run.config.speculative_algorithm == "EAGLE3"
+    assert run.config.speculative_num_steps == 2 and run.config.speculative_num_draft_tokens == 3
+    [cell] = run.measurement_set.all()
+    assert cell.concurrency == 4 and cell.completed == 20
+    assert cell.output_throughput == json.loads(SUMMARY)["output_token_throughput"]["avg"]
+    assert cell.pooled_accept_length == pytest.approx(1000 / 487) and len(cell.requests) == 20
+    assert cell.raw["warmup_requests_dropped"] == 4 and cell.raw["sglang_spec_accept_length_gauge_mean"] > 1.8
+
+
+@pytest.mark.django_db
+def test_an_aiperf_server_metrics_export_alone_is_refused_naming_the_file(client, member):
+    make_host(name="gpu-8")
+
+    response = _post(client, member, {"host": "gpu-8", "files": [{"name": "sm.json", "content": SERVER}]})
+
+    assert response.status_code == 400
+    [message] = response.json()["errors"]["files[0]"]
+    assert message.startswith("sm.json: line 1: metrics: an AIPerf server-metrics export") and not Run.objects.exists()

@@ -169,6 +169,15 @@ def _joined(parts: list[Part], given: Given) -> ImportedRun:
             "`speculative_algorithm` / --speculative-algorithm (and the draft model with "
             "`speculative_draft_model_path` / --draft-model)",
         )
+    if facts.get("spec") and given.speculative_algorithm and given.speculative_eagle_topk is None:
+        shown = ", ".join(
+            f"{k.removeprefix('speculative_num_').replace('_', ' ')} {v}" for k, v in facts["spec"].items()
+        )
+        check.fail(
+            _SPEC_WHERE["speculative_num_steps"],
+            f"the server's gauges give its {shown}, not its draft tree's topk: state it with "
+            "`speculative_eagle_topk` / --topk",
+        )
     served = given.server(check, said, where={"model_path": where.get("model_path", "model_path"), **_SPEC_WHERE},
                           why=why)  # fmt: skip
     concurrency = given.require(
