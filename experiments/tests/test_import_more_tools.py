@@ -93,6 +93,21 @@ def test_bench_eagle3_refuses_what_it_cannot_say_naming_what_to_add():
     )
 
 
+def test_a_bench_eagle3_answers_file_is_refused_naming_the_results_file_beside_it():
+    # bench_eagle3.py and benchmarker/base.py at SpecForge 86c528b8: one line per question, the entry's settings
+    # (record_extras) then run, index, question, outputs, prediction, label.
+    line = {"benchmark": "gsm8k", "batch_size": 1, "steps": 3, "topk": 1, "num_draft_tokens": 4, "temperature": 0.0,
+            "reasoning_effort": None, "enable_thinking": None, "run": 0, "index": 0, "question": {"question": "2+2?"},
+            "outputs": {"answer": "4"}, "prediction": "4", "label": "4"}  # fmt: skip
+    content = json.dumps(line) + "\n" + json.dumps(line | {"index": 1}) + "\n"
+
+    assert detect(content) == imported_results.SPECFORGE_BENCH_EAGLE3
+    assert _refusals(content, MODEL) == [
+        "line 1: a SpecForge bench_eagle3 answers file (results_<time>_answers.jsonl): the answer to each prompt, no "
+        "timings; import the results_<time>.jsonl written beside it"
+    ]
+
+
 # GuideLLM ---------------------------------------------------------------------------------------------------------
 
 # Written by GuideLLM 0.8.1 (PyPI) against simhost (EAGLE3, tp 8): `guidellm run --backend kind=openai_http,

@@ -143,6 +143,8 @@ def _mine(text: str) -> str | None:
     try:
         whole = bounded_json.loads(text, allow_nan=True)
     except ValueError:
+        if specforge_bench_eagle3.is_answers(text.split("\n", 1)[0]):
+            return SPECFORGE_BENCH_EAGLE3
         return VLLM if vllm_sweep.is_result_lines(text) else None
     if isinstance(whole, list) and whole and all(vllm_sweep.is_sweep_record(row) for row in whole[:3]):
         return VLLM_SWEEP

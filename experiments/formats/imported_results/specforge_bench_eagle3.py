@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from .. import bounded_json
 from .common import (
     DATASET_MAX,
     GIVEN,
@@ -51,7 +52,24 @@ def is_bench_eagle3(row: Any) -> bool:
     )
 
 
+def is_answers(first_line: str) -> bool:
+    """bench_eagle3's per-prompt answers (`results_<time>_answers.jsonl`, SpecForge 86c528b8 on): a line per
+    question with the entry's settings, `question`, `outputs`, `prediction` and `label`."""
+    try:
+        row = bounded_json.loads(first_line, allow_nan=True)
+    except ValueError:
+        return False
+    return isinstance(row, dict) and {"benchmark", "batch_size", "steps", "question", "prediction"} <= row.keys()
+
+
 def parse(content: str, given: Mapping[str, Any] | Given) -> list[ImportedRun]:
+    if is_answers(content.lstrip().split("\n", 1)[0]):
+        raise ResultFileError(
+            [
+                "line 1: a SpecForge bench_eagle3 answers file (results_<time>_answers.jsonl): the answer to each "
+                "prompt, no timings; import the results_<time>.jsonl written beside it"
+            ]
+        )
     errors: list[str] = []
     check = Checker(1, errors)
     row = one_object(content, TOOL)
