@@ -412,7 +412,7 @@ def test_the_files_of_one_aiperf_run_uploaded_together_are_one_imported_run(clie
     make_host(name="gpu-8")
     # The simulated host served its model by a relative path; a host's configs name absolute ones under its root.
     moved = {name: text.replace(MODEL, "/models/kimi-k2.5-sim") for name, text in NEW.items()}
-    files = [{"name": name, "content": moved[name]} for name in
+    files: list[dict[str, object]] = [{"name": name, "content": moved[name]} for name in
              ("server_metrics_export.json", "profile_export.jsonl", "profile_export_aiperf.json")]  # fmt: skip
     files[2]["given"] = {**EAGLE3, "speculative_draft_model_path": "/models/kimi-eagle3"}
 
@@ -420,7 +420,8 @@ def test_the_files_of_one_aiperf_run_uploaded_together_are_one_imported_run(clie
 
     assert response.status_code == 201, response.json()
     [run] = Run.objects.filter(pk__in=[r["id"] for r in response.json()["runs"]])
-    assert run.imported_from["file"] == "profile_export_aiperf.json" and run.imported_from["tool"] == "aiperf"
+    assert run.imported_from is not None and run.imported_from["file"] == "profile_export_aiperf.json"
+    assert run.imported_from["tool"] == "aiperf"
     assert run.config.model_path == "/models/kimi-k2.5-sim" and run.config.speculative_algorithm == "EAGLE3"
     assert run.config.speculative_num_steps == 2 and run.config.speculative_num_draft_tokens == 3
     [cell] = run.measurement_set.all()
