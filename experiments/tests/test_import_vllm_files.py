@@ -183,3 +183,15 @@ def test_a_sweep_summary_csv_row_that_is_wrong_is_refused_by_its_line():
         parse(_summary_csv(records))
 
     assert refused.value.errors == ["line 3: duration: negative"]
+
+
+def test_a_summary_csv_value_is_read_as_a_literal_only_never_run():
+    # A CSV's nested value is Python's repr, read back with ast.literal_eval (literals only, at most 512
+    # characters): an expression is text, refused where a setting is expected; a nesting bomb is left out.
+    call = "{'method': __import__('os').system('touch /tmp/specdash-pwned')}"
+    records = [_sweep_run(0, {"speculative_config": call, "nested": "[" * 400}, {"max_concurrency": 1})]
+
+    with pytest.raises(ResultFileError) as refused:
+        parse(_summary_csv(records))
+
+    assert refused.value.errors == ["line 2: speculative_config: not an object"]

@@ -26,6 +26,11 @@ from . import vllm_bench
 from .common import MAX_ERRORS, MAX_LINES, MAX_TEXT, Given, ImportedRun, ResultFileError
 
 SWEEP = "vllm bench sweep"
+# vllm bench serve's per-request lists (serve.py `benchmark`), which pandas writes as long reprs.
+PER_REQUEST = frozenset(
+    {"input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times", "generated_texts",
+     "errors", "spec_decode_per_position_acceptance_rates", "rps_change_events"}
+)  # fmt: skip
 SUMMARY_COLUMNS = frozenset({"run_number", "request_throughput", "output_throughput"})
 
 
@@ -153,8 +158,9 @@ def _csv_records(content: str) -> list[tuple[int, Any]]:
             if len(records) >= MAX_LINES:
                 raise ResultFileError([f"at most {MAX_LINES} result lines are accepted"])
             values = {name: _value(text) for name, text in zip(header[1:], row[1:], strict=False) if text != ""}
-            # A per-request list (`latencies`, or --save-detailed's) too long to read back is left out.
-            record = {k: v for k, v in values.items() if not (isinstance(v, str) and v[:1] in "[{(")}
+            # A per-request list too long to read back is left out; any other value not read back stays text, so
+            # a setting written oddly is refused as the reader's field, never read as absent.
+            record = {k: v for k, v in values.items() if not (k in PER_REQUEST and isinstance(v, str))}
             records.append((reader.line_num, record))
     except csv.Error as exc:
         raise ResultFileError([f"line {reader.line_num}: not CSV ({exc})"]) from None
