@@ -24,6 +24,7 @@ from experiments.analysis.config_diff import ConfigDiffRow, config_diff_rows
 from experiments.analysis.deployment_view import DeploymentView, deployment_view
 from experiments.analysis.explanations import ExplanatoryModel, RunFacts, explain
 from experiments.analysis.gain_trend import GainTrend, gain_trend
+from experiments.analysis.imported_summary import ImportedRunFacts, imported_summary
 from experiments.charts import comparison as comparison_charts
 from experiments.charts import deployment as deployment_charts
 from experiments.models import Candidate, Experiment, Measurement, PinnedBaseline, Run, ServerConfig
@@ -79,6 +80,8 @@ class ExperimentReport:
     deployment: DeploymentView | None = None
     positions: acceptance_positions.PositionsView | None = None  # acceptance per draft position, None: no histograms
     gain_trend: GainTrend | None = None  # the gain at one pace per user, launch by launch; None: one launch
+    # What the imported runs' files say (tool, version, throughput, latency, acceptance); None: nothing imported.
+    imported_summary: str | None = None
 
     @property
     def measurements(self) -> list[dict[str, Any]]:
@@ -211,6 +214,7 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         ),
     )
     report.gain_trend = gain_trend(usable, baseline, candidates, _launch_ends(runs))
+    report.imported_summary = imported_summary(_imported_facts(runs), usable)
     report.models = _explanations(experiment, candidates, throughput.get(baseline.name, []), accept)
     if with_figures and report.has_results:
         colors = comparison_charts.config_colors(baseline.name, [c.name for c in candidates])
@@ -231,6 +235,20 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         if report.gain_trend is not None:
             report.figures["gain_trend"] = deployment_charts.gain_trend_figure(report.gain_trend, colors=colors)
     return report
+
+
+def _imported_facts(runs: Sequence[Run]) -> list[ImportedRunFacts]:
+    return [
+        ImportedRunFacts(
+            run_id=run.pk,
+            config=run.config.name,
+            tool=str(run.imported_from.get("tool") or ""),
+            version=str(run.imported_from.get("version") or ""),
+            measured_at=run.finished_at,
+        )
+        for run in runs
+        if run.imported_from and run.state == Run.State.SUCCEEDED
+    ]
 
 
 def _launch_ends(runs: Sequence[Run]) -> dict[int, datetime | None]:
