@@ -10,6 +10,7 @@ from .views import (
     flags,
     headroom,
     hosts,
+    imports,
     notifications,
     prompts,
     runs,
@@ -24,6 +25,7 @@ urlpatterns = [
     path("experiments/", experiments.experiment_list, name="experiment_table"),
     path("experiments/new/", experiments.experiment_new, name="experiment_new"),
     path("experiments/new/sweep-preview/", experiments.preview_sweep, name="preview_sweep"),
+    path("experiments/import/", imports.import_results, name="import_results"),
     path("experiments/<int:experiment_id>/", experiments.experiment_detail, name="experiment_detail"),
     path(
         "experiments/<int:experiment_id>/export.csv",

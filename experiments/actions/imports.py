@@ -74,7 +74,7 @@ def do_import_runs(
     a measured run."""
     outcome = ImportOutcome()
     before = already_imported(files)
-    fresh = []
+    fresh: list[ImportedFile] = []
     for file in files:
         if file.sha256 in before:
             outcome.skipped.append(Skipped(file.name, file.sha256, before[file.sha256]))

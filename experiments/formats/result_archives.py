@@ -70,7 +70,7 @@ def read_archive(name: str, data: bytes) -> Contents:
 
 
 def _read_zip(data: bytes) -> Contents:
-    contents, errors = Contents(), []
+    contents, errors = Contents(), list[str]()
     total = 0
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
@@ -116,7 +116,7 @@ def _zip_time(info: zipfile.ZipInfo) -> datetime | None:
 
 
 def _read_tar(archive: tarfile.TarFile) -> Contents:
-    contents, errors = Contents(), []
+    contents, errors = Contents(), list[str]()
     total = 0
     entries = 0
     try:

@@ -11,16 +11,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django import forms
+from django.core.files.uploadedfile import UploadedFile
 from django.utils import timezone
 
 from experiments.formats import imported_results, result_archives
-from experiments.formats.imported_results import Given, ImportedFile, read_given
+from experiments.formats.imported_results import ENGINES, Given, ImportedFile, read_given
+from experiments.formats.imported_results.common import MAX_TEXT
 
-from ..models import Experiment
+from ..models import Experiment, Host
 
 MAX_FILES = 20
 MAX_FILE_CHARS = 2_000_000  # the request body is bounded by DATA_UPLOAD_MAX_MEMORY_SIZE as well
 MAX_FILE_NAME = 255
+EXPERIMENT_NAME_MAX = 200  # Experiment.name
 FORMATS = (imported_results.AUTO, *imported_results.FORMATS)
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)  # no result file is older: a time before is a wrong clock
 
@@ -189,3 +193,82 @@ def shape_refusals(experiment: Experiment, files: list[tuple[str, ImportedFile]]
 def _shape_text(shape: tuple[str, int, int, int]) -> str:
     dataset, input_len, output_len, prompts = shape
     return f"{dataset} {input_len} in / {output_len} out, {prompts} prompts"
+
+
+class _MultipleFiles(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class _MultipleFileField(forms.FileField):
+    """Several files in one field (Django's FileField cleans one)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(widget=_MultipleFiles(), **kwargs)
+
+    def clean(self, data: Any, initial: Any = None) -> list[Any]:
+        items = data if isinstance(data, list | tuple) else [data]
+        return [super(_MultipleFileField, self).clean(item, initial) for item in items]
+
+
+class ImportForm(forms.Form):
+    """The import page: result files or one archive of them, into a new experiment on a host or an existing one,
+    with what the files do not say (the API's `given`, the same names)."""
+
+    host = forms.ModelChoiceField(Host.objects.order_by("name"), to_field_name="name", required=False)
+    experiment = forms.IntegerField(required=False, min_value=1, label="Or into experiment (id)")
+    name = forms.CharField(max_length=EXPERIMENT_NAME_MAX, required=False, label="New experiment's name")
+    format = forms.ChoiceField(choices=[(f, f) for f in FORMATS], initial=imported_results.AUTO)
+    uploads = _MultipleFileField(
+        label="Result files",
+        help_text=f"bench_serving JSONL, vllm bench serve JSON, ...; or one .zip/.tar.gz of a folder of them (at most "
+        f"{MAX_FILES} files)",
+    )
+    model_path = forms.CharField(max_length=MAX_TEXT, required=False, label="Model path")
+    engine = forms.ChoiceField(choices=[("", "—"), *((e, e) for e in ENGINES)], required=False)
+    tp_size = forms.IntegerField(min_value=1, required=False, label="TP size")
+    speculative_algorithm = forms.CharField(max_length=MAX_TEXT, required=False, label="Speculative algorithm")
+    speculative_draft_model_path = forms.CharField(max_length=MAX_TEXT, required=False, label="Draft model path")
+    speculative_num_steps = forms.IntegerField(min_value=1, required=False, label="Speculative steps")
+    speculative_eagle_topk = forms.IntegerField(min_value=1, required=False, label="Topk")
+    speculative_num_draft_tokens = forms.IntegerField(min_value=1, required=False, label="Draft tokens")
+    concurrency = forms.IntegerField(min_value=1, required=False, label="Concurrency")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in imported_results.GIVEN:
+            self.fields[name].help_text = f"Where the files do not say it (CLI {imported_results.GIVEN_FLAGS[name]})"
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not data.get("host") and not data.get("experiment"):
+            self.add_error("host", "A new experiment needs a host (or give an experiment's id).")
+        return data
+
+    def given(self) -> dict[str, Any]:
+        return {name: v for name in imported_results.GIVEN if (v := self.cleaned_data.get(name)) not in (None, "")}
+
+    def read(
+        self, uploads: list[UploadedFile], errors: dict[str, list[str]]
+    ) -> tuple[list[tuple[str, ImportedFile]], list[str]]:
+        """The uploaded files read as the API reads them: each archive (.zip, .tar.gz) expanded, bounded."""
+        if len(uploads) > MAX_FILES:
+            errors["uploads"] = [f"At most {MAX_FILES} files at once (or one archive of them)."]
+            return [], []
+        fmt, given = self.cleaned_data["format"], self.given()
+        read: list[tuple[str, ImportedFile]] = []
+        skipped: list[str] = []
+        unreadable: set[str] = set()
+        for i, upload in enumerate(uploads):
+            name = (upload.name or f"file {i + 1}")[:MAX_FILE_NAME]
+            limit = result_archives.MAX_ARCHIVE_BYTES if result_archives.is_archive(name) else MAX_FILE_CHARS * 4
+            if upload.size is None or upload.size > limit:
+                errors.setdefault("uploads", []).append(f"{name}: at most {limit:,} bytes are accepted")
+                continue
+            data = upload.read()
+            if result_archives.is_archive(name):
+                members, left = read_archive(name, name, data, errors, unreadable, fmt=fmt, given=given)
+                read += [(f"{name}[{f.name[len(name) + 1 :]}]", f) for f in members]
+                skipped += left
+            elif (file := read_file(name, FileIn(name, data, fmt, given), errors, unreadable)) is not None:
+                read.append((name, file))
+        return read, skipped

@@ -207,7 +207,8 @@ def test_the_two_real_files_are_two_profiles_with_the_stated_server_and_their_ow
         (run,) = experiment.run_set.all()
         assert run.config.model_path == "/models/llama-8b" and run.config.tp_size == 2
         assert run.config.speculative_algorithm == "EAGLE3" and run.config.speculative_num_steps == 3
-        assert run.imported_from["engine"] == "sglang" and "model_path" in run.imported_from["given"]
+        assert run.imported_from is not None and run.imported_from["engine"] == "sglang"
+        assert "model_path" in run.imported_from["given"]
         (cell,) = Measurement.objects.filter(run=run)
         assert cell.output_throughput == row["output_throughput"]  # unchanged, to the bit
         assert cell.total_throughput == row["total_throughput"] and cell.request_throughput == row["request_throughput"]

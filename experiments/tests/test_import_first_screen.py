@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ def _run(run_id: int, config: str = "llama-8b eagle3", day: int = 1) -> Imported
 
 
 def test_it_says_the_tool_version_and_each_levels_figures():
-    cells = [
+    cells: list[dict[str, Any]] = [
         {"run_id": 1, "concurrency": 4, "output_throughput": 1234.4, "mean_tpot_ms": 12.34, "mean_ttft_ms": 45.0,
          "accept_length": None, "server_accept_length": 3.1},
         {"run_id": 1, "concurrency": 128, "output_throughput": 20480.0, "mean_tpot_ms": 30.0},

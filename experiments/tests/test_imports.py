@@ -186,6 +186,7 @@ def test_it_imports_a_baseline_and_a_speculative_file_into_one_comparable_experi
     assert experiment.profile.concurrency == [1, 4] and experiment.profile.input_len == 128
     runs = list(experiment.run_set.order_by("sequence"))
     assert [r.state for r in runs] == [Run.State.SUCCEEDED] * 2
+    assert runs[1].imported_from is not None
     assert (
         runs[1].imported_from.items()
         >= {

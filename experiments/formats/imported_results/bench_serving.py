@@ -152,8 +152,8 @@ def _sglang_server(row: dict[str, Any], info: dict[str, Any] | None, check: Chec
         # Before 0.5 no line has server_info; from 0.5 it is null where the server did not answer /server_info.
         why = f"{'null' if 'server_info' in row else 'absent'} (backend {backend})"
         model = row.get("model_id") or row.get("model")
-        said = {"model_path": model if isinstance(model, str) and model else None}
-        return given.server(check, said, where={**STATED_AT, "model_path": "server_info"}, why=why)
+        stated = {"model_path": model if isinstance(model, str) and model else None}
+        return given.server(check, stated, where={**STATED_AT, "model_path": "server_info"}, why=why)
     model = info.get("model_path")
     if model is not None and (not isinstance(model, str) or not model):
         check.fail("server_info.model_path", "not text")
