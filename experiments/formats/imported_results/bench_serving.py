@@ -70,6 +70,18 @@ ENGINE_OF_BACKEND = {
     "lmdeploy-chat": "lmdeploy",
     "trt": "tensorrt-llm",
 }
+# specdash's own figures on a line it exported, under a key bench_serving never writes.
+EXTENSION_KEY = "specdash"
+EXTENSION_FIGURES = (
+    "accept_length",
+    "pooled_accept_length",
+    "mean_request_accept_length",
+    "steady_state_accept_length",
+    "steady_state_output_throughput",
+    "steady_state_window_s",
+    "server_mean_e2e_latency_ms",
+    "failed",
+)
 # Where a line states each server field, for the refusal that a given value contradicts it.
 STATED_AT = {name: f"server_info.{name}" for name in ("model_path", "tp_size", *SPEC_FIELDS)}
 
@@ -122,6 +134,7 @@ def parse(content: str, given: Given | None = None) -> list[ImportedRun]:
             if window is not None:
                 metrics["server_accept_length"] = window
         cell.raw.update(_goodput(row))
+        metrics.update(_extension(row, check))
         shape = _shape(row)
         runs.setdefault((server.key, shape, engine or ""), []).append((cell, row, server, info or {}, engine or ""))
         if len(errors) >= MAX_ERRORS:
@@ -211,6 +224,22 @@ def _goodput(row: dict[str, Any]) -> dict[str, Any]:
                 ):
                     flat[template.format(metric)] = number
     return flat
+
+
+def _extension(row: dict[str, Any], check: Checker) -> dict[str, Any]:
+    """A line specdash exported (formats/bench_serving_export.py) keeps its other figures under `specdash`, a key
+    bench_serving never writes: its acceptance figures (token-weighted, pooled, mean of requests), steady-state
+    window and failed requests come back into their own columns, each checked as a number."""
+    extension = row.get(EXTENSION_KEY)
+    if not isinstance(extension, dict):
+        return {}
+    figures: dict[str, Any] = {}
+    for name in EXTENSION_FIGURES:
+        reader = check.integer if name == "failed" else check.number
+        value = reader(extension, name, prefix=f"{EXTENSION_KEY}.", optional=True)
+        if value is not None:
+            figures[name] = value
+    return figures
 
 
 def _sglang_run(group: list[tuple[Cell, dict[str, Any], Server, dict[str, Any], str]]) -> ImportedRun:
