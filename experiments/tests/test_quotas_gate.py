@@ -236,7 +236,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CREATES = {"create", "bulk_create", "get_or_create", "update_or_create"}
 # Where a Run row may be made other than by queue_runs, and why.
 OTHER_MAKERS = {
-    ("experiments/actions/imports.py", "do_import_runs"),  # runs measured elsewhere: stored succeeded, never queued
+    ("experiments/actions/imports.py", "_file_runs"),  # runs measured elsewhere: stored succeeded, never queued
     ("dashboard/demo/history.py", "_queued_run"),  # the demo's past, written by its command (an operator)
 }
 
