@@ -21,7 +21,9 @@ REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # Paths the docs name on a GPU host or its SGLang server, not on specdash.
 HOST_PATHS = ("/etc/", "/proc/", "/dev/", "/tmp/", "/usr/", "/var/", "/opt/", "/home/", "/root/")
-SERVER_ENDPOINTS = {"/health", "/health_generate", "/metrics", "/start_profile", "/stop_profile", "/get_server_info"}
+SERVER_ENDPOINTS = {
+    "/health", "/health_generate", "/metrics", "/start_profile", "/stop_profile", "/get_server_info", "/server_info"
+}  # fmt: skip
 TOP_LEVEL = ("dashboard/", "experiments/", "workers/", "simhost/", "templates/", "static/", "bench/", "docs/", ".ci/")
 
 
