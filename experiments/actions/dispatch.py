@@ -82,13 +82,18 @@ def test_host_connection(host: Host) -> None:
 
 
 class DownloadSlot:
-    """A user's place for one host log download, held in Redis until released (or until `seconds` pass, for a
-    web process that died mid-download)."""
+    """A user's place for one host log download, held in Redis while the download reads (each slice renews it), and
+    gone `seconds` after the last renewal: a web process that died mid-download does not lock its user out."""
 
     def __init__(self, user_id: int, seconds: int) -> None:
         self._client = redis.Redis.from_url(settings.REDIS_URL)
         self._key = f"specdash:{settings.SPECDASH_INSTANCE}:host-log-download:{user_id}"
+        self._seconds = seconds
         self.taken = bool(self._client.set(self._key, "1", nx=True, ex=seconds))
+
+    def renew(self) -> None:
+        if self.taken:
+            self._client.expire(self._key, self._seconds)
 
     def release(self) -> None:
         if self.taken:

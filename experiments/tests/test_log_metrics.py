@@ -140,8 +140,8 @@ def test_it_refuses_counted_repeats_too_large_to_compile_before_compiling_them(p
 
     assert "counted repeat" in problem, problem
     # Refused from the parse, in about 1 ms (compiling the largest takes minutes); the bound leaves room for a garbage
-    # collection in a long test session.
-    assert time.process_time() - started < 0.2
+    # collection of a long test session's heap on a loaded machine (one took 215 ms of this process's CPU).
+    assert time.process_time() - started < 1.0
     with pytest.raises(ValueError):
         log_metrics.compile_pattern(pattern)  # the worker's path refuses it too
 

@@ -94,6 +94,7 @@ def run_log_download(request: HttpRequest, run_id: int) -> StreamingHttpResponse
 # for a moment, and the web process for the whole download.
 HOST_LOG_MAX_BYTES = 4 * 1024 * 1024 * 1024
 HOST_LOG_MAX_SECONDS = 1800
+HOST_LOG_SLOT_SECONDS = 120  # a user's download slot outlives its last slice by this long
 
 
 @requires("experiments.view_run")
@@ -103,7 +104,7 @@ def run_host_log_download(request: HttpRequest, run_id: int) -> HttpResponseBase
     run = get_object_or_404(Run.objects.select_related("host"), pk=run_id)
     if run.log_cut_line is None or not run.log_path:
         return redirect("run_log_download", run.pk)  # the stored log is the whole log
-    slot = dispatch.DownloadSlot(int(request.user.pk or 0), HOST_LOG_MAX_SECONDS + 60)
+    slot = dispatch.DownloadSlot(int(request.user.pk or 0), HOST_LOG_SLOT_SECONDS)
     if not slot.taken:
         text = "A download of a host's log is already running for you: wait for it to end, then try again.\n"
         return HttpResponse(text, status=429, content_type="text/plain; charset=utf-8")
@@ -123,7 +124,9 @@ def _host_log(run: Run, first: bytes, size: int, slot: dispatch.DownloadSlot) ->
     """The file up to its size when the download began (a live flood's log grows on), within the bounds; the user's
     download slot is given back at the end, or when the browser goes away (the response closes this generator)."""
     try:
-        yield from _host_log_slices(run, first, size)
+        for data in _host_log_slices(run, first, size):
+            slot.renew()
+            yield data
     finally:
         slot.release()
 
