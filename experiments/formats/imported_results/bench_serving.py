@@ -20,6 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import bounded_json
+
+# specdash's own figures on a line it exported, under a key bench_serving never writes: the export's own names.
+from ..bench_serving_export import EXTENSION_FIELDS, EXTENSION_KEY
 from .common import (
     DATASET_MAX,
     MAX_ERRORS,
@@ -70,18 +73,6 @@ ENGINE_OF_BACKEND = {
     "lmdeploy-chat": "lmdeploy",
     "trt": "tensorrt-llm",
 }
-# specdash's own figures on a line it exported, under a key bench_serving never writes.
-EXTENSION_KEY = "specdash"
-EXTENSION_FIGURES = (
-    "accept_length",
-    "pooled_accept_length",
-    "mean_request_accept_length",
-    "steady_state_accept_length",
-    "steady_state_output_throughput",
-    "steady_state_window_s",
-    "server_mean_e2e_latency_ms",
-    "failed",
-)
 # Where a line states each server field, for the refusal that a given value contradicts it.
 STATED_AT = {name: f"server_info.{name}" for name in ("model_path", "tp_size", *SPEC_FIELDS)}
 
@@ -234,7 +225,7 @@ def _extension(row: dict[str, Any], check: Checker) -> dict[str, Any]:
     if not isinstance(extension, dict):
         return {}
     figures: dict[str, Any] = {}
-    for name in EXTENSION_FIGURES:
+    for name in EXTENSION_FIELDS:
         reader = check.integer if name == "failed" else check.number
         value = reader(extension, name, prefix=f"{EXTENSION_KEY}.", optional=True)
         if value is not None:
