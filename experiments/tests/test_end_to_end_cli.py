@@ -104,7 +104,7 @@ def _experiment_file(work: Path, host: str, *, clean: bool) -> Path:
             "num_prompts": 4,
             "input_len": 64,
             "output_len": 24,
-            "passes": 3 if clean else 2,  # the clean one's verdict must settle: three samples a side
+            "passes": 6 if clean else 2,  # the clean one's verdict must settle under load: six samples a side
             "launches": 1,
             "warmup_requests": 0,
             "stall_timeout_s": 60,

@@ -478,7 +478,8 @@ def test_a_steady_stream_is_handed_over_at_most_once_a_gap_its_first_line_at_onc
     assert handed[0][1] == ["line 0"]  # after a quiet spell, at once
     # The last batch is the tail's end, which waits for nothing.
     gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(handed[:-1])]
-    assert gaps and min(gaps) >= 0.05
+    # Measured here, when each batch arrives, not where the tail timed its wait: a millisecond apart at most.
+    assert gaps and min(gaps) >= 0.05 - 0.001
     assert len(handed) < 30 / 2
 
 
