@@ -64,12 +64,17 @@ def _scrape_interval_ms(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="benchclient",
-        description="Streaming load generator for an SGLang server (bench_serving semantics, random ids).",
+        description="Streaming load generator for an SGLang or vLLM server (bench_serving semantics, random ids).",
     )
     parser.add_argument(
         "--base-url", type=_base_url, required=True, help="e.g. http://127.0.0.1:30000 (plain http only)"
     )
-    parser.add_argument("--backend", choices=BACKENDS, default="sglang")
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="sglang",
+        help="sglang: SGLang's /generate; sglang-oai: SGLang's /v1/completions; vllm: a vLLM server's /v1/completions",
+    )
     parser.add_argument("--concurrency", type=_positive_int, required=True, help="requests in flight at most")
     parser.add_argument("--num-prompts", type=_positive_int, required=True)
     parser.add_argument("--input-len", type=_positive_int, required=True, help="prompt length in tokens")

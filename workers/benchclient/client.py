@@ -1,5 +1,10 @@
-"""The load generator: N concurrent streaming requests against one SGLang server, like bench_serving
+"""The load generator: N concurrent streaming requests against one SGLang or vLLM server, like bench_serving
 with --request-rate inf --max-concurrency N.
+
+Backends: "sglang" (native /generate), "sglang-oai" and "vllm" (/v1/completions streaming, one stream reader for
+both: streams.OpenAICompletionStream). They differ in what they ask for and where acceptance comes from: SGLang's
+per-request fields and its generation-tokens / verify-calls counters, vLLM's spec_decode counters read like
+`vllm bench serve` (prometheus.spec_decode_figures) and, 0.30+, its per-request spec metrics.
 
 Built for throughput on one core: request bodies encoded before the clock starts, the streaming POSTs sent
 over a pool of keep-alive connections by the small HTTP/1.1 client of transport.py, which hands each piece the
@@ -27,7 +32,7 @@ from .metrics import RequestRecord, summarize
 from .streams import OpenAICompletionStream, SglangStream, SseReceiver, Stream, StreamError
 from .transport import ConnectError, HttpError, HttpPool, parse_base_url
 
-BACKENDS = ("sglang", "sglang-oai")
+BACKENDS = ("sglang", "sglang-oai", "vllm")
 # bench_serving caps the warm-up request's output at 32 tokens.
 WARMUP_OUTPUT_LEN_CAP = 32
 
@@ -152,9 +157,18 @@ def _request_body(config: BenchConfig, prompt: list[int] | str, output_len: int,
             "ignore_eos": True,
             "stream": True,
             "stream_options": {"include_usage": True},
-            # SGLang 0.5.23's per-request spec fields (verify steps, accepted-drafts histogram); ignored before.
-            "return_spec_tokens_details": True,
         }
+        if config.backend == "vllm":
+            # What `vllm bench serve` sends to /v1/completions beside the above (reference vllm-interface §7.4).
+            body["repetition_penalty"] = 1.0
+            if config.keep_outputs:
+                # vLLM 0.11+: each chunk's token ids (and the prompt's in the first). Only when outputs are kept:
+                # the prompt's ids are a large first chunk to decode, and vLLM before 0.11 logs every request's
+                # unknown field.
+                body["return_token_ids"] = True
+        else:
+            # SGLang 0.5.23's per-request spec fields (verify steps, accepted-drafts histogram); ignored before.
+            body["return_spec_tokens_details"] = True
         if config.top_p != 1:
             body["top_p"] = config.top_p
     return json.dumps(body, separators=(",", ":")).encode()
@@ -190,6 +204,19 @@ class _Progress:
             print(f"benchclient: {self.finished}/{self.total} done, {self.failed} failed", file=sys.stderr)
 
 
+def _vllm_acceptance(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, Any]:
+    """A vLLM cell's acceptance from the server's counters (prometheus.spec_decode_figures): the raw counts, and the
+    pooled accept length, accepted-drafts histogram and position acceptance under the keys the SGLang backends fill.
+    The counters' histogram replaces the one summed from the requests' own metrics (0.30+): they count the same
+    drafts of a cell the server served alone, and the counters are there on every version."""
+    figures = prometheus.spec_decode_figures(before, after)
+    if figures["accepted_drafts_histogram"] is None:
+        # Per-request histograms (if any) stay, with the position acceptance that follows from them.
+        figures.pop("accepted_drafts_histogram")
+        figures.pop("position_acceptance")
+    return figures
+
+
 async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
     """Run warm-up then the measured requests; returns the result object and the process exit code.
 
@@ -197,6 +224,7 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
     base_url = config.base_url.rstrip("/")
     host, port, path_prefix = parse_base_url(base_url)
     split_itl = config.backend == "sglang"
+    engine = prometheus.ENGINE_METRICS[config.backend]
     make_stream: Callable[[RequestRecord], Stream] = SglangStream if split_itl else OpenAICompletionStream
     path = f"{path_prefix}/generate" if split_itl else f"{path_prefix}/v1/completions"
     timeout = aiohttp.ClientTimeout(total=config.request_timeout)
@@ -215,7 +243,7 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
     if config.prompts_file is not None:
         header["num_prompts"] = len(prompts)
     model: str | None = None
-    if config.backend == "sglang-oai":
+    if config.backend != "sglang":
         try:
             async with aiohttp.ClientSession() as session:
                 model = await _served_model(session, base_url, timeout)
@@ -269,9 +297,12 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
         ]
         progress = _Progress(len(records))
         async with aiohttp.ClientSession() as metrics_session:
-            counters_before = await prometheus.scrape(metrics_session, base_url)  # after the warm-up finished
+            # After the warm-up finished.
+            counters_before = await prometheus.scrape(metrics_session, base_url, engine)
             sampler = (
-                prometheus.GaugeSampler(base_url, config.metrics_interval_ms, stream=config.stream_metrics)
+                prometheus.GaugeSampler(
+                    base_url, config.metrics_interval_ms, stream=config.stream_metrics, engine=engine
+                )
                 if counters_before and config.metrics_interval_ms
                 else contextlib.nullcontext(None)
             )
@@ -281,15 +312,20 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
                     *(limited(request, record, progress) for request, record in zip(requests, records, strict=True))
                 )
                 duration = time.perf_counter() - started
-            counters_after = await prometheus.scrape(metrics_session, base_url) if counters_before else None
+            counters_after = await prometheus.scrape(metrics_session, base_url, engine) if counters_before else None
     finally:
         pool.close()
 
     result = header | summarize(records, duration=duration, split_itl=split_itl)
     # Over the longest stretch with the concurrency held (steady_state.py), beside the whole-cell figures.
     result |= steady_state.figures(records, config.concurrency, ratio=config.steady_state_ratio)
-    result["pooled_accept_length"] = prometheus.pooled_accept_length(counters_before, counters_after)
-    result["server_mean_e2e_latency_ms"] = prometheus.server_mean_e2e_latency_ms(counters_before, counters_after)
+    if config.backend == "vllm":
+        result |= _vllm_acceptance(counters_before, counters_after)
+    else:
+        result["pooled_accept_length"] = prometheus.pooled_accept_length(counters_before, counters_after)
+    result["server_mean_e2e_latency_ms"] = prometheus.server_mean_e2e_latency_ms(
+        counters_before, counters_after, engine
+    )
     # Last, so each sample's age is taken as the result is written: the worker dates them by when it arrives.
     result["server_metrics"] = gauges.report(time.perf_counter()) if gauges is not None else None
     all_unreachable = all(record.unreachable for record in records)

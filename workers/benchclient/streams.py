@@ -162,9 +162,16 @@ class SglangStream:
 
 
 class OpenAICompletionStream:
-    """Follows one /v1/completions stream: text deltas per chunk, the token count only in the usage chunk, and the
-    spec fields in `sglext.spec_tokens_details` of the chunk that finishes (asked for with
-    `return_spec_tokens_details`; servers before 0.5.23 ignore the field and send none)."""
+    """Follows one /v1/completions stream, SGLang's or vLLM's: a chunk with new text (or token ids) is a chunk of
+    output, its arrival the chunk's time; the token count comes from the usage chunk (`stream_options.include_usage`).
+
+    A chunk's tokens are counted one per chunk, unless it carries its `token_ids` (vLLM 0.11+ with
+    `return_token_ids`): SGLang sends a chunk per token, vLLM one per engine step, all the tokens accepted in it. The
+    spec fields per request: SGLang's in `sglext.spec_tokens_details` of the chunk that finishes (asked for with
+    `return_spec_tokens_details`; servers before 0.5.23 ignore the field and send none), vLLM's in
+    `metrics.speculative_decoding` of the usage chunk (0.30+ with `--per-request-spec-decode-metrics`; reference
+    vllm-interface §6): its `num_spec_steps` are the verify steps, its `acceptance_histogram` the accepted-drafts
+    histogram, index j the steps that accepted exactly j drafts, as SGLang's."""
 
     split_itl = False
 
@@ -172,6 +179,8 @@ class OpenAICompletionStream:
         self.record = record
         self.usage_completion_tokens: int | None = None
         self.spec_details: dict[str, Any] | None = None
+        self.vllm_spec: dict[str, Any] | None = None
+        self.token_ids: list[int] = []
 
     def feed(self, line: bytes, offset: int, now: float) -> None:
         event = json.loads(line[offset:])
@@ -181,7 +190,16 @@ class OpenAICompletionStream:
         if not isinstance(event, dict):
             return
         for choice in event.get("choices") or ():
-            if isinstance(choice, dict) and choice.get("text"):
+            if not isinstance(choice, dict):
+                continue
+            ids = choice.get("token_ids")
+            if isinstance(ids, list) and ids:
+                self.record.chunk_times.append(now)
+                self.record.chunk_tokens.append(len(ids))
+                if self.record.keep_output:
+                    self.token_ids.extend(ids)
+                break
+            if choice.get("text"):
                 self.record.chunk_times.append(now)
                 self.record.chunk_tokens.append(1)
                 break
@@ -191,16 +209,26 @@ class OpenAICompletionStream:
         sglext = event.get("sglext")
         if isinstance(sglext, dict) and isinstance(sglext.get("spec_tokens_details"), dict):
             self.spec_details = sglext["spec_tokens_details"]
+        metrics = event.get("metrics")
+        if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
+            self.vllm_spec = metrics["speculative_decoding"]
 
     def finish(self) -> None:
         if self.usage_completion_tokens is not None:
             self.record.output_len = self.usage_completion_tokens
         else:
-            # A server that ignores include_usage: one token per text chunk is the best remaining guess.
-            self.record.output_len = len(self.record.chunk_times)
+            # A server that ignores include_usage: the chunks' token ids, else one token per text chunk, is the best
+            # remaining guess.
+            self.record.output_len = sum(self.record.chunk_tokens)
         if self.spec_details is not None:
             self.record.spec_verify_ct = _count_of(self.spec_details.get("spec_verify_ct"))
             self.record.spec_drafts_histogram = _histogram_of(self.spec_details)
+        if self.vllm_spec is not None:
+            self.record.spec_verify_ct = _count_of(self.vllm_spec.get("num_spec_steps"))
+            histogram = self.vllm_spec.get("acceptance_histogram")
+            self.record.spec_drafts_histogram = _histogram_of({_HISTOGRAM_KEYS[0]: histogram})
+        if self.record.keep_output and self.token_ids:
+            self.record.output_ids = self.token_ids
 
 
 Stream = SglangStream | OpenAICompletionStream

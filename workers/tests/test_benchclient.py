@@ -896,7 +896,7 @@ async def test_it_exits_1_when_the_server_is_unreachable(unused_tcp_port: int) -
             "--output-len",
             "1",
             "--backend",
-            "vllm",
+            "trt",
         ],
     ],
 )
