@@ -16,12 +16,14 @@ def shell_setup(
     load_seconds: float | str,
     health_poll_seconds: float | None = None,
     sglang_version: str | None = None,
+    vllm_version: str | None = None,
 ) -> str:
     """Put the nvidia-smi shim and the venv on PATH (a real host activates its SGLang venv here).
 
     `health_poll_seconds` shortens /health's answer latency (SGLang's 1 s poll, simhost's default): the suite's
     launches then spend a fraction of a second, not two, between the weights loaded and the worker seeing it.
-    `sglang_version` is the SGLang the host imitates (versions.SUPPORTED; unset: versions.DEFAULT)."""
+    `sglang_version` is the SGLang the host imitates (versions.SUPPORTED; unset: versions.DEFAULT); `vllm_version`
+    the vLLM its `VLLM_LAUNCHER` imitates (vllm.versions.SUPPORTED; unset: vllm.versions.DEFAULT)."""
     path = f"{shlex.quote(str(REPO / 'simhost' / 'bin'))}:{shlex.quote(str(REPO / '.venv' / 'bin'))}"
     return "\n".join(
         [
@@ -33,11 +35,14 @@ def shell_setup(
         ]
         + ([f"export SIMHOST_HEALTH_POLL_SECONDS={float(health_poll_seconds)}"] if health_poll_seconds else [])
         + ([f"export SIMHOST_SGLANG_VERSION={shlex.quote(sglang_version)}"] if sglang_version else [])
+        + ([f"export SIMHOST_VLLM_VERSION={shlex.quote(vllm_version)}"] if vllm_version else [])
     )
 
 
 MODELS_ROOT = REPO / "simhost" / "models"
 LAUNCHER = "python -m simhost.launch_server"
+# `vllm serve` on the simulated host: `{VLLM_LAUNCHER} MODEL [flags]` (README.md, "vLLM").
+VLLM_LAUNCHER = "python -m simhost.vllm_serve"
 
 
 def processes_of(state_dir: Path) -> list[int]:
