@@ -3,6 +3,7 @@ OpenAI endpoints, /metrics against the SpecDecoding lines, the processes and the
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -206,7 +207,7 @@ async def test_metrics_counters_match_the_spec_decoding_lines(server: Server) ->
             body = {"model": TARGET, "prompt": f"count {i} to ten", "max_tokens": 30}
             async with http.post("/v1/completions", json=body) as response:
                 assert response.status == 200
-        time.sleep(1.2)  # two stats intervals: every observed draft is in a printed line
+        await asyncio.sleep(1.2)  # two stats intervals: every observed draft is in a printed line
         async with http.get("/metrics") as response:
             assert response.headers["Content-Type"].startswith("text/plain")
             text = await response.text()

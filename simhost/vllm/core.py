@@ -244,7 +244,9 @@ class Rank:
 
     def allocate(self, kv_gib: float) -> None:
         """Take the KV cache, capture the graphs, warm the sampler up (the rest of --gpu-memory-utilization)."""
-        self.hold(self.held + kv_gib + ACTIVATION_PEAK_GIB * 0.2)
+        # The KV cache fills the budget (util x total) up; graphs captured inside it from 0.21 on, after it before.
+        graphs_inside = self.ver.graph_memory_profiling and not self.eager
+        self.hold(self.held + kv_gib + ACTIVATION_PEAK_GIB)
         frames = self.frames()
         if not self.eager:
             start = time.monotonic()
@@ -268,7 +270,7 @@ class Rank:
                     self.log.printed(lines.tqdm_capture(desc, FULL_SIZES, self.phases["capture"] * 0.4))
             else:
                 self.sleep("capture")
-            self.hold(self.held + GRAPH_POOL_GIB)
+            self.hold(self.held + (0.0 if graphs_inside else GRAPH_POOL_GIB))
             self.info(
                 "gpu_model_runner.py:3480",
                 f"Graph capturing finished in {time.monotonic() - start:.0f} secs, took {GRAPH_POOL_GIB:.2f} GiB",
