@@ -15,8 +15,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PRODUCT = ("experiments", "workers", "dashboard")
-# Pure: statistics, figures, the explanatory model, the SGLang adapter, nvidia-smi's answers. No Django, and of the
-# product only other pure modules.
+# Pure: statistics, figures, the explanatory model, the engine seam and the engines' adapters, nvidia-smi's
+# answers. No Django, and of the product only other pure modules.
 PURE = (
     "experiments.analysis",
     "experiments.charts",
@@ -25,6 +25,8 @@ PURE = (
     "experiments.tuning",
     "experiments.remedies",
     "workers.sglang",
+    "workers.vllm",
+    "workers.engines",
     "workers.hostreads",
 )
 FRAMEWORKS = ("django", "channels", "celery", "ninja", "asgiref", "daphne", "channels_redis")
