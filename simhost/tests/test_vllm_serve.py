@@ -77,7 +77,11 @@ def expected_text(prompt: str, tokens: int) -> str:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("vllm")
-    server = start_vllm(tmp, "-tp", "8", *EAGLE3_K3, env={"SIMHOST_VLLM_VERSION": "0.33.0", "SIMHOST_SPEED": "0"})
+    server = start_vllm(
+        tmp,
+        *["-tp", "8", *EAGLE3_K3, "--per-request-spec-decode-metrics", "detailed"],
+        env={"SIMHOST_VLLM_VERSION": "0.33.0", "SIMHOST_SPEED": "0"},
+    )
     # Loading: the port is bound but refuses connections.
     server.wait_for(r"Starting to load model")
     assert refused(server.port)
@@ -154,6 +158,14 @@ async def test_completions_stream_one_chunk_per_engine_step_with_usage(server: S
     per_chunk = [len(c["choices"][0]["text"].split()) for c in content]
     assert max(per_chunk) > 1 and all(1 <= n <= 4 for n in per_chunk)  # all tokens a step accepted: 1..K+1
     assert whole["usage"]["completion_tokens"] == 40 and whole["id"].startswith("cmpl-")
+    # 0.30+ --per-request-spec-decode-metrics: on the usage chunk when streaming, in the body otherwise
+    spec = usage["metrics"]["speculative_decoding"]
+    assert spec["num_spec_steps"] == len(content) - 1  # every chunk after the prefill's is one verify step
+    assert spec["num_draft_tokens"] == 3 * spec["num_spec_steps"] and spec["num_spec_tokens"] == 3
+    assert spec["num_accepted_draft_tokens"] == 39 - spec["num_spec_steps"] == sum(spec["per_step_accepted"])
+    assert sum(spec["acceptance_histogram"]) == spec["num_spec_steps"] and len(spec["acceptance_histogram"]) == 4
+    assert spec["mean_acceptance_length"] == 1 + spec["num_accepted_draft_tokens"] / spec["num_spec_steps"]
+    assert whole["metrics"]["speculative_decoding"]["num_spec_tokens"] == 3
 
 
 async def test_chat_stream_starts_with_the_role_and_ends_with_finish_and_usage(server: Server) -> None:

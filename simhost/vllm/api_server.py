@@ -340,7 +340,23 @@ class ApiServer:
                 self.log.record(level, "metrics.py:96", spec)
 
 
+HELP_KNOBS = """
+simulator (simhost) environment:
+  SIMHOST_VLLM_VERSION (default {default}): the vLLM whose formats are imitated; supported: {supported}
+  SIMHOST_LOAD_SECONDS, SIMHOST_SPEED, SIMHOST_GPUS, SIMHOST_GPU_MEMORY_MIB, SIMHOST_STATE_DIR, SIMHOST_FAULTS ...:
+    as for `python -m simhost.launch_server --help`
+vLLM environment honoured: VLLM_LOG_STATS_INTERVAL, VLLM_KEEP_ALIVE_ON_ENGINE_DEATH, VLLM_LOGGING_STREAM,
+  VLLM_LOGGING_PREFIX, VLLM_LOGGING_LEVEL, VLLM_LOGGING_COLOR, NO_COLOR, VLLM_PROCESS_NAME_PREFIX,
+  VLLM_SERVER_DEV_MODE, VLLM_WORKER_MULTIPROC_METHOD
+"""
+
+
 def main(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:
+        # vLLM's own help is pages long; the simulator prints the usage line and its knobs (a simplification)
+        text = vargs.SERVE_USAGE + HELP_KNOBS.format(default=versions.DEFAULT, supported=", ".join(versions.SUPPORTED))
+        os.write(1, text.encode())
+        return 0
     server = ApiServer(argv)
     sock = server.bind()
     server.start_engine()

@@ -164,7 +164,7 @@ class Rank:
         mla = "kv_lora_rank" in s.target
         self.info("cuda.py:366", f"Using {'FlashMLA' if mla else 'Flash Attention'} backend on V1 engine.")
         load_frames = [*frames, ("vllm/v1/worker/gpu_worker.py", 214, "load_model", "self.model_runner.load_model(")]
-        start = time.monotonic()
+        start = load_start = time.monotonic()
         self._weights(self.job.target_bytes / self.tp / GIB, self.job.target_shards, "weights", load_frames)
         self.info("default_loader.py:267", f"Loading weights took {time.monotonic() - start:.2f} seconds")
         if s.spec is not None and s.spec.draft_config is not None:
@@ -178,7 +178,7 @@ class Rank:
         weights_gib = self.held - CUDA_CONTEXT_GIB - (NCCL_GIB if self.tp > 1 else 0.0)
         self.info(
             "gpu_model_runner.py:2653",
-            self.ver.model_loading_line(weights_gib, self.phases["weights"] + self.phases["draft"]),
+            self.ver.model_loading_line(weights_gib, time.monotonic() - load_start),
         )
         if not self.eager:
             self._compile()

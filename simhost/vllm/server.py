@@ -22,6 +22,8 @@ from simhost.vllm.logs import STDOUT, ProcLog
 from simhost.vllm.versions import VllmVersion
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# prometheus_client's CONTENT_TYPE_LATEST (text format 0.0.4)
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
 
 
@@ -144,7 +146,7 @@ async def models(request: web.Request) -> web.Response:
 async def metrics_endpoint(request: web.Request) -> web.Response:
     state = request.app[STATE]
     if state.setup.args.disable_log_stats:  # no StatLoggerManager: no vllm:* metric at all (§1.4)
-        return web.Response(text="", content_type="text/plain", charset="utf-8", headers={"X-Simhost": "no-stats"})
+        return web.Response(text="", headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
     engine = state.engine
     st = engine.stats
     _, usage = engine.token_usage()
@@ -167,9 +169,7 @@ async def metrics_endpoint(request: web.Request) -> web.Response:
         if engine.cfg.algorithm
         else None,
     )
-    return web.Response(
-        text=metrics.exposition(snap), content_type="text/plain", charset="utf-8", headers={"X-Simhost": "vllm"}
-    )
+    return web.Response(text=metrics.exposition(snap), headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
 
 
 async def reset_prefix_cache(request: web.Request) -> web.Response:
