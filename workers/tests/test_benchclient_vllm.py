@@ -1,16 +1,32 @@
 """The benchmark client's vLLM backend: acceptance from vLLM's spec_decode counters read as `vllm bench serve` reads
 them, its gauges under the names the SGLang backends give theirs, and its /v1/completions stream (several tokens per
-chunk, token ids, per-request spec metrics), on text written from the reference's formats (vllm-interface §3.2, §6).
-"""
+chunk, token ids, per-request spec metrics), on text written from the reference's formats (vllm-interface §3.2, §6);
+then against simhost's vLLM personality (`python -m simhost.vllm_serve`), where a cell's figures must agree with the
+server's own `SpecDecoding metrics:` lines."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
+from simhost.ports import free_port
+from simhost.tests.conftest import DRAFT, REPO, TARGET, Server
+from simhost.vllm import lines as vllm_lines
 from workers.benchclient import prometheus
+from workers.benchclient.client import BenchConfig, run_benchmark
 from workers.benchclient.metrics import RequestRecord, request_timings, summarize
 from workers.benchclient.streams import OpenAICompletionStream, SseReceiver, StreamError, feed_sse
 
@@ -253,3 +269,150 @@ def test_a_usage_chunk_alone_is_no_output_and_an_error_event_fails_the_request()
     failed = RequestRecord(prompt_len=4, start=0.0)
     with pytest.raises(StreamError, match="EngineCore encountered an issue"):
         feed_sse(OpenAICompletionStream(failed), [_chunk(" a", [1]), error], 1.0)
+
+
+# --- against simhost's vLLM personality -------------------------------------------------------------
+
+EAGLE3_K3 = ["--speculative-config", json.dumps({"method": "eagle3", "model": DRAFT, "num_speculative_tokens": 3})]
+# Stats lines every half second, so that every draft of a cell is in a printed line soon after it.
+STATS_INTERVAL_S = 0.5
+QUIET = {"SIMHOST_NOISE": "0", "SIMHOST_LAUNCH_NOISE": "0", "VLLM_LOG_STATS_INTERVAL": str(STATS_INTERVAL_S)}
+
+
+def _start_vllm(tmp: Path, *flags: str, version: str) -> Server:
+    """`python -m simhost.vllm_serve` as specdash launches a server: own session, stdout+stderr to one log file."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "SIMHOST_LOAD_SECONDS": "0.3",
+        "SIMHOST_STATE_DIR": str(tmp / "state"),
+        "SIMHOST_VLLM_VERSION": version,
+        **QUIET,
+    }
+    log = tmp / f"vllm-{port}.log"
+    # The simulated model fills eight GPUs.
+    argv = [sys.executable, "-m", "simhost.vllm_serve", TARGET, "--port", str(port), "-tp", "8", *flags]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True)
+    server = Server(proc, port, log, env)
+    try:
+        # Uvicorn's line, with the process prefix of the versions that put one on every line.
+        server.wait_for(r"INFO:     Application startup complete\.")
+    except BaseException:
+        _stop(server)
+        raise
+    return server
+
+
+def _stop(server: Server) -> None:
+    server.signal_group(signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        server.proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def vllm_eagle3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One EAGLE-3 server (K = 3) for the module: vLLM 0.33.0 with its per-request spec metrics."""
+    server = _start_vllm(
+        tmp_path_factory.mktemp("vllm"), *EAGLE3_K3, "--per-request-spec-decode-metrics", "summary", version="0.33.0"
+    )
+    yield server
+    _stop(server)
+
+
+def _spec_lines(text: str) -> list[re.Match[str]]:
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    return [m for m in map(re.compile(vllm_lines.SPEC_B_RE).search, plain.splitlines()) if m]
+
+
+async def _printed_lines(server: Server) -> list[re.Match[str]]:
+    """The server's SpecDecoding lines once they account for every draft token its counters have seen (a line comes
+    every STATS_INTERVAL_S while drafts are observed); what they hold then after at most 15 s."""
+    async with aiohttp.ClientSession() as session:
+        counters = await prometheus.scrape(session, server.base, prometheus.VLLM)
+    assert counters is not None
+    drafted = counters[prometheus.VLLM_DRAFT_TOKENS]
+    deadline = time.monotonic() + 15
+    while True:
+        spec = _spec_lines(server.text())
+        if sum(int(m["drafted"]) for m in spec) >= drafted or time.monotonic() > deadline:
+            return spec
+        await asyncio.sleep(STATS_INTERVAL_S / 2)
+
+
+async def test_a_cell_agrees_with_the_servers_spec_decoding_lines(vllm_eagle3: Server) -> None:
+    lines_before = len(await _printed_lines(vllm_eagle3))
+    config = BenchConfig(
+        base_url=vllm_eagle3.base, backend="vllm", concurrency=4, num_prompts=12, input_len=32, output_len=64,
+        warmup_requests=0, metrics_interval_ms=50,
+    )  # fmt: skip
+
+    result, code = await run_benchmark(config)
+    printed = await _printed_lines(vllm_eagle3)
+
+    assert code == 0 and result["completed"] == 12 and result["total_output_tokens"] == 12 * 64, result
+    spec = printed[lines_before:]
+    assert spec, vllm_eagle3.text()[-3000:]
+    accepted, drafted = sum(int(m["acc"]) for m in spec), sum(int(m["drafted"]) for m in spec)
+    # The counters' deltas are the lines' sums, exactly.
+    assert result["spec_decode_accepted_tokens"] == accepted and result["spec_decode_draft_tokens"] == drafted
+    drafts = result["spec_decode_num_drafts"]
+    assert drafted == 3 * drafts
+    assert result["spec_decode_acceptance_rate"] == pytest.approx(100 * accepted / drafted)
+    # The lines' means, weighted by their drafts (printed to 2 and 3 decimals), agree with the pooled figures.
+    line_drafts = [int(m["drafted"]) / 3 for m in spec]
+    line_length = sum(float(m["mal"]) * n for m, n in zip(spec, line_drafts, strict=True)) / drafts
+    assert result["pooled_accept_length"] == pytest.approx(line_length, rel=0.01)
+    assert 1.5 < result["pooled_accept_length"] < 4.0
+    line_rates = [[float(r) for r in m["pos"].split(", ")] for m in spec]
+    for position, rate in enumerate(result["position_acceptance"]):
+        weighted = sum(rates[position] * n for rates, n in zip(line_rates, line_drafts, strict=True)) / drafts
+        assert rate == pytest.approx(weighted, abs=0.005)
+    assert sum(result["accepted_drafts_histogram"]) == drafts
+    # Each request: its prefill token, then per draft the accepted tokens and one more.
+    assert result["total_output_tokens"] == result["completed"] + drafts + accepted
+    # The requests' own metrics (0.30+) count the same drafts: the token-weighted accept length over their steps.
+    assert result["accept_length"] == pytest.approx(result["total_output_tokens"] / drafts)
+    assert all(row["accept_length"] for row in result["requests"])
+    # Throughput and latencies: the cell's tokens over its duration; the server's own mean latency at most the client's.
+    assert result["output_throughput"] == pytest.approx(result["total_output_tokens"] / result["duration_s"])
+    assert 0 < result["server_mean_e2e_latency_ms"] <= result["mean_e2e_latency_ms"]
+    assert result["mean_itl_ms"] > 0 and result["max_output_tokens_per_s"] > 0
+    # vLLM's gauges under the result's names: up to 4 requests running, its KV cache in use; no step gauges.
+    metrics = result["server_metrics"]
+    series = {name: [row[i] for row in metrics["samples"]] for i, name in enumerate(metrics["fields"])}
+    assert max(series["num_running_reqs"]) == 4 and max(series["token_usage"]) > 0
+    assert None not in series["num_queue_reqs"] and set(series["spec_accept_length"]) == {None}
+
+
+async def test_the_command_line_runs_the_vllm_backend(vllm_eagle3: Server) -> None:
+    argv = ["--base-url", vllm_eagle3.base, "--backend", "vllm", "--concurrency", "2", "--num-prompts", "4"]
+    argv += ["--input-len", "16", "--output-len", "20", "--keep-outputs"]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "workers.benchclient", *argv, cwd=REPO,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+
+    assert process.returncode == 0, stderr.decode()
+    result = json.loads(stdout)
+    assert result["backend"] == "vllm" and result["completed"] == 4 and result["total_output_tokens"] == 80
+    assert result["pooled_accept_length"] > 1 and len(result["position_acceptance"]) == 3
+    # The warm-up ran before the first scrape: the counters count the cell's 4 requests only.
+    assert result["total_output_tokens"] == 4 + result["spec_decode_num_drafts"] + result["spec_decode_accepted_tokens"]
+
+
+async def test_a_baseline_vllm_has_no_acceptance(tmp_path: Path) -> None:
+    # 0.11.0: no per-request metrics either.
+    server = _start_vllm(tmp_path, version="0.11.0")
+    try:
+        config = BenchConfig(base_url=server.base, backend="vllm", concurrency=2, num_prompts=4, output_len=24)
+        result, code = await run_benchmark(config)
+    finally:
+        _stop(server)
+
+    assert code == 0 and result["completed"] == 4 and result["total_output_tokens"] == 96, result
+    for key in (*prometheus.VLLM_SPEC_KEYS, "pooled_accept_length", "accept_length", "accepted_drafts_histogram"):
+        assert result[key] is None, key
+    assert result["position_acceptance"] is None and result["server_mean_e2e_latency_ms"] > 0
