@@ -84,7 +84,8 @@ def test_sigkill_of_the_api_server_orphans_the_engine_core_with_its_memory(tmp_p
 
 
 async def test_a_dead_engine_fails_requests_answers_503_and_ends_the_server(tmp_path: Path) -> None:
-    server = start_vllm(tmp_path, "--disable-log-stats", env={**BIG_GPU, "SIMHOST_FAULTS": "crash_on_first_request"})
+    faults = {**BIG_GPU, "SIMHOST_FAULTS": "crash_on_first_request"}
+    server = start_vllm(tmp_path, "--disable-log-stats", "--enforce-eager", env=faults)
     try:
         server.wait_for(r"Application startup complete\.", 30)
         async with aiohttp.ClientSession(server.base) as http:
@@ -110,6 +111,9 @@ async def test_a_dead_engine_fails_requests_answers_503_and_ends_the_server(tmp_
         assert "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue." in text
         assert re.search(r"INFO:     Shutting down\n.*INFO:     Finished server process", text, re.S)
         assert "Engine 000:" not in text and "SpecDecoding" not in text
+        # --enforce-eager: neither torch.compile nor graph capture
+        assert "Cudagraph is disabled under eager mode" in text
+        assert "Capturing CUDA graphs" not in text and "torch.compile" not in text and "Graph capturing" not in text
     finally:
         stop(server)
     assert registry(tmp_path / "state") == []

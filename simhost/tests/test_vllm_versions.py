@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from simhost import speed
+from simhost import hostsetup, speed
 from simhost.vllm import args as vargs
 from simhost.vllm import lines, metrics, tracebacks, versions
 from simhost.vllm.engine import engine_args
@@ -282,3 +282,10 @@ def test_the_same_hardware_as_sglang() -> None:
     baseline = speed.SpecConfig.from_server_args(engine_args(resolve(V033)))
     assert baseline.algorithm is None and not baseline.overlap  # async scheduling is opt-in
     assert speed.SpecConfig.from_server_args(engine_args(resolve(V033, "--async-scheduling"))).overlap
+
+
+def test_a_host_setup_selects_the_vllm_version() -> None:
+    setup = hostsetup.shell_setup(hostsetup.REPO / "var", 1, vllm_version="0.33.0")
+    assert "export SIMHOST_VLLM_VERSION=0.33.0" in setup.splitlines()
+    assert "SIMHOST_VLLM_VERSION" not in hostsetup.shell_setup(hostsetup.REPO / "var", 1)
+    assert hostsetup.VLLM_LAUNCHER == "python -m simhost.vllm_serve"

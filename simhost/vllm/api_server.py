@@ -59,7 +59,8 @@ class ApiServer:
             self.log.warning(where, text)
         gpu_mib = knobs.gpu_memory_mib()
         try:
-            self.setup = vargs.resolve(a, ver, gpu_mib)
+            allow_long = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0").lower() in ("1", "true")
+            self.setup = vargs.resolve(a, ver, gpu_mib, allow_long)
             visible = len(gpu.visible_gpus())
             if a.tp > visible:
                 raise vargs.ConfigError(tracebacks.tp_too_large(ver, a.tp, visible))
@@ -67,6 +68,14 @@ class ApiServer:
             self.log.printed(tracebacks.config_traceback(exc.text) + "\n")
             os._exit(1)
         s = self.setup
+        derived = vargs.derived_max_model_len(s.target)
+        if s.max_model_len > derived:
+            # the reference names the variable, not vLLM's warning text: this wording is the simulator's
+            self.log.warning(
+                "model.py:1520",
+                f"User-specified max_model_len ({s.max_model_len}) is greater than the derived max_model_len "
+                f"({derived}). VLLM_ALLOW_LONG_MAX_MODEL_LEN is set: using {s.max_model_len}.",
+            )
         self.log.info("model.py:547", f"Resolved architecture: {s.architecture}")
         self.log.info("model.py:1510", f"Using max model len {s.max_model_len}")
         if s.spec is not None and s.spec.draft_config is not None:
@@ -76,6 +85,15 @@ class ApiServer:
             )
             self.log.info("model.py:547", f"Resolved architecture: {draft_arch}")
             self.log.info("model.py:1510", f"Using max model len {draft_len}")
+            draft_positions = vargs.derived_max_model_len(s.spec.draft_config)
+            if ver.at_least("0.28.0") and draft_positions < s.max_model_len:
+                # 0.28+ raises a plain-RoPE draft's positions to the target's (§4.3); before, the draft silently
+                # runs with the shorter length (and crashes on longer prompts, which the simulator does not imitate)
+                self.log.info(
+                    "vllm.py:3040",
+                    f"Overriding draft model max_position_embeddings from {draft_positions} to the target model's "
+                    f"max_model_len ({s.max_model_len}); the draft shares the target's positional space.",
+                )
         self.log.info(
             "scheduler.py:205", f"Chunked prefill is enabled with max_num_batched_tokens={s.max_num_batched_tokens}."
         )

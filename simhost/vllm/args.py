@@ -381,12 +381,13 @@ def derived_max_model_len(config: dict[str, Any]) -> int:
     return int(config.get("max_position_embeddings") or 2048)
 
 
-def resolve(a: ServeArgs, ver: VllmVersion, gpu_mib: int) -> EngineSetup:
-    """ModelConfig then SpeculativeConfig, as the API server builds them; raises ConfigError with vLLM's text."""
+def resolve(a: ServeArgs, ver: VllmVersion, gpu_mib: int, allow_long_max_model_len: bool = False) -> EngineSetup:
+    """ModelConfig then SpeculativeConfig, as the API server builds them; raises ConfigError with vLLM's text.
+    `allow_long_max_model_len`: VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (the API server logs vLLM's warning)."""
     target = read_model_config(a.model)
     derived = derived_max_model_len(target)
     max_len = a.max_model_len or derived
-    if a.max_model_len and a.max_model_len > derived:
+    if a.max_model_len and a.max_model_len > derived and not allow_long_max_model_len:
         message = (
             f"User-specified max_model_len ({a.max_model_len}) is greater than the derived max_model_len "
             f"(max_position_embeddings={derived} or model_max_length=None in model's config.json). To allow "
