@@ -3,6 +3,8 @@ and the errors vLLM raises for them in the API-server process before any engine 
 
 Pure apart from reading the models' config.json. A parse failure raises UsageError (argparse, exit 2); a config
 failure raises ConfigError, whose text is the exception line(s) ending the traceback the API server prints (exit 1).
+Over 400 lines because it holds vLLM's whole config-time surface (the flags of ten versions and every
+SpeculativeConfig check), which reads best in one place.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ The engine's steps themselves run in the API server (simhost/vllm/engine.py), as
 launcher; these processes are what a real host shows: titles, environment, memory, log lines, and the lifetimes of
 reference §4.7: EngineCore has no parent-death detection (SIGKILL of the API server leaves it and its workers
 alive, holding memory), workers end when EngineCore does (`Parent process exited, terminating worker`).
-Kept free of aiohttp and asyncio so spawning them stays cheap.
+Kept free of aiohttp and asyncio so spawning them stays cheap. Over 400 lines because a rank's startup (memory,
+lines, failures) is one story told once for EngineCore (TP=1) and the workers (TP>1).
 """
 
 from __future__ import annotations

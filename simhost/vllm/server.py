@@ -1,5 +1,6 @@
 """vLLM's HTTP side on aiohttp (reference §2.2, §6): /health, /ping, /version, /load, /metrics, /v1/models,
-/v1/completions, /v1/chat/completions, uvicorn-style access lines, and what a dead engine does to them."""
+/v1/completions, /v1/chat/completions, uvicorn-style access lines, and what a dead engine does to them. Over 400
+lines because the two OpenAI endpoints' streaming and non-streaming shapes differ field by field."""
 
 from __future__ import annotations
 
