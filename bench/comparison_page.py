@@ -58,7 +58,7 @@ from experiments.reads.reports import build_report  # noqa: E402
 # As the served process does (dashboard/asgi.py): what is loaded at startup is left out of full collections.
 gc.freeze()
 
-KEEP_POINTS = 300  # what workers/sglang/live_facts.py keeps per series on a run
+KEEP_POINTS = 300  # what workers/engines/live_facts.py keeps per series on a run
 
 
 class _Rollback(Exception):

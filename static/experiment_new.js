@@ -26,6 +26,8 @@
     counter.value = String(index + 1);
     const added = template.previousElementSibling;
     if (from && added) copyValues(from, added);
+    // Its engine's fields alone (the engine script below listens for this).
+    added?.querySelector('select[name$="-engine"]')?.dispatchEvent(new Event("change", { bubbles: true }));
     return added;
   }
 
@@ -412,4 +414,39 @@
     const block = form.querySelector(`[data-form-block="${CSS.escape(prefix)}"]`);
     if (block) remember(block, config);
   }
+})();
+
+// The engine of a config block: show the launch settings that engine takes (each field lists its engines in
+// data-engines, from experiments/rules/launch_fields.py) and its methods alone; the others are emptied as they are
+// hidden, so a block never posts a setting its engine has no use for. Without this script every field shows, and
+// the form refuses another engine's setting with a message that names it.
+(function () {
+  const form = document.getElementById("experiment-form") || document.querySelector("form");
+  if (!form) return;
+
+  function apply(select) {
+    const block = select.closest(".engine-fields");
+    if (!block) return;
+    const engine = select.value || "sglang";
+    const label = select.options[select.selectedIndex]?.text || engine;
+    for (const field of block.querySelectorAll("[data-engines]")) {
+      const wrapper = field.closest(".field");
+      const shown = field.dataset.engines.split(" ").includes(engine);
+      if (wrapper) wrapper.hidden = !shown;
+      if (!shown && field.tagName !== "SELECT") field.value = "";
+    }
+    const method = block.querySelector('select[name$="-speculative_algorithm"]');
+    if (!method) return;
+    for (const group of method.querySelectorAll("optgroup")) {
+      const own = group.label === label;
+      group.hidden = !own;
+      for (const option of group.querySelectorAll("option")) option.disabled = !own;
+    }
+    if (method.selectedOptions[0]?.disabled) method.value = "";
+  }
+
+  form.addEventListener("change", function (event) {
+    if (event.target.matches?.('select[name$="-engine"]')) apply(event.target);
+  });
+  for (const select of form.querySelectorAll('select[name$="-engine"]')) apply(select);
 })();

@@ -8,25 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.rules import secrets
+from experiments.rules import launch_fields, secrets
 
-# The config fields compared side by side, with their labels; the name is the column header.
-CONFIG_FIELDS = (
-    ("model_path", "model"),
-    ("served_model_name", "served model name"),
-    ("speculative_algorithm", "algorithm"),
-    ("speculative_draft_model_path", "draft model"),
-    ("speculative_num_steps", "steps"),
-    ("speculative_eagle_topk", "topk"),
-    ("speculative_num_draft_tokens", "draft tokens"),
-    ("tp_size", "tp"),
-    ("extra_args", "extra flags"),
-    ("env", "env"),
-    ("expect", "expectations"),
-    ("log_metrics", "log metrics"),
-    ("content_hash", "hash"),
-)
-_AUTO_WHEN_SPECULATIVE = {"speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"}
+# The config fields compared side by side, with their labels (every engine's launch fields, from their table); the
+# name is the column header.
+CONFIG_FIELDS = (*launch_fields.diff_rows(), ("content_hash", "hash"))
 
 
 @dataclass(frozen=True)
@@ -57,10 +43,16 @@ def config_diff_rows(configs: Sequence[Any]) -> list[ConfigDiffRow]:
 
 
 def _config_text(config: Any, name: str) -> str:
-    value = getattr(config, name)
     if name == "content_hash":
         return config.short_hash
-    if value is None and name in _AUTO_WHEN_SPECULATIVE and config.is_speculative:
+    if name == "engine":
+        return launch_fields.label(config.engine)
+    engine = getattr(config, "engine", "") or launch_fields.SGLANG
+    row = launch_fields.field(engine, name)
+    if name not in launch_fields.FREE_FIELD_LABELS and row is None:
+        return "—"  # a setting its engine has not
+    value = launch_fields.value_of(config.launch_spec(), row) if row is not None else getattr(config, name)
+    if value is None and row is not None and row.auto and config.is_speculative:
         return "auto"
     if value in (None, "", [], {}):
         return "—"

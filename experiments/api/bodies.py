@@ -14,16 +14,16 @@ field types (a config inside an experiment, a sweep and a study) and the bounds 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from django import forms
 from ninja import Schema
-from pydantic import ConfigDict, Field, WithJsonSchema
+from pydantic import ConfigDict, Field, WithJsonSchema, create_model
 
 from experiments.analysis import slo
 from experiments.formats import imported_results, result_archives
 from experiments.formats.prompt_sampling import MAX_UPLOAD_BYTES
-from experiments.rules import headroom, launch_policy, log_metrics, sweeps
+from experiments.rules import headroom, launch_fields, launch_policy, log_metrics, sweeps
 
 from ..forms import ENV_NAME, MAX_CONCURRENCY, BenchmarkProfileForm, CadenceForm, PromptSetUploadForm, RerunForm
 from ..forms import imports as import_forms
@@ -77,7 +77,7 @@ def column_length(model: Any, field: str) -> int:
     return int(model._meta.get_field(field).max_length)
 
 
-_BOUNDS = launch_policy.NUMBER_BOUNDS
+_BOUNDS = launch_fields.number_bounds()
 ENV_NAME_PATTERN = ENV_NAME.pattern.replace(r"\A", "^").replace(r"\Z", "$")
 _LINE = {"type": "string", "minLength": 1, "maxLength": MAX_EXPECT_TEXT, "pattern": f"^[^{_CONTROLS}]*$"}
 
@@ -129,24 +129,35 @@ LOG_METRICS_SCHEMA = {
 }
 
 
-class ConfigIn(Schema):
-    """A server config, inline; field names follow SGLang's flags. Keys the form does not know are ignored."""
+def _launch_field(row: launch_fields.LaunchField) -> tuple[Any, Any]:
+    """A launch field's (type, default) in ConfigIn, from its row (`launch_fields`): the table is where fields are
+    listed, so a new row is a new key of the body."""
+    required = row.name == "model_path"
+    if row.kind == launch_fields.TEXT:
+        text = _text(row.max_length, required=required, argument=True)
+        return (Annotated[str, text], ...) if required else (Annotated[str | None, text], None)
+    if row.kind == launch_fields.CHOICE:
+        return Annotated[str | None, _choice(launch_fields.all_choices(row.name), nullable=True)], None
+    return Annotated[int | None, int_schema(*_BOUNDS[row.name], nullable=True)], None
+
+
+def _engine_options_schema() -> dict[str, Any]:
+    rows = [r for r in launch_fields.all_fields() if not r.column]
+    properties = {
+        r.name: {"anyOf": [{"type": "integer", "minimum": r.bounds[0], "maximum": r.bounds[1]}, {"type": "null"}]}
+        for r in rows
+        if r.bounds
+    }
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
+class _ConfigFields(Schema):
+    """A server config, inline: its launch fields (one per row of `launch_fields`, any engine's: which an engine
+    takes is its rows') come from the table; keys the form does not know are ignored."""
 
     name: Annotated[str, _text(column_length(ServerConfig, "name"))]
-    model_path: Annotated[str, _text(launch_policy.TEXT_FIELDS["model_path"], argument=True)]
-    served_model_name: Annotated[
-        str | None, _text(launch_policy.TEXT_FIELDS["served_model_name"], required=False, argument=True)
-    ] = None
-    speculative_algorithm: Annotated[str | None, _choice(ServerConfig.Algorithm.values, nullable=True)] = None
-    speculative_draft_model_path: Annotated[
-        str | None, _text(launch_policy.TEXT_FIELDS["speculative_draft_model_path"], required=False, argument=True)
-    ] = None
-    speculative_num_steps: Annotated[int | None, int_schema(*_BOUNDS["speculative_num_steps"], nullable=True)] = None
-    speculative_eagle_topk: Annotated[int | None, int_schema(*_BOUNDS["speculative_eagle_topk"], nullable=True)] = None
-    speculative_num_draft_tokens: Annotated[
-        int | None, int_schema(*_BOUNDS["speculative_num_draft_tokens"], nullable=True)
-    ] = None
-    tp_size: Annotated[int | None, int_schema(*_BOUNDS["tp_size"], nullable=True)] = None
+    engine: Annotated[str | None, _choice(launch_fields.ENGINE_NAMES, nullable=True)] = None
+    engine_options: Annotated[dict[str, Any] | None, WithJsonSchema(_engine_options_schema())] = None
     env: Annotated[dict[str, Any] | None, WithJsonSchema(ENV_SCHEMA)] = None
     extra_args: Annotated[
         list[str] | None, WithJsonSchema({"type": "array", "maxItems": launch_policy.MAX_EXTRA_ARGS, "items": ARG})
@@ -158,6 +169,19 @@ class ConfigIn(Schema):
     def form_payload(self) -> dict[str, Any]:
         """The fields as the client gave them (what `config_form_data` reads), `expect` as its plain object."""
         return self.model_dump(exclude_unset=True)
+
+
+if TYPE_CHECKING:  # the same fields, as far as a type checker can see (it cannot follow create_model)
+    ConfigIn = _ConfigFields
+else:
+    ConfigIn = create_model(
+        "ConfigIn",
+        __base__=_ConfigFields,
+        __doc__="A server config, inline; launch field names follow the engine's flags (SGLang's, or the vLLM "
+        "setting they are; `engine_options` holds an engine's settings without a column). Keys the form does not "
+        "know are ignored.",
+        **{row.name: _launch_field(row) for row in launch_fields.all_fields() if row.column},
+    )
 
 
 class SweepBaseIn(ConfigIn):

@@ -47,6 +47,7 @@ class HostIn(Schema):
     models_root: str | None = None
     shell_setup: str | None = None
     launcher: str | None = None
+    vllm_launcher: str | None = None
     python: str | None = None
     cost_per_gpu_hour: float | None = None
     quota_launches_queued: int | None = None

@@ -11,14 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-# A config's speculative settings, named as SGLang's server args (and /get_server_info) name them.
-SPECULATIVE_FIELDS = (
-    "speculative_algorithm",
-    "speculative_draft_model_path",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-)
+from experiments.rules import launch_fields
+
 # What a server told about itself (/get_server_info, a run's effective args) that an export may repeat: settings that
 # shape speed. Allowed by name: a server reports its `api_key` too, and an imported file may carry anything.
 SERVER_ARGS = (
@@ -59,9 +53,22 @@ class ExportedConfig:
     served_model_name: str
     tp_size: int
     gpu_count: int
-    speculative: dict[str, Any]  # SPECULATIVE_FIELDS that are set; {} for a config without speculation
+    # The speculative settings that are set, by field name (launch_fields.speculative_settings); {} for a baseline.
+    speculative: dict[str, Any]
     extra_args: list[str]
     env: dict[str, str]  # NAME -> value, each secret as its mask (rules/secrets.py), never its value
+    engine: str = launch_fields.SGLANG
+
+    def launch_spec(self) -> dict[str, Any]:
+        """Its launch fields as `ServerConfig.launch_spec()` holds them (what `launch_fields` reads)."""
+        columns = set(launch_fields.column_names())
+        return {
+            "model_path": self.model_path,
+            "served_model_name": self.served_model_name,
+            "tp_size": self.tp_size,
+            **{name: value for name, value in self.speculative.items() if name in columns},
+            "engine_options": {name: value for name, value in self.speculative.items() if name not in columns},
+        }
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from experiments.rules import model_checks
+from experiments.rules import launch_fields, model_checks
 
 from .exported_experiment import ExportedCell, ExportedConfig, ExportedExperiment, finite
 
@@ -98,7 +98,7 @@ def _engine(experiment: ExportedExperiment, config: ExportedConfig, cell: Export
         },
         "standardized": {
             "kind": "inference_engine",
-            "tool": "vllm" if cell.tool.startswith("vllm") else "sglang",
+            "tool": "vllm" if cell.tool.startswith("vllm") or config.engine == launch_fields.VLLM else "sglang",
             "tool_version": cell.engine_version or "unknown",
             "role": "replica",
             "replicas": 1,
@@ -119,11 +119,9 @@ def _engine(experiment: ExportedExperiment, config: ExportedConfig, cell: Export
 
 def _flags(config: ExportedConfig) -> dict[str, Any]:
     """The server's command line as llm-d writes one: flag -> value, None for a flag without one."""
-    flags: dict[str, Any] = {"--model-path": config.model_path, "--tp-size": config.tp_size}
-    if config.served_model_name:
-        flags["--served-model-name"] = config.served_model_name
-    for name, value in config.speculative.items():
-        flags["--" + name.replace("_", "-")] = value
+    positional, words = launch_fields.launch_words(config.engine, config.launch_spec())
+    flags: dict[str, Any] = {"model": positional[0]} if positional else {}
+    flags.update(zip(words[::2], words[1::2], strict=True))
     args = config.extra_args
     for i, arg in enumerate(args):
         if arg.startswith("--") and "=" in arg:

@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from django.utils.timesince import timesince
 
 from experiments.analysis.explanations import MODEL_METRICS
-from experiments.rules import launch_policy, log_metrics, secrets, server_flags
+from experiments.rules import launch_fields, launch_policy, log_metrics, secrets, server_flags
 
 from ..models import Host, ServerConfig
 from .values import (
@@ -46,13 +46,21 @@ EAGLE3_PROFILE_ENV = {"EAGLE3_PROFILE": "1"}
 
 
 def config_form_data(payload: dict[str, Any]) -> dict[str, Any]:
-    """JSON config (API shape, SGLang field names) -> the data the config form takes."""
-    data = {k: v for k, v in payload.items() if k not in {"env", "extra_args", "expect", "log_metrics"}}
-    for key in ("speculative_algorithm", "speculative_draft_model_path", "served_model_name"):
-        if data.get(key) is None:
-            data[key] = ""
+    """JSON config (API shape, the launch fields' names) -> the data the config form takes."""
+    data = {
+        k: v for k, v in payload.items() if k not in {"env", "extra_args", "expect", "log_metrics", "engine_options"}
+    }
+    for row in launch_fields.all_fields():
+        if row.kind != launch_fields.INT and data.get(row.name) is None:
+            data[row.name] = ""
     if data.get("tp_size") is None:
-        data["tp_size"] = 1  # SGLang's default, as for any flag the JSON leaves out
+        data["tp_size"] = 1  # every engine's default, as for any flag the JSON leaves out
+    if not data.get("engine"):
+        data["engine"] = launch_fields.SGLANG
+    options = payload.get("engine_options")
+    if isinstance(options, dict):
+        data.update({f"option_{name}": value for name, value in options.items()})
+        data["engine_options"] = options  # kept to refuse an option no engine has
     # Not turned into text: a newline in an env value would read as a second variable, and a string of
     # extra args would be split into characters. The form checks them as given.
     data["env"] = payload.get("env") or {}
@@ -95,7 +103,39 @@ class OptionalJSONField(BoundedJSONField):
         return super().prepare_value(value)
 
 
+def _algorithm_choices() -> list[Any]:
+    """The methods of every engine, grouped by engine (each engine's spelling): a baseline is "" in all."""
+    groups: list[Any] = [("", "none (baseline)")]
+    for engine in launch_fields.ENGINE_NAMES:
+        row = launch_fields.field(engine, "speculative_algorithm")
+        if row is not None:
+            groups.append((launch_fields.label(engine), [(c, c) for c in row.choices if c]))
+    return groups
+
+
+def _describe(row: launch_fields.LaunchField) -> tuple[str, str]:
+    """A launch field's label and help: its own, and where the engines differ, which engine calls it what (or which
+    engines take it at all)."""
+    engines = launch_fields.engines_of(row.name)
+    notes = []
+    for engine in engines:
+        other = launch_fields.field(engine, row.name)
+        if other is not None and other.label != row.label:
+            notes.append(f"{launch_fields.label(engine)}: {other.label}")
+    if len(engines) < len(launch_fields.ENGINE_NAMES):
+        notes.append(f"{' and '.join(launch_fields.label(e) for e in engines)} only")
+    if row.help:
+        notes.append(row.help)
+    return row.label, "; ".join(notes)
+
+
 class ServerConfigForm(forms.ModelForm):
+    engine = forms.ChoiceField(
+        choices=[(e, launch_fields.label(e)) for e in launch_fields.ENGINE_NAMES],
+        required=False,
+        help_text="the inference server that runs it; left out: SGLang",
+    )
+    speculative_algorithm = forms.ChoiceField(choices=_algorithm_choices, required=False, label="Speculative method")
     env_text = forms.CharField(
         label="Environment",
         required=False,
@@ -135,17 +175,9 @@ class ServerConfigForm(forms.ModelForm):
 
     class Meta:
         model = ServerConfig
-        fields = [
-            "name",
-            "model_path",
-            "served_model_name",
-            "speculative_algorithm",
-            "speculative_draft_model_path",
-            "speculative_num_steps",
-            "speculative_eagle_topk",
-            "speculative_num_draft_tokens",
-            "tp_size",
-        ]
+        # The launch fields are the table's (launch_fields): every engine's columns; an engine's other settings are
+        # the option_<name> fields added in __init__.
+        fields = ["name", "engine", *(row.name for row in launch_fields.all_fields() if row.column)]
         # Suggestions from the host's models root, filled in by the page (experiment_new.js).
         widgets = {
             "model_path": forms.TextInput(attrs={"list": "host-models"}),
@@ -154,16 +186,47 @@ class ServerConfigForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        for row in launch_fields.all_fields():
+            if not row.column:
+                low, high = row.bounds or (None, None)
+                self.fields[f"option_{row.name}"] = forms.IntegerField(required=False, min_value=low, max_value=high)
+            field = self.fields[row.name if row.column else f"option_{row.name}"]
+            field.label, field.help_text = _describe(row)
+            # Which engines take the field: the page shows it for those alone (experiment_new.js).
+            field.widget.attrs["data-engines"] = " ".join(launch_fields.engines_of(row.name))
+        self.fields["speculative_algorithm"].label = "Speculative method"
         if self.instance.pk:
+            for name, value in (self.instance.engine_options or {}).items():
+                if f"option_{name}" in self.fields:
+                    self.fields[f"option_{name}"].initial = value
             profiled, env, metrics = split_eagle3_profile(self.instance.env, self.instance.log_metrics)
             self.fields["env_text"].initial = format_env(env)
             self.fields["extra_args_text"].initial = shlex.join(self.instance.extra_args)
             self.fields["log_metrics"].initial = metrics
             self.fields["profile_eagle3"].initial = profiled
 
+    def launch_rows(self) -> list[forms.BoundField]:
+        """The bound fields of every engine's launch settings but the model paths and the served name (placed apart
+        on the page), in table order."""
+        return [self[name] for name in self._row_names(speculative=True)]
+
+    def baseline_rows(self) -> list[forms.BoundField]:
+        """`launch_rows` of a baseline: no method, no speculative setting."""
+        return [self[name] for name in self._row_names(speculative=False)]
+
+    @staticmethod
+    def _row_names(*, speculative: bool) -> list[str]:
+        return [
+            row.name if row.column else f"option_{row.name}"
+            for row in launch_fields.all_fields()
+            if not row.model_path
+            and row.name != "served_model_name"
+            and (speculative or not (row.speculative or row.name == "speculative_algorithm"))
+        ]
+
     def _clean_text(self, field: str, label: str) -> str:
         value = self.cleaned_data[field].strip()
-        refusal = launch_policy.text_refusal(label, value, launch_policy.TEXT_FIELDS[field])
+        refusal = launch_policy.text_refusal(label, value, launch_fields.text_limits()[field])
         if refusal:
             raise ValidationError(f"{refusal}.")
         return value
@@ -174,6 +237,9 @@ class ServerConfigForm(forms.ModelForm):
         if not re.fullmatch(r"[0-9]{1,18}", value):
             return None
         return ServerConfig.objects.filter(pk=int(value)).first()
+
+    def clean_engine(self) -> str:
+        return self.cleaned_data.get("engine") or launch_fields.SGLANG
 
     def clean_name(self) -> str:
         value = self.cleaned_data["name"].strip()
@@ -191,7 +257,7 @@ class ServerConfigForm(forms.ModelForm):
 
     def clean_tp_size(self) -> int:
         value = self.cleaned_data["tp_size"]
-        low, high = launch_policy.NUMBER_BOUNDS["tp_size"]
+        low, high = launch_fields.number_bounds()["tp_size"]
         if not low <= value <= high:
             raise ValidationError(f"TP size must be between {low} and {high}.")
         return value
@@ -209,11 +275,14 @@ class ServerConfigForm(forms.ModelForm):
         self.listed_on = host
 
     def clean_extra_args_text(self) -> list[str]:
+        engine = self.cleaned_data.get("engine") or launch_fields.SGLANG
         if self.add_prefix("extra_args") in self.data:
-            args = check_extra_args(self.data[self.add_prefix("extra_args")], self.extra_flags)
+            args = check_extra_args(self.data[self.add_prefix("extra_args")], self.extra_flags, engine)
         else:
-            args = parse_extra_args(self.cleaned_data.get("extra_args_text") or "", self.extra_flags)
-        known = self.listed_on.known_server_flags() if self.listed_on is not None else None
+            args = parse_extra_args(self.cleaned_data.get("extra_args_text") or "", self.extra_flags, engine)
+        # The host's listing is of its SGLang's --help: a vLLM config's flags are held to vLLM's allowlist alone.
+        listed = self.listed_on is not None and engine == launch_fields.SGLANG
+        known = self.listed_on.known_server_flags() if listed and self.listed_on is not None else None
         unknown = server_flags.unknown_flags(args, known) if known is not None else []
         if unknown and self.listed_on is not None:
             read_at = self.listed_on.server_flags_at
@@ -269,35 +338,32 @@ class ServerConfigForm(forms.ModelForm):
         super().clean()
         data = self.cleaned_data
         self._restore_masked_secrets(data)
-        algorithm = data.get("speculative_algorithm") or ""
-        spec_fields = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
-        values = {f: data.get(f) for f in spec_fields}
-        if not algorithm:
-            for field in (*spec_fields, "speculative_draft_model_path", "profile_eagle3"):
-                if data.get(field):
-                    self._conflict(field, "Only a speculative config (algorithm set) takes this.")
-            return data
+        engine = data.get("engine") or launch_fields.SGLANG
+        options = {
+            row.name: data.get(f"option_{row.name}")
+            for row in launch_fields.all_fields()
+            if not row.column and data.get(f"option_{row.name}") is not None
+        }
+        unknown = [str(k)[:40] for k in (self.data.get("engine_options") or {}) if f"option_{k}" not in self.fields]
+        if unknown:
+            self.add_error("engine", f"No engine has the option {', '.join(sorted(unknown))}.")
+        data["engine_options"] = options
+        spec = {**data, "engine_options": options}
+        for field, message in launch_fields.field_conflicts(engine, spec):
+            self._conflict(field if field in self.fields else f"option_{field}", message)
         if data.get("profile_eagle3"):
-            self._add_eagle3_profile(data)
-        if algorithm in {"EAGLE", "EAGLE3"} and not data.get("speculative_draft_model_path"):
-            self._conflict("speculative_draft_model_path", f"{algorithm} needs a draft model path.")
-        given = [f for f, v in values.items() if v is not None]
-        if given and len(given) != len(spec_fields):
-            # SGLang asserts this too: it only auto-chooses all three together.
-            for field in set(spec_fields) - set(given):
-                self._conflict(field, "Set steps, topk and draft tokens together, or leave all three empty.")
-            return data
-        for field, value in values.items():
-            low, high = launch_policy.NUMBER_BOUNDS[field]
-            if value is not None and not low <= value <= high:
-                self.add_error(field, f"Must be between {low} and {high}.")
-        steps, topk, draft = (values[f] for f in spec_fields)
-        if topk == 1 and steps and draft and draft != steps + 1:
-            self._conflict(
-                "speculative_num_draft_tokens",
-                f"With topk 1 SGLang forces draft tokens to steps + 1 = {steps + 1}; "
-                f"set {steps + 1} so the stored config says what runs.",
-            )
+            if data.get("speculative_algorithm"):
+                self._add_eagle3_profile(data)
+            else:
+                self._conflict("profile_eagle3", "Only a speculative config (a method set) takes this.")
+        for field, problem in launch_fields.field_refusals(engine, spec):
+            if field not in self.errors and (field in self.fields or f"option_{field}" in self.fields):
+                self.add_error(
+                    field if field in self.fields else f"option_{field}",
+                    f"Must be {problem.partition(' must be ')[2] or problem}.",
+                )
+            elif field not in self.fields:
+                self.add_error(None, f"{problem}.")
         return data
 
     def _conflict(self, field: str, message: str) -> None:
@@ -340,6 +406,7 @@ class ServerConfigForm(forms.ModelForm):
     def built_config(self) -> ServerConfig:
         """The validated config as a new unsaved instance, without looking for a stored one (no query)."""
         config = self.save(commit=False)
+        config.engine_options = self.cleaned_data["engine_options"]
         config.env = self.cleaned_data["env_text"]
         config.extra_args = self.cleaned_data["extra_args_text"]
         config.expect = self.cleaned_data["expect"]

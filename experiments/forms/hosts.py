@@ -10,7 +10,6 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from experiments.rules import host_allowlist, launch_policy, secrets
-from experiments.rules.launch_flags import HOST_FLAG_RULES
 
 from ..models import Host, SshKey
 from .values import check_env, format_env, no_control_chars, parse_env
@@ -42,9 +41,11 @@ class HostForm(forms.ModelForm):
     )
     extra_flags = forms.CharField(
         required=False,
-        label="Extra SGLang flags",
+        label="Extra server flags",
         help_text="Comma- or space-separated flags a config may set on this host beyond a member's list; only "
-        + ", ".join(sorted(HOST_FLAG_RULES))
+        + "; ".join(
+            f"{flags.label}: {', '.join(sorted(flags.host_rules))}" for flags in launch_policy.FLAGS_BY_ENGINE.values()
+        )
         + " (each with its value rule). Flags that load code, read files, listen or connect out are never allowed.",
     )
 
@@ -108,7 +109,7 @@ class HostForm(forms.ModelForm):
         flags = [str(flag).strip() for flag in items if str(flag).strip()]
         if len(flags) > launch_policy.MAX_HOST_FLAGS:
             raise ValidationError(f"At most {launch_policy.MAX_HOST_FLAGS} flags.")
-        problems = [problem for flag in flags if (problem := launch_policy.host_flag_refusal(flag))]
+        problems = [problem for flag in flags if (problem := launch_policy.host_flag_refusal_any_engine(flag))]
         if problems:
             raise ValidationError([f"{problem}." for problem in problems])
         return list(dict.fromkeys(flags))  # in the admin's order, once each
@@ -137,7 +138,7 @@ class HostForm(forms.ModelForm):
             data["default_env"], missing = secrets.with_stored_secrets(env, stored or {})
             for name in missing:
                 self.add_error("default_env", f"{name} shows {secrets.MASK}: type its value (secrets are never shown).")
-        for field in ("work_dir", "models_root", "launcher", "python"):
+        for field in ("work_dir", "models_root", "launcher", "vllm_launcher", "python"):
             value = data.get(field)
             if isinstance(value, str):
                 try:

@@ -12,9 +12,9 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from experiments.analysis.launch_estimates import LaunchEstimate, LaunchKind
-from experiments.rules import launch_policy, sweeps
+from experiments.rules import launch_fields, launch_policy, sweeps
 
-from ..models import MANAGED_FLAGS, BenchmarkProfile, Host
+from ..models import BenchmarkProfile, Host
 from .configs import ServerConfigForm, config_form_data, split_eagle3_profile
 from .profiles import BenchmarkProfileForm
 from .values import CONFLICT, ECHO, MAX_CANDIDATES, format_env, no_control_chars, plain_errors, policy_error
@@ -117,7 +117,8 @@ class SweepForm(forms.Form):
         varied = self.cleaned_data["extra_args"]
         for flag, values in varied:
             for value in values:
-                problems = launch_policy.extra_args_refusals([flag, value], MANAGED_FLAGS, self.extra_flags)
+                managed = launch_fields.managed_flags(launch_fields.SGLANG)
+                problems = launch_policy.extra_args_refusals([flag, value], managed, self.extra_flags)
                 if problems:
                     raise ValidationError([policy_error(p) for p in problems])
         return varied

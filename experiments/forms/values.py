@@ -16,10 +16,8 @@ from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput, JSONString
 
 from experiments.formats import bounded_json
-from experiments.rules import launch_policy
+from experiments.rules import launch_fields, launch_policy
 from experiments.rules.launch_policy import CONTROL_CHARS, ENV_NAME
-
-from ..models import MANAGED_FLAGS
 
 # What kind of rule a refusal is, as its ValidationError code, for the API to answer with the status that says so
 # (api/refusals.py): no schema can state these, so a request the schema calls valid may still break one.
@@ -122,20 +120,21 @@ def format_env(env: dict[str, str]) -> str:
     return "\n".join(f"{name}={value}" for name, value in env.items())
 
 
-def parse_extra_args(text: str, extra_flags: Iterable[str] = ()) -> list[str]:
+def parse_extra_args(text: str, extra_flags: Iterable[str] = (), engine: str = launch_fields.SGLANG) -> list[str]:
     try:
         args = shlex.split(text)
     except ValueError as exc:
         raise ValidationError(f"Could not split the extra arguments: {exc}.") from exc
-    return check_extra_args(args, extra_flags)
+    return check_extra_args(args, extra_flags, engine)
 
 
-def check_extra_args(args: Any, extra_flags: Iterable[str] = ()) -> list[str]:
-    """`args` as given, if the launch policy lets them reach a host that allows `extra_flags` (`Host.extra_flags`)."""
+def check_extra_args(args: Any, extra_flags: Iterable[str] = (), engine: str = launch_fields.SGLANG) -> list[str]:
+    """`args` as given, if the launch policy lets them reach a host that allows `extra_flags` (`Host.extra_flags`)
+    on `engine`'s server."""
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
         raise ValidationError('Extra arguments must be a list of strings, e.g. ["--mem-fraction-static", "0.85"].')
     # argparse accepts unique prefixes, so `--tp` or `--speculative-num-st` would also override a field.
-    problems = launch_policy.extra_args_refusals(args, MANAGED_FLAGS, extra_flags)
+    problems = launch_policy.extra_args_refusals(args, launch_fields.managed_flags(engine), extra_flags, engine=engine)
     if problems:
         raise ValidationError([policy_error(problem) for problem in problems])
     return args

@@ -5,7 +5,7 @@ One module per concern; everything is importable from `experiments.models`.
 """
 
 from .audit import AuditEvent, AuditEventQuerySet
-from .configs import MANAGED_FLAGS, BenchmarkProfile, BenchmarkProfileQuerySet, ServerConfig, ServerConfigQuerySet
+from .configs import BenchmarkProfile, BenchmarkProfileQuerySet, ServerConfig, ServerConfigQuerySet
 from .environments import GpuSample, GpuSampleQuerySet, RunEnvironment, ServerMetricSample, ServerMetricSampleQuerySet
 from .experiments import Candidate, Experiment
 from .headroom import HeadroomStudy
@@ -25,7 +25,6 @@ from .tokens import ApiToken, ApiTokenQuerySet
 
 __all__ = [
     "KEY_FILE_NAME",
-    "MANAGED_FLAGS",
     "AdaptiveSchedule",
     "ApiToken",
     "ApiTokenQuerySet",

@@ -13,34 +13,11 @@ from django.utils import timezone
 from experiments.analysis import slo
 from experiments.analysis.launch_estimates import Cell, LaunchKind
 from experiments.formats.prompt_sampling import SampledPrompt
-from experiments.rules import headroom, model_checks, secrets
+from experiments.rules import headroom, launch_fields, model_checks, secrets
 
 from .prompt_store import load_sample
 from .run_states import TERMINAL_STATES
 from .secret_env import SecretEnvField
-
-# Flags that specdash itself sets from the config's fields; `extra_args` may not repeat them, or the
-# stored config would lie about what ran.
-MANAGED_FLAGS = frozenset(
-    {
-        "--model-path",
-        "--model",
-        "--host",
-        "--port",
-        "--tp-size",
-        "--tp",
-        "--tensor-parallel-size",
-        "--speculative-algorithm",
-        "--speculative-draft-model-path",
-        "--speculative-draft-model",
-        "--speculative-num-steps",
-        "--speculative-eagle-topk",
-        "--speculative-num-draft-tokens",
-        "--served-model-name",
-        # Written by the worker from the config's adaptive schedule (workers/run/adaptive.py): a path on the host.
-        "--speculative-adaptive-config",
-    }
-)
 
 
 class ServerConfigQuerySet(models.QuerySet["ServerConfig"]):
@@ -50,18 +27,18 @@ class ServerConfigQuerySet(models.QuerySet["ServerConfig"]):
 
 
 class ServerConfig(models.Model):
-    class Algorithm(models.TextChoices):
-        NONE = "", "none (baseline)"
-        EAGLE = "EAGLE", "EAGLE"
-        EAGLE3 = "EAGLE3", "EAGLE3"
-        NEXTN = "NEXTN", "NEXTN"
-        STANDALONE = "STANDALONE", "STANDALONE"
-        NGRAM = "NGRAM", "NGRAM"
-
     name = models.CharField(max_length=128)
+    # The inference engine that serves it (launch_fields.ENGINE_NAMES); its launch fields are that engine's rows.
+    engine = models.CharField(
+        max_length=16,
+        default=launch_fields.SGLANG,
+        choices=[(e, launch_fields.label(e)) for e in launch_fields.ENGINE_NAMES],
+    )
     model_path = models.CharField(max_length=512)
     served_model_name = models.CharField(max_length=255, blank=True)
-    speculative_algorithm = models.CharField(max_length=16, choices=Algorithm.choices, blank=True, default="")
+    # In the engine's own spelling; which values an engine takes is its launch_fields row's (SGLang's EAGLE3, vLLM's
+    # eagle3): "" is a baseline in every engine.
+    speculative_algorithm = models.CharField(max_length=16, blank=True, default="")
     speculative_draft_model_path = models.CharField(max_length=512, blank=True)
     speculative_num_steps = models.PositiveIntegerField(null=True, blank=True)
     speculative_eagle_topk = models.PositiveIntegerField(null=True, blank=True)
@@ -69,6 +46,8 @@ class ServerConfig(models.Model):
     tp_size = models.PositiveIntegerField(default=1)
     extra_args = models.JSONField(default=list, blank=True)
     env = SecretEnvField(default=dict, blank=True)
+    # The engine's settings that have no column (launch_fields rows with column=False), by row name.
+    engine_options = models.JSONField(default=dict, blank=True)
     expect = models.JSONField(default=dict, blank=True)
     log_metrics = models.JSONField(default=dict, blank=True)
     content_hash = models.CharField(max_length=64, db_index=True, editable=False)
@@ -92,21 +71,11 @@ class ServerConfig(models.Model):
 
     objects = ServerConfigQuerySet.as_manager()
 
-    # The fields that decide what runs on the host; the name is a label and does not change the hash.
-    LAUNCH_FIELDS = (
-        "model_path",
-        "served_model_name",
-        "speculative_algorithm",
-        "speculative_draft_model_path",
-        "speculative_num_steps",
-        "speculative_eagle_topk",
-        "speculative_num_draft_tokens",
-        "tp_size",
-        "extra_args",
-        "env",
-        "expect",
-        "log_metrics",
-    )
+    # The fields that decide what runs on the host, every engine's columns (the name is a label and does not change
+    # the hash). The engine and its options are launch fields too, outside this list: the hash takes them only when
+    # they differ from SGLang with no options, so the hash of every config made before engines existed stays what it
+    # was.
+    LAUNCH_FIELDS = (*launch_fields.column_names(), *launch_fields.FREE_FIELDS)
 
     class Meta:
         ordering = ["name", "id"]
@@ -138,12 +107,24 @@ class ServerConfig(models.Model):
         dp = model_checks.int_arg(self.extra_args or [], "--dp-size") or 1
         return max(1, self.tp_size or 1) * pp * dp
 
+    @property
+    def engine_label(self) -> str:
+        return launch_fields.label(self.engine)
+
     def launch_spec(self) -> dict[str, Any]:
-        return {field: getattr(self, field) for field in self.LAUNCH_FIELDS}
+        return {
+            **{field: getattr(self, field) for field in self.LAUNCH_FIELDS},
+            "engine": self.engine,
+            "engine_options": dict(self.engine_options or {}),
+        }
 
     def compute_hash(self) -> str:
         # The secrets' values, not their masks: two configs that differ only in a token are two launches.
         spec = {**self.launch_spec(), "env": secrets.revealed(self.env)}
+        if spec["engine"] == launch_fields.SGLANG:
+            del spec["engine"]
+        if not spec["engine_options"]:
+            del spec["engine_options"]
         if self.adaptive_schedule_id is not None:
             spec["adaptive_schedule"] = self.adaptive_schedule.digest  # type: ignore[union-attr]
         canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))

@@ -85,6 +85,7 @@ class Host(models.Model):
         "models_root",
         "shell_setup",
         "launcher",
+        "vllm_launcher",
         "python",
         "server_port",
         "cost_per_gpu_hour",
@@ -119,6 +120,11 @@ class Host(models.Model):
     models_root = models.CharField(max_length=512, blank=True, help_text="Directory whose subdirectories are models.")
     shell_setup = models.TextField(blank=True, help_text="Shell lines run before every command, e.g. activate a venv.")
     launcher = models.CharField(max_length=255, default="python3 -m sglang.launch_server")
+    # The words that start vLLM's server on this host (`vllm serve`, the model and flags follow); blank: no vLLM
+    # here, and a vLLM config is refused at submission for this host.
+    vllm_launcher = models.CharField(
+        max_length=255, blank=True, default="", help_text="e.g. /opt/vllm/bin/vllm serve; blank: no vLLM on this host."
+    )
     python = models.CharField(max_length=255, default="python3", help_text="Runs the shipped benchmark client.")
     server_port = models.PositiveIntegerField(default=30000)
     # What one GPU-hour of this host costs (any currency: the pages show the number as given); blank: no costs shown.

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from experiments.formats.run_facts import server_facts
+from experiments.rules import launch_fields
 
 from ..remedies import SERVER_ARG_NAMES, Evidence, Link, Remedy, remedies_for, server_args_in
 from .configs import ServerConfig
@@ -243,30 +244,24 @@ class Run(models.Model):
             out.append({"state": entry["state"], "at": start, "duration_s": duration})
         return out
 
-    # Server args worth seeing beside the request: what the config sets, and what SGLang decides on its own.
-    SHOWN_SERVER_ARGS = (
-        "model_path",
-        "tp_size",
-        "speculative_algorithm",
-        "speculative_draft_model_path",
-        "speculative_num_steps",
-        "speculative_eagle_topk",
-        "speculative_num_draft_tokens",
-        "disable_overlap_schedule",
-        "max_running_requests",
-        "mem_fraction_static",
-        "context_length",
-        "cuda_graph_max_bs",
-    )
-
     def requested_vs_effective(self) -> list[dict[str, Any]]:
-        """Rows of (arg, what the config asked, what the server runs); `differs` when a request was not honoured."""
-        requested = {k: v for k, v in self.config.launch_spec().items() if v not in (None, "", [], {})}
+        """Rows of (arg, what the config asked, what the server runs); `differs` when a request was not honoured.
+        The args are the config's engine's launch fields the server reports, under its names, what the engine
+        decides on its own (`launch_fields.DECIDED_BY_ENGINE`), then the config's expected server args."""
+        engine = self.config.engine or launch_fields.SGLANG
+        spec = self.config.launch_spec()
+        requested: dict[str, Any] = {}
+        for row in launch_fields.fields(engine):
+            value = launch_fields.value_of(spec, row)
+            if row.effective and launch_fields.is_set(value):
+                requested[row.effective] = value
         requested.update((self.config.expect or {}).get("server_args", {}))
+        shown = [row.effective for row in launch_fields.fields(engine) if row.effective]
+        shown += launch_fields.DECIDED_BY_ENGINE[engine]
         rows = []
-        for arg in dict.fromkeys([*self.SHOWN_SERVER_ARGS, *requested]):
-            if arg not in self.SHOWN_SERVER_ARGS and arg not in self.effective_args:
-                continue  # env, extra_args, expectations: not server args
+        for arg in dict.fromkeys([*shown, *requested]):
+            if arg not in shown and arg not in self.effective_args:
+                continue  # an expectation the server does not report
             want, have = requested.get(arg), self.effective_args.get(arg)
             rows.append(
                 {"arg": arg, "requested": want, "effective": have, "differs": want is not None and want != have}

@@ -229,7 +229,8 @@ def _descends_from(pk: int, ancestor: int, tree: dict[int, ServerConfig]) -> boo
 
 def _differing_fields(config: ServerConfig, other: ServerConfig) -> list[str]:
     mine, theirs = config.launch_spec(), other.launch_spec()
-    return [_LABELS.get(name, name) for name in ServerConfig.LAUNCH_FIELDS if mine[name] != theirs[name]]
+    names = [*ServerConfig.LAUNCH_FIELDS, "engine", "engine_options"]
+    return [_LABELS.get(name, name.replace("_", " ")) for name in names if mine[name] != theirs[name]]
 
 
 def config_runs(config: ServerConfig, limit: int = RUNS_SHOWN) -> list[ConfigRun]:

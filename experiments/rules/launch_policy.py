@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import launch_flags, secrets, vllm_launch_flags
+from . import launch_fields, launch_flags, secrets, vllm_launch_flags
 from .launch_env import ENGINE_ENV_NAMESPACES, ENV_RULES
 from .launch_values import Rule
 
@@ -372,17 +372,10 @@ def extra_args_refusals(
 
 # ---- paths, names and numbers -----------------------------------------------------------------------------------
 
-# The fields of a config that reach the launch command as one value each, with the longest value they take (the
-# model's max_length).
-TEXT_FIELDS = {"model_path": 512, "speculative_draft_model_path": 512, "served_model_name": 255}
-# Inclusive bounds of the config's numbers; far above what any real server takes (SGLang's trees are a few dozen
-# tokens, a node has 8 GPUs, a large deployment 64), far below what would overflow a column or a kernel's index.
-NUMBER_BOUNDS = {
-    "tp_size": (1, 64),
-    "speculative_num_steps": (1, 16),
-    "speculative_eagle_topk": (1, 64),
-    "speculative_num_draft_tokens": (1, 256),
-}
+# The fields of a config that reach the launch command as one value each, with the longest value they take, and the
+# bounds of its numbers, are its engine's rows in `launch_fields` (far above what any real server takes: SGLang's
+# trees are a few dozen tokens, a node has 8 GPUs, a large deployment 64; far below what would overflow a column or a
+# kernel's index).
 
 
 def text_refusal(label: str, value: str, max_length: int, engine: str | None = DEFAULT_ENGINE) -> str | None:
@@ -412,15 +405,12 @@ def launch_refusals(
         return [refusal]
     engine = engine or DEFAULT_ENGINE
     problems = []
-    for field_name, max_length in TEXT_FIELDS.items():
+    for field_name, max_length in launch_fields.text_limits().items():
         value = spec.get(field_name) or ""
         refusal = text_refusal(field_name, str(value), max_length, engine)
         if refusal:
             problems.append(refusal)
-    for field_name, (low, high) in NUMBER_BOUNDS.items():
-        value = spec.get(field_name)
-        if value is not None and (not isinstance(value, int) or not low <= value <= high):
-            problems.append(f"{field_name} must be between {low} and {high}")
+    problems += launch_fields.refusals(engine, spec)
     env = spec.get("env") or {}
     problems += env_refusals(env, extra_prefixes) if isinstance(env, Mapping) else ["env must be an object"]
     args = spec.get("extra_args") or []

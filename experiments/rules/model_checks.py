@@ -165,3 +165,68 @@ def listed_model(models_root: str, listing: Sequence[Mapping[str, Any]], path: s
         if posixpath.dirname(wanted) == posixpath.normpath(models_root):
             raise LookupError(path)
     return None
+
+
+# ---- by engine --------------------------------------------------------------------------------------------------
+
+VLLM_LONG_MAX_MODEL_LEN_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+VLLM_MAX_MODEL_LEN_FLAG = "--max-model-len"
+
+
+def vllm_max_model_len_problem(
+    target_config: Mapping[str, Any],
+    draft_config: Mapping[str, Any] | None,
+    *,
+    max_model_len: int | None,
+    draft_max_model_len: int | None,
+    env: Mapping[str, str],
+) -> str | None:
+    """What vLLM refuses about the lengths (vllm-interface.md §1.2, §1.4): a `--max-model-len` past the target's
+    derived length (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1), a draft `max_model_len` past the draft's own or the
+    target's. A draft shorter than the target is no error in vLLM (it drafts up to its own length), unlike SGLang."""
+    target_len = context_length_of(target_config)
+    allow_long = env.get(VLLM_LONG_MAX_MODEL_LEN_ENV, "").strip().lower() in {"1", "true"}
+    if max_model_len is not None and target_len is not None and max_model_len > target_len and not allow_long:
+        return (
+            f"vLLM would refuse --max-model-len {max_model_len}: User-specified max_model_len ({max_model_len}) is "
+            f"greater than the derived max_model_len (max_position_embeddings={target_len} in model's config.json). "
+            f"Lower it, or set {VLLM_LONG_MAX_MODEL_LEN_ENV}=1 in the config's environment."
+        )
+    draft_len = context_length_of(draft_config) if draft_config is not None else None
+    if draft_max_model_len is not None and draft_len is not None and draft_max_model_len > draft_len:
+        return (
+            f"vLLM would refuse the draft's max_model_len: speculative_max_model_len={draft_max_model_len} cannot be "
+            f"larger than draft_max_model_len={draft_len}."
+        )
+    limit = max_model_len or target_len
+    if draft_max_model_len is not None and limit is not None and draft_max_model_len > limit:
+        return (
+            f"vLLM would refuse the draft's max_model_len: speculative_max_model_len={draft_max_model_len} cannot be "
+            f"larger than max_model_len={limit}."
+        )
+    return None
+
+
+def pair_problem(
+    engine: str,
+    target_config: Mapping[str, Any],
+    draft_config: Mapping[str, Any],
+    *,
+    spec: Mapping[str, Any],
+    env: Mapping[str, str],
+) -> str | None:
+    """Why `engine` would refuse a config's (`spec`: its launch spec) target and draft pair, in its words, or None."""
+    extra_args = spec.get("extra_args") or []
+    if engine == "vllm":
+        options = spec.get("engine_options") or {}
+        draft_len = options.get("draft_max_model_len")
+        return vllm_max_model_len_problem(
+            target_config,
+            draft_config,
+            max_model_len=int_arg(extra_args, VLLM_MAX_MODEL_LEN_FLAG),
+            draft_max_model_len=draft_len if isinstance(draft_len, int) else None,
+            env=env,
+        ) or vocab_problem(target_config, draft_config)
+    return context_length_problem(
+        target_config, draft_config, context_length=context_length_arg(extra_args), env=env
+    ) or vocab_problem(target_config, draft_config)

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from experiments.rules import secrets
-from experiments.rules.launch_policy import CONTROL_CHARS, ENV_NAME, NUMBER_BOUNDS
+from experiments.rules.launch_fields import number_bounds
+from experiments.rules.launch_policy import CONTROL_CHARS, ENV_NAME
 
 STEPS, TOPK, DRAFT = "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"
 SPEC_FIELDS = (STEPS, TOPK, DRAFT)
@@ -133,7 +134,7 @@ class Estimate:
 def parse_numbers(value: Any, field: str) -> tuple[int, ...]:
     """A list of whole numbers within the field's bounds: "1, 2 3" or ranges "1-4, 6..8" as typed, or a JSON list
     (of numbers or such strings). Sorted, without repeats; empty when nothing is given."""
-    low, high = NUMBER_BOUNDS[field]
+    low, high = number_bounds()[field]
     if value is None or value == "":
         return ()
     if isinstance(value, str):

@@ -14,7 +14,6 @@ from django.http import HttpResponse, JsonResponse
 
 from experiments.formats import bench_serving_export, llmd_report, tracker_runs
 from experiments.formats.exported_experiment import (
-    SPECULATIVE_FIELDS,
     ExportedCell,
     ExportedConfig,
     ExportedExperiment,
@@ -23,6 +22,7 @@ from experiments.formats.exported_experiment import (
 from experiments.models import Experiment, Flag, Run
 from experiments.reads import samples
 from experiments.reads.reports import MEASUREMENT_COLUMNS, ExperimentReport, build_report
+from experiments.rules import launch_fields
 
 from .comparisons import comparison_rows_json
 from .experiments import experiment_export_json
@@ -149,11 +149,8 @@ def exported_experiment(report: ExperimentReport) -> ExportedExperiment:
                 served_model_name=config.served_model_name,
                 tp_size=config.tp_size,
                 gpu_count=config.gpu_count,
-                speculative={
-                    name: value
-                    for name in SPECULATIVE_FIELDS
-                    if config.is_speculative and (value := getattr(config, name)) not in (None, "")
-                },
+                speculative=launch_fields.speculative_settings(config.engine, config.launch_spec()),
+                engine=config.engine,
                 extra_args=[str(arg) for arg in config.extra_args or []],
                 # str() of a secret is its mask (rules/secrets.py): the export holds no secret's value.
                 env={str(name): str(value) for name, value in (config.env or {}).items()},

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from experiments.models import MANAGED_FLAGS, ApiToken
+from experiments.models import ApiToken
 from experiments.rules.launch_env import ENV_RULES
+from experiments.rules.launch_fields import SGLANG, managed_flags
 from experiments.rules.launch_flags import FLAG_RULES, HOST_FLAG_RULES, NEVER_FLAGS
 from experiments.rules.launch_policy import env_name_refusal, env_refusals, extra_args_refusals, prefix_refusal
 
@@ -159,11 +160,11 @@ def test_every_listed_flag_and_variable_is_canonical_and_no_flag_abbreviates_a_m
     # An allowed flag that is a prefix of a field's flag would let argparse read it as that field, unless it is a
     # flag of its own (argparse takes an exact match first): only --speculative-adaptive is, and it stays accepted
     # while its abbreviations of the managed --speculative-adaptive-config are refused.
-    prefixes = {(flag, m) for flag in FLAG_RULES for m in MANAGED_FLAGS if m != flag and m.startswith(flag)}
+    prefixes = {(flag, m) for flag in FLAG_RULES for m in managed_flags(SGLANG) if m != flag and m.startswith(flag)}
     assert prefixes == {("--speculative-adaptive", "--speculative-adaptive-config")}
-    assert extra_args_refusals(["--speculative-adaptive"], MANAGED_FLAGS) == []
+    assert extra_args_refusals(["--speculative-adaptive"], managed_flags(SGLANG)) == []
     for abbreviation in ("--speculative-adaptive-c", "--speculative-adaptive-config"):
-        (refusal,) = extra_args_refusals([abbreviation, "/tmp/x.json"], MANAGED_FLAGS)
+        (refusal,) = extra_args_refusals([abbreviation, "/tmp/x.json"], managed_flags(SGLANG))
         assert "(--speculative-adaptive-config); use those fields instead" in refusal
     assert all(env_name_refusal(name) is None for name in ENV_RULES)
 
@@ -196,12 +197,12 @@ _VALUE = st.one_of(st.just([]), st.builds(lambda v: [v], st.sampled_from(["1", "
 def test_it_accepts_no_flag_outside_the_allowlist_and_the_hosts_allowed_flags(flag, value, equals, host_flags):
     args = [f"{flag}={value[0]}"] if equals and value else [flag, *value]
 
-    accepted = extra_args_refusals(args, MANAGED_FLAGS, host_flags) == []
+    accepted = extra_args_refusals(args, managed_flags(SGLANG), host_flags) == []
 
     if accepted:
         assert flag in FLAG_RULES or (flag in HOST_FLAG_RULES and flag in host_flags), (args, host_flags)
     if flag not in FLAG_RULES:
-        assert extra_args_refusals(args, MANAGED_FLAGS) != []  # a host that allows nothing takes no other flag
+        assert extra_args_refusals(args, managed_flags(SGLANG)) != []  # a host that allows nothing takes no other flag
 
 
 _HOST_PREFIXES = ["SIMHOST_", "MYLAB_"]

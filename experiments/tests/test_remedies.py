@@ -12,10 +12,11 @@ from experiments.actions.audit import Actor
 from experiments.actions.runs import do_rerun_with_remedy
 from experiments.formats.run_facts import server_facts
 from experiments.forms.remedies import remedied_config
-from experiments.models import MANAGED_FLAGS, AuditEvent, Run, ServerConfig
+from experiments.models import AuditEvent, Run, ServerConfig
 from experiments.remedies import Evidence, Link, Remedy, RemedyRefused, remedies_for, server_args_in
 from experiments.rules import launch_policy, model_checks
 from experiments.rules.config_names import remedy_name
+from experiments.rules.launch_fields import SGLANG, managed_flags
 
 from .factories import make_config, make_eagle_config, make_experiment, make_measurement, make_profile
 
@@ -309,7 +310,7 @@ def test_every_change_it_offers_passes_the_launch_policy():
 
     assert len(changes) >= 8
     for remedy in changes:
-        assert launch_policy.launch_refusals(_applied(remedy, spec), (), MANAGED_FLAGS) == [], remedy.id
+        assert launch_policy.launch_refusals(_applied(remedy, spec), (), managed_flags(SGLANG)) == [], remedy.id
 
 
 def test_it_reads_the_server_args_of_either_eras_log_line():

@@ -19,6 +19,7 @@ import sys
 
 PACKAGES = {
     "sglang": ("sglang", ("sglang",)),
+    "vllm": ("vllm", ("vllm",)),
     "torch": ("torch", ("torch",)),
     "flashinfer": ("flashinfer", ("flashinfer-python", "flashinfer")),
     "sgl_kernel": ("sgl_kernel", ("sgl-kernel",)),

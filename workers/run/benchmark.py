@@ -32,7 +32,7 @@ from experiments.reads import series
 from experiments.remedies import acceptance_remedies
 from experiments.rules import gpu_hours
 
-from .. import hosts, sglang
+from .. import engines, hosts
 from ..ssh import HostConnection, quote_command
 from .errors import RunFailed
 from .session import RunSession, db
@@ -152,7 +152,7 @@ async def watch_acceptance(session: RunSession) -> None:
     run, config = session.run, session.config
     if not config.speculative_algorithm:
         return
-    if any(w.get("kind") in sglang.ACCEPTANCE_ALARM_KINDS for w in run.warnings or [] if isinstance(w, dict)):
+    if any(w.get("kind") in engines.ACCEPTANCE_ALARM_KINDS for w in run.warnings or [] if isinstance(w, dict)):
         return
     history = await db(series.recent_accept_lengths)(run.host_id, config.content_hash, session.profile.series_key)
     target = await _model_config(session, config.model_path, "target")
@@ -161,9 +161,11 @@ async def watch_acceptance(session: RunSession) -> None:
         if config.speculative_draft_model_path
         else None
     )
-    diagnosis = sglang.algorithm_problem(config.speculative_algorithm, draft) or ""
+    engine = engines.of(config)
+    diagnosis = engine.algorithm_problem(config.speculative_algorithm, draft) or ""
     remedies = [r.as_json({}, {}) for r in acceptance_remedies(config.speculative_algorithm, target, draft)]
-    session.server_log.watch_acceptance(sglang.AcceptanceWatch(history, diagnosis=diagnosis), remedies)
+    watch = engines.AcceptanceWatch(history, diagnosis=diagnosis, step_lines=engine.step_lines)
+    session.server_log.watch_acceptance(watch, remedies)
 
 
 async def _model_config(session: RunSession, path: str, role: str) -> dict[str, Any] | None:
@@ -175,12 +177,14 @@ async def _model_config(session: RunSession, path: str, role: str) -> dict[str, 
 
 
 async def _flush_cache(session: RunSession) -> bool:
-    """Flush, waiting out requests the server still holds: SGLang refuses a flush (400, "Cache not flushed because
-    there are pending requests") until the last cell's requests have left its scheduler, which a loaded host can
-    take a moment after the client saw their last token. False when it never flushed."""
+    """Reset the server between cells (the engine's `reset_between_cells`), waiting out requests it still holds:
+    SGLang refuses a flush (400, "Cache not flushed because there are pending requests") until the last cell's
+    requests have left its scheduler, which a loaded host can take a moment after the client saw their last token.
+    False when it never reset."""
+    engine = engines.of(session.config)
     deadline = time.monotonic() + FLUSH_WAIT_S
     while True:
-        status = await session.api.post("/flush_cache")
+        status = await engine.reset_between_cells(session.api)
         if status != 400:
             return status is not None and status < 400
         if time.monotonic() >= deadline:
@@ -193,11 +197,12 @@ async def _server_figures(session: RunSession, window_start: int) -> dict[str, A
     """The server's own view of the cell just run: its accept length and its Decode-batch log lines."""
     await asyncio.sleep(LAST_LINES_WAIT_S)
     await session.server_log.flush()
-    accept = await session.api.spec_accept_length()
+    engine = engines.of(session.config)
+    accept = await engine.server_accept_length(session.api)
     window = min(max(session.server_log.lines_read - window_start + 1, 1), MAX_WINDOW_LINES)
     # Past the log's cut, the window's Decode lines come from those the server log keeps in memory.
     lines = await session.server_log.lines(after=window_start - 1, limit=window)
-    summary = sglang.decode_summary(window_start, [line["text"] for line in lines])
+    summary = engines.decode_summary(engine.grammar, window_start, [line["text"] for line in lines])
     return {"server_accept_length": accept, "server_decode": summary}
 
 

@@ -10,6 +10,7 @@ from experiments.actions.environments import do_record_fingerprint, do_record_pr
 from experiments.actions.hosts import do_read_host_again_for_version
 from experiments.rules import secrets
 
+from .. import engines
 from ..hostreads import environ, fingerprint
 from ..ssh import SSHError
 from .session import RunSession, db
@@ -21,7 +22,8 @@ async def read_fingerprint(session: RunSession) -> None:
     host, config = session.host, session.config
     env = host.effective_env(config.env)
     # No secret on a command line: the probe reads package versions, which no token changes.
-    script = fingerprint.script(fingerprint.launcher_python(host.launcher, host.python), secrets.public(env))
+    engine = engines.of(config)
+    script = fingerprint.script(fingerprint.launcher_python(engine.launcher(host), host.python), secrets.public(env))
     found, error = {}, ""
     try:
         result = await session.require_conn().run(script, timeout=FINGERPRINT_TIMEOUT)
@@ -32,8 +34,9 @@ async def read_fingerprint(session: RunSession) -> None:
         error = "; ".join(found.get("problems") or [])
     host_names = [name for name in (host.default_env or {}) if name not in (config.env or {})]
     await db(do_record_fingerprint)(session.run, found, error, env, host_names)
-    version = ((found.get("packages") or {}).get("sglang") or {}).get("version")
-    await db(do_read_host_again_for_version)(host, str(version) if version else None)
+    if engine.flags_listed:
+        version = ((found.get("packages") or {}).get(engine.name) or {}).get("version")
+        await db(do_read_host_again_for_version)(host, str(version) if version else None)
     if error:
         await session.warn("fingerprint", f"Part of the host's environment fingerprint could not be read: {error}")
 

@@ -17,7 +17,7 @@ from experiments.actions.runs import do_claim_config_check, do_fail_config_in_pr
 from experiments.models import Host, Run, ServerConfig
 from workers.hostreads import gpus
 
-from .. import hosts, sglang
+from .. import engines, hosts
 from ..ssh import HostConnection
 from . import environment, server
 from .errors import RunFailed
@@ -89,7 +89,7 @@ async def algorithm_warning(models: ModelReader, config: ServerConfig) -> str | 
         draft = await models.config_of(config.speculative_draft_model_path, "draft")
     except hosts.HostReadError:
         return None  # model_problem has said why
-    return sglang.algorithm_problem(config.speculative_algorithm, draft)
+    return engines.of(config).algorithm_problem(config.speculative_algorithm, draft)
 
 
 async def model_problem(models: ModelReader, config: ServerConfig) -> str | None:
@@ -102,7 +102,6 @@ async def model_problem(models: ModelReader, config: ServerConfig) -> str | None
         draft = await models.config_of(config.speculative_draft_model_path, "draft")
     except hosts.HostReadError as exc:
         return str(exc)
-    context_length = sglang.context_length_arg(config.extra_args)
-    return sglang.context_length_problem(
-        target, draft, context_length=context_length, env=models.host.effective_env(config.env)
-    ) or sglang.vocab_problem(target, draft)
+    return engines.of(config).model_problem(
+        target, draft, spec=config.launch_spec(), env=models.host.effective_env(config.env)
+    )

@@ -76,6 +76,11 @@ async def profile_cells(session: RunSession) -> None:
     run = session.run
     if not run.profile_requested:
         return
+    engine = session.server_log.engine
+    if not engine.supports_profiling:
+        # The forms refuse it; a run stored otherwise is measured and says why it has no profile.
+        await session.warn("profiling", f"Not profiled: specdash profiles SGLang servers only, not {engine.label}.")
+        return
     done = await db(lambda: set(ProfileTrace.objects.filter(run=run).values_list("concurrency", flat=True)))()
     session.server_log.keep_lines_containing(DONE_LINE)  # read back past the log's cut too
     for concurrency in session.profile.concurrency:

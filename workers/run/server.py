@@ -1,4 +1,4 @@
-"""The SGLang server on the GPU host: its launch command, its process group and its HTTP API.
+"""The inference server on the GPU host: its launch command, its process group and its HTTP API.
 
 The server runs under `setsid`, so its processes form their own group, which outlives our SSH session (a worker
 may die, a connection may drop) and is signalled and counted whole. Its HTTP API is reached through a port forward
@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from experiments.models import MANAGED_FLAGS
-from experiments.rules import launch_policy, model_paths, secrets
+from experiments.rules import launch_fields, launch_policy, model_paths, secrets
 
-from .. import sglang
+from .. import engines
 from ..hostreads import environ
 from ..ssh import HostConnection, env_assignments, quote_command
 
@@ -36,7 +35,18 @@ def launch_refusals(host: Host, config: ServerConfig) -> list[str]:
     """What in `config` may not be launched on `host` (the forms refuse it too; this holds for any stored config).
     The host's default environment is held to the same rules: it reaches the same shell."""
     spec = {**config.launch_spec(), "env": host.effective_env(config.env)}
-    problems = launch_policy.launch_refusals(spec, host.extra_env_prefixes or (), MANAGED_FLAGS, host.extra_flags or ())
+    if config.engine not in launch_fields.ENGINE_NAMES:
+        return launch_fields.refusals(config.engine, spec)
+    engine = engines.of(config)
+    if not engine.launcher(host):
+        return [f"{host.name} has no {engine.label} launcher: an admin sets one on the host"]
+    problems = launch_policy.launch_refusals(
+        spec,
+        host.extra_env_prefixes or (),
+        launch_fields.managed_flags(config.engine),
+        host.extra_flags or (),
+        engine=config.engine,
+    )
     return problems + model_paths.model_path_refusals(spec, host.models_root)
 
 
@@ -52,11 +62,11 @@ def launch_command(
     refusals = launch_refusals(host, config)
     if refusals:
         raise ValueError("; ".join(refusals))
-    argv = sglang.launch_argv(config.launch_spec(), host="127.0.0.1", port=host.server_port)
-    argv = [
-        *shlex.split(host.launcher),
-        *sglang.with_adaptive_schedule(sglang.with_metrics_enabled(argv), adaptive_config),
-    ]
+    engine = engines.of(config)
+    argv = engine.launch_argv(
+        config.launch_spec(), host="127.0.0.1", port=host.server_port, adaptive_config=adaptive_config
+    )
+    argv = [*shlex.split(engine.launcher(host)), *argv]
     # PYTHONUNBUFFERED: uvicorn's access lines go to stdout, block-buffered when redirected to a file.
     env = {"PYTHONUNBUFFERED": "1", **host.effective_env(config.env)}
     command = quote_command(["env", *env_assignments(secrets.public(env)), *argv])
@@ -231,24 +241,19 @@ class ServerApi:
         except (aiohttp.ClientError, TimeoutError, ValueError):
             return None
 
-    async def server_info(self) -> dict[str, Any] | None:
-        """`/server_info`, or `/get_server_info` on a server older than the rename (SGLang 0.5.6). The new name
-        first: the old one logs a deprecation warning, which the run would then report as the server's."""
-        return await self.get_json("/server_info") or await self.get_json("/get_server_info")
-
     async def served_models(self) -> list[Any]:
         """The models `/v1/models` lists: empty when it lists none or does not answer."""
         data = await self.get_json("/v1/models")
         models = (data or {}).get("data")
         return models if isinstance(models, list) else []
 
-    async def spec_accept_length(self) -> float | None:
-        """The average accept length the server measured since its counters were last reset (`/flush_cache` resets
-        them, SGLang 0.5.9), from its first scheduler's internal state; None for a baseline or an older server."""
-        states = (await self.server_info() or {}).get("internal_states")
-        first = states[0] if isinstance(states, list) and states else None
-        accept = first.get("avg_spec_accept_length") if isinstance(first, dict) else None
-        return accept if isinstance(accept, int | float) else None
+    async def get_text(self, path: str) -> str | None:
+        """A GET's text when it answers 200 (Prometheus' `/metrics`, say), else None."""
+        try:
+            async with self.session.get(self.base_url + path) as response:
+                return await response.text() if response.status == 200 else None
+        except (aiohttp.ClientError, TimeoutError, UnicodeDecodeError):
+            return None
 
     async def post(self, path: str) -> int | None:
         try:
@@ -267,7 +272,8 @@ class ServerApi:
         except (aiohttp.ClientError, TimeoutError) as exc:
             return None, repr(exc)
 
-    async def generate(self, body: dict[str, Any]) -> tuple[int, str]:
-        """One non-streaming /generate: (status, body text). Raises aiohttp.ClientError or TimeoutError."""
-        async with self.session.post(self.base_url + "/generate", json=body) as response:
+    async def generate(self, path: str, body: dict[str, Any]) -> tuple[int, str]:
+        """One non-streaming generation (the engine's smoke request): (status, body text). Raises
+        aiohttp.ClientError or TimeoutError."""
+        async with self.session.post(self.base_url + path, json=body) as response:
             return response.status, await response.text()

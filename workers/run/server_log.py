@@ -21,7 +21,7 @@ from experiments.live import broadcast
 from experiments.models import LogChunk, Run
 from experiments.rules import log_metrics
 
-from .. import sglang
+from .. import engines
 from ..ssh import HostConnection
 from .database import db
 from .errors import RunFailed
@@ -51,14 +51,16 @@ class ServerLog:
         self.recent: deque[tuple[int, str]] = deque(maxlen=RECENT_LINES)
         self.milestones: set[str] = set()
         self._new_milestone = asyncio.Event()
-        self.failure_signal: sglang.FailureSignal | None = None
+        self.engine = engines.of(run.config)
+        self.failure_signal: engines.FailureSignal | None = None
         self.server_args_dump: dict[str, Any] = {}
         metrics = run.config.log_metrics or {}
         # A metric switched off before a re-attach stays off: its warning is on the run already.
         warned = {w.get("message") for w in run.warnings or [] if isinstance(w, dict)}
         off = [name for name in metrics if log_metrics.timeout_warning(name) in warned]
         levels = run.experiment.profile.concurrency or []
-        self.facts = sglang.LogFacts(
+        self.facts = engines.LogFacts(
+            self.engine.grammar,
             metrics,
             disabled_metrics=off,
             target_progress=run.loading_progress,
@@ -70,7 +72,7 @@ class ServerLog:
         self._publishing: asyncio.Future[None] | None = None
         self._series_due = float("-inf")  # on the event loop's clock
         # The live acceptance alarm, armed by the benchmark phase (`watch_acceptance`).
-        self.acceptance: sglang.AcceptanceWatch | None = None
+        self.acceptance: engines.AcceptanceWatch | None = None
         self.acceptance_remedies: list[dict[str, Any]] = []
         # The log cap (read once: an admin's change applies from the next run or re-attach); past the cut it keeps
         # the lines the run reads back: a cell's Decode lines, the expected texts.
@@ -80,11 +82,11 @@ class ServerLog:
             stored_bytes=run.log_bytes,
             cut=run.log_cut_line is not None,
             path=run.log_path,
-            kept_texts=[*sglang.DECODE_SUMMARY_MARKERS, *expected],
+            kept_texts=[*engines.summary_markers(self.engine.grammar), *expected],
         )
         self.lines_read = run.log_lines  # the last line number handed over: stored, or past the cut not
 
-    def watch_acceptance(self, watch: sglang.AcceptanceWatch, remedies: list[dict[str, Any]]) -> None:
+    def watch_acceptance(self, watch: engines.AcceptanceWatch, remedies: list[dict[str, Any]]) -> None:
         """From now on, read the Decode lines' accept length for a collapse; `remedies` go with its warning."""
         self.acceptance, self.acceptance_remedies = watch, remedies
 
@@ -283,7 +285,7 @@ class ServerLog:
         first_line: int,
         lines: list[str],
         stored: int,
-        facts: sglang.FactBatch,
+        facts: engines.FactBatch,
     ) -> None:
         """Broadcast the batch's stored lines (past the cut, none: a page shows what a reload shows) and act on all."""
         await storing
@@ -292,17 +294,17 @@ class ServerLog:
         sending = broadcast.send_log_lines(self.run.pk, first_line, lines[:stored]) if stored else asyncio.sleep(0)
         await asyncio.gather(sending, self._learn(first_line, lines, facts))
 
-    def _run_changes(self, facts: sglang.FactBatch) -> dict[str, Any]:
+    def _run_changes(self, facts: engines.FactBatch) -> dict[str, Any]:
         """What the batch's facts change on the run: its loading progress, its live series."""
         run = self.run
         changes: dict[str, Any] = {}
         if facts.progress is not None and facts.progress != run.loading_progress:
             changes["loading_progress"] = facts.progress
         if facts.has_series:
-            changes["live_facts"] = sglang.merge_series(run.live_facts, facts)
+            changes["live_facts"] = engines.merge_series(run.live_facts, facts)
         return changes
 
-    async def _learn(self, first_line: int, lines: list[str], facts: sglang.FactBatch) -> None:
+    async def _learn(self, first_line: int, lines: list[str], facts: engines.FactBatch) -> None:
         """Act on the batch's facts: the excerpt kept for a failure, milestones, warnings, the live chart."""
         run = self.run
         kept = max(len(lines) - RECENT_LINES, 0)  # a flood's batch is far longer than what is kept
@@ -322,7 +324,7 @@ class ServerLog:
         if alarm is not None:
             # Stored (and so pushed to the run's page) at once, mid-benchmark: the run goes on, its numbers in doubt.
             i = alarm.last_line - first_line
-            text = sglang.loglines.clean_line(lines[i]) if 0 <= i < len(lines) else ""
+            text = self.engine.grammar.clean_line(lines[i]) if 0 <= i < len(lines) else ""
             await db(do_add_run_warning)(
                 run, alarm.kind, alarm.message, line=alarm.last_line, text=text, remedies=self.acceptance_remedies
             )
@@ -337,7 +339,7 @@ class ServerLog:
         await self.flush()
         numbered = list(self.recent)
         texts = [text for _, text in numbered]
-        found = sglang.find_failure(texts) or (sglang.find_usage_error(texts) if exited else None)
+        found = self.engine.find_failure(texts) or (self.engine.find_usage_error(texts) if exited else None)
         if found is not None:
             start = max(found.first_line - EXCERPT_CONTEXT, 0)
             excerpt = "\n".join(text for _, text in numbered[start : found.last_line + 1])

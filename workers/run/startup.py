@@ -63,6 +63,7 @@ async def wait_until_ready(session: RunSession) -> None:
     # The process is started: until the port answers it is loading weights (or capturing graphs).
     await session.advance_to(Run.State.LOADING)
     server_log, api, profile = session.server_log, session.api, session.profile
+    warming_status = server_log.engine.warming_status
     started = time.monotonic()
     last_answer = started
     delay = READY_POLL_MIN
@@ -81,7 +82,7 @@ async def wait_until_ready(session: RunSession) -> None:
         status = await api.status("/health")
         if status is not None:
             last_answer = time.monotonic()
-        if status == 503 or "http_started" in server_log.milestones:
+        if (warming_status is not None and status == warming_status) or "http_started" in server_log.milestones:
             await session.advance_to(Run.State.WARMING)
         if status == 200:
             # What the tail has read but not yet stored may hold a traceback of the warm-up: judge it first.

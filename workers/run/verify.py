@@ -5,8 +5,6 @@ server shows; the phase gathers the facts.
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -14,26 +12,20 @@ import aiohttp
 
 from experiments.models import Run
 
-from ..sglang import arg_mismatches
+from .. import engines
 from . import environment
 from .errors import RunFailed
 from .server import ServerProcess
 from .session import RunSession
 
-# A prompt any model completes in a few tokens; temperature 0 so that a re-run sends the very same request.
-SMOKE_REQUEST = {
-    "text": "The capital city of France is",
-    "sampling_params": {"max_new_tokens": 8, "temperature": 0},
-}
-
 
 async def verify(session: RunSession) -> None:
     await session.advance(Run.State.VERIFYING)
     expect = session.config.expect or {}
-    info = await session.api.server_info()
-    effective = {k: v for k, v in (info or session.server_log.server_args_dump).items() if k != "internal_states"}
+    engine = engines.of(session.config)
+    effective = await engine.effective_args(session.api, session.server_log.server_args_dump)
     await session.update(effective_args=effective)
-    problems = server_arg_problems(session.config.launch_spec(), expect, effective)
+    problems = server_arg_problems(engine, session.config.launch_spec(), expect, effective)
     await session.server_log.flush()
     for text in expect.get("log_contains", []):
         if not await session.server_log.contains(text):
@@ -60,14 +52,14 @@ async def _check_env_propagated(session: RunSession, wanted: list[str], processe
 
 
 async def _smoke_test(session: RunSession) -> None:
+    engine = engines.of(session.config)
+    path, body = engine.smoke_request(session.config.served_model_name or session.config.model_path)
     try:
-        status, text = await session.api.generate(SMOKE_REQUEST)
+        status, text = await session.api.generate(path, body)
     except (aiohttp.ClientError, TimeoutError) as exc:
         await session.raise_if_server_died()
         raise RunFailed(Run.FailureKind.SMOKE_FAILED, f"The smoke generation failed: {exc!r}") from exc
-    tokens = 0
-    with contextlib.suppress(ValueError, AttributeError, TypeError, KeyError):
-        tokens = int(json.loads(text)["meta_info"]["completion_tokens"])
+    tokens = engine.smoke_tokens(text)
     if status != 200 or tokens <= 0:
         await session.raise_if_server_died()
         raise RunFailed(
@@ -80,10 +72,10 @@ async def _smoke_test(session: RunSession) -> None:
 
 
 def server_arg_problems(
-    requested: Mapping[str, Any], expect: Mapping[str, Any], effective: Mapping[str, Any]
+    engine: engines.Engine, requested: Mapping[str, Any], expect: Mapping[str, Any], effective: Mapping[str, Any]
 ) -> list[str]:
     """What the server runs differently from the launch spec, then from `expect["server_args"]`."""
-    problems = arg_mismatches(dict(requested), dict(effective))
+    problems = engine.arg_mismatches(requested, effective)
     for key, want in (expect.get("server_args") or {}).items():
         if key not in effective:
             problems.append(f"expected server arg {key}={want!r}, but the server does not report {key}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .facts import FAILURE_KINDS, Failure
+from ..engines.facts import FAILURE_KINDS, Failure
 from .loglines import RECORD_START, clean_line, failure_signal, split_prefix
 
 _TRACEBACK_HEAD = "Traceback (most recent call last):"

@@ -5,48 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-_MODEL_FLAGS = (
-    ("model_path", "--model-path"),
-    ("served_model_name", "--served-model-name"),
-    ("tp_size", "--tp-size"),
-)
-_SPECULATIVE_FLAGS = (
-    ("speculative_algorithm", "--speculative-algorithm"),
-    ("speculative_draft_model_path", "--speculative-draft-model-path"),
-    ("speculative_num_steps", "--speculative-num-steps"),
-    ("speculative_eagle_topk", "--speculative-eagle-topk"),
-    ("speculative_num_draft_tokens", "--speculative-num-draft-tokens"),
-)
-
-
-def _is_set(value: Any) -> bool:
-    return value is not None and value != ""
+from experiments.rules import launch_fields
 
 
 def launch_argv(config: Mapping[str, Any], *, host: str, port: int) -> list[str]:
-    """The `sglang.launch_server` flags for config; the caller prepends the launcher and quotes.
-
-    Unset options are omitted so SGLang's own defaults (and auto-choices) apply. A baseline (no
-    speculative_algorithm) gets no speculative flag at all, even if draft settings were left in config:
-    a draft path without an algorithm would only make the effective args disagree with the intent.
-    """
-    if not _is_set(config.get("model_path")):
+    """The `sglang.launch_server` flags for config (`launch_fields`' SGLang rows, then the address and the extra
+    args); the caller prepends the launcher and quotes."""
+    if not launch_fields.is_set(config.get("model_path")):
         raise ValueError("config needs a model_path")
-    argv: list[str] = []
-    for key, flag in _MODEL_FLAGS:
-        if _is_set(config.get(key)):
-            argv += [flag, str(config[key])]
-    argv += ["--host", host, "--port", str(port)]
-    if _is_set(config.get("speculative_algorithm")):
-        for key, flag in _SPECULATIVE_FLAGS:
-            if _is_set(config.get(key)):
-                argv += [flag, str(config[key])]
+    _, flags = launch_fields.launch_words(launch_fields.SGLANG, config, ("--host", host, "--port", str(port)))
     extra_args = config.get("extra_args") or []
     if isinstance(extra_args, str):
         # A string would silently become one flag per character.
         raise TypeError("extra_args must be a list of strings, not a string")
-    argv += [str(arg) for arg in extra_args]
-    return argv
+    return [*flags, *(str(arg) for arg in extra_args)]
 
 
 def with_metrics_enabled(argv: list[str]) -> list[str]:
@@ -66,20 +38,6 @@ def with_adaptive_schedule(argv: list[str], config_path: str | None) -> list[str
 
 def arg_mismatches(requested: dict[str, Any], effective: dict[str, Any]) -> list[str]:
     """Fields the user set that the server reports differently (SGLang may rewrite some silently)."""
-    problems = []
-    checks = {
-        "tp_size": requested.get("tp_size"),
-        "speculative_algorithm": requested.get("speculative_algorithm") or None,
-        "speculative_num_steps": requested.get("speculative_num_steps"),
-        "speculative_eagle_topk": requested.get("speculative_eagle_topk"),
-        "speculative_num_draft_tokens": requested.get("speculative_num_draft_tokens"),
-    }
-    for key, want in checks.items():
-        if want is None or key not in effective:
-            continue
-        have = effective[key]
-        if key == "speculative_algorithm" and want == "NEXTN" and have == "EAGLE":
-            continue  # SGLang's documented rewrite
-        if have != want:
-            problems.append(f"requested {key}={want!r}, the server runs {key}={have!r}")
-    return problems
+    if requested.get("speculative_algorithm") == "NEXTN" and effective.get("speculative_algorithm") == "EAGLE":
+        effective = {**effective, "speculative_algorithm": "NEXTN"}  # SGLang's documented rewrite
+    return launch_fields.effective_mismatches(launch_fields.SGLANG, requested, effective)

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .facts import (
+from ..engines.facts import (
     CaptureProgress,
     DecodeStats,
     FailureSignal,

@@ -9,8 +9,8 @@ Pure. A warning's message is the same for every occurrence of its kind and cause
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from ..engines.facts import ServerWarning
 from .loglines import clean_line, split_prefix
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -19,13 +19,6 @@ _GRAPH_BS = re.compile(
     re.IGNORECASE,
 )
 _DEPRECATED = re.compile(r"(?:'(?P<flag>--[\w-]+)'|Endpoint '(?P<endpoint>[^']+)'|`(?P<module>[\w.]+)`) is deprecated")
-
-
-@dataclass(frozen=True)
-class ServerWarning:
-    kind: str
-    message: str
-    value: int | None = None  # cuda_graph_limit: the largest batch size captured
 
 
 def graph_limit_warning(

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workers.sglang import (
+from workers.engines.facts import (
     CaptureProgress,
     DecodeStats,
     Failure,
@@ -23,6 +23,8 @@ from workers.sglang import (
     ServerArgsDump,
     ServerLimits,
     ShardProgress,
+)
+from workers.sglang import (
     arg_mismatches,
     find_failure,
     find_usage_error,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from workers.sglang import FAILURE_KINDS, find_failure, find_usage_error
+from workers.engines.facts import FAILURE_KINDS
+from workers.sglang import find_failure, find_usage_error
 
 CORPUS = Path(__file__).parent / "corpus"
 _FINDERS = {"find_failure": find_failure, "find_usage_error": find_usage_error}

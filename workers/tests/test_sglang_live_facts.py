@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from workers.sglang import CaptureProgress, GraphCaptured, Retraction, ServerLimits, parse_line
-from workers.sglang.live_facts import KEEP_POINTS, LogFacts, decode_summary, merge_series
+from workers.engines.facts import CaptureProgress, GraphCaptured, Retraction, ServerLimits
+from workers.engines.live_facts import KEEP_POINTS, LogFacts, decode_summary, merge_series
+from workers.sglang import parse_line
+from workers.sglang.adapter import SGLANG
 
 DECODE = (
     "[2026-11-29 10:00:0{s} TP0] Decode batch, #running-req: {r}, #token: 180, token usage: 0.00, accept len: {a}, "
@@ -12,7 +14,7 @@ DECODE = (
 
 
 def test_it_reads_decode_points_custom_metrics_and_progress():
-    facts = LogFacts({"verify_ms": r"Target verify: (?P<verify_ms>[\d.]+) ms"})
+    facts = LogFacts(SGLANG.grammar, {"verify_ms": r"Target verify: (?P<verify_ms>[\d.]+) ms"})
     lines = [
         "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:01<00:01,  2.00it/s]",
         DECODE.format(s=1, r=1, a=2.05, g=93.1),
@@ -29,7 +31,7 @@ def test_it_reads_decode_points_custom_metrics_and_progress():
 def test_it_keeps_only_the_newest_points_of_a_flood():
     lines = [DECODE.format(s=1, r=1, a=2.0, g=float(i)) for i in range(KEEP_POINTS + 50)]
 
-    batch = LogFacts({}).read(1, lines)
+    batch = LogFacts(SGLANG.grammar, {}).read(1, lines)
     merged = merge_series({"decode": batch.decode[:10]}, batch)
 
     assert len(batch.decode) == KEEP_POINTS and batch.decode[-1]["n"] == KEEP_POINTS + 50
@@ -40,13 +42,13 @@ def test_it_summarises_the_servers_decode_lines_of_a_window():
     lines = ["[2026-11-29 10:00:00] Prefill batch, #new-seq: 1", DECODE.format(s=1, r=1, a=2.0, g=90.0),
              DECODE.format(s=2, r=4, a=1.5, g=300.0)]  # fmt: skip
 
-    summary = decode_summary(100, lines)
+    summary = decode_summary(SGLANG.grammar, 100, lines)
 
     assert summary == {
         "lines": 2, "idle_lines": 0, "first_line": 101, "last_line": 102, "mean_gen_throughput": 195.0,
         "mean_accept_len": 1.75, "max_running_req": 4,
     }  # fmt: skip
-    assert decode_summary(1, ["nothing here"]) == {"lines": 0}
+    assert decode_summary(SGLANG.grammar, 1, ["nothing here"]) == {"lines": 0}
 
 
 # Real (sglang#11948, reference §3.4): the warm-up prefill found nothing running, so the first Decode line's
@@ -60,7 +62,7 @@ WINDOW = """\
 
 
 def test_it_leaves_the_decode_line_after_an_idle_server_out_of_the_means():
-    summary = decode_summary(1, WINDOW)
+    summary = decode_summary(SGLANG.grammar, 1, WINDOW)
 
     assert summary["lines"] == 3 and summary["idle_lines"] == 1
     assert summary["mean_gen_throughput"] == round((178.86 + 165.41) / 2, 3)
@@ -71,13 +73,13 @@ def test_it_leaves_decode_lines_without_running_requests_out_of_the_means():
     lines = [DECODE.format(s=1, r=4, a=2.0, g=300.0), DECODE.format(s=2, r=0, a=1.0, g=2.0),
              DECODE.format(s=3, r=4, a=2.0, g=310.0)]  # fmt: skip
 
-    summary = decode_summary(1, lines)
+    summary = decode_summary(SGLANG.grammar, 1, lines)
 
     assert (summary["idle_lines"], summary["mean_gen_throughput"]) == (1, 305.0)
 
 
 def test_it_keeps_idle_lines_when_there_is_nothing_else():
-    summary = decode_summary(1, WINDOW[:2])
+    summary = decode_summary(SGLANG.grammar, 1, WINDOW[:2])
 
     assert (summary["lines"], summary["idle_lines"], summary["mean_gen_throughput"]) == (1, 1, 0.39)
 
@@ -87,7 +89,7 @@ def _bar(done: int, total: int) -> str:
 
 
 def test_it_reads_the_draft_models_shards_apart_so_progress_never_goes_back():
-    facts = LogFacts({})
+    facts = LogFacts(SGLANG.grammar, {})
     target = facts.read(1, [_bar(0, 4), _bar(4, 4), "[2026-02-23 10:00:08 TP1] Load weight end. elapsed=2.10 s",
                             _bar(2, 4)])  # fmt: skip
     # The draft's bar, in a later batch: it restarts at 0.
@@ -99,7 +101,7 @@ def test_it_reads_the_draft_models_shards_apart_so_progress_never_goes_back():
 
 
 def test_it_knows_the_target_was_loaded_before_a_reattach():
-    batch = LogFacts({}, target_progress=100).read(1, [_bar(0, 1)])
+    batch = LogFacts(SGLANG.grammar, {}, target_progress=100).read(1, [_bar(0, 1)])
 
     assert (batch.progress, batch.draft_progress) == (None, 0)
 
@@ -133,7 +135,9 @@ def test_it_reads_the_lines_worth_reading():
 
 
 def test_it_keeps_the_server_facts_on_the_run():
-    batch = LogFacts({}).read(1, [line for line, _ in LINES_WORTH_READING] + [LINES_WORTH_READING[-1][0]])
+    batch = LogFacts(SGLANG.grammar, {}).read(
+        1, [line for line, _ in LINES_WORTH_READING] + [LINES_WORTH_READING[-1][0]]
+    )
 
     server = merge_series({"server": {"retractions": 1}}, batch)["server"]
 
@@ -150,7 +154,7 @@ def test_a_traceback_storm_is_read_whole_however_often_its_lines_repeat():
         "AttributeError: 'NoneType' object has no attribute 'shape'",
         "[2026-11-29 10:00:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1",
     ]
-    facts = LogFacts({})
+    facts = LogFacts(SGLANG.grammar, {})
 
     first = facts.read(1, crash * 2500)
     again = facts.read(10_001, crash * 2500)
@@ -163,7 +167,7 @@ def test_a_traceback_storm_is_read_whole_however_often_its_lines_repeat():
 
 
 def test_a_batch_read_without_its_series_leaves_its_last_points_to_the_next_that_reads_one():
-    facts = LogFacts({"verify_ms": r"Target verify: (?P<verify_ms>[\d.]+) ms"})
+    facts = LogFacts(SGLANG.grammar, {"verify_ms": r"Target verify: (?P<verify_ms>[\d.]+) ms"})
     flood = [DECODE.format(s=0, r=n, a=3.1, g=90.0) for n in range(1, 401)]
 
     skipped = facts.read(1, [*flood, "Target verify: 19.5 ms"], series=False)

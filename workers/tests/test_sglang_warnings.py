@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from workers.sglang import LogFacts
+from workers.engines.live_facts import LogFacts
+from workers.sglang.adapter import SGLANG
 from workers.sglang.warnings import find_warning
 
 LINES = [
@@ -49,7 +50,7 @@ def test_it_finds_no_warning_in_ordinary_lines(line):
 
 
 def test_it_reports_each_warning_once_with_its_line_and_judges_graph_capture_against_the_batch_limit():
-    facts = LogFacts({})
+    facts = LogFacts(SGLANG.grammar, {})
     lines = [
         "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly setting "
         "--max-running-requests.",
@@ -78,8 +79,8 @@ def test_it_judges_graph_capture_by_the_concurrency_the_run_benchmarks():
     )
     capture = "[2026-02-23 10:00:09] Capture cuda graph bs [1, 2, 4, 8, 16, 32, 64, 128, 256]"
 
-    quiet = LogFacts({}, max_concurrency=64).read(1, [limits, capture, "x"])
-    loud = LogFacts({}, max_concurrency=512).read(1, [limits, capture, "x"])
+    quiet = LogFacts(SGLANG.grammar, {}, max_concurrency=64).read(1, [limits, capture, "x"])
+    loud = LogFacts(SGLANG.grammar, {}, max_concurrency=512).read(1, [limits, capture, "x"])
 
     assert quiet.server_warnings == []  # a baseline's default: graphs to 256, the server may run 2048
     [(warning, n, _)] = loud.server_warnings
@@ -87,7 +88,7 @@ def test_it_judges_graph_capture_by_the_concurrency_the_run_benchmarks():
 
 
 def test_it_says_nothing_of_graphs_that_cover_every_batch_the_server_runs():
-    facts = LogFacts({})
+    facts = LogFacts(SGLANG.grammar, {})
     batch = facts.read(
         1,
         [

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from experiments.models import MANAGED_FLAGS, ApiToken, AuditEvent, Host, ServerConfig
+from experiments.models import ApiToken, AuditEvent, Host, ServerConfig
+from experiments.rules.launch_fields import SGLANG, managed_flags
 from experiments.rules.launch_flags import FLAG_RULES, HOST_FLAG_RULES, NEVER_FLAGS
 from experiments.rules.launch_policy import extra_args_refusals, host_flag_refusal
 from experiments.tests.factories import experiment_payload, make_host, row_counts, set_candidate
@@ -232,4 +233,4 @@ def test_the_hosts_list_is_apart_from_a_members_and_from_what_is_never_allowed()
         assert extra_args_refusals([flag], extra_flags=[flag]) == needs
     assert all(host_flag_refusal(flag) for flag in NEVER_FLAGS)
     # An allowed flag that is a prefix of a field's flag would let argparse read it as that field.
-    assert not [flag for flag in HOST_FLAG_RULES if any(m.startswith(flag) for m in MANAGED_FLAGS)]
+    assert not [flag for flag in HOST_FLAG_RULES if any(m.startswith(flag) for m in managed_flags(SGLANG))]

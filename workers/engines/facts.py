@@ -1,4 +1,5 @@
-"""The facts a server log carries, as values (what `loglines` and `failures` return)."""
+"""The facts a server log carries, as values: what every engine's log grammar returns (`loglines`, `failures`,
+`warnings` of workers/sglang and workers/vllm), so that the run lifecycle reads any engine's log the same way."""
 
 from __future__ import annotations
 
@@ -114,6 +115,16 @@ LogFact = (
     | ServerArgsDump
     | FailureSignal
 )
+
+
+@dataclass(frozen=True)
+class ServerWarning:
+    """A warning worth surfacing on the run, with the same message for every occurrence of its kind and cause (a
+    run records it once)."""
+
+    kind: str
+    message: str
+    value: int | None = None  # cuda_graph_limit: the largest batch size captured
 
 
 @dataclass(frozen=True)

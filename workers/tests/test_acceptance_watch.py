@@ -9,9 +9,10 @@ import pytest
 
 from experiments.remedies import acceptance_remedies
 from experiments.rules import model_checks
-from workers.sglang import AcceptanceWatch, algorithm_problem
-from workers.sglang.acceptance_watch import COLLAPSE, COLLAPSE_TICKS, LOW, LOW_TICKS
-from workers.sglang.live_facts import LogFacts
+from workers.engines.acceptance_watch import COLLAPSE, COLLAPSE_TICKS, LOW, LOW_TICKS, AcceptanceWatch
+from workers.engines.live_facts import LogFacts
+from workers.sglang import algorithm_problem
+from workers.sglang.adapter import SGLANG
 
 DECODE = (
     "[2026-11-29 10:00:{s:02d} TP0] Decode batch, #running-req: {r}, #token: 180, token usage: 0.00, "
@@ -25,7 +26,7 @@ EAGLE3_DRAFT = {**TARGET, "architectures": ["LlamaForCausalLMEagle3"]}
 def _points(*accepts: float, running: int = 4, first: int = 100) -> list[dict[str, Any]]:
     """Decode points as LogFacts reads them from the log (one line per accept length)."""
     lines = [DECODE.format(s=i % 60, r=running, a=a) for i, a in enumerate(accepts)]
-    return LogFacts({}).read(first, lines).decode
+    return LogFacts(SGLANG.grammar, {}).read(first, lines).decode
 
 
 def test_it_raises_a_collapse_after_consecutive_busy_lines_at_one():

@@ -1,13 +1,14 @@
 """The live acceptance alarm: a speculative server whose draft is accepted (next to) never, said while it benchmarks.
 
-Fed the Decode-batch points `LogFacts` reads (`running_req`, `accept_len`, line number `n`) as they arrive. Two rules,
-each over consecutive Decode lines that had requests running (a line with none says nothing about drafts and
-neither counts nor breaks a streak; a line without an accept length, a baseline's, is skipped the same way):
+Fed the step points `LogFacts` reads (`running_req`, `accept_len`, line number `n`: SGLang's Decode-batch lines,
+vLLM's SpecDecoding lines) as they arrive. Two rules, each over consecutive step lines that had requests running (a
+line with none says nothing about drafts and neither counts nor breaks a streak; a line without an accept length, a
+baseline's, is skipped the same way):
 
 - collapse: accept length <= COLLAPSED (1.0 is "no draft accepted, only the bonus token"; the margin is the
   two-decimal rounding of the log) on COLLAPSE_TICKS lines in a row. A line averages `--decode-log-interval` (40)
-  verify steps per running request, so a healthy EAGLE3 config (accept length ~2-3) never shows one such line, let
-  alone three, and three lines take ~2-3 s at batch 1 on a real server.
+  verify steps per running request (vLLM's line: 10 s of steps), so a healthy EAGLE3 config (accept length ~2-3)
+  never shows one such line, let alone three, and three lines take ~2-3 s at batch 1 on a real SGLang server.
 - far below the config's own history: the accepted drafts per step (accept length - 1) under LOW_SHARE of the median
   of its last successful runs' on LOW_TICKS lines in a row; only when that history accepted something.
 
@@ -48,7 +49,8 @@ class AcceptanceWatch:
     config's last successful runs; `diagnosis`: what the models' config.json files already prove (e.g. an EAGLE3 draft
     served as EAGLE), said with a collapse."""
 
-    def __init__(self, history: Sequence[float] = (), *, diagnosis: str = "") -> None:
+    def __init__(self, history: Sequence[float] = (), *, diagnosis: str = "", step_lines: str = "Decode lines") -> None:
+        self.step_lines = step_lines  # what the engine's step lines are called in the alarm's message
         self.history_runs = len(history)
         self.expected = statistics.median(history) if history else None
         self.diagnosis = diagnosis
@@ -86,7 +88,7 @@ class AcceptanceWatch:
         observed = statistics.fmean(a for _, a in lines)
         first, last = lines[0][0], lines[-1][0]
         seen = (
-            f"accept length {observed:.2f} on {len(lines)} Decode lines in a row with requests running "
+            f"accept length {observed:.2f} on {len(lines)} {self.step_lines} in a row with requests running "
             f"(log lines {first}-{last})"
         )
         history = (

@@ -1,6 +1,8 @@
-"""The live facts a run's page shows, read from batches of its log lines: progress, milestones, Decode-batch series,
-the config's custom metrics (user regexes, run within time budgets by `experiments.rules.log_metrics`). Pure, so the
-server log only stores and broadcasts them."""
+"""The live facts a run's page shows, read from batches of its log lines: progress, milestones, the series of the
+engine's periodic step lines (SGLang's Decode batch, vLLM's stats and SpecDecoding lines), the config's custom
+metrics (user regexes, run within time budgets by `experiments.rules.log_metrics`). Pure, so the server log only
+stores and broadcasts them. What a line means is the engine's `LogGrammar`; what is done with it is the same for
+every engine."""
 
 from __future__ import annotations
 
@@ -8,34 +10,60 @@ import dataclasses
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from experiments.rules.log_metrics import MetricReader
 
-from . import loglines
 from .facts import (
     CaptureProgress,
+    DecodeStats,
     FailureSignal,
     GraphCaptured,
     LogFact,
     Milestone,
-    PrefillStats,
     Retraction,
     ServerArgsDump,
     ServerLimits,
+    ServerWarning,
     ShardProgress,
 )
-from .warnings import ServerWarning, find_warning, graph_limit_warning
 
 KEEP_POINTS = 300  # per series: enough for a live chart, small enough to store on the run row
-DECODE_MARKER = "Decode batch"  # all SGLang eras: "Decode batch." / "Decode batch," / "Decode batch [N],"
 # A crash's traceback storm repeats the same lines by the thousand, each read for a warning and a fact by a dozen
 # regexes (~11 µs a line: 108 ms a 10,000-line batch): each distinct line up to this long is read once.
 READ_LINES_CACHED = 4096
 CACHED_LINE_CHARS = 500
-PREFILL_MARKER = "Prefill batch"
-# The lines `decode_summary` reads: all a cell's summary needs of its stretch of the log.
-DECODE_SUMMARY_MARKERS = (DECODE_MARKER, PREFILL_MARKER)
+
+
+class LogGrammar(Protocol):
+    """How one engine's log reads, line by line (pure; every method is total: any text in, None for nothing)."""
+
+    # A substring of every periodic step line (the decode series' points); a flood is mostly those lines, so only
+    # the last few of a batch are parsed.
+    step_marker: str
+    # A substring of the lines that say the server was idle before a step (SGLang's Prefill batch), or None.
+    prefill_marker: str | None
+
+    def parse_line(self, line: str) -> LogFact | None: ...
+
+    def parse_step_line(self, line: str) -> tuple[str | None, DecodeStats] | None:
+        """A step line's timestamp and figures, or None."""
+
+    def prefill_was_idle(self, line: str) -> bool:
+        """A prefill-marker line logged with nothing running (the step line after it averages idle time)."""
+
+    def find_warning(self, line: str) -> ServerWarning | None: ...
+
+    def graph_limit_warning(
+        self, graph_max_bs: int, max_running: int | None, max_concurrency: int | None
+    ) -> ServerWarning | None: ...
+
+    def clean_line(self, line: str) -> str: ...
+
+
+def summary_markers(grammar: LogGrammar) -> tuple[str, ...]:
+    """The lines `decode_summary` reads: all a cell's summary needs of its stretch of the log."""
+    return (grammar.step_marker, *([grammar.prefill_marker] if grammar.prefill_marker else []))
 
 
 @dataclass
@@ -64,12 +92,14 @@ class LogFacts:
 
     def __init__(
         self,
+        grammar: LogGrammar,
         log_metrics: Mapping[str, str],
         *,
         disabled_metrics: Iterable[str] = (),
         target_progress: int | None = None,
         max_concurrency: int | None = None,
     ) -> None:
+        self.grammar = grammar
         self.metrics = MetricReader(log_metrics, disabled=disabled_metrics)
         # Loading shows two bars when a draft model has its own shards: the target's, then the draft's. The
         # target's is done once a rank logs "Load weight end" (or it was at 100 before a re-attach); a bar that
@@ -94,15 +124,17 @@ class LogFacts:
         metrics = self.metrics.read(first_line, lines)
         batch = FactBatch(warnings=metrics.warnings)
         decode_lines: list[int] = []
-        read_lines = _READ_LINES
+        grammar = self.grammar
+        step_marker = grammar.step_marker
+        read_lines = _READ_LINES.setdefault(id(type(grammar)), {})
         for i, line in enumerate(lines):
-            if DECODE_MARKER in line:
+            if step_marker in line:
                 # A flood is mostly Decode lines and only the last few are kept: parse those alone, below.
                 decode_lines.append(i)
                 continue
             found = read_lines.get(line)
             if found is None:
-                found = _read_line(line)
+                found = grammar.find_warning(line), grammar.parse_line(line)
                 if len(line) <= CACHED_LINE_CHARS:
                     if len(read_lines) >= READ_LINES_CACHED:
                         read_lines.clear()  # most lines of a log are seen once (timestamps): start again
@@ -140,7 +172,7 @@ class LogFacts:
 
     def _read_series(self, batch: FactBatch) -> None:
         for n, line in self._unread_decode:
-            point = _decode_point(n, line)
+            point = _decode_point(self.grammar, n, line)
             if point is not None:
                 batch.decode.append(point)
         self._unread_decode.clear()
@@ -156,14 +188,14 @@ class LogFacts:
             # Both known (the limits line comes first in every era): judge the capture's limit once.
             graph_max, graph_n, graph_line = self.graph_capture
             self.graph_capture = None
-            limit = graph_limit_warning(graph_max, self.max_running, self.max_concurrency)
+            limit = self.grammar.graph_limit_warning(graph_max, self.max_running, self.max_concurrency)
             if limit is not None:
                 self._add_warning(limit, graph_n, graph_line, batch)
 
     def _add_warning(self, warning: ServerWarning, n: int, line: str, batch: FactBatch) -> None:
         if (warning.kind, warning.message) not in self.warned:
             self.warned.add((warning.kind, warning.message))
-            batch.server_warnings.append((warning, n, loglines.clean_line(line)[:1000]))
+            batch.server_warnings.append((warning, n, self.grammar.clean_line(line)[:1000]))
 
     def _read_shards(self, fact: ShardProgress, batch: FactBatch) -> None:
         if self.draft_max is None and self.target_loaded and (fact.done == 0 or fact.total != self.target_total):
@@ -175,18 +207,14 @@ class LogFacts:
         self.target_max = batch.progress = max(self.target_max, fact.percent)
 
 
-def _read_line(line: str) -> tuple[ServerWarning | None, LogFact | None]:
-    """The warning and the fact one line carries (both immutable: a cached answer is shared)."""
-    return find_warning(line), loglines.parse_line(line)
+# The warning and the fact each of the distinct lines up to CACHED_LINE_CHARS long read lately carries, at most
+# READ_LINES_CACHED a grammar (a storm repeats the same few hundred; a dict's lookup is half an LRU cache's, and the
+# answers, immutable, never change).
+_READ_LINES: dict[int, dict[str, tuple[ServerWarning | None, LogFact | None]]] = {}
 
 
-# What `_read_line` found in the distinct lines up to CACHED_LINE_CHARS long read lately, at most READ_LINES_CACHED
-# (a storm repeats the same few hundred; a dict's lookup is half an LRU cache's, and the answers never change).
-_READ_LINES: dict[str, tuple[ServerWarning | None, LogFact | None]] = {}
-
-
-def _decode_point(n: int, line: str) -> dict[str, Any] | None:
-    parsed = loglines.parse_decode_line(line)
+def _decode_point(grammar: LogGrammar, n: int, line: str) -> dict[str, Any] | None:
+    parsed = grammar.parse_step_line(line)
     if parsed is None:
         return None
     timestamp, fact = parsed
@@ -226,25 +254,24 @@ def merge_series(stored: Mapping[str, Any], batch: FactBatch) -> dict[str, Any]:
     return merged
 
 
-def decode_summary(first_line: int, lines: Sequence[str]) -> dict[str, Any]:
-    """What the server's own Decode-batch lines say about a stretch of its log (a benchmark cell's window).
+def decode_summary(grammar: LogGrammar, first_line: int, lines: Sequence[str]) -> dict[str, Any]:
+    """What the server's own step lines say about a stretch of its log (a benchmark cell's window).
 
-    A Decode line's gen throughput is the tokens since the previous Decode line over the wall time since it
-    (reference §3.4), so a line whose interval held idle time says little about decoding: the first one after
-    warm-up reads 0.4 tok/s. Such lines are left out of the means ("idle_lines"): a line with no running request,
-    and the first line after a Prefill batch that found nothing running (the server was idle before that prefill).
-    If every line is idle, the means use them all rather than say nothing.
+    A step line's generation throughput is the tokens since the previous one over the wall time since it (SGLang
+    reference §3.4; vLLM's stats interval likewise), so a line whose interval held idle time says little about
+    decoding: the first one after warm-up reads 0.4 tok/s. Such lines are left out of the means ("idle_lines"): a
+    line with no running request, and the first line after a Prefill batch that found nothing running (the server
+    was idle before that prefill). If every line is idle, the means use them all rather than say nothing.
     """
     points: list[dict[str, Any]] = []
     idle: list[bool] = []
     idle_before_next = False
+    prefill_marker = grammar.prefill_marker
     for i, line in enumerate(lines):
-        if PREFILL_MARKER in line:
-            prefill = loglines.parse_line(line)
-            if isinstance(prefill, PrefillStats) and prefill.running_req == 0:
-                idle_before_next = True
+        if prefill_marker is not None and prefill_marker in line:
+            idle_before_next |= grammar.prefill_was_idle(line)
             continue
-        if DECODE_MARKER not in line or (point := _decode_point(first_line + i, line)) is None:
+        if grammar.step_marker not in line or (point := _decode_point(grammar, first_line + i, line)) is None:
             continue
         points.append(point)
         idle.append(idle_before_next or point["running_req"] == 0)

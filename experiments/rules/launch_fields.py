@@ -1,0 +1,460 @@
+"""The launch fields of a server config, one table per engine: the only place a launch field is listed. Pure.
+
+A row says everything specdash needs to know of one setting: where the config keeps it (a `ServerConfig` column, or a
+key of its `engine_options`), how the engine takes it (a command-line flag, a key of vLLM's `--speculative-config`
+JSON, or the positional model), its label, its bounds, whether only a speculative launch sends it, whether the engine
+picks a value when it is unset, and how the server reports it back. The form, the API body, the config hash, the
+diff, the launch argv, the verification of the effective args, the launch policy (managed flags, bounds) and the
+export are derived from these rows, so adding a flag is adding a row.
+
+Both engines keep their shared settings in the same columns: the target and draft paths, the tensor parallel size,
+the method (`speculative_algorithm`, in the engine's own spelling: SGLang's `EAGLE3`, vLLM's `eagle3`) and the
+number of draft steps (`speculative_num_steps`: SGLang's `--speculative-num-steps`, vLLM's `num_speculative_tokens`;
+vLLM drafts a top-1 chain, so its K tokens are SGLang's K steps with topk 1 and K + 1 draft tokens), so that sweeps,
+studies and comparisons read one value across engines.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SGLANG, VLLM = "sglang", "vllm"
+ENGINE_NAMES = (SGLANG, VLLM)
+ENGINE_LABELS = {SGLANG: "SGLang", VLLM: "vLLM"}
+
+# Where a field reaches the engine.
+FLAG, SPEC_JSON, POSITIONAL = "flag", "speculative-config", "positional"
+# What a field holds.
+TEXT, INT, CHOICE = "text", "int", "choice"
+
+
+@dataclass(frozen=True)
+class LaunchField:
+    name: str  # the ServerConfig column, or the key in ServerConfig.engine_options (column=False)
+    label: str  # as the engine's users say it
+    kind: str  # TEXT, INT or CHOICE
+    via: str  # FLAG, SPEC_JSON or POSITIONAL
+    key: str = ""  # the flag (FLAG) or the JSON key (SPEC_JSON)
+    # Other spellings of the flag a server takes for the same setting: extra args may not repeat any of them.
+    aliases: tuple[str, ...] = ()
+    column: bool = True
+    speculative: bool = False  # sent only with a speculative method; a baseline ignores it
+    auto: bool = False  # unset, the engine picks a value (the diff says "auto")
+    bounds: tuple[int, int] | None = None  # INT: inclusive
+    max_length: int = 0  # TEXT: the longest value
+    choices: tuple[str, ...] = ()  # CHOICE: the values a config may hold ("" = none)
+    model_path: bool = False  # a path under the host's models root
+    # The name the server reports the setting under in its effective args ("": it does not), shown beside the
+    # request on the run's page; `verified`: a run whose server reports another value fails as misconfigured.
+    effective: str = ""
+    verified: bool = True
+    diff_label: str = ""  # how the config diff names it ("": the label)
+    help: str = ""
+
+    @property
+    def shown_as(self) -> str:
+        return self.diff_label or self.label
+
+
+_TARGET = LaunchField(
+    "model_path", "Model path", TEXT, FLAG, "--model-path", ("--model",), max_length=512, model_path=True,
+    diff_label="model", effective="model_path", verified=False,
+)  # fmt: skip
+_SERVED_NAME = LaunchField(
+    "served_model_name",
+    "Served model name",
+    TEXT,
+    FLAG,
+    "--served-model-name",
+    max_length=255,
+    diff_label="served model name",
+)
+_DRAFT_PATH_LABEL = "Draft model path"
+
+SGLANG_FIELDS: tuple[LaunchField, ...] = (
+    _TARGET,
+    _SERVED_NAME,
+    LaunchField(
+        "tp_size", "TP size", INT, FLAG, "--tp-size", ("--tp", "--tensor-parallel-size"), bounds=(1, 64),
+        effective="tp_size", diff_label="tp",
+    ),
+    LaunchField(
+        "speculative_algorithm", "Speculative algorithm", CHOICE, FLAG, "--speculative-algorithm",
+        choices=("", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"), effective="speculative_algorithm",
+        diff_label="algorithm",
+    ),
+    LaunchField(
+        "speculative_draft_model_path", _DRAFT_PATH_LABEL, TEXT, FLAG, "--speculative-draft-model-path",
+        ("--speculative-draft-model",), speculative=True, max_length=512, model_path=True, diff_label="draft model",
+        effective="speculative_draft_model_path", verified=False,
+    ),
+    LaunchField(
+        "speculative_num_steps", "Speculative steps", INT, FLAG, "--speculative-num-steps", speculative=True,
+        auto=True, bounds=(1, 16), effective="speculative_num_steps", diff_label="steps",
+    ),
+    LaunchField(
+        "speculative_eagle_topk", "Topk", INT, FLAG, "--speculative-eagle-topk", speculative=True, auto=True,
+        bounds=(1, 64), effective="speculative_eagle_topk", diff_label="topk",
+    ),
+    LaunchField(
+        "speculative_num_draft_tokens", "Draft tokens", INT, FLAG, "--speculative-num-draft-tokens",
+        speculative=True, auto=True, bounds=(1, 256), effective="speculative_num_draft_tokens",
+        diff_label="draft tokens",
+    ),
+)  # fmt: skip
+
+VLLM_FIELDS: tuple[LaunchField, ...] = (
+    LaunchField(
+        "model_path", "Model path", TEXT, POSITIONAL, aliases=("--model",), max_length=512, model_path=True,
+        diff_label="model",
+    ),
+    _SERVED_NAME,
+    LaunchField(
+        "tp_size", "Tensor parallel size", INT, FLAG, "--tensor-parallel-size", ("-tp",), bounds=(1, 64),
+        effective="tensor_parallel_size", diff_label="tp",
+    ),
+    LaunchField(
+        "speculative_algorithm", "Speculative method", CHOICE, SPEC_JSON, "method",
+        choices=("", "eagle3", "eagle", "draft_model", "ngram", "mtp", "suffix"), effective="method",
+        diff_label="algorithm",
+    ),
+    LaunchField(
+        "speculative_draft_model_path", _DRAFT_PATH_LABEL, TEXT, SPEC_JSON, "model", speculative=True,
+        max_length=512, model_path=True, effective="model", verified=False, diff_label="draft model",
+    ),
+    LaunchField(
+        "speculative_num_steps", "num_speculative_tokens", INT, SPEC_JSON, "num_speculative_tokens",
+        speculative=True, bounds=(1, 16), effective="num_spec_tokens", diff_label="steps",
+        help="draft tokens per step, a top-1 chain (SGLang's steps with topk 1)",
+    ),
+    LaunchField(
+        "draft_tensor_parallel_size", "Draft tensor parallel size", INT, SPEC_JSON, "draft_tensor_parallel_size",
+        column=False, speculative=True, auto=True, bounds=(1, 64), diff_label="draft tp",
+        help="1 or the target's; unset: the target's",
+    ),
+    LaunchField(
+        "draft_max_model_len", "Draft max model length", INT, SPEC_JSON, "max_model_len", column=False,
+        speculative=True, auto=True, bounds=(1, 10_000_000), diff_label="draft max length",
+        help="at most the draft's and the target's context",
+    ),
+)  # fmt: skip
+
+FIELDS: dict[str, tuple[LaunchField, ...]] = {SGLANG: SGLANG_FIELDS, VLLM: VLLM_FIELDS}
+
+# What else of a server's effective args its run page shows beside the request: settings the engine decides on its
+# own that explain its speed.
+DECIDED_BY_ENGINE = {
+    SGLANG: (
+        "disable_overlap_schedule",
+        "max_running_requests",
+        "mem_fraction_static",
+        "context_length",
+        "cuda_graph_max_bs",
+    ),
+    VLLM: ("max_seq_len", "enforce_eager", "gpu_memory_utilization", "max_num_seqs", "kv_cache_dtype"),
+}
+
+# The config's settings that are not one engine setting each (extra flags, the environment, what the run checks),
+# with how a diff names them. Part of every launch and of the hash, in every engine.
+FREE_FIELD_LABELS = {"extra_args": "extra flags", "env": "env", "expect": "expectations", "log_metrics": "log metrics"}
+FREE_FIELDS = tuple(FREE_FIELD_LABELS)
+
+# Flags specdash sets itself on every launch of an engine (the address; the metrics the benchmark reads; vLLM's
+# speculative JSON, built from the rows; SGLang's adaptive schedule, a path on the host): extra args may not repeat
+# them, or the stored config would lie about what ran.
+_SET_BY_SPECDASH = {
+    SGLANG: ("--host", "--port", "--speculative-adaptive-config"),
+    VLLM: (
+        "--host",
+        "--port",
+        "--speculative-config",
+        "-sc",
+        "--spec-method",
+        "--spec-model",
+        "--spec-tokens",
+    ),
+}
+
+
+def fields(engine: str) -> tuple[LaunchField, ...]:
+    """The engine's rows; KeyError for an engine specdash does not drive."""
+    return FIELDS[engine or SGLANG]
+
+
+def field(engine: str, name: str) -> LaunchField | None:
+    return next((f for f in fields(engine) if f.name == name), None)
+
+
+def label(engine: str) -> str:
+    return ENGINE_LABELS.get(engine or SGLANG, engine)
+
+
+def column_names() -> tuple[str, ...]:
+    """Every engine's column fields, in table order, each once: the config's launch columns (the hash's)."""
+    names: list[str] = []
+    for rows in FIELDS.values():
+        names += [f.name for f in rows if f.column and f.name not in names]
+    return tuple(names)
+
+
+def option_names(engine: str) -> tuple[str, ...]:
+    """The engine's settings kept in `engine_options`."""
+    return tuple(f.name for f in fields(engine) if not f.column)
+
+
+def managed_flags(engine: str) -> frozenset[str]:
+    """The flags extra args may not set for `engine`: every row's flag and its aliases, and those specdash sets."""
+    flags = {flag for f in fields(engine) if f.via != SPEC_JSON for flag in (f.key, *f.aliases) if flag}
+    return frozenset(flags | set(_SET_BY_SPECDASH[engine or SGLANG]))
+
+
+def all_managed_flags() -> frozenset[str]:
+    return frozenset().union(*(managed_flags(engine) for engine in ENGINE_NAMES))
+
+
+def value_of(spec: Mapping[str, Any], row: LaunchField) -> Any:
+    """A row's value in a launch spec (`ServerConfig.launch_spec()`): its column, or its engine option."""
+    if row.column:
+        return spec.get(row.name)
+    options = spec.get("engine_options") or {}
+    return options.get(row.name) if isinstance(options, Mapping) else None
+
+
+def is_set(value: Any) -> bool:
+    return value is not None and value != ""
+
+
+def refusals(engine: str, spec: Mapping[str, Any]) -> list[str]:
+    """What in `spec` breaks its engine's rows: an unknown engine or option, a number out of bounds, a value outside
+    the choices. (What a text may hold, and how long it may be, is the launch policy's: `text_limits`.)"""
+    return [message for _, message in field_refusals(engine, spec)]
+
+
+def field_refusals(engine: str, spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """`refusals`, each with the field it is about ("engine", "engine_options" or a row's name)."""
+    if engine not in FIELDS:
+        return [("engine", f"engine must be one of {', '.join(ENGINE_NAMES)}, not {str(engine)[:40]!r}")]
+    options = spec.get("engine_options") or {}
+    if not isinstance(options, Mapping):
+        return [("engine_options", "engine_options must be an object")]
+    problems = []
+    unknown = sorted(str(k)[:40] for k in options if k not in option_names(engine))
+    if unknown:
+        known = ", ".join(option_names(engine)) or "none"
+        problems.append(
+            ("engine_options", f"{label(engine)} has no option {', '.join(unknown)} (its options: {known})")
+        )
+    for row in fields(engine):
+        value = value_of(spec, row)
+        if not is_set(value):
+            continue
+        if row.kind == INT and row.bounds is not None:
+            low, high = row.bounds
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                problems.append((row.name, f"{row.name} must be between {low} and {high}"))
+        elif row.kind == CHOICE and value not in row.choices:
+            allowed = ", ".join(c for c in row.choices if c)
+            problems.append(
+                (row.name, f"{row.name} must be one of {allowed} for {label(engine)}, not {str(value)[:40]!r}")
+            )
+    return problems
+
+
+def speculative_config(engine: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """vLLM's `--speculative-config` object for a speculative spec: every set SPEC_JSON row, by its key."""
+    return {
+        row.key: value_of(spec, row) for row in fields(engine) if row.via == SPEC_JSON and is_set(value_of(spec, row))
+    }
+
+
+def launch_words(engine: str, spec: Mapping[str, Any], address: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+    """(the positional words, the flags and their values) the rows put on an engine's command line, in row order,
+    with the `address` words (`--host H --port P`) after the rows every launch sends, before the speculative ones.
+
+    A baseline (no method) gets no speculative setting at all, even if some were left in the spec: a draft path
+    without a method would only make the effective args disagree with the intent. Unset rows are left out, so the
+    engine's own defaults (and auto-choices) apply."""
+    speculative = is_set(spec.get("speculative_algorithm"))
+    positional: list[str] = []
+    every_launch: list[str] = []
+    speculative_flags: list[str] = []
+    for row in fields(engine):
+        value = value_of(spec, row)
+        if not is_set(value) or (row.speculative and not speculative):
+            continue
+        if row.via == POSITIONAL:
+            positional.append(str(value))
+        elif row.via == FLAG:
+            # The method itself is a speculative setting too: it starts the speculative part.
+            part = speculative_flags if row.speculative or row.name == "speculative_algorithm" else every_launch
+            part += [row.key, str(value)]
+    if speculative and any(row.via == SPEC_JSON for row in fields(engine)):
+        speculative_flags += [
+            "--speculative-config",
+            json.dumps(speculative_config(engine, spec), separators=(",", ":")),
+        ]
+    return positional, [*every_launch, *address, *speculative_flags]
+
+
+def effective_mismatches(engine: str, requested: Mapping[str, Any], effective: Mapping[str, Any]) -> list[str]:
+    """The verified rows the server reports otherwise than requested (`effective`: the engine's effective args under
+    the rows' `effective` names). Unset rows and rows the server does not report are not judged."""
+    problems = []
+    for row in fields(engine):
+        want = value_of(requested, row)
+        if not row.effective or not row.verified or not is_set(want) or row.effective not in effective:
+            continue
+        have = effective[row.effective]
+        if have != want:
+            problems.append(f"requested {row.name}={want!r}, the server runs {row.effective}={have!r}")
+    return problems
+
+
+def diff_rows() -> tuple[tuple[str, str], ...]:
+    """(field, label) of every field a config diff compares, each once, in table order, then the free fields."""
+    seen: dict[str, str] = {}
+    for rows in FIELDS.values():
+        for row in rows:
+            seen.setdefault(row.name, row.shown_as)
+    return (("engine", "engine"), *seen.items(), *FREE_FIELD_LABELS.items())
+
+
+def auto_fields(engine: str) -> frozenset[str]:
+    return frozenset(row.name for row in fields(engine) if row.auto)
+
+
+def text_limits() -> dict[str, int]:
+    """The longest value of every text field, any engine's (each becomes one argument of a launch)."""
+    limits: dict[str, int] = {}
+    for rows in FIELDS.values():
+        for row in rows:
+            if row.kind == TEXT:
+                limits[row.name] = max(limits.get(row.name, 0), row.max_length)
+    return limits
+
+
+def number_bounds() -> dict[str, tuple[int, int]]:
+    """The inclusive bounds of every number field, any engine's (an engine's own rows may be narrower)."""
+    bounds: dict[str, tuple[int, int]] = {}
+    for rows in FIELDS.values():
+        for row in rows:
+            if row.kind == INT and row.bounds is not None:
+                low, high = bounds.get(row.name, row.bounds)
+                bounds[row.name] = (min(low, row.bounds[0]), max(high, row.bounds[1]))
+    return bounds
+
+
+def all_choices(name: str) -> tuple[str, ...]:
+    """Every engine's values of a choice field, each once (which engine takes which is its rows')."""
+    values: list[str] = []
+    for rows in FIELDS.values():
+        for row in rows:
+            if row.name == name:
+                values += [c for c in row.choices if c not in values]
+    return tuple(values)
+
+
+def all_fields() -> tuple[LaunchField, ...]:
+    """One row per field name, any engine's, in table order (the first engine's row where both have one): what a
+    form or a schema that takes every engine's config shows."""
+    seen: dict[str, LaunchField] = {}
+    for rows in FIELDS.values():
+        for row in rows:
+            seen.setdefault(row.name, row)
+    return tuple(seen.values())
+
+
+def engines_of(name: str) -> tuple[str, ...]:
+    """The engines that have a field called `name`."""
+    return tuple(engine for engine, rows in FIELDS.items() if any(row.name == name for row in rows))
+
+
+# The methods that draft with a model of their own, which the config must name (the others draft from the target's
+# own heads or from the prompt).
+DRAFT_METHODS = {SGLANG: ("EAGLE", "EAGLE3"), VLLM: ("eagle3", "eagle", "draft_model")}
+
+
+def field_conflicts(engine: str, spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for each rule between a config's fields that its engine enforces: a method the engine does
+    not know, a field of another engine, a speculative setting without a method, a draft method without a draft,
+    and each engine's own (SGLang's steps, topk and draft tokens together and topk 1's draft tokens; vLLM's draft
+    tensor parallel size of 1 or the target's). Bounds and lengths are `refusals`'."""
+    engine = engine or SGLANG
+    name = label(engine)
+    found: list[tuple[str, str]] = []
+    own = {row.name for row in fields(engine)}
+    for row in all_fields():
+        if row.name not in own and is_set(value_of(spec, row)):
+            found.append((row.name, f"{name} has no {row.label.lower()} setting: leave it empty for {name}."))
+    algorithm = spec.get("speculative_algorithm") or ""
+    method_row = field(engine, "speculative_algorithm")
+    if method_row is not None and algorithm and algorithm not in method_row.choices:
+        known = ", ".join(c for c in method_row.choices if c)
+        return [*found, ("speculative_algorithm", f"{name} knows no method {algorithm!r}; its methods: {known}.")]
+    speculative_rows = [row for row in fields(engine) if row.speculative]
+    if not algorithm:
+        found += [
+            (row.name, "Only a speculative config (a method set) takes this.")
+            for row in speculative_rows
+            if is_set(value_of(spec, row))
+        ]
+        return found
+    if algorithm in DRAFT_METHODS[engine] and not is_set(spec.get("speculative_draft_model_path")):
+        found.append(("speculative_draft_model_path", f"{algorithm} needs a draft model path."))
+    if engine == SGLANG:
+        found += _sglang_conflicts(spec)
+    else:
+        found += _vllm_conflicts(spec, algorithm)
+    return found
+
+
+def _sglang_conflicts(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    trio = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+    given = [name for name in trio if spec.get(name) is not None]
+    if given and len(given) != len(trio):
+        # SGLang asserts this too: it only auto-chooses all three together.
+        message = "Set steps, topk and draft tokens together, or leave all three empty."
+        return [(name, message) for name in trio if name not in given]
+    steps, topk, draft = (spec.get(name) for name in trio)
+    if topk == 1 and steps and draft and draft != steps + 1:
+        return [
+            (
+                "speculative_num_draft_tokens",
+                f"With topk 1 SGLang forces draft tokens to steps + 1 = {steps + 1}; "
+                f"set {steps + 1} so the stored config says what runs.",
+            )
+        ]
+    return []
+
+
+def _vllm_conflicts(spec: Mapping[str, Any], algorithm: str) -> list[tuple[str, str]]:
+    found = []
+    if algorithm in DRAFT_METHODS[VLLM] and spec.get("speculative_num_steps") is None:
+        # vLLM reads it from the draft's config.json only where that has n_predict, which EAGLE-3 drafts do not.
+        found.append(("speculative_num_steps", f"{algorithm} needs num_speculative_tokens (vLLM has no default)."))
+    options = spec.get("engine_options") or {}
+    draft_tp, tp = options.get("draft_tensor_parallel_size"), spec.get("tp_size") or 1
+    if draft_tp is not None and draft_tp not in (1, tp):
+        found.append(
+            (
+                "draft_tensor_parallel_size",
+                f"vLLM refuses speculative_draft_tensor_parallel_size={draft_tp}: it cannot be other value than 1 or "
+                f"target model tensor_parallel_size ({tp}).",
+            )
+        )
+    return found
+
+
+def speculative_settings(engine: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The method and every speculative setting a spec sets, by field name ({} for a baseline): what an export or a
+    summary says of a config's speculation."""
+    if not is_set(spec.get("speculative_algorithm")):
+        return {}
+    return {
+        row.name: value
+        for row in fields(engine)
+        if (row.speculative or row.name == "speculative_algorithm") and is_set(value := value_of(spec, row))
+    }
