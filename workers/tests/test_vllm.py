@@ -412,6 +412,12 @@ def test_it_reads_a_failure_from_a_single_line(line, kind):
     assert isinstance(fact, FailureSignal) and fact.kind == kind
 
 
+def test_a_long_max_model_len_allowed_by_the_environment_is_no_failure():
+    warned = "(APIServer pid=7) WARNING 10-26 12:29:51 [model.py:1520] User-specified max_model_len (300000) is greater than the derived max_model_len (262144). Make sure the value is correct and within the model context size."
+
+    assert parse_line(warned) is None
+
+
 def test_a_request_too_long_for_the_model_is_no_failure():
     line = "(APIServer pid=7) ERROR 10-26 13:00:00 [serving_completion.py:120] This model's maximum context length is 40960 tokens. However, your request has 50000 input tokens. Please reduce the length of the input messages."
 
@@ -503,6 +509,10 @@ def test_the_live_facts_read_a_whole_startup():
         (
             "(EngineCore pid=8) INFO 10-26 12:30:40 [kv_cache_utils.py:1091] Maximum concurrency for 131,072 tokens per request: 0.62x",
             "kv_below_one_request",
+        ),
+        (
+            "(APIServer pid=7) WARNING 10-26 12:29:51 [model.py:1520] User-specified max_model_len (300000) is greater than the derived max_model_len (262144). Make sure the value is correct and within the model context size.",
+            "long_max_model_len",
         ),
     ],
 )

@@ -471,16 +471,24 @@ def test_the_adapter_s_requests_are_answered_by_the_simulated_server(served):
     )
 
 
-async def test_without_development_mode_the_reset_is_not_served(tmp_path):
-    server = start_vllm(tmp_path, env={"SIMHOST_VLLM_VERSION": "0.33.0", **BIG_GPU})
+async def test_an_eager_server_past_its_length_warns_and_serves_no_reset_without_development_mode(tmp_path):
+    env = {"SIMHOST_VLLM_VERSION": "0.33.0", "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1", **BIG_GPU}
+    server = start_vllm(tmp_path, "--enforce-eager", "--max-model-len", "300000", env=env)
     try:
         server.wait_for(r"^INFO:     Application startup complete\.$")
         async with aiohttp.ClientSession() as session:
             status = await VLLM.reset_between_cells(Http(session, server.base))
+        log = server.text().split("\n")
     finally:
         stop(server)
 
+    batch = engines.LogFacts(VLLM.grammar, {}).read(1, log)
+
     assert status == 404
+    assert batch.failure is None and find_failure(log) is None
+    assert [warning.kind for warning, _, _ in batch.server_warnings] == ["long_max_model_len", "eager_mode"]
+    assert (batch.server_args or {})["enforce_eager"] is True
+    assert batch.server_facts["limits"]["context_len"] == 300000
 
 
 @pytest.mark.parametrize(

@@ -92,9 +92,10 @@ def message_of(line: str) -> str:
 
 # --- failures a single line proves ------------------------------------------------------------------------------
 
+# Raised only: with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 the same words are a warning (warnings.py), and the server runs.
 _CONTEXT_LENGTH = re.compile(
-    r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len"
-    r"|speculative_max_model_len=\d+ cannot be larger than (?:draft|target)_max_model_len=\d+"
+    r"(?:ValueError: |Value error, )(?:User-specified max_model_len \(\d+\) is greater than the derived "
+    r"max_model_len|speculative_max_model_len=\d+ cannot be larger than (?:draft|target)_max_model_len=\d+)"
 )
 _GPU_OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUDA driver error: out of memory"

@@ -1,6 +1,7 @@
 """The startup and runtime warnings of a vLLM log worth surfacing on the run and the comparison, each with the line it
-came from: eager mode, no stats logged (so no acceptance), KV cache preemptions, a KV cache that holds less than one
-full-length request, a draft's context changed by vLLM, the V0 fallback, deprecations. Texts per version follow
+came from: eager mode, no stats logged (so no acceptance), KV cache preemptions, a max_model_len past the model's, a
+KV cache that holds less than one full-length request, a draft's context changed by vLLM, the V0 fallback,
+deprecations. Texts per version follow
 ../shared/reference/vllm-interface.md §1.3, §1.4, §2.4, §3.1, §4.3; every era's prefixes are read.
 
 Pure. A warning's message is the same for every occurrence of its kind and cause, so a run records it once.
@@ -37,6 +38,11 @@ PREEMPTION = ServerWarning(
     "kv_preemption",
     "The KV cache ran out and requests were preempted (recomputed later): throughput and latency include the retries.",
 )
+LONG_MAX_MODEL_LEN = ServerWarning(
+    "long_max_model_len",
+    "The server runs a max_model_len past the model's own (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1): positions past the "
+    "model's trained length give wrong outputs or crash, and the draft's too.",
+)
 V0_FALLBACK = ServerWarning(
     "v0_fallback",
     "vLLM fell back to its V0 engine for speculative decoding (0.8.x): V0 has no EAGLE-3, and its figures are not "
@@ -63,6 +69,8 @@ def find_warning(line: str) -> ServerWarning | None:
             f"The KV cache holds less than one request of {match[1]} tokens ({match[2]}x): long requests queue "
             "behind each other or are preempted.",
         )
+    if "User-specified max_model_len" in message and not message.startswith(("ValueError", "Value error")):
+        return LONG_MAX_MODEL_LEN
     if message.startswith("The draft model's max_model_len") and "reducing max_model_len" in message:
         return ServerWarning("max_model_len_reduced", message[:500])
     if message.startswith(("Overriding draft model max_position_embeddings", "Overriding draft model max model len")):
