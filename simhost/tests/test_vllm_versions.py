@@ -289,3 +289,9 @@ def test_a_host_setup_selects_the_vllm_version() -> None:
     assert "export SIMHOST_VLLM_VERSION=0.33.0" in setup.splitlines()
     assert "SIMHOST_VLLM_VERSION" not in hostsetup.shell_setup(hostsetup.REPO / "var", 1)
     assert hostsetup.VLLM_LAUNCHER == "python -m simhost.vllm_serve"
+
+
+def test_the_stdout_wrapper_prefixes_lines_not_tqdm_updates() -> None:
+    assert lines.prefix_lines("(W pid=1) ", "bar 0%\rbar 100%\n") == "(W pid=1) bar 0%\rbar 100%\n"
+    assert lines.prefix_lines("(W pid=1) ", "a\n\nb\n") == "(W pid=1) a\n(W pid=1) \n(W pid=1) b\n"
+    assert lines.prefix_lines("", "a\n") == "a\n"

@@ -152,8 +152,12 @@ class ApiServer:
 
     def wait_engine(self) -> dict[str, Any]:
         assert self.conn is not None
+        last_note = time.monotonic()
         while True:
             ready = wait([self.conn, self.proc.sentinel], timeout=1.0)
+            if not ready and time.monotonic() - last_note >= 10.0:  # STARTUP_POLL_PERIOD_MS (§2.5), DEBUG only
+                last_note = time.monotonic()
+                self.log.record("DEBUG", "utils.py:845", "Waiting for 1 local, 0 remote core engine proc(s) to start.")
             if self.conn in ready:
                 try:
                     message = self.conn.recv()

@@ -393,7 +393,10 @@ class EngineCore:
         if "zombie" in job.faults:
             while True:  # stuck after loading (an NCCL hang, say): no more output, memory held, port never listening
                 time.sleep(3600)
-        self.conn.send(("ready", {"kv_tokens": tokens, "pid": os.getpid()}))
+        try:
+            self.conn.send(("ready", {"kv_tokens": tokens, "pid": os.getpid()}))
+        except OSError:
+            pass  # the API server died while we loaded: no one notices, we serve on (an orphan, §4.7)
         self.serve()
 
     def title_or_name(self) -> str:

@@ -38,10 +38,9 @@ def prefix_lines(prefix: str, text: str) -> str:
     the start of every line."""
     if not prefix:
         return text
-    out = []
-    for piece in text.splitlines(keepends=True):
-        out.append(prefix + piece)
-    return "".join(out)
+    # only "\n" starts a line: a tqdm bar's "\r" updates stay on the prefixed line
+    *whole, last = text.split("\n")
+    return "".join(f"{prefix}{piece}\n" for piece in whole) + (prefix + last if last else "")
 
 
 def stats_line(
