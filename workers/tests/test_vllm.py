@@ -633,8 +633,7 @@ def test_it_refuses_a_max_model_len_past_the_target():
 def test_it_reads_the_launcher_from_the_host():
     from experiments.models import Host
 
-    host = Host(name="gpu-1", launcher="python3 -m sglang.launch_server")
-    host.vllm_launcher = "/opt/vllm/bin/vllm serve"
+    host = Host(name="gpu-1", launcher="python3 -m sglang.launch_server", vllm_launcher="/opt/vllm/bin/vllm serve")
 
     assert VLLM.launcher(host) == "/opt/vllm/bin/vllm serve"
     assert engines.named("sglang").launcher(host) == "python3 -m sglang.launch_server"
