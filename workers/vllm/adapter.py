@@ -76,7 +76,7 @@ class VllmEngine:
     flags_listed = False
 
     def launcher(self, host: Any) -> str:
-        return str(getattr(host, "vllm_launcher", "") or "")
+        return str(host.launcher_for(self.name))
 
     def launch_argv(self, spec: Mapping[str, Any], *, host: str, port: int, adaptive_config: str | None) -> list[str]:
         # adaptive_config: vLLM has no adaptive schedule to install (supports_adaptive is False).

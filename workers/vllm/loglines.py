@@ -16,6 +16,7 @@ SpecDecoding line whose interval saw one with nothing running (see `parse_step_l
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 from typing import Any
@@ -49,6 +50,10 @@ _RECORD_START = re.compile(
 )
 
 
+# A cheap test for the words a record starts with, before looking for where one starts.
+_MAY_EMBED = re.compile(r" pid=|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d")
+
+
 def clean_line(line: str) -> str:
     """The part of a physical line worth parsing, colour codes removed.
 
@@ -60,12 +65,14 @@ def clean_line(line: str) -> str:
     if "\r" in line:
         segments = [segment for segment in line.split("\r") if segment.strip()]
         line = segments[-1] if segments else ""
-    embedded = _RECORD_START.search(line, 1)
-    if embedded is not None and _RECORD_START.match(line) is None:
-        line = line[embedded.start() :]
+    if _RECORD_START.match(line) is None and _MAY_EMBED.search(line):
+        embedded = _RECORD_START.search(line, 1)
+        if embedded is not None:
+            line = line[embedded.start() :]
     return line
 
 
+@functools.lru_cache(maxsize=64)  # the warning finder and the fact finder read each line in turn
 def split_prefix(line: str) -> tuple[str | None, str | None, str]:
     """`(EngineCore_DP0 pid=8) INFO 10-26 12:36:26 [core.py:77] msg` -> ("EngineCore_DP0", "10-26 12:36:26", "msg").
 
@@ -97,34 +104,48 @@ _CONTEXT_LENGTH = re.compile(
     r"(?:ValueError: |Value error, )(?:User-specified max_model_len \(\d+\) is greater than the derived "
     r"max_model_len|speculative_max_model_len=\d+ cannot be larger than (?:draft|target)_max_model_len=\d+)"
 )
-_GPU_OOM = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUDA driver error: out of memory"
-    r"|No available memory for the cache blocks|Free memory on device .*on startup is less than desired"
-    r"|To serve at least one request with the models?'s max seq len|Error in memory profiling\. Initial free memory",
-    re.IGNORECASE,
+# Every line of a log is read for these, most of them access lines: literal words first, a regex only where needed.
+_GPU_OOM = (
+    "CUDA out of memory",
+    "OutOfMemoryError",
+    "CUDA error: out of memory",
+    "CUDA driver error: out of memory",
+    "No available memory for the cache blocks",
+    "on startup is less than desired GPU memory utilization",  # `Free memory on device [cuda:N ](...) ...`
+    "To serve at least one request with the model",  # `models's` up to 0.32, `model's` in 0.33
+    "Error in memory profiling. Initial free memory",
 )
 # The kernel's OOM killer: the shell's `Killed` (alone or `line 5: 123 Killed`), the kernel's own words.
-_HOST_OOM = re.compile(r"(?:^|[\]|]|: \d+ )Killed(?:\s|$)|Out of memory: Killed process", re.IGNORECASE)
-_CRASH = re.compile(
-    r"Traceback \(most recent call last\)|Engine core initialization failed|EngineCore failed to start"
-    r"|EngineCore encountered a fatal error|EngineCore encountered an issue|WorkerProc failed to start"
-    r"|WorkerProc initialization failed|Worker proc \S+ died unexpectedly|Engine core proc \S+ died unexpectedly"
-    r"|AsyncLLM output_handler failed|EngineDeadError|NCCL error|Timed out waiting for engine core processes"
-    r"|terminate called after throwing an instance of|^Fatal Python error: |device-side assert triggered"
-    r"|an illegal memory access was encountered"
+_HOST_OOM = re.compile(r"(?:^|[\]|]|: \d+ )Killed(?:\s|$)|Out of memory: Killed process")
+_CRASH = (
+    "Traceback (most recent call last)",
+    "Engine core initialization failed",
+    "EngineCore failed to start",
+    "EngineCore encountered a fatal error",
+    "EngineCore encountered an issue",
+    "WorkerProc failed to start",
+    "WorkerProc initialization failed",
+    "died unexpectedly",  # `Worker proc %s ...`, `Engine core proc %s ..., shutting down client.`
+    "AsyncLLM output_handler failed",
+    "EngineDeadError",
+    "NCCL error",
+    "Timed out waiting for engine core processes",
+    "terminate called after throwing an instance of",
+    "device-side assert triggered",
+    "an illegal memory access was encountered",
 )
 
 
 def failure_signal(message: str) -> FailureSignal | None:
     """The failure a line's message proves, most specific kind first (context length, GPU memory, host memory)."""
     text = message.strip()
-    if _CONTEXT_LENGTH.search(text):
+    if "max_model_len" in text and _CONTEXT_LENGTH.search(text):
         return FailureSignal("context_length", text)
-    if _GPU_OOM.search(text):
+    if "emory" in text and any(words in text for words in _GPU_OOM):
         return FailureSignal("oom", text)
-    if _HOST_OOM.search(text):
+    if "Killed" in text and _HOST_OOM.search(text):
         return FailureSignal("host_oom", text)
-    if _CRASH.search(text):
+    if any(words in text for words in _CRASH) or text.startswith("Fatal Python error: "):
         return FailureSignal("crashed", text)
     return None
 

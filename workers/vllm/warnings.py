@@ -15,9 +15,7 @@ import re
 from ..engines.facts import ServerWarning
 from .loglines import message_of
 
-_DEPRECATED = re.compile(
-    r"is deprecated|will be removed in (?:v[\d.]+|a future)|DeprecationWarning|FutureWarning", re.IGNORECASE
-)
+_DEPRECATED = ("is deprecated", "will be removed in", "deprecationwarning", "futurewarning")
 # `Maximum concurrency for 8,192 tokens per request: 0.85x`: below 1x the KV cache holds less than one request of the
 # full context. (V1 refuses to start below one request, §4.2; the line is read for any engine that logs it anyway.)
 _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: (\d+(?:\.\d+)?)x")
@@ -77,7 +75,8 @@ def find_warning(line: str) -> ServerWarning | None:
         return ServerWarning("draft_context_changed", message[:500])
     if message.startswith("Speculative Decoding is not supported by the V1 Engine. Falling back to V0"):
         return V0_FALLBACK
-    if _DEPRECATED.search(message):
+    lowered = message.lower()
+    if any(words in lowered for words in _DEPRECATED):
         return ServerWarning("deprecation", message[:500])
     return None
 
