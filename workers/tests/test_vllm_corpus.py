@@ -536,3 +536,37 @@ def test_it_finds_what_failed_a_simulated_start(tmp_path, version, flags, env, f
     assert message in failure.message
     if "Engine core initialization failed" in "\n".join(log):
         assert "Engine core initialization failed" not in failure.message  # the root cause above it
+
+
+async def test_an_eagle3_draft_served_as_eagle_by_an_era_a_server_raises_the_live_alarm(tmp_path):
+    """0.9.2 (era A: bare API and engine lines, cyan worker prefixes, format A): simhost's server accepts nothing from an
+    EAGLE3 head served with method "eagle"; the adapter says so before launch and the alarm while it benchmarks."""
+    draft = json.loads((Path(DRAFT) / "config.json").read_text())
+    eagle = json.dumps({"method": "eagle", "model": DRAFT, "num_speculative_tokens": 2})
+    server = start_vllm(
+        tmp_path, "-tp", "2", "--speculative-config", eagle, env={"SIMHOST_VLLM_VERSION": "0.9.2", **BIG_GPU}
+    )
+    try:
+        server.wait_for(r"^INFO:     Application startup complete\.$")
+        async with aiohttp.ClientSession() as session:
+            http = Http(session, server.base)
+            prompt = {"model": TARGET, "prompt": "one two three", "max_tokens": 24, "temperature": 0}
+            # One SpecDecoding line per stats interval (0.3 s here) with drafts: requests until three are logged.
+            for _ in range(20):
+                await asyncio.gather(*(http.generate("/v1/completions", prompt) for _ in range(2)))
+                await asyncio.sleep(0.35)
+                if server.text().count("SpecDecoding metrics: ") >= 3:
+                    break
+        log = server.text().split("\n")
+    finally:
+        stop(server)
+    facts = engines.LogFacts(VLLM.grammar, {})
+    watch = engines.AcceptanceWatch(diagnosis=VLLM.algorithm_problem("eagle", draft) or "", step_lines=VLLM.step_lines)
+
+    batch = facts.read(1, log)
+    alarm = watch.feed(batch.decode)
+
+    assert batch.server_args is not None and batch.server_args["method"] == "eagle"
+    assert [point["accept_len"] for point in batch.decode][:3] == [1.0, 1.0, 1.0]
+    assert alarm is not None and alarm.kind == "acceptance_collapse"
+    assert "an EAGLE3 draft" in alarm.message and "SpecDecoding lines in a row" in alarm.message
