@@ -279,7 +279,7 @@ STATS_INTERVAL_S = 0.5
 QUIET = {"SIMHOST_NOISE": "0", "SIMHOST_LAUNCH_NOISE": "0", "VLLM_LOG_STATS_INTERVAL": str(STATS_INTERVAL_S)}
 
 
-def _start_vllm(tmp: Path, *flags: str, version: str) -> Server:
+def start_vllm(tmp: Path, *flags: str, version: str) -> Server:
     """`python -m simhost.vllm_serve` as specdash launches a server: own session, stdout+stderr to one log file."""
     port = free_port()
     env = {
@@ -300,12 +300,12 @@ def _start_vllm(tmp: Path, *flags: str, version: str) -> Server:
         # Uvicorn's line, with the process prefix of the versions that put one on every line.
         server.wait_for(r"INFO:     Application startup complete\.")
     except BaseException:
-        _stop(server)
+        stop_vllm(server)
         raise
     return server
 
 
-def _stop(server: Server) -> None:
+def stop_vllm(server: Server) -> None:
     server.signal_group(signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         server.proc.wait(5)
@@ -314,11 +314,11 @@ def _stop(server: Server) -> None:
 @pytest.fixture(scope="module")
 def vllm_eagle3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One EAGLE-3 server (K = 3) for the module: vLLM 0.33.0 with its per-request spec metrics."""
-    server = _start_vllm(
+    server = start_vllm(
         tmp_path_factory.mktemp("vllm"), *EAGLE3_K3, "--per-request-spec-decode-metrics", "summary", version="0.33.0"
     )
     yield server
-    _stop(server)
+    stop_vllm(server)
 
 
 def _spec_lines(text: str) -> list[re.Match[str]]:
@@ -405,12 +405,12 @@ async def test_the_command_line_runs_the_vllm_backend(vllm_eagle3: Server) -> No
 
 async def test_a_baseline_vllm_has_no_acceptance(tmp_path: Path) -> None:
     # 0.11.0: no per-request metrics either.
-    server = _start_vllm(tmp_path, version="0.11.0")
+    server = start_vllm(tmp_path, version="0.11.0")
     try:
         config = BenchConfig(base_url=server.base, backend="vllm", concurrency=2, num_prompts=4, output_len=24)
         result, code = await run_benchmark(config)
     finally:
-        _stop(server)
+        stop_vllm(server)
 
     assert code == 0 and result["completed"] == 4 and result["total_output_tokens"] == 96, result
     for key in (*prometheus.VLLM_SPEC_KEYS, "pooled_accept_length", "accept_length", "accepted_drafts_histogram"):
