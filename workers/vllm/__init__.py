@@ -8,9 +8,10 @@ text. The facts' types and what is done with them are every engine's (`workers.e
 the domain's (`experiments.rules.model_checks.pair_problem("vllm", ...)`).
 """
 
+from .engine_config import engine_config
 from .failures import find_failure, find_usage_error
 from .launch import arg_mismatches, launch_argv
-from .loglines import clean_line, engine_config, parse_line, parse_step_line, split_prefix
+from .loglines import clean_line, parse_line, parse_step_line, split_prefix
 from .warnings import find_warning
 
 __all__ = [
