@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.timesince import timesince
 
-from experiments.rules import model_checks, model_paths
+from experiments.rules import launch_fields, model_checks, model_paths
 
 from ..models import BenchmarkProfile, Host
 from .configs import ServerConfigForm
@@ -164,6 +164,13 @@ class ExperimentSubmission:
 
     def _check_host_fits(self) -> None:
         host: Host = self.experiment_form.cleaned_data["host"]
+        for path, form in self._named_forms():
+            engine = form.cleaned_data.get("engine") if isinstance(form, ServerConfigForm) else None
+            if engine and not host.launcher_for(engine):
+                label = launch_fields.label(engine)
+                self._field_error(
+                    path, form, "engine", f"Host {host.name} has no {label} launcher: an admin sets one on the host."
+                )
         if not host.gpu_count:
             return  # inventory unknown until the first connection test; preflight checks it then.
         for path, form in self._named_forms():
@@ -220,10 +227,9 @@ class ExperimentSubmission:
                 warnings.append(f"{data['name']}: {mismatch}")
             if target is None or draft is None:
                 continue
-            context_length = model_checks.context_length_arg(data["extra_args_text"])
-            problem = model_checks.context_length_problem(
-                target, draft, context_length=context_length, env=data["env_text"]
-            ) or model_checks.vocab_problem(target, draft)
+            engine = data.get("engine") or launch_fields.SGLANG
+            spec = {**data, "extra_args": data["extra_args_text"], "engine_options": data.get("engine_options") or {}}
+            problem = model_checks.pair_problem(engine, target, draft, spec=spec, env=data["env_text"])
             if problem:
                 self._field_error(path, form, "speculative_draft_model_path", problem)
         return warnings

@@ -204,6 +204,10 @@ class Host(models.Model):
             return []
         return list(inventory.get("models") or [])
 
+    def launcher_for(self, engine: str) -> str:
+        """The words that start `engine`'s server here ("": the host has none)."""
+        return {"sglang": self.launcher, "vllm": self.vllm_launcher}.get(engine or "sglang", "")
+
     def known_server_flags(self) -> frozenset[str] | None:
         """The flags its SGLang accepts as last read with the launcher it has now, else None (not known)."""
         return server_flags.known_flags(self.server_flags, self.launcher)

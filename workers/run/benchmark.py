@@ -217,6 +217,7 @@ async def _run_client(
         client_pid_file(session),
         prompts_file=prompts_file,
         keep_outputs=keep_outputs,
+        backend=session.server_log.engine.bench_backend,
     )
     reported = (0, 0)
 
@@ -324,13 +325,17 @@ def command(
     *,
     prompts_file: str | None = None,
     keep_outputs: bool = False,
+    backend: str = "sglang",
 ) -> str:
-    """The shell command that benchmarks the host's server at `concurrency` with `profile`; with `pid_file`, the
-    client's pid is written there first (`exec` keeps the shell's pid) so that teardown can stop it."""
+    """The shell command that benchmarks the host's server at `concurrency` with `profile`, speaking to it as the
+    client's `backend` (its engine's); with `pid_file`, the client's pid is written there first (`exec` keeps the
+    shell's pid) so that teardown can stop it."""
     argv = [
         *shlex.split(host.python),
         "-m",
         "benchclient",
+        "--backend",
+        backend,
         "--base-url",
         f"http://127.0.0.1:{host.server_port}",
         "--concurrency",

@@ -59,7 +59,7 @@ class SglangEngine:
     flags_listed = True
 
     def launcher(self, host: Any) -> str:
-        return str(host.launcher or "")
+        return str(host.launcher_for(self.name))
 
     def launch_argv(self, spec: Mapping[str, Any], *, host: str, port: int, adaptive_config: str | None) -> list[str]:
         argv = launch.launch_argv(spec, host=host, port=port)

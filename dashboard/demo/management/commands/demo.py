@@ -367,6 +367,7 @@ class Command(BaseCommand):
             models_root=str(hostsetup.MODELS_ROOT),
             shell_setup=demo_host.shell_setup(var),
             launcher=hostsetup.LAUNCHER,
+            vllm_launcher=hostsetup.VLLM_LAUNCHER,
             python="python",
             server_port=server_port,
             repin=True,  # our own sshd on loopback; its key is pinned afresh at each registration
