@@ -4,9 +4,9 @@ Its counters around a cell: the accept length pooled over exactly the cell's req
 end-to-end latency, Δsum / Δcount of its e2e_request_latency_seconds histogram. SGLang's pooled figure is
 Δgeneration_tokens_total / Δspec_verify_calls_total; vLLM's is `vllm bench serve`'s (reference vllm-interface §7.4):
 1 + Δaccepted / Δdrafts over its spec_decode counters, with per-position acceptance Δaccepted_per_pos / Δdrafts.
-Both engines count finished requests only (SGLang's observe_one_finished_request; vLLM's counters per engine step,
-all of a cell's steps done once its last response came), so a scrape after the warm-up and one after the cell's last
-response bound the cell.
+SGLang counts finished requests only (observe_one_finished_request), vLLM each engine step as it is done, and every
+step of a cell is done once its last response came: a scrape after the warm-up and one after the cell's last response
+bound the cell.
 
 Its gauges during a cell (`GaugeSampler`): running and queued requests, token usage, throughput, accept length and
 rate, speculative steps, scraped every few hundred ms as a time series; each engine's names for them are in its

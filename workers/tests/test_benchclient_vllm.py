@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from experiments.analysis import acceptance
 from simhost.ports import free_port
 from simhost.tests.conftest import DRAFT, REPO, TARGET, Server
 from simhost.vllm import lines as vllm_lines
@@ -89,6 +90,18 @@ def test_it_computes_acceptance_from_the_counter_deltas_as_vllm_bench_serve_does
     # Drafts that accepted exactly 0, 1, 2, 3 tokens; the rates are what SGLang's per-request histograms give.
     assert figures["accepted_drafts_histogram"] == [40, 40, 40, 30]
     assert sum(figures["accepted_drafts_histogram"]) == 150
+
+
+def test_the_worker_stores_the_counters_histogram_and_rates_as_it_stores_sglangs() -> None:
+    before = _scrape(_spec_counters(0, 0, 0, [0, 0, 0], engine="0"))
+    after = _scrape(_spec_counters(7, 21, 9, [5, 3, 1], engine="0"))
+
+    figures = prometheus.spec_decode_figures(before, after)
+    fields, problems = acceptance.position_fields(figures)
+
+    assert problems == []
+    assert fields["accepted_drafts_histogram"] == [2, 2, 2, 1]
+    assert fields["position_acceptance"] == figures["position_acceptance"] == pytest.approx([5 / 7, 3 / 7, 1 / 7])
 
 
 def test_a_server_without_spec_counters_gives_every_key_as_none() -> None:
