@@ -25,6 +25,7 @@ from .models import (
     ServerConfig,
     SshKey,
 )
+from .rules import launch_fields
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -60,7 +61,15 @@ class SshKeyAdmin(ReadOnlyAdmin):
 
 @admin.register(ServerConfig)
 class ServerConfigAdmin(ReadOnlyAdmin):
-    list_display = ["name", "speculative_algorithm", "speculative_num_steps", "tp_size", "content_hash", "created_at"]
+    # The engine, its method and its numbers (the launch fields' rows that are numbers), then who it is.
+    list_display = [
+        "name",
+        "engine",
+        "speculative_algorithm",
+        *(row.name for row in launch_fields.all_fields() if row.column and row.kind == launch_fields.INT),
+        "content_hash",
+        "created_at",
+    ]
     search_fields = ["name", "model_path", "content_hash"]
 
 

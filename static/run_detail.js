@@ -567,7 +567,9 @@
     if (last) {
       at.querySelector("button").textContent = `line ${last.n}`;
       at.querySelector("button").dataset.n = last.n;
-      at.querySelector("[data-field=ts]").textContent = last.ts ? ` · ${String(last.ts).slice(11, 19)}` : "";
+      // The time of day at the end of the engine's timestamp (SGLang's "YYYY-MM-DD HH:MM:SS", vLLM's "MM-DD HH:MM:SS").
+      const time = last.ts ? String(last.ts).match(/\d\d:\d\d:\d\d/) : null;
+      at.querySelector("[data-field=ts]").textContent = time ? ` · ${time[0]}` : "";
     }
     drawDecodeChart();
     drawMetrics();

@@ -43,8 +43,9 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
     ),
     "pooled_accept_length": (
         "pooled",
-        "the server's counters over the cell, Δsglang:generation_tokens_total / Δsglang:spec_verify_calls_total (or "
-        "vLLM's 1 + accepted / drafts): finished requests only, so it must equal the token-weighted figure",
+        "the server's counters over the cell, Δsglang:generation_tokens_total / Δsglang:spec_verify_calls_total "
+        "(vLLM: Δvllm:generation_tokens_total / Δvllm:spec_decode_num_drafts_total, the same tokens per verify step): "
+        "finished requests only, so it must equal the token-weighted figure",
     ),
     "mean_request_accept_length": (
         "mean of requests",
@@ -59,7 +60,8 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
     "server_accept_length": (
         "server window",
         "internal_states[0].avg_spec_accept_length of /server_info after the cell, since the flush before it: what "
-        "SGLang's bench_serving prints as its Accept length",
+        "SGLang's bench_serving prints as its Accept length (vLLM: 1 + accepted / drafts over the cell, its Mean "
+        "acceptance length, which leaves each request's prefill token out)",
     ),
 }
 

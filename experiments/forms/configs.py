@@ -1,4 +1,9 @@
-"""The form of what is launched (a server config); how it is measured (a benchmark profile) is in profiles.py."""
+"""The form of what is launched (a server config); how it is measured (a benchmark profile) is in profiles.py.
+
+Long module: one form whose fields come from every engine's launch-field rows, with the clean step of each (paths,
+flags against the host's listing, environment, expectations, log metrics, masked secrets) and the rules between
+them; split, each part would need the form's state (the host, the engine, the source config) passed around.
+"""
 
 from __future__ import annotations
 

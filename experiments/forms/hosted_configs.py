@@ -15,8 +15,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from experiments.formats import imported_results
-from experiments.formats.imported_results import Server
-from experiments.rules import model_paths
+from experiments.formats.imported_results import Server, vllm_bench
+from experiments.rules import launch_fields, model_paths
 
 from ..models import Host, ServerConfig
 from .configs import ServerConfigForm, config_form_data
@@ -91,28 +91,18 @@ def imported_config_name(server: Server) -> str:
     parts = [model]
     if spec.get("speculative_algorithm"):
         parts.append(str(spec["speculative_algorithm"]).lower())
-        for field, letter in (
-            ("speculative_num_steps", "s"),
-            ("speculative_eagle_topk", "k"),
-            ("speculative_num_draft_tokens", "d"),
-        ):
-            if spec.get(field) is not None:
-                parts.append(f"{letter}{spec[field]}")
+        for row in launch_fields.fields(launch_fields.SGLANG):
+            if row.name_letter and spec.get(row.name) is not None:
+                parts.append(f"{row.name_letter}{spec[row.name]}")
     if server.tp_size > 1:
         parts.append(f"tp{server.tp_size}")
     return " ".join(parts)[:CONFIG_NAME_MAX]
 
 
 # Where each format states a config's field: the refusal says what to change in the file (or in `given`).
-_VLLM_FIELDS = {
-    "model_path": "model_id",
-    "tp_size": "tensor_parallel_size",
-    "speculative_algorithm": "speculative_config.method",
-    "speculative_draft_model_path": "speculative_config.model",
-}
 _STATED: dict[str, Callable[[str], str]] = {
     imported_results.SGLANG: lambda field: f"server_info.{field}",
-    imported_results.VLLM: lambda field: _VLLM_FIELDS.get(field, "speculative_config.num_speculative_tokens"),
+    imported_results.VLLM: lambda field: vllm_bench.STATED_AT.get(field, "speculative_config.num_speculative_tokens"),
     imported_results.SPECFORGE: lambda field: f"given.{field}",
 }
 

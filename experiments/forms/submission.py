@@ -207,7 +207,7 @@ class ExperimentSubmission:
                 continue
             data = form.cleaned_data
             found = {}
-            for field in ("model_path", "speculative_draft_model_path"):
+            for field in model_paths.MODEL_PATH_FIELDS:
                 if not data.get(field):
                     continue
                 try:

@@ -12,6 +12,9 @@ the method (`speculative_algorithm`, in the engine's own spelling: SGLang's `EAG
 number of draft steps (`speculative_num_steps`: SGLang's `--speculative-num-steps`, vLLM's `num_speculative_tokens`;
 vLLM drafts a top-1 chain, so its K tokens are SGLang's K steps with topk 1 and K + 1 draft tokens), so that sweeps,
 studies and comparisons read one value across engines.
+
+Long module: the two tables and every view of them (the rows' values in a spec, their bounds and choices, the argv
+words, the rules between fields, the diff rows, what an import states); the one place they are listed, by design.
 """
 
 from __future__ import annotations
@@ -53,6 +56,12 @@ class LaunchField:
     verified: bool = True
     diff_label: str = ""  # how the config diff names it ("": the label)
     help: str = ""
+    # Imports (formats/imported_results): the `specdash import` flag that states it where a result file does not,
+    # and what a refusal calls it ("": an import never states it).
+    import_flag: str = ""
+    import_what: str = ""
+    # The letter before its value in an imported config's name ("kimi eagle3 s2 k1 d3"); "": not in names.
+    name_letter: str = ""
 
     @property
     def shown_as(self) -> str:
@@ -62,7 +71,8 @@ class LaunchField:
 _TARGET = LaunchField(
     "model_path", "Model path", TEXT, FLAG, "--model-path", ("--model",), max_length=512, model_path=True,
     diff_label="model", effective="model_path", verified=False,
-)  # fmt: skip
+    import_flag="--model", import_what="the served model's path",
+    )  # fmt: skip
 _SERVED_NAME = LaunchField(
     "served_model_name",
     "Served model name",
@@ -79,30 +89,35 @@ SGLANG_FIELDS: tuple[LaunchField, ...] = (
     _SERVED_NAME,
     LaunchField(
         "tp_size", "TP size", INT, FLAG, "--tp-size", ("--tp", "--tensor-parallel-size"), bounds=(1, 64),
-        effective="tp_size", diff_label="tp",
+        effective="tp_size", diff_label="tp", import_flag="--tp-size", import_what="the server's tensor-parallel size",
     ),
     LaunchField(
         "speculative_algorithm", "Speculative algorithm", CHOICE, FLAG, "--speculative-algorithm",
         choices=("", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"), effective="speculative_algorithm",
         diff_label="algorithm",
+        import_flag="--speculative-algorithm", import_what="the speculative algorithm (NONE for none)",
     ),
     LaunchField(
         "speculative_draft_model_path", _DRAFT_PATH_LABEL, TEXT, FLAG, "--speculative-draft-model-path",
         ("--speculative-draft-model",), speculative=True, max_length=512, model_path=True, diff_label="draft model",
         effective="speculative_draft_model_path", verified=False,
+        import_flag="--draft-model", import_what="the draft model's path",
     ),
     LaunchField(
         "speculative_num_steps", "Speculative steps", INT, FLAG, "--speculative-num-steps", speculative=True,
         auto=True, bounds=(1, 16), effective="speculative_num_steps", diff_label="steps",
+        import_flag="--num-steps", name_letter="s", import_what="the speculative steps",
     ),
     LaunchField(
         "speculative_eagle_topk", "Topk", INT, FLAG, "--speculative-eagle-topk", speculative=True, auto=True,
         bounds=(1, 64), effective="speculative_eagle_topk", diff_label="topk",
+        import_flag="--topk", name_letter="k", import_what="the draft tree's topk",
     ),
     LaunchField(
         "speculative_num_draft_tokens", "Draft tokens", INT, FLAG, "--speculative-num-draft-tokens",
         speculative=True, auto=True, bounds=(1, 256), effective="speculative_num_draft_tokens",
-        diff_label="draft tokens",
+        diff_label="draft tokens", import_flag="--num-draft-tokens", name_letter="d",
+        import_what="the draft tokens per step",
     ),
 )  # fmt: skip
 

@@ -12,7 +12,7 @@ for every engine: an engine ignores another's. Every value is passed to the host
 (`workers.ssh.quote_command`), so no value can run a command by itself; what the lists stop is a value that is
 *meant* to make the server load code, read or write files, listen, or connect out.
 
-Over 400 lines on purpose: it is the one gate the forms, the API and the worker all call, and its parts (variables,
+Long module: it is the one gate the forms, the API and the worker all call, and its parts (variables,
 flags of each engine, paths and numbers) share the refusal wording and the rules on characters.
 """
 

@@ -13,7 +13,10 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-MODEL_PATH_FIELDS = {"model_path": "Model path", "speculative_draft_model_path": "Draft model path"}
+from . import launch_fields
+
+# The fields that name a model directory on the host, with their labels (launch_fields' rows that are paths).
+MODEL_PATH_FIELDS = {row.name: row.label for row in launch_fields.all_fields() if row.model_path}
 
 
 def model_path_refusal(label: str, path: str, models_root: str) -> str | None:

@@ -37,6 +37,7 @@ VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
 VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 VLLM_ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"
 VLLM_E2E_LATENCY_SUM = "vllm:e2e_request_latency_seconds_sum"
 VLLM_E2E_LATENCY_COUNT = "vllm:e2e_request_latency_seconds_count"
 SCRAPE_TIMEOUT_S = 5.0
@@ -102,7 +103,14 @@ _VLLM_GAUGES = {
     "token_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
 }
 VLLM = EngineMetrics(
-    counters=(VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED, VLLM_E2E_LATENCY_SUM, VLLM_E2E_LATENCY_COUNT),
+    counters=(
+        VLLM_DRAFTS,
+        VLLM_DRAFT_TOKENS,
+        VLLM_ACCEPTED,
+        VLLM_GENERATION_TOKENS,
+        VLLM_E2E_LATENCY_SUM,
+        VLLM_E2E_LATENCY_COUNT,
+    ),
     per_position=VLLM_ACCEPTED_PER_POS,
     gauges=tuple(_VLLM_GAUGES.get(field, ()) for field in GAUGE_FIELDS),
     e2e_latency_sum=VLLM_E2E_LATENCY_SUM,
@@ -336,15 +344,19 @@ def spec_decode_figures(before: dict[str, float] | None, after: dict[str, float]
     - spec_decode_num_drafts / _draft_tokens / _accepted_tokens: the deltas; spec_decode_accepted_per_position: the
       accepted tokens at draft position 0, 1, ... (a draft's token counts only if all before it were accepted);
     - spec_decode_acceptance_rate: accepted / draft tokens, in percent as vLLM prints it;
-    - pooled_accept_length: 1 + accepted / drafts (vLLM's mean acceptance length, the bonus token included);
+    - pooled_accept_length: Δvllm:generation_tokens / drafts, the output tokens per verify step: SGLang's pooled
+      definition (Δgeneration_tokens / Δspec_verify_calls), so that an accept length means the same on both engines.
+      It counts each request's first token, which its prefill made, as SGLang's does;
+    - server_accept_length: 1 + accepted / drafts, vLLM's own "Mean acceptance length" (what its SpecDecoding line and
+      `vllm bench serve` print): the same steps without the prefill tokens, lower by requests / drafts;
     - position_acceptance: accepted at position i / drafts, the share of drafts that accepted at least i + 1 tokens;
     - accepted_drafts_histogram: index j, the drafts that accepted exactly j tokens, which is what those per-position
       counts say (drafts - pos 0, pos 0 - pos 1, ..., pos K-1); position_acceptance follows from it as from
       SGLang's per-request histograms.
     Every key is present; None where the server serves no spec counters (a baseline, --disable-log-stats, a restart
     between the scrapes), the rates also when nothing was drafted."""
-    out: dict[str, Any] = dict.fromkeys((*VLLM_SPEC_KEYS, "pooled_accept_length", "accepted_drafts_histogram",
-                                         "position_acceptance"))  # fmt: skip
+    out: dict[str, Any] = dict.fromkeys((*VLLM_SPEC_KEYS, "pooled_accept_length", "server_accept_length",
+                                         "accepted_drafts_histogram", "position_acceptance"))  # fmt: skip
     counters = (VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED)
     if not before or not after or not all(name in after for name in counters):
         return out
@@ -363,7 +375,10 @@ def spec_decode_figures(before: dict[str, float] | None, after: dict[str, float]
         out["spec_decode_acceptance_rate"] = 100.0 * accepted / draft_tokens
     if drafts <= 0:
         return out
-    out["pooled_accept_length"] = 1.0 + accepted / drafts
+    out["server_accept_length"] = 1.0 + accepted / drafts
+    if VLLM_GENERATION_TOKENS in after:
+        generated = _delta(before, after, VLLM_GENERATION_TOKENS)
+        out["pooled_accept_length"] = generated / drafts if generated > 0 else None
     if out["spec_decode_accepted_per_position"]:
         histogram = [drafts - per_position[0]]
         histogram += [earlier - later for earlier, later in itertools.pairwise(per_position)]

@@ -124,9 +124,14 @@ async def run_cells(session: RunSession) -> None:
         returned_at = time.time()
         server_metrics = telemetry.server_metric_readings(result.pop("server_metrics", None), returned_at)
         result["ended_at"] = returned_at
-        result.update(await _server_figures(session, window_start))
-        if not flushed:
-            result["server_accept_length"] = None  # it counts the cell before too: no figure beats a wrong one
+        figures = await _server_figures(session, window_start)
+        if figures["server_accept_length"] is None:
+            # The engine has no window figure of its own to read: the client's, from the counters around the
+            # cell's requests (vLLM's), stands.
+            figures.pop("server_accept_length")
+        elif not flushed:
+            figures["server_accept_length"] = None  # it counts the cell before too: no figure beats a wrong one
+        result.update(figures)
         requests = result.get("requests")
         # Random ids too: at temperature 0 the same seed sends every config the same prompts, whose outputs the
         # equivalence gate compares as it does a prompt set's.

@@ -85,7 +85,9 @@ def test_it_computes_acceptance_from_the_counter_deltas_as_vllm_bench_serve_does
     assert figures["spec_decode_accepted_tokens"] == 210
     assert figures["spec_decode_accepted_per_position"] == [110, 70, 30]
     assert figures["spec_decode_acceptance_rate"] == pytest.approx(100 * 210 / 450)
-    assert figures["pooled_accept_length"] == pytest.approx(1 + 210 / 150)
+    # vLLM's own mean acceptance length; the pooled figure needs the generated tokens, which this scrape lacks.
+    assert figures["server_accept_length"] == pytest.approx(1 + 210 / 150)
+    assert figures["pooled_accept_length"] is None
     assert figures["position_acceptance"] == pytest.approx([110 / 150, 70 / 150, 30 / 150])
     # Drafts that accepted exactly 0, 1, 2, 3 tokens; the rates are what SGLang's per-request histograms give.
     assert figures["accepted_drafts_histogram"] == [40, 40, 40, 30]
@@ -109,8 +111,8 @@ def test_a_server_without_spec_counters_gives_every_key_as_none() -> None:
 
     figures = prometheus.spec_decode_figures(baseline, baseline)
 
-    assert set(figures) == {*prometheus.VLLM_SPEC_KEYS, "pooled_accept_length", "accepted_drafts_histogram",
-                            "position_acceptance"}  # fmt: skip
+    assert set(figures) == {*prometheus.VLLM_SPEC_KEYS, "pooled_accept_length", "server_accept_length",
+                            "accepted_drafts_histogram", "position_acceptance"}  # fmt: skip
     assert set(figures.values()) == {None}
     assert set(prometheus.spec_decode_figures(None, None).values()) == {None}
 
@@ -376,8 +378,10 @@ async def test_a_cell_agrees_with_the_servers_spec_decoding_lines(vllm_eagle3: S
     # The lines' means, weighted by their drafts (printed to 2 and 3 decimals), agree with the pooled figures.
     line_drafts = [int(m["drafted"]) / 3 for m in spec]
     line_length = sum(float(m["mal"]) * n for m, n in zip(spec, line_drafts, strict=True)) / drafts
-    assert result["pooled_accept_length"] == pytest.approx(line_length, rel=0.01)
-    assert 1.5 < result["pooled_accept_length"] < 4.0
+    assert result["server_accept_length"] == pytest.approx(line_length, rel=0.01)
+    assert 1.5 < result["server_accept_length"] < 4.0
+    # The pooled figure is SGLang's definition, output tokens per verify step: vLLM's plus each request's prefill token.
+    assert result["pooled_accept_length"] == pytest.approx(result["total_output_tokens"] / drafts)
     line_rates = [[float(r) for r in m["pos"].split(", ")] for m in spec]
     for position, rate in enumerate(result["position_acceptance"]):
         weighted = sum(rates[position] * n for rates, n in zip(line_rates, line_drafts, strict=True)) / drafts

@@ -28,6 +28,7 @@ from .common import (
     MAX_ERRORS,
     MAX_LINES,
     MAX_TEXT,
+    SERVER_FIELDS,
     SPEC_FIELDS,
     Cell,
     Checker,
@@ -74,7 +75,7 @@ ENGINE_OF_BACKEND = {
     "trt": "tensorrt-llm",
 }
 # Where a line states each server field, for the refusal that a given value contradicts it.
-STATED_AT = {name: f"server_info.{name}" for name in ("model_path", "tp_size", *SPEC_FIELDS)}
+STATED_AT = {name: f"server_info.{name}" for name in (*SERVER_FIELDS, *SPEC_FIELDS)}
 
 
 def parse(content: str, given: Given | None = None) -> list[ImportedRun]:

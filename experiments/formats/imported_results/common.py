@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from experiments.rules import launch_fields
+
 from .. import bounded_json, request_details
 
 MAX_LINES = 10_000
@@ -18,13 +20,16 @@ MAX_TEXT = 512  # a path, a version or a command line from a file, bounded
 DATASET_MAX = 32  # BenchmarkProfile.dataset
 
 INTEGERS = frozenset({"completed", "failed"})
-# The server's speculative settings, from SGLang's /server_info as bench_serving stored it beside the results.
-SPEC_FIELDS = (
-    "speculative_algorithm",
-    "speculative_draft_model_path",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
+# The server's speculative settings, from SGLang's /server_info as bench_serving stored it beside the results: the
+# method, then its settings, in the launch fields' order (launch_fields' SGLang rows).
+SPEC_FIELDS = tuple(
+    row.name
+    for row in launch_fields.fields(launch_fields.SGLANG)
+    if row.speculative or row.name == "speculative_algorithm"
+)
+# The server's other settings a result file may state.
+SERVER_FIELDS = tuple(
+    row.name for row in launch_fields.fields(launch_fields.SGLANG) if row.name not in SPEC_FIELDS and row.import_flag
 )
 
 
@@ -32,22 +37,25 @@ SPEC_FIELDS = (
 # page's fields, the CLI's flags): the served model, the engine that served it, its tp size, its speculative
 # settings and the concurrency the client ran at. Each reader takes the file's own value where it says one, the
 # given one where it says nothing, and refuses a given value that contradicts the file, naming both.
-GIVEN = ("model_path", "engine", "tp_size", *SPEC_FIELDS, "concurrency")
+GIVEN = (*SERVER_FIELDS[:1], "engine", *SERVER_FIELDS[1:], *SPEC_FIELDS, "concurrency")
 # The CLI's flag for each (`specdash import --model ...`), named in the refusals so a user knows what to add.
 GIVEN_FLAGS = {
-    "model_path": "--model",
+    **{row.name: row.import_flag for row in launch_fields.fields(launch_fields.SGLANG) if row.import_flag},
     "engine": "--engine",
-    "tp_size": "--tp-size",
-    "speculative_algorithm": "--speculative-algorithm",
-    "speculative_draft_model_path": "--draft-model",
-    "speculative_num_steps": "--num-steps",
-    "speculative_eagle_topk": "--topk",
-    "speculative_num_draft_tokens": "--num-draft-tokens",
     "concurrency": "--concurrency",
 }
 # The engines a result file can have measured; "other" for an OpenAI-compatible server specdash does not know.
 ENGINES = ("sglang", "vllm", "tensorrt-llm", "lmdeploy", "other")
-GIVEN_TEXT = frozenset({"model_path", "engine", "speculative_algorithm", "speculative_draft_model_path"})
+GIVEN_TEXT = frozenset(
+    {
+        "engine",
+        *(
+            name
+            for name in GIVEN
+            if (row := launch_fields.field(launch_fields.SGLANG, name)) and row.kind != launch_fields.INT
+        ),
+    }
+)
 
 
 class ResultFileError(ValueError):
@@ -188,21 +196,15 @@ class Given:
                 )
         if len(check.errors) > before or not isinstance(model, str):
             return None
-        from_given = frozenset(n for n in ("model_path", "tp_size", *SPEC_FIELDS) if said.get(n) is None) & frozenset(
+        from_given = frozenset(n for n in (*SERVER_FIELDS, *SPEC_FIELDS) if said.get(n) is None) & frozenset(
             self.stated()
         )
         return Server(model_path=model[:MAX_TEXT], tp_size=max(1, tp or 1), speculative=spec, given=from_given)
 
 
 _WHAT = {
-    "model_path": "the served model's path",
+    **{row.name: row.import_what for row in launch_fields.fields(launch_fields.SGLANG) if row.import_flag},
     "engine": f"the engine that served it (one of {', '.join(ENGINES)})",
-    "tp_size": "the server's tensor-parallel size",
-    "speculative_algorithm": "the speculative algorithm (NONE for none)",
-    "speculative_draft_model_path": "the draft model's path",
-    "speculative_num_steps": "the speculative steps",
-    "speculative_eagle_topk": "the draft tree's topk",
-    "speculative_num_draft_tokens": "the draft tokens per step",
     "concurrency": "the concurrency the client ran at",
 }
 
