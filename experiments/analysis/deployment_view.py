@@ -20,13 +20,16 @@ from .intervals import ratio_text
 
 
 class Config(Protocol):
-    """What the view reads of a config: its name and the GPUs one server of it occupies."""
+    """What the view reads of a config: its name, the GPUs one server of it occupies and its engine's name."""
 
     @property
     def name(self) -> str: ...
 
     @property
     def gpu_count(self) -> int: ...
+
+    @property
+    def engine_label(self) -> str: ...
 
 
 DEFINITIONS = {
@@ -113,6 +116,28 @@ class DeploymentView:
     # Per candidate, its gain at each of the baseline's measured paces (lowest concurrency first); None where the
     # candidate's curve does not reach that pace.
     gains: dict[str, list[tuple[int, float, deployment.Gain | None]]] = field(default_factory=dict)
+    # Per config, the engine that serves it ("SGLang", "vLLM").
+    engines: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def engine_headline(self) -> str | None:
+        """Where candidates of two or more engines are compared: at each concurrency, the fastest candidate by the one
+        comparison (its speedup over the baseline, with the interval) and its engine; None with one engine."""
+        if len({self.engines.get(name) for name in self.same_concurrency}) < 2:
+            return None
+        best: dict[int, ComparisonRow] = {}
+        for rows in self.same_concurrency.values():
+            for level, row in rows.items():
+                if row.speedup is not None and (level not in best or row.speedup > (best[level].speedup or 0)):
+                    best[level] = row
+        if not best:
+            return None
+        parts = [
+            f"c={level}: {row.candidate} ({self.engines.get(row.candidate, '?')}), "
+            f"{ratio_text(row.speedup, row.ci_low, row.ci_high, missing='')} the baseline's output tokens per second"
+            for level, row in sorted(best.items())
+        ]
+        return "Fastest by engine at each concurrency: " + "; ".join(parts) + "."
 
     @property
     def headlines(self) -> list[str]:
@@ -136,6 +161,8 @@ class DeploymentView:
                 continue
             said = ratio_text(gain.ratio, gain.low, gain.high, missing="")
             out.append(f"{question}, {name}'s {_read_from(gain)}), {name} serves {said} the baseline's tokens per GPU.")
+        if self.engine_headline is not None:
+            out.append(self.engine_headline)
         if self.slo is not None:
             out.extend(self.slo_headlines)
         return out
@@ -201,6 +228,7 @@ def deployment_view(
     view = DeploymentView(baseline.name, cost_per_gpu_hour, objective)
     view.curves = curves
     view.gpus = {name: configs[name].gpu_count for name in curves}
+    view.engines = {name: getattr(config, "engine_label", "SGLang") for name, config in configs.items()}
     view.frontier = deployment.pareto_front(view.curves)
     if objective is not None:
         for name in view.curves:

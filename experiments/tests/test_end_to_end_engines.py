@@ -92,6 +92,12 @@ def test_an_sglang_and_a_vllm_candidate_are_measured_and_compared_against_one_ba
     for row in rows.values():
         assert row["speedup"] > 0 and row["ci_low"] is not None and row["ci_high"] is not None
 
+    # The deployment view says which engine wins at each concurrency, from the same comparison.
+    engine_line = [s for s in body["deployment"]["headlines"] if s.startswith("Fastest by engine")]
+    assert len(engine_line) == 1 and ("(vLLM)" in engine_line[0] or "(SGLang)" in engine_line[0]), body["deployment"]
+    fastest = max(rows.values(), key=lambda r: r["speedup"])["candidate"]
+    assert f"c=1: {fastest} " in engine_line[0]
+
     # Both torn down: no simulated GPU memory held, the host released.
     sim_host.refresh_from_db()
     assert not sim_host.is_dirty and sim_host.active_run_id is None
