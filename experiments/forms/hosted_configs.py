@@ -64,9 +64,12 @@ def imported_configs(files: Sequence[tuple[str, str, str, Sequence[Server]]], ho
     errors: dict[str, list[str]] = {}
     refusing: list[HostedConfigForm] = []
     for where, file_name, fmt, servers in files:
+        # A vLLM result file measured a vLLM server: its config is a vLLM config, under vLLM's names.
+        engine = launch_fields.VLLM if fmt == imported_results.VLLM else launch_fields.SGLANG
         for server in servers:
-            form = HostedConfigForm({"name": imported_config_name(server), "model_path": server.model_path,
-                                     "tp_size": server.tp_size, **server.speculative}, host)  # fmt: skip
+            fields = {"model_path": server.model_path, "tp_size": server.tp_size, **server.speculative}
+            data = {"name": imported_config_name(server), **launch_fields.sglang_spec_as(engine, fields)}
+            form = HostedConfigForm(data, host)
             if form.is_valid():
                 configs.setdefault(server.key, form.save_unsaved())
                 continue

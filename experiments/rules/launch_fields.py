@@ -473,3 +473,33 @@ def speculative_settings(engine: str, spec: Mapping[str, Any]) -> dict[str, Any]
         for row in fields(engine)
         if (row.speculative or row.name == "speculative_algorithm") and is_set(value := value_of(spec, row))
     }
+
+
+# The same method in each engine's spelling (SGLang's -> vLLM's): what an import of one engine's file files under the
+# other's names, and back.
+METHOD_EQUIVALENTS = {
+    "EAGLE": "eagle",
+    "EAGLE3": "eagle3",
+    "NEXTN": "mtp",
+    "NGRAM": "ngram",
+    "STANDALONE": "draft_model",
+}
+
+
+def sglang_spec_as(engine: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A config's fields named as SGLang's (what every result-file reader gives) as `engine` takes them: its method
+    in that engine's spelling, the fields it has not left out. SGLang's topk 1 with steps + 1 draft tokens is the
+    chain vLLM drafts, so nothing is lost; another tree stays in the fields and the engine's rules refuse it."""
+    if engine == SGLANG:
+        return dict(spec)
+    out = dict(spec)
+    method = out.get("speculative_algorithm")
+    if method:
+        out["speculative_algorithm"] = METHOD_EQUIVALENTS.get(str(method).upper(), method)
+    own = {row.name for row in fields(engine)}
+    steps, topk, draft = (
+        out.get(f) for f in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+    )
+    if topk in (None, 1) and (draft is None or (steps is not None and draft == steps + 1)):
+        out = {name: value for name, value in out.items() if name in own or name not in {r.name for r in all_fields()}}
+    return {**out, "engine": engine}

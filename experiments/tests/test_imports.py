@@ -318,6 +318,8 @@ def test_the_pages_say_a_run_was_imported_and_show_no_live_log(client, member):
     assert "imported from vllm.json (vllm bench serve)" in experiment_page
     assert api_run["imported_from"]["tool"] == "vllm bench serve"
     assert api_run["measurements"][0]["output_throughput"] == 256.0
+    # Filed under the engine that served it: a vLLM config, as vLLM names its settings.
+    assert Run.objects.get(pk=run_id).config.engine == "vllm"
 
 
 # The command --------------------------------------------------------------------------------------------------------

@@ -166,3 +166,17 @@ def test_each_engine_refuses_what_its_rows_do_not_take():
         "cannot be other value than 1 or target model tensor_parallel_size (8)"
         in (launch_fields.field_conflicts("vllm", draft_tp)[0][1])
     )
+
+
+def test_an_imported_chain_is_filed_under_vllms_names_and_a_tree_is_left_for_the_rules_to_refuse():
+    chain = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+             "speculative_num_draft_tokens": 4, "tp_size": 8}  # fmt: skip
+    tree = {**chain, "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8}
+
+    assert launch_fields.sglang_spec_as("vllm", chain) == {
+        "speculative_algorithm": "eagle3", "speculative_num_steps": 3, "tp_size": 8, "engine": "vllm"
+    }  # fmt: skip
+    kept = launch_fields.sglang_spec_as("vllm", tree)
+    assert kept["speculative_eagle_topk"] == 4
+    assert launch_fields.field_conflicts("vllm", kept)[0][0] == "speculative_eagle_topk"
+    assert launch_fields.sglang_spec_as("sglang", chain) == chain

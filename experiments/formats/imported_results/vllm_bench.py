@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from experiments.rules import launch_fields
+
 from .. import bounded_json
 from .bench_serving import REQUIRED, STATS
 from .common import (
@@ -31,8 +33,8 @@ OPTIONAL = {
     **{f"{s}_{m}_ms": f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl") for s in STATS},
     **{f"{s}_e2el_ms": f"{s}_e2e_latency_ms" for s in STATS},  # vLLM calls end-to-end latency e2el
 }
-METHODS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "deepseek_mtp": "NEXTN", "ngram": "NGRAM"}
-METHODS["draft_model"] = "STANDALONE"
+# vLLM's methods in SGLang's spelling, the names every reader gives (the config is made a vLLM one when filed).
+METHODS = {vllm: sglang for sglang, vllm in launch_fields.METHOD_EQUIVALENTS.items()} | {"deepseek_mtp": "NEXTN"}
 STATED_AT = {
     "model_path": "model_id",
     "tp_size": "tensor_parallel_size",
