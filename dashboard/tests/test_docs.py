@@ -19,10 +19,11 @@ from experiments.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-# Paths the docs name on a GPU host or its SGLang server, not on specdash.
+# Paths the docs name on a GPU host or its inference server (SGLang's, vLLM's), not on specdash.
 HOST_PATHS = ("/etc/", "/proc/", "/dev/", "/tmp/", "/usr/", "/var/", "/opt/", "/home/", "/root/")
 SERVER_ENDPOINTS = {
-    "/health", "/health_generate", "/metrics", "/start_profile", "/stop_profile", "/get_server_info", "/server_info"
+    "/health", "/health_generate", "/metrics", "/start_profile", "/stop_profile", "/get_server_info", "/server_info",
+    "/v1/completions", "/reset_prefix_cache",
 }  # fmt: skip
 TOP_LEVEL = ("dashboard/", "experiments/", "workers/", "simhost/", "templates/", "static/", "bench/", "docs/", ".ci/")
 
