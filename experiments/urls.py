@@ -66,6 +66,11 @@ urlpatterns = [
     ),
     path("schedules/<int:schedule_id>/", schedules.schedule_detail, name="schedule_detail"),
     path("schedules/<int:schedule_id>/schedule.json", schedules.schedule_download, name="schedule_download"),
+    path(
+        "schedules/<int:schedule_id>/vllm-k-schedule.json",
+        schedules.schedule_vllm_download,
+        name="schedule_vllm_download",
+    ),
     path("compare/", compare.compare, name="compare"),
     path("runs/<int:run_id>/", runs.run_detail, name="run_detail"),
     path("runs/<int:run_id>/diff/", environments.run_diff, name="run_diff"),

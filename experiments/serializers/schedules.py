@@ -8,6 +8,8 @@ from typing import Any
 from django.urls import reverse
 
 from experiments import analysis
+from experiments.formats import vllm_k_schedule
+from experiments.models import AdaptiveSchedule
 from experiments.reads.schedules import ScheduleView
 
 
@@ -37,3 +39,9 @@ def schedule_json(view: ScheduleView) -> dict[str, Any]:
         "created_by": s.created_by.get_username() if s.created_by else None,
         "created_at": s.created_at.isoformat(),
     }
+
+
+def vllm_k_schedule_json(schedule: AdaptiveSchedule) -> dict[str, Any]:
+    """A schedule's bands as vLLM 0.33+ takes a K per batch size (`formats.vllm_k_schedule`), with what it guessed."""
+    k_schedule = vllm_k_schedule.from_bands(schedule.bands)
+    return {**k_schedule.speculative_config(), "notes": k_schedule.notes}

@@ -5,6 +5,7 @@ source refused with a clear error, and a config's hash unchanged unless it has a
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from datetime import timedelta
@@ -84,7 +85,9 @@ def test_it_builds_the_schedule_of_a_finished_study_and_queues_its_verification(
 
 def test_a_configs_hash_takes_a_schedule_only_when_it_has_one(api, owner):
     plain = make_eagle_config(2)
-    canonical = json.dumps(plain.launch_spec(), sort_keys=True, separators=(",", ":"))
+    # An SGLang config without engine options hashes as every config did before engines existed.
+    spec = {k: v for k, v in plain.launch_spec().items() if k not in ("engine", "engine_options")}
+    canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))
     assert plain.content_hash == hashlib.sha256(canonical.encode()).hexdigest()  # as every stored hash was made
 
     study = _finished_study(api, owner)
@@ -118,6 +121,11 @@ def test_it_versions_a_rebuilt_schedule_and_diffs_it_against_the_previous_one(ap
     download = client.get(reverse("schedule_download", args=[first.pk]))
     assert download["Content-Type"] == "application/json" and download.content.decode() == first.config_json
     assert "attachment" in download["Content-Disposition"]
+    # The same bands as vLLM 0.33+ takes a K per batch size: ranges from 1 up, end to end, K the band's steps.
+    vllm = client.get(reverse("schedule_vllm_download", args=[first.pk])).json()
+    ranges = vllm["num_speculative_tokens_per_batch_size"]
+    assert ranges[0][0] == 1 and all(a[1] + 1 == b[0] for a, b in itertools.pairwise(ranges))
+    assert [r[2] for r in ranges] == [max(1, int(band["steps"] or 0)) for band in first.bands]
 
 
 def test_its_page_leads_with_whether_the_schedule_matches_each_band_winner(

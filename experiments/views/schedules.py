@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from experiments.reads.schedules import schedule_view
+from experiments.serializers.schedules import vllm_k_schedule_json
 
 from ..actions.audit import Actor
 from ..actions.quotas import QuotaExceeded
@@ -62,4 +63,15 @@ def schedule_download(request: HttpRequest, schedule_id: int) -> HttpResponse:
     schedule = get_object_or_404(AdaptiveSchedule.objects.only("config_json", "version", "study_id"), pk=schedule_id)
     response = HttpResponse(schedule.config_json, content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="adaptive-schedule-{schedule.pk}-v{schedule.version}.json"'
+    return response
+
+
+@requires("experiments.view_experiment")
+def schedule_vllm_download(request: HttpRequest, schedule_id: int) -> HttpResponse:
+    """The same bands as vLLM takes them: the `num_speculative_tokens_per_batch_size` key to merge into a vLLM
+    config's `--speculative-config` (0.33+), with what it had to guess."""
+    schedule = get_object_or_404(AdaptiveSchedule.objects.only("bands", "version"), pk=schedule_id)
+    response = JsonResponse(vllm_k_schedule_json(schedule), json_dumps_params={"indent": 2})
+    name = f"vllm-k-schedule-{schedule.pk}-v{schedule.version}.json"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
