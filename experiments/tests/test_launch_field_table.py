@@ -70,7 +70,7 @@ def field_lists(root: Path) -> Iterator[str]:
             for node in ast.walk(tree):
                 listed = _listed(node, format_map=where.startswith(FORMAT_MAPS)) & names
                 if len(listed) >= 2:
-                    yield f"{where}:{node.lineno} lists {', '.join(sorted(listed))}"
+                    yield f"{where}:{getattr(node, 'lineno', '?')} lists {', '.join(sorted(listed))}"
 
 
 def test_no_module_but_the_table_lists_launch_fields():

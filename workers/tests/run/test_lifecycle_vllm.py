@@ -81,6 +81,8 @@ def test_an_engine_core_orphaned_by_its_api_server_is_torn_down_to_free_gpus(vll
         wait_for_state(run, {Run.State.BENCHMARKING}, timeout=90)
         # The API server dies as a `kill -9` of its pid would: VLLM::EngineCore and its workers live on, holding
         # every GPU (the orphan of reference §5), while nothing answers on the port.
+        run.refresh_from_db()
+        assert run.remote_pid is not None
         os.kill(run.remote_pid, signal.SIGKILL)
     finally:
         driver.join(timeout=120)
