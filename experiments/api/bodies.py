@@ -265,14 +265,16 @@ def _numbers(field: str) -> Any:
 
 
 class SweepIn(Schema):
-    """Value lists whose grid of candidates varies `base` (a config inline or by id); the API refuses other keys."""
+    """Value lists whose grid of candidates varies `base` (a config inline or by id); the API refuses other keys.
+    The base's engine decides the lists: SGLang's steps, topk (required) and draft tokens; vLLM's steps list alone,
+    its num_speculative_tokens (vLLM has no topk or draft-token setting: those lists are refused)."""
 
     model_config = ConfigDict(extra="forbid")
 
     base: SweepBaseIn | Id
     # Lists are also taken as the page's text ("1, 2" or "1-4"), which the schema leaves out.
     speculative_num_steps: Annotated[list[int] | str, _numbers("speculative_num_steps")]
-    speculative_eagle_topk: Annotated[list[int] | str, _numbers("speculative_eagle_topk")]
+    speculative_eagle_topk: Annotated[list[int] | str | None, _numbers("speculative_eagle_topk")] = None
     speculative_num_draft_tokens: Annotated[list[int] | str | None, _numbers("speculative_num_draft_tokens")] = None
     extra_args: Annotated[dict[str, list[Any]] | str | None, WithJsonSchema(_VARIED)] = None
     env: Annotated[

@@ -1,5 +1,7 @@
 """Starting an auto-tuning study: an experiment's submission (host, baseline, profile: the same checks) whose
-candidates are a sweep's whole space, plus the budget and the precision wanted. The page and the API both use it."""
+candidates are a sweep's whole space, plus the budget and the precision wanted. The page and the API both use it.
+The sweep's base decides the engine: a vLLM base's space is its num_speculative_tokens list (stored as the steps,
+with no topk or draft tokens), its candidates vLLM configs."""
 
 from __future__ import annotations
 
@@ -66,7 +68,10 @@ class StudySubmission(ExperimentSubmission):
     def is_valid(self) -> bool:
         valid = super().is_valid()
         if self.sweep_form is None:
-            self.errors["sweep"] = ["Give the search space: the value lists of steps, topk and draft tokens."]
+            self.errors["sweep"] = [
+                "Give the search space: the value lists of steps, topk and draft tokens (vLLM: num_speculative_tokens "
+                "alone, as the steps list)."
+            ]
         if not self.study_form.is_valid():
             self.errors.update(plain_errors(self.study_form, ""))
         if valid and not self.errors and any(c.simulated_accept_length for c in self.experiment_fields()["candidates"]):

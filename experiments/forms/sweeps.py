@@ -1,6 +1,10 @@
 """The sweep builder: the value lists a user types (or the API sends), the candidate they vary, and the candidates
 they give, each checked like any other candidate. The page's preview, the API's preview and the API's `sweep` of an
 experiment all go through `SweepForm`; the grid and its rules are `experiments.rules.sweeps`'.
+
+The candidate varied (the base) decides the engine: an SGLang base's sweep takes steps, topk and draft tokens, a
+vLLM base's the steps list alone, as num_speculative_tokens (its candidates are vLLM configs with the base's engine
+options); the topk list is required of SGLang only.
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ _PAGE_FORM = {"form": "sweep-form"}
 
 
 class NumberListField(forms.Field):
-    """Whole numbers typed comma-separated, or a JSON list; bounded like the config field they vary."""
+    """Whole numbers typed comma-separated, or a JSON list; bounded like the config field they vary. `example`: the
+    list a new study's page starts with (`SweepForm.example_lists`)."""
 
-    def __init__(self, *, varies: str, **kwargs: Any) -> None:
+    def __init__(self, *, varies: str, example: str = "", **kwargs: Any) -> None:
         kwargs.setdefault("widget", forms.TextInput(attrs=_PAGE_FORM))
         super().__init__(**kwargs)
         self.varies = varies
+        self.example = example
 
     def to_python(self, value: Any) -> tuple[int, ...]:
         try:
@@ -59,14 +65,21 @@ class SweepForm(forms.Form):
     `base_prefix` on the page). Valid, it holds the grid and one config form per candidate (`candidate_forms`)."""
 
     speculative_num_steps = NumberListField(
-        varies=sweeps.STEPS, label="Steps", help_text="comma-separated or ranges, e.g. 1, 2, 3 or 1-4"
+        varies=sweeps.STEPS,
+        example="1, 2, 3",
+        label="Steps",
+        help_text="comma-separated or ranges, e.g. 1, 2, 3 or 1-4; for vLLM: num_speculative_tokens",
     )
-    speculative_eagle_topk = NumberListField(varies=sweeps.TOPK, label="Topk", help_text="e.g. 1, 2, 4")
+    # Required of an SGLang base (`clean`): vLLM has no topk.
+    speculative_eagle_topk = NumberListField(
+        varies=sweeps.TOPK, example="1, 2, 4", label="Topk", required=False, help_text="SGLang only; e.g. 1, 2, 4"
+    )
     speculative_num_draft_tokens = NumberListField(
         varies=sweeps.DRAFT,
+        example="2, 3, 4, 6, 8",
         label="Draft tokens",
         required=False,
-        help_text="for topk above 1; topk 1 always runs steps + 1",
+        help_text="SGLang only, for topk above 1; topk 1 always runs steps + 1",
     )
     extra_args = VariedField(
         kind="flag", label="Varied flags", required=False, help_text="one per line: --mem-fraction-static 0.8, 0.85"
@@ -91,8 +104,12 @@ class SweepForm(forms.Form):
         prefix: str | None = None,
     ) -> None:
         super().__init__(data, prefix=prefix)
+        # The base's engine as submitted (its form checks it; one no engine has reads as SGLang's meanwhile).
+        self.engine = _engine_of(base_data, base_prefix)
         self.base_form = (
-            None if base_data is None else ServerConfigForm(_base_form_data(base_data, base_prefix), prefix=base_prefix)
+            None
+            if base_data is None
+            else ServerConfigForm(_base_form_data(base_data, base_prefix, self.engine), prefix=base_prefix)
         )
         # Set by whoever knows the host and the other candidates, before validation (like ServerConfigForm's).
         self.extra_env_prefixes: tuple[str, ...] = ()
@@ -101,6 +118,15 @@ class SweepForm(forms.Form):
         self.max_candidates = MAX_CANDIDATES
         self.grid: sweeps.Grid | None = None
         self.candidate_forms: list[ServerConfigForm] = []
+
+    def example_lists(self, engine: str) -> dict[str, str]:
+        """The value lists a new study's page starts with over a base of `engine`: its swept fields' examples."""
+        lists = {}
+        for name in sweeps.swept_fields(engine):
+            field = self.fields[name]
+            if isinstance(field, NumberListField) and field.example:
+                lists[name] = field.example
+        return lists
 
     def launches_on(self, host: Host | None) -> None:
         """The host's allowances and flag listing apply to the sweep's axes and to every candidate it makes."""
@@ -117,8 +143,8 @@ class SweepForm(forms.Form):
         varied = self.cleaned_data["extra_args"]
         for flag, values in varied:
             for value in values:
-                managed = launch_fields.managed_flags(launch_fields.SGLANG)
-                problems = launch_policy.extra_args_refusals([flag, value], managed, self.extra_flags)
+                managed = launch_fields.managed_flags(self.engine)
+                problems = launch_policy.extra_args_refusals([flag, value], managed, self.extra_flags, self.engine)
                 if problems:
                     raise ValidationError([policy_error(p) for p in problems])
         return varied
@@ -134,6 +160,10 @@ class SweepForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = self.cleaned_data
+        topk = self.fields["speculative_eagle_topk"]
+        missing = "speculative_eagle_topk" not in self.errors and not data.get("speculative_eagle_topk")
+        if missing and sweeps.TOPK in sweeps.swept_fields(self.engine):
+            self.add_error("speculative_eagle_topk", ValidationError(topk.error_messages["required"], "required"))
         if self.base_form is None:
             raise ValidationError(
                 "Give the candidate the sweep varies (the API's `base`, a config or a config id; on the page, the "
@@ -170,13 +200,16 @@ class SweepForm(forms.Form):
         """The validated base as a config in the API's shape (what the grid copies into each candidate)."""
         assert self.base_form is not None
         clean = self.base_form.cleaned_data
-        config = {f: clean[f] for f in ServerConfigForm.Meta.fields if f not in sweeps.SPEC_FIELDS and f != "name"}
+        swept = sweeps.swept_fields()
+        config = {f: clean[f] for f in ServerConfigForm.Meta.fields if f not in swept and f != "name"}
         config.update(
             env=clean["env_text"],
             extra_args=clean["extra_args_text"],
             expect=clean["expect"],
             log_metrics=clean["log_metrics"],
         )
+        if clean.get("engine_options"):  # vLLM's settings without a column, each candidate's too
+            config["engine_options"] = clean["engine_options"]
         return config
 
     def own_errors(self, path: str = "sweep.") -> dict[str, list[str]]:
@@ -198,12 +231,22 @@ class SweepForm(forms.Form):
         }
 
 
-def _base_form_data(data: Any, prefix: str | None) -> Any:
-    """The base's form data without its own steps, topk and draft tokens (the sweep sets them) and with a
-    placeholder name (each candidate is named after its values)."""
+def _engine_of(data: Any, prefix: str | None) -> str:
+    """The engine a base's form data names, SGLang's where it names none or one specdash does not drive."""
+    engine = (data or {}).get(f"{prefix}-engine" if prefix else "engine") or launch_fields.SGLANG
+    return engine if engine in launch_fields.ENGINE_NAMES else launch_fields.SGLANG
+
+
+def _base_form_data(data: Any, prefix: str | None, engine: str) -> Any:
+    """The base's form data without the values the sweep sets (every engine's swept fields) and with a placeholder
+    name (each candidate is named after its values). A swept field its engine does not pick itself when unset
+    (vLLM's num_speculative_tokens, which its draft methods need) holds its lowest value instead, so the base
+    passes the engine's rules; every candidate replaces it."""
     copied = data.copy()
-    for field in sweeps.SPEC_FIELDS:
-        copied[f"{prefix}-{field}" if prefix else field] = ""
+    for field in sweeps.swept_fields():
+        row = launch_fields.field(engine, field)
+        placeholder = row.bounds[0] if row is not None and not row.auto and row.bounds else ""
+        copied[f"{prefix}-{field}" if prefix else field] = placeholder
     copied[f"{prefix}-name" if prefix else "name"] = "sweep base"
     return copied
 
@@ -295,7 +338,8 @@ def _form_text(candidate: dict[str, Any]) -> dict[str, Any]:
     profiled, env, _ = split_eagle3_profile(candidate["env"], candidate["log_metrics"])
     return {
         "name": candidate["name"],
-        **{field: candidate[field] for field in sweeps.SPEC_FIELDS},
+        # Every engine's swept fields: those the candidate's engine has not are emptied on the page.
+        **{field: candidate.get(field) for field in sweeps.swept_fields()},
         "extra_args_text": shlex.join(candidate["extra_args"]),
         "env_text": format_env(env),
         "profile_eagle3": profiled,

@@ -1,9 +1,19 @@
 """A sweep: the grid of candidate configs over lists of speculative parameters (and of extra flags or environment
-variables), with SGLang's rules applied and every combination left out said why, and the launches it costs.
+variables), with the base's engine's rules applied and every combination left out said why, and the launches it
+costs.
 
 Pure (no Django): the sweep form (`forms/sweeps.py`) parses what users type with `parse_numbers` and
 `parse_varied`, builds the grid with `build_grid` and prices it with `estimate`; the caller hands in the seconds a
-launch takes (from the host's history, or `default_launch_seconds`).
+launch takes (from the host's history, or `default_launch_seconds`). Which launch fields a sweep varies is the
+engine's table's (`swept_fields`): SGLang's steps, topk and draft tokens; vLLM's num_speculative_tokens alone.
+
+vLLM (`../shared/reference/vllm-interface.md` §1.2) drafts a top-1 chain of `num_speculative_tokens` tokens and has
+no topk or draft-token setting, so a sweep over a vLLM base varies that K (kept in the steps column, the steps list)
+and refuses the other two lists; none of SGLang's rules below applies to it, so it skips no combination. The
+methods whose speed K sets are VLLM_K_METHODS: eagle3, eagle, draft_model and mtp draft K tokens a step, ngram
+proposes up to K from the prompt. `suffix` is left out: it drafts as many tokens as its suffix tree matches, K being
+a ceiling only (from vLLM's source, where suffix decoding takes its depth from its own settings; the reference is
+silent, so this is a guess to revisit).
 
 The rules are those SGLang applies to the EAGLE family (EAGLE, EAGLE3, NEXTN, STANDALONE), from
 `../shared/reference/sglang-interface.md` §1.3 and SGLang's source:
@@ -14,6 +24,9 @@ The rules are those SGLang applies to the EAGLE family (EAGLE, EAGLE3, NEXTN, ST
 - topk > 1 with SGLANG_ENABLE_SPEC_V2 on: 0.5.7-0.5.10 refuse to start, 0.5.12 falls back to spec v1;
 - topk > 1 with the trtllm_mha attention backend, or with a page size above 1 on another backend than
   flashinfer: SGLang refuses to start.
+
+Past 400 lines in one module: the parsing, the two engines' grids and the price are one sweep's steps, read
+together by the form, each too small to stand alone.
 """
 
 from __future__ import annotations
@@ -25,14 +38,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.rules import secrets
+from experiments.rules import launch_fields, secrets
 from experiments.rules.launch_fields import number_bounds
 from experiments.rules.launch_policy import CONTROL_CHARS, ENV_NAME
 
-STEPS, TOPK, DRAFT = "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"
-SPEC_FIELDS = (STEPS, TOPK, DRAFT)
+# The swept fields a rule below is about, each named alone; which fields an engine's sweep varies is its table's
+# (`swept_fields`). Every engine keeps its number of drafted tokens per step in STEPS (vLLM's
+# num_speculative_tokens).
+STEPS = "speculative_num_steps"
+TOPK = "speculative_eagle_topk"
+DRAFT = "speculative_num_draft_tokens"
 # The algorithms whose parameter rules are the ones above (SGLang rewrites NEXTN to EAGLE).
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+# vLLM's methods whose speed num_speculative_tokens sets (see the module's docstring for `suffix`).
+VLLM_K_METHODS = ("eagle3", "eagle", "draft_model", "mtp", "ngram")
 
 # Bounds of what one sweep may ask for. An experiment takes at most 50 candidates; a sweep spanning more than
 # MAX_COMBINATIONS before the rules is a typing slip, not a plan (and its list of skipped ones would be unreadable).
@@ -71,18 +90,52 @@ Varied = tuple[tuple[str, tuple[str, ...]], ...]  # ((flag or env name, its valu
 
 @dataclass(frozen=True)
 class Sweep:
-    steps: tuple[int, ...]
-    topk: tuple[int, ...]
-    draft_tokens: tuple[int, ...] = ()  # empty: topk 1 only, where SGLang decides them
+    steps: tuple[int, ...]  # vLLM: num_speculative_tokens
+    topk: tuple[int, ...] = ()  # SGLang only (one value at least); vLLM has none
+    draft_tokens: tuple[int, ...] = ()  # SGLang only; empty: topk 1 only, where SGLang decides them
     flags: Varied = ()
     env: Varied = ()
     name_prefix: str = ""
 
     @property
     def combinations(self) -> int:
-        sizes = [len(self.steps), len(self.topk), max(len(self.draft_tokens), 1)]
+        sizes = [len(self.steps), max(len(self.topk), 1), max(len(self.draft_tokens), 1)]
         sizes += [len(values) for _, values in (*self.flags, *self.env)]
         return math.prod(sizes)
+
+    def values_of(self, field: str) -> tuple[int, ...]:
+        """The list a swept field (`swept_fields`) takes its values from."""
+        if field == STEPS:
+            return self.steps
+        if field == TOPK:
+            return self.topk
+        if field == DRAFT:
+            return self.draft_tokens
+        raise KeyError(field)
+
+
+def swept_fields(engine: str | None = None) -> tuple[str, ...]:
+    """The launch fields a sweep over a base of `engine` varies (None: any engine's, each once), in table order:
+    the engine's speculative numbers kept in a column (SGLang's steps, topk and draft tokens; vLLM's
+    num_speculative_tokens). A candidate copies every other field, its engine options included, from the base."""
+    rows = launch_fields.all_fields() if engine is None else launch_fields.fields(engine)
+    return tuple(row.name for row in rows if row.speculative and row.kind == launch_fields.INT and row.column)
+
+
+def axis_names(engine: str) -> dict[str, str]:
+    """What a study's page and chart call each field a sweep varies on `engine`: the key vLLM's users write in
+    its speculative config (num_speculative_tokens), SGLang's short names (steps, topk, draft tokens)."""
+    swept = swept_fields(engine)
+    return {
+        row.name: row.key if row.via == launch_fields.SPEC_JSON else row.shown_as
+        for row in launch_fields.fields(engine)
+        if row.name in swept
+    }
+
+
+def _tokens_name() -> str:
+    """vLLM's name of its number of drafted tokens: "num_speculative_tokens"."""
+    return axis_names(launch_fields.VLLM)[STEPS]
 
 
 @dataclass(frozen=True)
@@ -101,7 +154,7 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Grid:
-    candidates: list[dict[str, Any]]  # complete configs in the API's shape (SGLang field names), named
+    candidates: list[dict[str, Any]]  # complete configs in the API's shape (the launch fields' names), named
     skipped: list[Skipped]
     notes: list[str]
 
@@ -236,8 +289,14 @@ def _values(values: Any, name: str, field: str, kind: str) -> tuple[str, ...]:
 
 def build_grid(base: Mapping[str, Any], sweep: Sweep) -> Grid:
     """Every combination of the sweep's values applied to `base` (a config in the API's shape): the candidates
-    SGLang would run as asked, and the combinations skipped, each with its reason. Candidates are named after their
-    values (`s3-k1-d4`, then each varied flag and environment variable)."""
+    its engine would run as asked, and the combinations skipped, each with its reason. Candidates are named after
+    their values (SGLang's `s3-k1-d4`, vLLM's `num_speculative_tokens 3`, then each varied flag and environment
+    variable) and are configs of the base's engine."""
+    engine = base.get("engine") or launch_fields.SGLANG
+    if engine == launch_fields.VLLM:
+        return _chain_grid(base, sweep)
+    if engine != launch_fields.SGLANG:
+        raise SweepError("base", f"No sweep rules for the engine {str(engine)[:40]!r}.")
     algorithm = base.get("speculative_algorithm") or ""
     if algorithm not in EAGLE_FAMILY:
         raise SweepError(
@@ -263,8 +322,9 @@ def build_grid(base: Mapping[str, Any], sweep: Sweep) -> Grid:
         env = dict(zip((name for name, _ in sweep.env), env_values, strict=True))
         # With topk 1 SGLang runs steps + 1 draft tokens whatever is asked (reference §1.3 step 5).
         runs = steps + 1 if topk == 1 else draft
-        candidate = _candidate(base, sweep.name_prefix, steps, topk, runs, flags, env)
-        label = _name("", steps, topk, draft, flags, env)
+        name = _name(sweep.name_prefix, _tree_core(steps, topk, runs), flags, env)
+        candidate = _candidate(base, name, {STEPS: steps, TOPK: topk, DRAFT: runs}, flags, env)
+        label = _name("", _tree_core(steps, topk, draft), flags, env)
         values = {STEPS: steps, TOPK: topk, DRAFT: draft, "extra_args": flags, "env": env}
         reason = _refusal(steps, topk, runs, candidate)
         if reason is not None:
@@ -281,6 +341,47 @@ def build_grid(base: Mapping[str, Any], sweep: Sweep) -> Grid:
             "above 1, and the topk-1 combinations it would change are listed as replaced and run once."
         )
     return Grid(list(candidates.values()), skipped, notes)
+
+
+def _chain_grid(base: Mapping[str, Any], sweep: Sweep) -> Grid:
+    """A vLLM base's grid: one candidate per num_speculative_tokens and varied setting. vLLM drafts a top-1 chain
+    (no tree to outgrow, no topk to refuse), so every combination runs as asked and none is skipped."""
+    engine = launch_fields.label(launch_fields.VLLM)
+    tokens = _tokens_name()
+    algorithm = base.get("speculative_algorithm") or ""
+    if algorithm not in VLLM_K_METHODS:
+        raise SweepError(
+            "base",
+            f"The candidate a {engine} sweep varies needs a speculative method that takes {tokens} "
+            f"({', '.join(VLLM_K_METHODS)}); it has {algorithm or 'none'}.",
+        )
+    own = swept_fields(launch_fields.VLLM)
+    for field in swept_fields():
+        sglang_row = launch_fields.field(launch_fields.SGLANG, field)
+        if field not in own and sweep.values_of(field) and sglang_row is not None:
+            raise SweepError(
+                field,
+                f"{engine} has no {sglang_row.label.lower()} setting: it drafts a top-1 chain of {tokens} tokens, so "
+                f"a {engine} sweep varies {tokens} alone (the steps list). Leave this list empty.",
+            )
+    if not sweep.steps:
+        raise SweepError(STEPS, "Give at least one value.")
+    if sweep.combinations > MAX_COMBINATIONS:
+        raise SweepError(
+            "", f"The lists span {sweep.combinations} combinations; at most {MAX_COMBINATIONS}: shorten them."
+        )
+    candidates = []
+    flag_choices = list(itertools.product(*(values for _, values in sweep.flags)))
+    env_choices = list(itertools.product(*(values for _, values in sweep.env)))
+    for k, flag_values, env_values in itertools.product(sweep.steps, flag_choices, env_choices):
+        flags = dict(zip((name for name, _ in sweep.flags), flag_values, strict=True))
+        env = dict(zip((name for name, _ in sweep.env), env_values, strict=True))
+        name = _name(sweep.name_prefix, f"{tokens} {k}", flags, env)
+        candidates.append(_candidate(base, name, {STEPS: k}, flags, env))
+    note = (
+        f"{engine} drafts a top-1 chain: {tokens} K runs what SGLang calls steps K with topk 1 and K + 1 draft tokens."
+    )
+    return Grid(candidates, [], [note])
 
 
 def _refusal(steps: int, topk: int, draft: int | None, candidate: Mapping[str, Any]) -> str | None:
@@ -317,31 +418,23 @@ def _refusal(steps: int, topk: int, draft: int | None, candidate: Mapping[str, A
 
 def _candidate(
     base: Mapping[str, Any],
-    prefix: str,
-    steps: int,
-    topk: int,
-    draft: int | None,
+    name: str,
+    values: Mapping[str, int | None],
     flags: Mapping[str, str],
     env: Mapping[str, str],
 ) -> dict[str, Any]:
+    """`base` with the swept fields' `values`, the varied flags (each replacing the base's own) and env added."""
     args = list(base.get("extra_args") or [])
     for flag, value in flags.items():
         args = [*_without_flag(args, flag), flag, value]
-    return {
-        **base,
-        "name": _name(prefix, steps, topk, draft, flags, env),
-        STEPS: steps,
-        TOPK: topk,
-        DRAFT: draft,
-        "extra_args": args,
-        "env": {**(base.get("env") or {}), **env},
-    }
+    return {**base, "name": name, **values, "extra_args": args, "env": {**(base.get("env") or {}), **env}}
 
 
-def _name(
-    prefix: str, steps: int, topk: int, draft: int | None, flags: Mapping[str, str], env: Mapping[str, str]
-) -> str:
-    core = f"s{steps}-k{topk}" if draft is None else f"s{steps}-k{topk}-d{draft}"
+def _tree_core(steps: int, topk: int, draft: int | None) -> str:
+    return f"s{steps}-k{topk}" if draft is None else f"s{steps}-k{topk}-d{draft}"
+
+
+def _name(prefix: str, core: str, flags: Mapping[str, str], env: Mapping[str, str]) -> str:
     parts = [f"{prefix}-{core}" if prefix else core]
     parts += [f"{flag.lstrip('-')}={value}" for flag, value in flags.items()]
     parts += [f"{name}={value}" for name, value in env.items()]

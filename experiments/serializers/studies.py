@@ -9,7 +9,7 @@ from experiments.analysis import racing
 from experiments.models import Run, Study
 from experiments.reads.queueing import study_estimate
 from experiments.reads.study_report import study_history
-from experiments.rules import sweeps
+from experiments.rules import launch_fields, sweeps
 from experiments.tuning import plan, recommend
 from experiments.tuning.space import SearchSpace
 
@@ -96,15 +96,13 @@ def study_json(study: Study) -> dict[str, Any]:
 
 
 def _values(space: SearchSpace, name: str) -> dict[str, Any]:
-    """The parameter values a config runs with (the baseline has none)."""
+    """The parameter values a config runs with, by the names its engine's users know them (SGLang's steps, topk and
+    draft tokens; vLLM's num_speculative_tokens), then each varied flag and variable (the baseline has none)."""
     if name == plan.BASELINE:
         return {}
     candidate = space.candidate(name)
-    values: dict[str, Any] = {
-        "steps": candidate[sweeps.STEPS],
-        "topk": candidate[sweeps.TOPK],
-        "draft tokens": candidate[sweeps.DRAFT],
-    }
+    engine = candidate.get("engine") or launch_fields.SGLANG
+    values: dict[str, Any] = {shown: candidate.get(field) for field, shown in sweeps.axis_names(engine).items()}
     args = list(candidate.get("extra_args") or [])
     values.update({flag: sweeps.flag_value(args, flag) for flag, _ in space.sweep.flags})
     values.update({env: (candidate.get("env") or {}).get(env) for env, _ in space.sweep.env})

@@ -1,9 +1,10 @@
 """The search space of an auto-tuning study (pure): a sweep's value lists (`sweeps.Sweep`) over one candidate
-config, the configs SGLang would run (`sweeps.build_grid`, so its rules and refusals are the sweep's own), and the
-same space as Optuna distributions, one categorical per varied parameter.
+config, the configs its engine would run (`sweeps.build_grid`, so its rules and refusals are the sweep's own), and
+the same space as Optuna distributions, one categorical per varied parameter: steps, topk and draft tokens over an
+SGLang base, steps alone (vLLM's num_speculative_tokens) over a vLLM one, and each varied flag and variable.
 
-A config is known by its candidate name (`s2-k1`, `s2-k4-d6 NCCL_PROTO=LL`): unique in the grid, readable on a
-page, stable across rounds.
+A config is known by its candidate name (`s2-k1`, `s2-k4-d6 NCCL_PROTO=LL`, `num_speculative_tokens 3`): unique in
+the grid, readable on a page, stable across rounds.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from experiments.rules import sweeps
 # typing slip.
 MAX_SPACE = 400
 
+# Optuna's names of the sweep's lists (Sweep's attributes, not launch fields: a vLLM sweep's K is its steps too).
 _STEPS, _TOPK, _DRAFT = "steps", "topk", "draft_tokens"
 
 
@@ -51,10 +53,9 @@ class SearchSpace:
         """Optuna's distributions of the space (optuna is imported here: see `plan._ask`)."""
         from optuna.distributions import CategoricalDistribution
 
-        dists: dict[str, Any] = {
-            _STEPS: CategoricalDistribution(self.sweep.steps),
-            _TOPK: CategoricalDistribution(self.sweep.topk),
-        }
+        dists: dict[str, Any] = {_STEPS: CategoricalDistribution(self.sweep.steps)}
+        if self.sweep.topk:  # SGLang's; a vLLM sweep has none
+            dists[_TOPK] = CategoricalDistribution(self.sweep.topk)
         if self.sweep.draft_tokens:
             dists[_DRAFT] = CategoricalDistribution(self.sweep.draft_tokens)
         for prefix, varied in (("flag", self.sweep.flags), ("env", self.sweep.env)):
@@ -64,8 +65,10 @@ class SearchSpace:
 
     def name_of(self, params: Mapping[str, Any]) -> str | None:
         """The config Optuna's `params` stand for, None where SGLang would refuse it (topk 1 runs steps + 1 draft
-        tokens whatever is asked, so those collapse to one config)."""
-        steps, topk = int(params[_STEPS]), int(params[_TOPK])
+        tokens whatever is asked, so those collapse to one config). A vLLM sweep's configs have no topk or draft
+        tokens."""
+        steps = int(params[_STEPS])
+        topk = int(params[_TOPK]) if _TOPK in params else None
         draft = steps + 1 if topk == 1 else params.get(_DRAFT)
         flags = tuple(params[f"flag:{name}"] for name, _ in self.sweep.flags)
         env = tuple(params[f"env:{name}"] for name, _ in self.sweep.env)
@@ -75,10 +78,9 @@ class SearchSpace:
         """Optuna params of a config (for topk 1, the draft-token value SGLang runs if the list has it, else the
         list's first)."""
         candidate = self.candidate(name)
-        params: dict[str, Any] = {
-            _STEPS: candidate[sweeps.STEPS],
-            _TOPK: candidate[sweeps.TOPK],
-        }
+        params: dict[str, Any] = {_STEPS: candidate[sweeps.STEPS]}
+        if self.sweep.topk:
+            params[_TOPK] = candidate[sweeps.TOPK]
         if self.sweep.draft_tokens:
             draft = candidate[sweeps.DRAFT]
             params[_DRAFT] = draft if draft in self.sweep.draft_tokens else self.sweep.draft_tokens[0]
@@ -94,4 +96,5 @@ def _values_key(candidate: Mapping[str, Any], sweep: sweeps.Sweep) -> tuple[Any,
     args = list(candidate.get("extra_args") or [])
     flags = tuple(sweeps.flag_value(args, flag) for flag, _ in sweep.flags)
     env = tuple((candidate.get("env") or {}).get(name) for name, _ in sweep.env)
-    return (candidate[sweeps.STEPS], candidate[sweeps.TOPK], candidate[sweeps.DRAFT], *flags, *env)
+    # A vLLM candidate has neither topk nor draft tokens: None, as `name_of` reads its params.
+    return (candidate[sweeps.STEPS], candidate.get(sweeps.TOPK), candidate.get(sweeps.DRAFT), *flags, *env)

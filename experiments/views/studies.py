@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from experiments.reads.study_report import figures, frontier_figure
+from experiments.rules import launch_fields
 from experiments.serializers import study_json
 
 from ..actions.audit import Actor
@@ -95,7 +96,10 @@ def study_new(request: HttpRequest) -> HttpResponse:
     """Start a study: the host and baseline as for an experiment, the candidate a space varies with its value lists,
     the profile's concurrency levels, the budget and the precision wanted."""
     if request.method != "POST":
-        return render(request, "experiments/study_new.html", _blank_forms())
+        # ?engine=vllm: the example is a vLLM candidate and its lists (num_speculative_tokens alone).
+        engine = request.GET.get("engine") or launch_fields.SGLANG
+        engine = engine if engine in launch_fields.ENGINE_NAMES else launch_fields.SGLANG
+        return render(request, "experiments/study_new.html", _blank_forms(engine))
     post = request.POST
     sweep = SweepForm(post, prefix="sweep", base_data=post, base_prefix="base")
     submission = StudySubmission(post, post, post, post, sweep=sweep, prefixed=True)
@@ -125,20 +129,20 @@ def study_new(request: HttpRequest) -> HttpResponse:
     return render(request, "experiments/study_new.html", context, status=400)
 
 
-def _blank_forms() -> dict[str, Any]:
+def _blank_forms(engine: str) -> dict[str, Any]:
+    """The page's forms filled with an example: an EAGLE-3 candidate of `engine` and its sweep's example lists."""
     host = Host.objects.order_by("is_dirty", "name").first()
     tp_size = 8 if host and host.gpu_count >= 8 else 1
     target, draft = suggested_model_paths(host.models_root if host else "")
     sweep = SweepForm(prefix="sweep")
-    sweep.initial = {
-        "speculative_num_steps": "1, 2, 3",
-        "speculative_eagle_topk": "1, 2, 4",
-        "speculative_num_draft_tokens": "2, 3, 4, 6, 8",
-    }
+    sweep.initial = sweep.example_lists(engine)
+    method = launch_fields.field(engine, "speculative_algorithm")
+    eagle3 = next((m for m in method.choices if m.lower() == "eagle3"), "") if method else ""
     base = {
         "name": "space",
+        "engine": engine,
         "model_path": target,
-        "speculative_algorithm": "EAGLE3",
+        "speculative_algorithm": eagle3,
         "speculative_draft_model_path": draft,
         "tp_size": tp_size,
     }
