@@ -27,3 +27,18 @@ def test_it_duplicates_an_experiment_and_adds_a_candidate_like_the_last(log_in, 
     assert page.input_value("#id_cand-1-speculative_draft_model_path").endswith("/kimi-k2.5-sim-eagle3")
     assert page.input_value("#id_cand-1-env_text") == "NCCL_PROTO=LL"
     assert page.evaluate("document.activeElement.id") == "id_cand-1-name"
+
+    # A block set to vLLM shows vLLM's settings and methods alone, emptied of SGLang's; a block added after it is vLLM.
+    page.select_option("#id_cand-1-engine", "vllm")
+    assert (
+        page.is_hidden("#id_cand-1-speculative_eagle_topk")
+        and page.input_value("#id_cand-1-speculative_eagle_topk") == ""
+    )
+    assert page.is_visible("#id_cand-1-option_draft_tensor_parallel_size")
+    assert page.is_visible("#id_cand-0-speculative_eagle_topk")  # the other block keeps SGLang's
+    methods = page.eval_on_selector_all(
+        "#id_cand-1-speculative_algorithm option:not([disabled])", "options => options.map(o => o.value)"
+    )
+    assert "eagle3" in methods and "EAGLE3" not in methods
+    page.click("#add-candidate")
+    assert page.input_value("#id_cand-2-engine") == "vllm" and page.is_hidden("#id_cand-2-speculative_eagle_topk")
