@@ -85,6 +85,8 @@ def config_initial(config: ServerConfig) -> dict[str, Any]:
         "expect": config.expect,
         "log_metrics": metrics,
         "source_config": config.pk,
+        # The engine's settings without a column, in their own boxes (ServerConfigForm's option_<name>).
+        **{f"option_{name}": value for name, value in (config.engine_options or {}).items()},
     }
 
 
@@ -94,7 +96,7 @@ def config_box_values(config: ServerConfig) -> dict[str, Any]:
     fields = ServerConfigForm.base_fields
     values = {}
     for name, value in config_initial(config).items():
-        if name in ("env", "extra_args"):
+        if name in ("env", "extra_args", "engine_options"):
             continue
         if name in ("expect", "log_metrics"):
             value = fields[name].prepare_value(value)
