@@ -21,7 +21,7 @@ from ..analysis import comparison
 from ..analysis.adaptive_schedule import BandWinner, build_adaptive_schedule
 from ..models import AdaptiveSchedule, AuditEvent, BenchmarkProfile, Experiment, Host, ServerConfig, Study
 from ..reads.reports import build_report
-from ..rules import config_names, server_flags
+from ..rules import config_names, launch_fields, server_flags
 from ..tuning import plan, recommend
 from .audit import Actor, record_event
 from .experiments import do_create_experiment
@@ -128,6 +128,13 @@ def _build(
     tolerance: float,
     source: dict[str, Any],
 ) -> AdaptiveSchedule:
+    engines = {config.engine for winner, config in bands if winner.speculates}
+    if engines - {launch_fields.SGLANG}:
+        raise ScheduleRefused(
+            "An adaptive server is SGLang's (--speculative-adaptive), and this answer's winners run on "
+            f"{', '.join(sorted(launch_fields.label(e) for e in engines))}. A schedule built from SGLang winners can "
+            "be downloaded as vLLM 0.33+ takes it (a K per batch size); one built from vLLM winners is not yet."
+        )
     built = build_adaptive_schedule([winner for winner, _ in bands])
     if built.config is None:
         raise ScheduleRefused(" ".join(built.notes))

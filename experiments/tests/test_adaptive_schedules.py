@@ -339,3 +339,17 @@ def test_the_switching_chart_and_the_ramp_note_say_only_what_the_data_holds():
     assert ramp_note(same) == ""  # neighbouring bands with the same steps: a ramp runs the same speculation
     note = ramp_note([{"low": 16, "high": 16, "steps": 0}, {"low": 2, "high": 4, "steps": 2}])
     assert "while a c = 16 load ramps up and drains, its batches below 16 run the 2 step(s) of 2 <= c <= 4" in note
+
+
+def test_an_answer_whose_winners_run_on_vllm_builds_no_sglang_adaptive_server(api, owner):
+    study = _finished_study(api, owner)
+    # The same answer, its candidates served by vLLM: an adaptive server is SGLang's alone.
+    ServerConfig.objects.filter(run__experiment__studyround__study=study, speculative_algorithm="EAGLE3").update(
+        engine="vllm"
+    )
+
+    response = _build(api, owner, study)
+
+    assert response.status_code == 409, response.content
+    assert "An adaptive server is SGLang's" in str(response.json()) and "vLLM" in str(response.json())
+    assert not AdaptiveSchedule.objects.filter(study=study).exists()
