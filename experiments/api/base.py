@@ -219,7 +219,13 @@ def profile_data(value: Any) -> dict[str, Any]:
 
 def host_name(value: str | int) -> str:
     """The name of a host given by name or id; 404 when it names none."""
-    host = Host.objects.filter(**({"pk": value} if isinstance(value, int) else {"name": value})).first()
+    # A host's name is a slug: a text PostgreSQL cannot even hold (a NUL) names none, and is never sent to it.
+    named_none = isinstance(value, str) and "\x00" in value
+    host = (
+        None
+        if named_none
+        else Host.objects.filter(**({"pk": value} if isinstance(value, int) else {"name": value})).first()
+    )
     if host is None:
         named = f"with id {value}" if isinstance(value, int) else f"named {value[:80]!r}"
         raise HttpError(404, f"host: no host {named}")

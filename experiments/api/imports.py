@@ -160,7 +160,8 @@ def _target(
     if not isinstance(host_name, str) or not host_name:
         errors["host"] = ["A new experiment needs the name of a registered host (or give an experiment id)."]
         return None, None
-    host = Host.objects.filter(name=host_name[:MAX_FILE_NAME]).first()
+    # A NUL names no host (PostgreSQL cannot hold one in a text): never sent to it.
+    host = None if "\x00" in host_name else Host.objects.filter(name=host_name[:MAX_FILE_NAME]).first()
     if host is None:
         raise HttpError(404, f"host: no host named {host_name[:80]!r}")
     return None, host

@@ -361,14 +361,12 @@ class ServerConfigForm(forms.ModelForm):
                 self._add_eagle3_profile(data)
             else:
                 self._conflict("profile_eagle3", "Only a speculative config (a method set) takes this.")
+        # A row's own bounds and choices; an option another engine has is a conflict said above, one no engine has
+        # the schema's (the engine's name is a choice of its field).
         for field, problem in launch_fields.field_refusals(engine, spec):
-            if field not in self.errors and (field in self.fields or f"option_{field}" in self.fields):
-                self.add_error(
-                    field if field in self.fields else f"option_{field}",
-                    f"Must be {problem.partition(' must be ')[2] or problem}.",
-                )
-            elif field not in self.fields:
-                self.add_error(None, f"{problem}.")
+            name = field if field in self.fields else f"option_{field}"
+            if name in self.fields and name not in self.errors:
+                self.add_error(name, f"Must be {problem.partition(' must be ')[2] or problem}.")
         return data
 
     def _conflict(self, field: str, message: str) -> None:

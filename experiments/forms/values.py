@@ -65,10 +65,12 @@ class BoundedJSONField(forms.JSONField):
 
 
 def plain_errors(form: forms.BaseForm, path: str = "") -> dict[str, list[str]]:
-    """A form's errors keyed by the API's field names (`env`, not `env_text`), under a dotted `path` prefix."""
+    """A form's errors keyed by the API's field names (`env`, not `env_text`; `engine_options.X`, not the config
+    form's `option_X`), under a dotted `path` prefix."""
     errors = {}
     for field, messages in form.errors.items():
-        key = f"{path}{field}" if field != "__all__" else (path.rstrip(".") or "__all__")
+        name = f"engine_options.{field.removeprefix('option_')}" if field.startswith("option_") else field
+        key = f"{path}{name}" if field != "__all__" else (path.rstrip(".") or "__all__")
         errors[key.replace("_text", "")] = [str(m) for m in messages]
     return errors
 

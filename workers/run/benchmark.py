@@ -339,8 +339,8 @@ def command(
         *shlex.split(host.python),
         "-m",
         "benchclient",
-        "--backend",
-        backend,
+        # The client's default backend (SGLang's native API) goes unsaid, so an SGLang run's command is as it was.
+        *(["--backend", backend] if backend != "sglang" else []),
         "--base-url",
         f"http://127.0.0.1:{host.server_port}",
         "--concurrency",

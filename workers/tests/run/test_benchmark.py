@@ -131,14 +131,15 @@ async def test_it_waits_for_the_server_to_flush_before_a_cell_and_says_when_it_n
     from types import SimpleNamespace
 
     monkeypatch.setattr(benchmark, "FLUSH_RETRY_S", 0.001)
-    later = SimpleNamespace(api=_FlushingApi([400, 400, 200]), run=SimpleNamespace(pk=1))
+    SGLANG_CONFIG = SimpleNamespace(engine="sglang")  # the engine says how its server is reset: SGLang's /flush_cache
+    later = SimpleNamespace(api=_FlushingApi([400, 400, 200]), run=SimpleNamespace(pk=1), config=SGLANG_CONFIG)
     assert await benchmark._flush_cache(later) is True  # type: ignore[arg-type]
     assert later.api.calls == 3
 
     monkeypatch.setattr(benchmark, "FLUSH_WAIT_S", 0.05)
-    never = SimpleNamespace(api=_FlushingApi([]), run=SimpleNamespace(pk=1))
+    never = SimpleNamespace(api=_FlushingApi([]), run=SimpleNamespace(pk=1), config=SGLANG_CONFIG)
     assert await benchmark._flush_cache(never) is False  # type: ignore[arg-type]
-    unreachable = SimpleNamespace(api=_FlushingApi([None]), run=SimpleNamespace(pk=1))
+    unreachable = SimpleNamespace(api=_FlushingApi([None]), run=SimpleNamespace(pk=1), config=SGLANG_CONFIG)
     assert await benchmark._flush_cache(unreachable) is False  # type: ignore[arg-type]
 
 
