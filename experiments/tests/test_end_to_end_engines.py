@@ -13,20 +13,27 @@ from simhost.vllm import versions as vllm_versions
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
+# Two ranks, not eight: each rank is a process the loaded 2-core machine runs at every launch, and nothing here
+# depends on how many there are. A simulated GPU the whole target fits on lets vLLM load it on two (its real weights
+# would not fit: at the default size two ranks run out of memory, as vLLM would).
+TP_SIZE = 2
+BIG_GPU = {"SIMHOST_GPU_MEMORY_MIB": "700000"}
+
+
 def _vllm_eagle(models: str, name: str, tokens: int) -> dict:
     return {
         "name": name,
         "engine": "vllm",
         "model_path": f"{models}/kimi-k2.5-sim",
-        "tp_size": 8,
+        "tp_size": TP_SIZE,
         "speculative_algorithm": "eagle3",
         "speculative_draft_model_path": f"{models}/kimi-k2.5-sim-eagle3",
         "speculative_num_steps": tokens,
-        "engine_options": {"draft_tensor_parallel_size": 8},
+        "engine_options": {"draft_tensor_parallel_size": TP_SIZE},
         # Each request's acceptance in its response (vLLM 0.30+): the token-weighted figure, as SGLang's meta_info.
         "extra_args": ["--per-request-spec-decode-metrics", "summary"],
         # vLLM's stats every second (10 s by default): the SpecDecoding lines the run reads live.
-        "env": {"NCCL_PROTO": "LL", "VLLM_LOG_STATS_INTERVAL": "1", **FAST},
+        "env": {"NCCL_PROTO": "LL", "VLLM_LOG_STATS_INTERVAL": "1", **FAST, **BIG_GPU},
         "expect": {"env_propagated": ["NCCL_PROTO"]},
     }
 
@@ -44,8 +51,11 @@ def test_an_sglang_and_a_vllm_candidate_are_measured_and_compared_against_one_ba
     payload = {
         "name": "sglang vs vllm",
         "host": sim_host.name,
-        "baseline": {"name": "baseline", "model_path": f"{models}/kimi-k2.5-sim", "tp_size": 8, "env": FAST},
-        "candidates": [_fast(_eagle(models, "sglang-eagle3", 2)), _vllm_eagle(models, "vllm-eagle3", 2)],
+        "baseline": {"name": "baseline", "model_path": f"{models}/kimi-k2.5-sim", "tp_size": TP_SIZE, "env": FAST},
+        "candidates": [
+            {**_fast(_eagle(models, "sglang-eagle3", 2)), "tp_size": TP_SIZE},
+            _vllm_eagle(models, "vllm-eagle3", 2),
+        ],
         "profile": {
             "concurrency": [1],
             "num_prompts": 4,
@@ -66,7 +76,9 @@ def test_an_sglang_and_a_vllm_candidate_are_measured_and_compared_against_one_ba
     assert body["status"] == "finished", _explain(body)
     runs = {r["config"]: Run.objects.get(pk=r["id"]) for r in body["runs"]}
     vllm_run = runs["vllm-eagle3"]
-    assert vllm_run.config.engine == "vllm" and vllm_run.config.engine_options == {"draft_tensor_parallel_size": 8}
+    assert vllm_run.config.engine == "vllm" and vllm_run.config.engine_options == {
+        "draft_tensor_parallel_size": TP_SIZE
+    }
 
     # Launched as vLLM takes it: the model positional, the speculative settings one JSON, no SGLang flag.
     command = vllm_run.launch_command

@@ -306,8 +306,9 @@ def start_vllm(tmp: Path, *flags: str, version: str) -> Server:
         **QUIET,
     }
     log = tmp / f"vllm-{port}.log"
-    # The simulated model fills eight GPUs.
-    argv = [sys.executable, "-m", "simhost.vllm_serve", TARGET, "--port", str(port), "-tp", "8", *flags]
+    # Two ranks of simulated GPUs the whole model fits on: two processes, not eight, on the loaded test machine.
+    env["SIMHOST_GPU_MEMORY_MIB"] = "700000"
+    argv = [sys.executable, "-m", "simhost.vllm_serve", TARGET, "--port", str(port), "-tp", "2", *flags]
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True)
     server = Server(proc, port, log, env)

@@ -31,18 +31,19 @@ def vllm_host(sim_host: Host) -> Host:
     return sim_host
 
 
-def vllm_config(host: Host, name: str = "vllm", *, env: dict | None = None, **fields) -> ServerConfig:
-    """An unsaved vLLM EAGLE-3 config of the simulated target and draft (tp 8: vLLM loads the whole target)."""
+def vllm_config(host: Host, name: str = "vllm", *, env: dict | None = None, tp_size: int = 2, **fields) -> ServerConfig:
+    """An unsaved vLLM EAGLE-3 config of the simulated target and draft on two ranks of GPUs the whole target fits on
+    (two processes, not eight, on the loaded 2-core machine; at their real size two ranks would run out of memory)."""
     models = host.models_root
     return ServerConfig(
         name=name,
         engine="vllm",
         model_path=f"{models}/kimi-k2.5-sim",
-        tp_size=8,
+        tp_size=tp_size,
         speculative_algorithm="eagle3",
         speculative_draft_model_path=f"{models}/kimi-k2.5-sim-eagle3",
         speculative_num_steps=2,
-        env={"VLLM_LOG_STATS_INTERVAL": "1", **(env or {})},
+        env={"VLLM_LOG_STATS_INTERVAL": "1", "SIMHOST_GPU_MEMORY_MIB": "700000", **(env or {})},
         **fields,
     )
 
@@ -63,7 +64,7 @@ def test_a_vllm_run_succeeds_and_leaves_the_gpus_free(vllm_host, owner):
     # Every process of the group got the variable: the API server, VLLM::EngineCore and each VLLM::Worker_TPr.
     processes = RunEnvironment.objects.get(run=run).processes
     titles = [p["title"] for p in processes]
-    assert any("VLLM::EngineCore" in t for t in titles) and sum("VLLM::Worker_TP" in t for t in titles) == 8
+    assert any("VLLM::EngineCore" in t for t in titles) and sum("VLLM::Worker_TP" in t for t in titles) == 2
     assert all("NCCL_PROTO" in (p["env"] or {}) for p in processes)
     cell = run.measurement_set.get()
     assert cell.completed == 2 and cell.pooled_accept_length and cell.pooled_accept_length > 1.2
@@ -96,7 +97,10 @@ def test_an_engine_core_orphaned_by_its_api_server_is_torn_down_to_free_gpus(vll
 
 
 def test_a_vllm_server_without_memory_for_its_kv_cache_fails_with_vllms_words(vllm_host, owner):
-    config = vllm_config(vllm_host, extra_args=["--gpu-memory-utilization", "0.5"])
+    # H200s at their real size, the target on all eight: half of each holds the weights and leaves no KV cache.
+    config = vllm_config(
+        vllm_host, env={"SIMHOST_GPU_MEMORY_MIB": "143771"}, tp_size=8, extra_args=["--gpu-memory-utilization", "0.5"]
+    )
 
     run = _drive(queue_run(vllm_host, config, owner))
 
