@@ -94,7 +94,13 @@ class ExpectIn(Schema):
                 "type": "object",
                 "maxProperties": MAX_EXPECT_ITEMS,
                 "propertyNames": {"maxLength": launch_policy.MAX_ENV_NAME_LENGTH, "pattern": f"^[^{_CONTROLS}]*$"},
-                "additionalProperties": {"type": ["string", "number", "boolean", "null"]},
+                # A text value as the form holds it: no control character, at most MAX_EXPECT_TEXT characters.
+                "additionalProperties": {
+                    "anyOf": [
+                        {"type": "string", "maxLength": MAX_EXPECT_TEXT, "pattern": f"^[^{_CONTROLS}]*$"},
+                        {"type": ["number", "boolean", "null"]},
+                    ]
+                },
             }
         ),
     ] = {}

@@ -311,7 +311,9 @@ class ServerConfigForm(forms.ModelForm):
         if len(server_args) > MAX_EXPECT_ITEMS:
             raise ValidationError(f"expect.server_args holds at most {MAX_EXPECT_ITEMS} args.")
         for arg, want in server_args.items():
-            if len(arg) > launch_policy.MAX_ENV_NAME_LENGTH or len(json.dumps(want)) > MAX_EXPECT_TEXT:
+            # A text by its characters (as the API's schema states it), anything else by its JSON.
+            size = len(want) if isinstance(want, str) else len(json.dumps(want))
+            if len(arg) > launch_policy.MAX_ENV_NAME_LENGTH or size > MAX_EXPECT_TEXT:
                 raise ValidationError(f"expect.server_args: {arg[:40]!r} or its value is too long.")
         for key in ("log_contains", "env_propagated"):
             items = value.get(key, [])

@@ -25,7 +25,7 @@ The rules are those SGLang applies to the EAGLE family (EAGLE, EAGLE3, NEXTN, ST
 - topk > 1 with the trtllm_mha attention backend, or with a page size above 1 on another backend than
   flashinfer: SGLang refuses to start.
 
-Past 400 lines in one module: the parsing, the two engines' grids and the price are one sweep's steps, read
+Long module: the parsing, the two engines' grids and the price are one sweep's steps, read
 together by the form, each too small to stand alone.
 """
 

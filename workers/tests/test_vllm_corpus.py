@@ -383,16 +383,17 @@ BIG_GPU = {"SIMHOST_GPU_MEMORY_MIB": "700000"}  # one simulated GPU the whole ta
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, list[str], list[int | None]]]:
-    """One EAGLE-3 server of the newest era (0.33.0, TP 8, development endpoints on) that served a few requests:
+    """One EAGLE-3 server of the newest era (0.33.0, TP 2 on GPUs the target fits on, development endpoints on) that
+    served a few requests:
     its log, and what the adapter's calls answered (smoke tokens, the reset's status, without and with dev mode)."""
     tmp = tmp_path_factory.mktemp("vllm")
     server = start_vllm(
         tmp,
         "-tp",
-        "8",
+        "2",
         "--speculative-config",
         EAGLE3,
-        env={"SIMHOST_VLLM_VERSION": "0.33.0", "VLLM_SERVER_DEV_MODE": "1"},
+        env={"SIMHOST_VLLM_VERSION": "0.33.0", "VLLM_SERVER_DEV_MODE": "1", **BIG_GPU},
     )
     try:
         server.wait_for(r"^INFO:     Application startup complete\.$")
@@ -434,7 +435,7 @@ def test_the_simulated_server_s_startup_reads_as_the_run_reads_it(served):
     assert batch.progress == 100 and batch.failure is None
     args = batch.server_args or {}
     assert (args["tensor_parallel_size"], args["method"], args["model"], args["num_spec_tokens"]) == (
-        8,
+        2,
         "eagle3",
         DRAFT,
         3,
@@ -464,7 +465,7 @@ def test_the_adapter_s_requests_are_answered_by_the_simulated_server(served):
     assert reset == 200  # VLLM_SERVER_DEV_MODE=1 serves /reset_prefix_cache
     assert (
         VLLM.arg_mismatches(
-            {"model_path": TARGET, "tp_size": 8, "speculative_algorithm": "eagle3", "speculative_num_steps": 3},
+            {"model_path": TARGET, "tp_size": 2, "speculative_algorithm": "eagle3", "speculative_num_steps": 3},
             engines.LogFacts(VLLM.grammar, {}).read(1, log).server_args or {},
         )
         == []
