@@ -6,10 +6,9 @@ import re
 from collections.abc import Sequence
 
 from ..engines.facts import FAILURE_KINDS, Failure
+from ..engines.tracebacks import TRACEBACK_HEAD, chained_traceback_after
 from .loglines import RECORD_START, clean_line, failure_signal, split_prefix
 
-_TRACEBACK_HEAD = "Traceback (most recent call last):"
-_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?::|$)")
 # A multi-line exception message (e.g. "Capture cuda graph failed" and its list of remedies) is kept in
 # the excerpt up to this many lines.
@@ -49,21 +48,15 @@ def _traceback_block(texts: Sequence[str], start: int) -> tuple[int, int | None]
         index += 1
         while index < len(texts) and index - exception_line <= _MAX_MESSAGE_LINES:
             text = texts[index]
-            if not text.strip() or RECORD_START.match(text) or text.startswith(_TRACEBACK_HEAD):
+            if not text.strip() or RECORD_START.match(text) or text.startswith(TRACEBACK_HEAD):
                 break
             end = index
             index += 1
         # Skip to a chained traceback, if one follows.
-        look = index
-        while look < len(texts) and not texts[look].strip():
-            look += 1
-        if look < len(texts) and texts[look].startswith(_CHAINED):
-            look += 1
-            while look < len(texts) and not texts[look].strip():
-                look += 1
-            if look < len(texts) and texts[look].startswith(_TRACEBACK_HEAD):
-                index = look + 1
-                continue
+        chained = chained_traceback_after(texts, index)
+        if chained is not None:
+            index = chained
+            continue
         break
     return end, exception_line
 
@@ -107,7 +100,7 @@ def find_failure(lines: Sequence[str]) -> Failure | None:
     index = 0
     while index < len(texts):
         _, tp_rank, message = split_prefix(texts[index])
-        if _TRACEBACK_HEAD in message:
+        if TRACEBACK_HEAD in message:
             end, exception_line = _traceback_block(texts, index)
             block = [message, *texts[index + 1 : end + 1]]
             kind, evidence = "crashed", None

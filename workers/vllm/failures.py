@@ -12,11 +12,10 @@ import re
 from collections.abc import Sequence
 
 from ..engines.facts import FAILURE_KINDS, Failure
+from ..engines.tracebacks import TRACEBACK_HEAD, chained_traceback_after
 from .loglines import failure_signal, split_prefix
 
 MISCONFIGURED = "misconfigured"
-_TRACEBACK_HEAD = "Traceback (most recent call last):"
-_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?::|$)")
 # A config refused at start in the API server, before any engine exists (§1.2, §4.1): pydantic's block, or 0.8.5's
 # dataclass TypeError for an unknown key.
@@ -63,22 +62,16 @@ def _traceback_block(texts: Sequence[str], start: int) -> tuple[int, int | None]
         validation = "validation error" in text
         while index < len(texts) and index - exception_line <= _MAX_MESSAGE_LINES:
             text = texts[index]
-            if not text.strip() or text.startswith(_TRACEBACK_HEAD):
+            if not text.strip() or text.startswith(TRACEBACK_HEAD):
                 break
             # pydantic's message: a field name flush left, then its error indented.
             if not (text[:1].isspace() or (validation and text.strip().replace(".", "").isidentifier())):
                 break
             end, index = index, index + 1
-        look = index
-        while look < len(texts) and not texts[look].strip():
-            look += 1
-        if look < len(texts) and texts[look].startswith(_CHAINED):
-            look += 1
-            while look < len(texts) and not texts[look].strip():
-                look += 1
-            if look < len(texts) and texts[look].startswith(_TRACEBACK_HEAD):
-                index = look + 1
-                continue
+        chained = chained_traceback_after(texts, index)
+        if chained is not None:
+            index = chained
+            continue
         break
     return end, exception_line
 
@@ -139,7 +132,7 @@ def find_failure(lines: Sequence[str]) -> Failure | None:
     index = 0
     while index < len(texts):
         text = texts[index]
-        if text.strip().startswith(_TRACEBACK_HEAD):
+        if text.strip().startswith(TRACEBACK_HEAD):
             rank, failure, end = _traceback_failure(texts, index)
             candidates.append((rank, failure))
             index = end + 1
@@ -178,7 +171,7 @@ def find_usage_error(lines: Sequence[str]) -> Failure | None:
             usage = next((i for i in range(index, -1, -1) if texts[i].lstrip().startswith("usage:")), index)
             return Failure(MISCONFIGURED, match.group("message"), first_line=usage, last_line=index)
     for index, text in enumerate(texts):
-        if text.strip().startswith(_TRACEBACK_HEAD):
+        if text.strip().startswith(TRACEBACK_HEAD):
             _, failure, _ = _traceback_failure(texts, index)
             if failure.kind == MISCONFIGURED:
                 return failure
