@@ -3,6 +3,7 @@ from django.urls import path
 from experiments.serializers.exports import EXPORT_KINDS
 
 from .views import (
+    bakeoff,
     compare,
     configs,
     environments,
@@ -51,6 +52,8 @@ urlpatterns = [
     path("experiments/<int:experiment_id>/notes/", experiments.edit_experiment_notes, name="edit_experiment_notes"),
     path("experiments/<int:experiment_id>/schedule/", experiments.schedule_experiment, name="schedule_experiment"),
     path("experiments/<int:experiment_id>/headroom/", headroom.headroom_detail, name="headroom_detail"),
+    path("experiments/<int:experiment_id>/bakeoff/", bakeoff.experiment_bakeoff_page, name="experiment_bakeoff"),
+    path("studies/<int:study_id>/bakeoff/", bakeoff.study_bakeoff_page, name="study_bakeoff"),
     path("experiments/<int:experiment_id>/headroom/new/", headroom.start_headroom, name="start_headroom"),
     path("studies/", studies.study_list, name="study_list"),
     path("studies/new/", studies.study_new, name="study_new"),

@@ -53,6 +53,17 @@ class GateOutcome:
 
 
 @dataclass(frozen=True)
+class Winner:
+    """Who wins at one concurrency: `candidate` (None: the baseline, no speculation) with its row; for the baseline,
+    `row` is the best contender that did not settle (None: every candidate is settled slower or may not win)."""
+
+    concurrency: int
+    candidate: str | None
+    row: ComparisonRow | None
+    settled: bool
+
+
+@dataclass(frozen=True)
 class Comparison:
     baseline: str
     candidates: tuple[str, ...]
@@ -166,6 +177,27 @@ class Comparison:
             simulated=self.simulated,
             collapsed=collapsed,
         )
+
+    def may_win(self, row: ComparisonRow) -> bool:
+        """Whether the row may be named the winner anywhere (a headline, a bake-off's band, an engine's fastest): not
+        simulated acceptance, not outputs that differ, not a collapsed acceptance."""
+        return row.candidate not in self.simulated and row.verdict != OUTPUTS_DIFFER and self.collapsed(row) is None
+
+    def winners(self) -> dict[int, Winner]:
+        """At each concurrency the comparison measured: the fastest row that may win and is settled faster than the
+        baseline, else the baseline, with the best contender that did not settle (its row, for what it needs)."""
+        out: dict[int, Winner] = {}
+        for level in sorted({row.concurrency for row in self.rows}):
+            eligible = [row for row in self.rows if row.concurrency == level and self.may_win(row)]
+            faster = [row for row in eligible if row.verdict == FASTER]
+            if faster:
+                best = max(faster, key=lambda row: row.speedup)
+                out[level] = Winner(level, best.candidate, best, settled=True)
+                continue
+            open_rows = [row for row in eligible if row.verdict == INCONCLUSIVE and row.speedup > 1]
+            contender = max(open_rows, key=lambda row: row.speedup) if open_rows else None
+            out[level] = Winner(level, None, contender, settled=contender is None)
+        return out
 
     def within_tolerance(self, row: ComparisonRow, tolerance: float) -> str:
         """Whether the candidate loses at most `tolerance` of the baseline's throughput at 95% confidence (an

@@ -24,6 +24,8 @@ from ..forms import (
     plain_errors,
 )
 from ..models import Experiment
+from ..reads.bakeoff import experiment_bakeoff
+from ..serializers.bakeoff import bakeoff_json
 from .base import api, config_data, host_name, profile_data, require, require_manage
 from .bodies import ExperimentIn, RerunIn, ScheduleIn
 from .refusals import documented, refused, responses, status_of
@@ -70,6 +72,15 @@ def get_experiment(request: HttpRequest, experiment_id: int):
     require(request, "experiments.view_experiment")
     experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
     return serializers.experiment_json(build_report(experiment, with_figures=False))
+
+
+@api.get("/experiments/{experiment_id}/bakeoff")
+def get_experiment_bakeoff(request: HttpRequest, experiment_id: int):
+    """Every speculative method of the experiment side by side per concurrency: the rows and winners of its one
+    comparison grouped by method and engine, and what each method costs besides time (reads/bakeoff.py)."""
+    require(request, "experiments.view_experiment")
+    experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
+    return bakeoff_json(experiment_bakeoff(experiment))
 
 
 @api.post("/experiments/{experiment_id}/schedule", response={200: dict, 422: dict})

@@ -14,6 +14,8 @@ from ..actions.audit import Actor
 from ..actions.studies import do_cancel_study, do_confirm_recommendation, do_start_study
 from ..forms.studies import StudySubmission
 from ..models import Study
+from ..reads.bakeoff import study_bakeoff
+from ..serializers.bakeoff import bakeoff_json
 from .base import api, config_data, host_name, profile_data, require
 from .bodies import StudyIn
 from .refusals import documented, refused, responses, status_of
@@ -48,6 +50,14 @@ def get_study(request: HttpRequest, study_id: int):
     require(request, "experiments.view_experiment")
     study = get_object_or_404(Study.objects.select_related("host", "profile", "baseline"), pk=study_id)
     return study_json(study)
+
+
+@api.get("/studies/{study_id}/bakeoff")
+def get_study_bakeoff(request: HttpRequest, study_id: int):
+    """The study's methods side by side per concurrency: its rows and recommendation grouped by method."""
+    require(request, "experiments.view_experiment")
+    study = get_object_or_404(Study.objects.select_related("host", "profile", "baseline"), pk=study_id)
+    return bakeoff_json(study_bakeoff(study))
 
 
 @api.post("/studies/{study_id}/cancel", response={200: dict, 403: dict})

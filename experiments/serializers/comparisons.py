@@ -21,10 +21,7 @@ def comparison_row_json(comparison: analysis.Comparison, row: analysis.Compariso
         "concurrency": row.concurrency,
         "baseline_tok_s": round(row.baseline_tok_s, 3),
         "candidate_tok_s": round(row.candidate_tok_s, 3),
-        "speedup": round(row.speedup, 4),
-        "ci_low": _round(row.ci_low, 4),
-        "ci_high": _round(row.ci_high, 4),
-        "verdict": row.verdict,
+        **row_figures(row),
         "outputs_differ": row.verdict == analysis.OUTPUTS_DIFFER,
         "simulated_acceptance": simulated,
         "speed_verdict": row.speed_verdict or row.verdict,
@@ -40,6 +37,16 @@ def comparison_row_json(comparison: analysis.Comparison, row: analysis.Compariso
         "acceptance_collapsed": comparison.collapsed(row) is not None,
         # The `slower` gate's reading of this row (null for simulated acceptance, which no gate judges).
         "gate": None if simulated else {"outcome": slower.outcome, "message": slower.message},
+    }
+
+
+def row_figures(row: analysis.ComparisonRow) -> dict[str, Any]:
+    """A row's speedup, interval and verdict as every JSON shape states them (the bake-off's cells too)."""
+    return {
+        "speedup": round(row.speedup, 4),
+        "ci_low": _round(row.ci_low, 4),
+        "ci_high": _round(row.ci_high, 4),
+        "verdict": row.verdict,
     }
 
 

@@ -109,6 +109,22 @@ def best_per_concurrency(history: History, settings: Settings) -> list[Best]:
     return out
 
 
+def rows(history: History, settings: Settings) -> list[comparison.ComparisonRow]:
+    """Every measured config against the baseline at every concurrency both were measured at: the rows the study's
+    winners are judged by (`best_per_concurrency`), for a view that shows them all (the bake-off)."""
+    out: list[comparison.ComparisonRow] = []
+    if BASELINE not in history.samples:
+        return out
+    for name in history.samples:
+        if name == BASELINE:
+            continue
+        for level in settings.concurrency:
+            row = _compare(history, settings, level, name)
+            if row is not None:
+                out.append(row)
+    return out
+
+
 def _compare(history: History, settings: Settings, level: int, candidate: str) -> comparison.ComparisonRow | None:
     samples = [
         comparison.Sample(name, level, launch, 0, value)

@@ -24,6 +24,17 @@ class CaptureProgress:
 
 
 @dataclass(frozen=True)
+class WeightsLoaded:
+    """A model's weights loaded on one rank, with the GPU memory they took (GiB): SGLang's `Load weight end. ...
+    mem usage=X GB.` (once per model per rank: the target's, then its drafter's); vLLM's `Model loading took X GiB`
+    (target and drafter together: `models` is "all")."""
+
+    rank: int | None
+    gib: float
+    models: str = "one"  # "one": one model per line, in loading order; "all": every model of the server at once
+
+
+@dataclass(frozen=True)
 class GraphCaptured:
     """`Capture [draft ][extend ]cuda graph end. Time elapsed: 18.28 s. ...` (all eras); which: "target", "draft"."""
 
@@ -107,6 +118,7 @@ LogFact = (
     ShardProgress
     | CaptureProgress
     | GraphCaptured
+    | WeightsLoaded
     | ServerLimits
     | Retraction
     | DecodeStats

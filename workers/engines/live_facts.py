@@ -26,6 +26,7 @@ from .facts import (
     ServerLimits,
     ServerWarning,
     ShardProgress,
+    WeightsLoaded,
 )
 
 KEEP_POINTS = 300  # per series: enough for a live chart, small enough to store on the run row
@@ -116,6 +117,8 @@ class LogFacts:
         # last KEEP_POINTS of each, read into the series of the next batch that asks for it.
         self._unread_decode: deque[tuple[int, str]] = deque(maxlen=KEEP_POINTS)
         self._unread_metrics: dict[str, deque[list[float]]] = {}
+        # Per rank, the weights each model took as it loaded (GiB), in loading order: the target's, then the drafter's.
+        self.weights_by_rank: dict[int | None, list[float]] = {}
 
     def read(self, first_line: int, lines: Sequence[str], *, series: bool = True) -> FactBatch:
         """The batch's facts. Its series (Decode points, metric points: the live chart's) are read too, with those
@@ -149,6 +152,10 @@ class LogFacts:
             elif isinstance(fact, Milestone):
                 batch.milestones.add(fact.name)
                 self.target_loaded |= fact.name == "weights_loaded"
+            elif isinstance(fact, WeightsLoaded):
+                batch.milestones.add("weights_loaded")
+                self.target_loaded = True
+                batch.server_facts["weights_gib"] = self._read_weights(fact)
             elif isinstance(fact, ServerLimits):
                 batch.server_facts["limits"] = dataclasses.asdict(fact)
                 self.max_running = fact.max_running_requests
@@ -169,6 +176,20 @@ class LogFacts:
         if series:
             self._read_series(batch)
         return batch
+
+    def _read_weights(self, fact: WeightsLoaded) -> dict[str, float]:
+        """The GPU memory each model's weights took, the most any rank reported: {"target", "draft"} where the engine
+        logs each model's own line (SGLang), {"all"} where one line counts them together (vLLM)."""
+        if fact.models == "all":
+            self.weights_by_rank[fact.rank] = [fact.gib]
+            return {"all": max(values[0] for values in self.weights_by_rank.values())}
+        self.weights_by_rank.setdefault(fact.rank, []).append(fact.gib)
+        out = {}
+        for index, which in enumerate(("target", "draft")):
+            taken = [values[index] for values in self.weights_by_rank.values() if len(values) > index]
+            if taken:
+                out[which] = max(taken)
+        return out
 
     def _read_series(self, batch: FactBatch) -> None:
         for n, line in self._unread_decode:

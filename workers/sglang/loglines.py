@@ -19,6 +19,7 @@ from ..engines.facts import (
     ServerArgsDump,
     ServerLimits,
     ShardProgress,
+    WeightsLoaded,
 )
 
 # `[%Y-%m-%d %H:%M:%S]`, `.mmm` with SGLANG_LOG_MS, then rank parts such as ` DP0 PP0 TP3 EP1`.
@@ -76,6 +77,7 @@ _GRAPH_CAPTURE_END = re.compile(
     re.IGNORECASE,
 )
 _LIMITS = re.compile(r"^max_total_num_tokens=(\d+),")
+_WEIGHTS_LOADED = re.compile(r"^Load weight end\..*?\bmem usage=(\d+(?:\.\d+)?) GB")
 _RETRACT = re.compile(r"KV cache pool is full\. Retract requests\.(?:.*?#retracted_reqs: (\d+))?")
 _MILESTONE_MARKERS = (
     ("Load weight begin", "weights_loading"),
@@ -199,10 +201,12 @@ def parse_decode_line(line: str) -> tuple[str | None, DecodeStats] | None:
 
 def parse_line(line: str) -> LogFact | None:
     """The fact one log line carries (its prefix allowed), or None for lines that carry none."""
-    _, _, message = split_prefix(clean_line(line))
+    _, rank, message = split_prefix(clean_line(line))
     message = message.strip()
     if not message:
         return None
+    if match := _WEIGHTS_LOADED.match(message):
+        return WeightsLoaded(rank, float(match[1]))
     shards = _SHARDS.search(message)
     if shards is not None:
         percent, done, total = (int(group) for group in shards.groups())

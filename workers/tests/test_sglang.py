@@ -23,6 +23,7 @@ from workers.engines.facts import (
     ServerArgsDump,
     ServerLimits,
     ShardProgress,
+    WeightsLoaded,
 )
 from workers.sglang import (
     arg_mismatches,
@@ -163,7 +164,7 @@ def test_it_returns_unprefixed_lines_unchanged(line: str) -> None:
         ("Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:01<00:00,  2.49it/s]", ShardProgress(100, 4, 4)),
         ("[2026-02-23 10:00:06] Load weight begin. avail mem=138.50 GB", Milestone("weights_loading")),
         ("[2026-02-23 10:00:08] Load weight end. elapsed=2.10 s, type=LlamaForCausalLM, dtype=torch.bfloat16, "
-         "avail mem=123.40 GB, mem usage=15.10 GB.", Milestone("weights_loaded")),
+         "avail mem=123.40 GB, mem usage=15.10 GB.", WeightsLoaded(None, 15.1)),
         ("[2026-02-23 10:00:08] KV Cache is allocated. #tokens: 600000, K size: 36.62 GB, V size: 36.62 GB",
          Milestone("kv_allocated")),
         ("[2026-02-23 10:00:09] Capture cuda graph begin. This can take up to several minutes. avail mem=47.50 GB",
@@ -227,7 +228,7 @@ def test_it_returns_unprefixed_lines_unchanged(line: str) -> None:
         ("[2026-08-17 16:52:13] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1933682, KV size: 12.45 GB",
          Milestone("kv_allocated")),
         ("[2026-10-10 11:59:36] Load weight end. elapsed=329.53 s, type=BailingMoeV3ForCausalLM, quant=fp8, "
-         "fmt=e4m3, avail mem=29.67 GB, mem usage=80.31 GB.", Milestone("weights_loaded")),
+         "fmt=e4m3, avail mem=29.67 GB, mem usage=80.31 GB.", WeightsLoaded(None, 80.31)),
         ("[2026-09-09 11:57:27] max_total_num_tokens=2618868, chunked_prefill_size=-1, max_prefill_tokens=16384, "
          "max_running_requests=48, context_len=16384, available_gpu_mem=13.38 GB", ServerLimits(2618868, 48, 16384)),
         ("[2026-08-07 17:36:20 TP0] Prefill batch, #new-seq: 1, #new-token: 128, #cached-token: 0, full token "
@@ -437,7 +438,13 @@ def test_it_finds_no_failure_in_a_clean_startup() -> None:
 
 
 def test_it_reads_the_startup_milestones_in_order() -> None:
-    milestones = [fact.name for fact in map(parse_line, CLEAN_STARTUP) if isinstance(fact, Milestone)]
+    facts = list(map(parse_line, CLEAN_STARTUP))
+    # A model's weights loaded carry what they took: the milestone with its figure.
+    milestones = [
+        "weights_loaded" if isinstance(fact, WeightsLoaded) else fact.name
+        for fact in facts
+        if isinstance(fact, Milestone | WeightsLoaded)
+    ]
 
     assert milestones == [
         "weights_loading", "weights_loaded", "kv_allocated", "graph_capture",

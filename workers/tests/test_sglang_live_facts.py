@@ -177,3 +177,32 @@ def test_a_batch_read_without_its_series_leaves_its_last_points_to_the_next_that
     assert [point["running_req"] for point in read.decode] == [*range(102, 401), 402]  # the last KEEP_POINTS of both
     assert read.metrics == {"verify_ms": [[401, 19.5], [404, 30.1]]}
     assert facts.read(405, ["x"]).decode == []  # read once
+
+
+def test_it_reads_what_the_target_and_its_drafter_weigh_per_gpu_the_most_any_rank_took() -> None:
+    facts = LogFacts(SGLANG.grammar, {})
+    lines = [
+        "[2026-02-23 10:00:08 TP0] Load weight end. elapsed=2.10 s, type=X, avail mem=123.40 GB, mem usage=15.10 GB.",
+        "[2026-02-23 10:00:08 TP1] Load weight end. elapsed=2.10 s, type=X, avail mem=123.40 GB, mem usage=15.30 GB.",
+        "[2026-02-23 10:00:13 TP1] Load weight end. elapsed=0.50 s, type=Y, avail mem=46.10 GB, mem usage=0.90 GB.",
+    ]
+    first = facts.read(1, lines)
+    assert first.server_facts["weights_gib"] == {"target": 15.3, "draft": 0.9}
+    assert "weights_loaded" in first.milestones and facts.target_loaded
+    later = facts.read(4, ["[2026-02-23 10:00:13 TP0] Load weight end. elapsed=0.5 s, type=Y, mem usage=1.10 GB."])
+    stored = merge_series(merge_series({}, first), later)
+    assert stored["server"]["weights_gib"] == {"target": 15.3, "draft": 1.1}
+
+
+def test_it_reads_a_vllm_servers_weights_as_one_figure_for_target_and_drafter() -> None:
+    from workers.vllm.adapter import VLLM
+
+    facts = LogFacts(VLLM.grammar, {})
+    batch = facts.read(
+        1,
+        [
+            "(EngineCore_DP0 pid=8) INFO 10-26 12:30:10 [gpu_model_runner.py:2653] "
+            "Model loading took 61.5437 GiB and 6.8 seconds"
+        ],
+    )
+    assert batch.server_facts["weights_gib"] == {"all": 61.5437}

@@ -20,6 +20,7 @@ from workers.engines.facts import (
     ServerArgsDump,
     ServerLimits,
     ShardProgress,
+    WeightsLoaded,
 )
 from workers.vllm import (
     arg_mismatches,
@@ -256,11 +257,11 @@ def test_the_acceptance_alarm_fires_on_collapsed_spec_decoding_lines():
         ),
         (
             "(EngineCore_DP0 pid=8) INFO 10-26 12:30:10 [gpu_model_runner.py:2653] Model loading took 61.5437 GiB and 6.823120 seconds",
-            Milestone("weights_loaded"),
+            WeightsLoaded(None, 61.5437, models="all"),
         ),
         (
             "(EngineCore pid=8) INFO 11-01 08:00:10 [gpu_model_runner.py:2653] Model loading took 15.4 GiB memory and 6.123456 seconds",
-            Milestone("weights_loaded"),
+            WeightsLoaded(None, 15.4, models="all"),
         ),
         (
             "(EngineCore_DP0 pid=8) INFO 10-26 12:30:40 [gpu_worker.py:298] Available KV cache memory: 9.87 GiB",

@@ -29,6 +29,7 @@ from ..engines.facts import (
     ServerArgsDump,
     ServerLimits,
     ShardProgress,
+    WeightsLoaded,
 )
 from .engine_config import engine_config
 
@@ -254,6 +255,8 @@ _GRAPH_CAPTURED = re.compile(r"^Graph capturing finished in (\d+(?:\.\d+)?) secs
 _KV_SIZE = re.compile(
     r"^(?:GPU )?KV cache size: ([\d,]+) tokens(?:, Maximum concurrency for ([\d,]+) tokens per request)?"
 )
+# `Model loading took 15.4 GiB and 6.1 seconds` (<= 0.11), `... GiB memory and ...` (0.13+): target and drafter.
+_WEIGHTS_LOADED = re.compile(r"^Model loading took (\d+(?:\.\d+)?) GiB")
 _ENGINE_CONFIG = re.compile(r"^Initializing a V1 LLM engine \(v[^)]*\) with config: (.*)$", re.DOTALL)
 _MILESTONE_MARKERS = (
     ("non-default args:", "server_args"),
@@ -305,6 +308,9 @@ def parse_line(line: str) -> LogFact | None:
             max_running_requests=None,  # --max-num-seqs is not logged
             context_len=int(length.replace(",", "")) if length else None,
         )
+    if match := _WEIGHTS_LOADED.match(message):
+        rank = _WORKER_RANK.search(process or "")
+        return WeightsLoaded(int(rank[1]) if rank else None, float(match[1]), models="all")
     if match := _ENGINE_CONFIG.match(message):
         return ServerArgsDump(engine_config(match[1]))
     failure = failure_signal(message)
