@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -118,16 +118,22 @@ class DeploymentView:
     gains: dict[str, list[tuple[int, float, deployment.Gain | None]]] = field(default_factory=dict)
     # Per config, the engine that serves it ("SGLang", "vLLM").
     engines: dict[str, str] = field(default_factory=dict)
+    # (candidate, concurrency) of the rows the comparison lets be named the fastest (not outputs that differ, not a
+    # collapsed acceptance, not simulated acceptance).
+    contenders: set[tuple[str, int]] = field(default_factory=set)
 
     @property
     def engine_headline(self) -> str | None:
         """Where candidates of two or more engines are compared: at each concurrency, the fastest candidate by the one
-        comparison (its speedup over the baseline, with the interval) and its engine; None with one engine."""
+        comparison (its speedup over the baseline, with the interval) and its engine, among the rows it lets win;
+        None with one engine."""
         if len({self.engines.get(name) for name in self.same_concurrency}) < 2:
             return None
         best: dict[int, ComparisonRow] = {}
         for rows in self.same_concurrency.values():
             for level, row in rows.items():
+                if (row.candidate, level) not in self.contenders:
+                    continue
                 if row.speedup is not None and (level not in best or row.speedup > (best[level].speedup or 0)):
                     best[level] = row
         if not best:
@@ -215,12 +221,14 @@ def deployment_view(
     objective: slo.Slo | None = None,
     rows: Iterable[ComparisonRow] = (),
     facts: CellFacts | None = None,
+    may_win: Callable[[ComparisonRow], bool] | None = None,
 ) -> DeploymentView | None:
     """The view from usable measurement rows (`id`, `run_id`, `run__config__name`, `concurrency`, `pass_index`,
     `duration_s`, `output_throughput`, `input_throughput`, `mean_tpot_ms` and the SLO's statistic); None until the
     baseline has a point (cells without a TPOT are left out of the curves, not of the cells). `rows`: the one
     comparison's rows, whose verdicts mark the cells and whose ratios are said beside the gains as the answer at the
-    same concurrency; `facts`: what `reads.deployment.cell_facts` read for these rows."""
+    same concurrency; `facts`: what `reads.deployment.cell_facts` read for these rows; `may_win`: the comparison's rule
+    of which rows may be named the fastest (`verdicts.Comparison.may_win`), all where None."""
     configs = {c.name: c for c in (baseline, *candidates)}
     curves = curves_of(usable, {name: config.gpu_count for name, config in configs.items()})
     if baseline.name not in curves:
@@ -236,6 +244,8 @@ def deployment_view(
             view.slo_meeting[name] = slo.concurrencies_meeting(judged, objective)
             view.slo_reach[name] = max(view.slo_meeting[name], default=None)
     for row in rows:
+        if may_win is None or may_win(row):
+            view.contenders.add((row.candidate, row.concurrency))
         view.verdicts.setdefault(row.candidate, {})[row.concurrency] = row.verdict
         view.same_concurrency.setdefault(row.candidate, {})[row.concurrency] = row
     facts = facts or CellFacts()

@@ -210,6 +210,7 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
             cost_per_gpu_hour=experiment.host.cost_per_gpu_hour,
             objective=experiment.profile.slo,
             rows=rows,
+            may_win=comparison.may_win,
             facts=cell_facts(usable, with_requests=experiment.profile.slo is not None),
         ),
     )

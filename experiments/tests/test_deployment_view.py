@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from experiments.analysis import deployment
+from experiments.analysis import deployment, judge
 from experiments.analysis.comparison import Sample, compare_configs
 from experiments.analysis.deployment_view import WINDOW_NOT_RECORDED, deployment_view
 from experiments.analysis.intervals import ratio_text
@@ -378,3 +378,26 @@ def test_a_recorded_cell_keeps_its_checked_request_rows_and_its_windows_end_and_
     assert [m["ended_at"] for m in api if m["pass"] == 1] == ["2025-12-01T12:00:00.500000+00:00"]
     nowhere = do_record_measurement(run, 2, 1, result | {"ended_at": "yesterday", "requests": None})
     assert (nowhere.ended_at, nowhere.requests) == (None, [])
+
+
+def test_the_fastest_by_engine_is_never_a_row_the_comparison_keeps_from_winning():
+    """A vLLM candidate twice as fast whose outputs differ is not "the fastest" of its concurrency: the engine line
+    names the fastest row the one comparison lets win (Comparison.may_win), as every headline does."""
+    speeds = {"baseline": [80.0, 81.0, 79.0], "sglang": [96.0, 97.0, 95.0], "vllm": [160.0, 161.0, 159.0]}
+    passes = [(name, i, v) for name, values in speeds.items() for i, v in enumerate(values)]
+    usable: list[dict[str, Any]] = [
+        {"id": n, "run_id": n, "run__config__name": name, "concurrency": 1, "pass_index": i, "duration_s": 10.0,
+         "output_throughput": tok_s, "input_throughput": None, "mean_tpot_ms": 1000 / tok_s}
+        for n, (name, i, tok_s) in enumerate(passes)
+    ]  # fmt: skip
+    samples = [Sample(name, 1, 0, i, v) for name, values in speeds.items() for i, v in enumerate(values)]
+    comparison = judge(samples, baseline="baseline", candidates=["sglang", "vllm"], passes_per_launch=3,
+                       outputs_differ=["vllm"])  # fmt: skip
+    baseline = ServerConfig(name="baseline", tp_size=8)
+    candidates = [ServerConfig(name="sglang", tp_size=8), ServerConfig(name="vllm", tp_size=8, engine="vllm")]
+
+    honest = deployment_view(usable, baseline, candidates, rows=comparison.rows, may_win=comparison.may_win)
+    assert honest is not None and honest.engine_headline is not None
+    assert honest.engine_headline.startswith("Fastest by engine at each concurrency: c=1: sglang (SGLang), 1.2")
+    unruled = deployment_view(usable, baseline, candidates, rows=comparison.rows)
+    assert unruled is not None and "c=1: vllm (vLLM), 2.0" in str(unruled.engine_headline)
