@@ -270,6 +270,41 @@ def _numbers(field: str) -> Any:
     return WithJsonSchema({**_NUMBERS, "items": {"type": "integer", "minimum": low, "maximum": high}})
 
 
+class _MethodIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    method: str
+    draft: str | None = None
+
+
+_METHODS = {
+    "anyOf": [
+        {"type": "string", "maxLength": sweeps.MAX_METHODS * 520},
+        {
+            "type": "array",
+            "maxItems": sweeps.MAX_METHODS,
+            "items": {
+                "anyOf": [
+                    {"type": "string", "minLength": 1, "maxLength": 520},
+                    {
+                        "type": "object",
+                        "properties": {
+                            "method": {"type": "string", "minLength": 1, "maxLength": 40},
+                            "draft": {
+                                "anyOf": [{"type": "string", "minLength": 1, "maxLength": 512}, {"type": "null"}]
+                            },
+                        },
+                        "required": ["method"],
+                        "additionalProperties": False,
+                    },
+                ]
+            },
+        },
+        {"type": "null"},
+    ]
+}
+
+
 class SweepIn(Schema):
     """Value lists whose grid of candidates varies `base` (a config inline or by id); the API refuses other keys.
     The base's engine decides the lists: SGLang's steps, topk (required) and draft tokens; vLLM's steps list alone,
@@ -288,6 +323,9 @@ class SweepIn(Schema):
         WithJsonSchema({**_VARIED, "propertyNames": {"pattern": ENV_NAME_PATTERN}}),
     ] = None
     name_prefix: Annotated[str, _text(sweeps.MAX_PREFIX_LENGTH, required=False)] = ""
+    # Methods compared (each once, the base's engine's names): "EAGLE3, NGRAM" or a list of names, NAME=draft
+    # strings or {"method", "draft"} objects; none: the base's own method.
+    methods: Annotated[list[str | _MethodIn] | str | None, WithJsonSchema(_METHODS)] = None
 
     def form_payload(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump(exclude_unset=True).items() if k != "base"}

@@ -101,6 +101,7 @@ class StudySubmission(ExperimentSubmission):
                 "flags": [[name, list(values)] for name, values in sweep["extra_args"]],
                 "env": [[name, list(values)] for name, values in sweep["env"]],
                 "name_prefix": sweep["name_prefix"],
+                "methods": [[m.algorithm, m.draft] for m in sweep["methods"]],
             },
             tolerance=data["tolerance"],
             max_launches=data["max_launches"] or MAX_LAUNCHES,

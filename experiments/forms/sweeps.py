@@ -60,6 +60,22 @@ class VariedField(forms.Field):
             raise ValidationError(exc.message) from None
 
 
+class MethodListField(forms.Field):
+    """The methods a sweep compares: typed as `EAGLE3, NGRAM, STANDALONE=/models/draft`, or a JSON list; names of
+    the engine the form sets (`engine`, the base's)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", forms.TextInput(attrs=_PAGE_FORM))
+        super().__init__(**kwargs)
+        self.engine = launch_fields.SGLANG
+
+    def to_python(self, value: Any) -> tuple[sweeps.MethodChoice, ...]:
+        try:
+            return sweeps.parse_methods(value, "methods", self.engine)
+        except sweeps.SweepError as exc:
+            raise ValidationError(exc.message) from None
+
+
 class SweepForm(forms.Form):
     """The value lists of a sweep and the candidate it varies (`base_data`: the data of a config form, with its
     `base_prefix` on the page). Valid, it holds the grid and one config form per candidate (`candidate_forms`)."""
@@ -87,6 +103,12 @@ class SweepForm(forms.Form):
     env = VariedField(
         kind="env", label="Varied environment", required=False, help_text="one per line: NCCL_PROTO=LL, Simple"
     )
+    methods = MethodListField(
+        label="Methods",
+        required=False,
+        help_text="compare methods: e.g. EAGLE3, NGRAM, STANDALONE=/models/small-draft (a method's draft after =); "
+        "empty: the candidate's own method",
+    )
     name_prefix = forms.CharField(
         label="Name prefix",
         required=False,
@@ -106,6 +128,9 @@ class SweepForm(forms.Form):
         super().__init__(data, prefix=prefix)
         # The base's engine as submitted (its form checks it; one no engine has reads as SGLang's meanwhile).
         self.engine = _engine_of(base_data, base_prefix)
+        methods = self.fields["methods"]
+        assert isinstance(methods, MethodListField)
+        methods.engine = self.engine
         self.base_form = (
             None
             if base_data is None
@@ -162,7 +187,10 @@ class SweepForm(forms.Form):
         data = self.cleaned_data
         topk = self.fields["speculative_eagle_topk"]
         missing = "speculative_eagle_topk" not in self.errors and not data.get("speculative_eagle_topk")
-        if missing and sweeps.TOPK in sweeps.swept_fields(self.engine):
+        methods = data.get("methods") or ()
+        # A topk list is needed where an EAGLE-family method is swept (the base's, or one of the methods compared).
+        tree = not methods or any(m.algorithm in sweeps.EAGLE_FAMILY for m in methods)
+        if missing and tree and sweeps.TOPK in sweeps.swept_fields(self.engine):
             self.add_error("speculative_eagle_topk", ValidationError(topk.error_messages["required"], "required"))
         if self.base_form is None:
             raise ValidationError(
@@ -181,6 +209,7 @@ class SweepForm(forms.Form):
             flags=data["extra_args"],
             env=data["env"],
             name_prefix=data["name_prefix"],
+            methods=data.get("methods") or (),
         )
         try:
             self.grid = sweeps.build_grid(self._base_config(), sweep)

@@ -86,6 +86,7 @@ class Study(models.Model):
             flags=tuple((name, tuple(values)) for name, values in s.get("flags") or []),
             env=tuple((name, tuple(values)) for name, values in s.get("env") or []),
             name_prefix=s.get("name_prefix") or "",
+            methods=tuple(sweeps.MethodChoice(algorithm, draft) for algorithm, draft in s.get("methods") or []),
         )
 
     def search_space(self) -> SearchSpace:

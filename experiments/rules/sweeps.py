@@ -31,6 +31,7 @@ together by the form, each too small to stand alone.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
@@ -52,6 +53,12 @@ DRAFT = "speculative_num_draft_tokens"
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 # vLLM's methods whose speed num_speculative_tokens sets (see the module's docstring for `suffix`).
 VLLM_K_METHODS = ("eagle3", "eagle", "draft_model", "mtp", "ngram")
+# SGLang's methods that draft one run of tokens whose width is the draft-token setting alone: NGRAM looks the next
+# tokens up (its topk is its BFS breadth and its steps follow from the width, `_handle_ngram`), DFLASH drafts a block
+# whose size is the draft tokens (one knob sets both widths, `_handle_dflash`; topk forced to 1). Their sweeps vary the
+# draft-token list; the steps and topk lists are not theirs.
+WIDTH_METHODS = ("NGRAM", "DFLASH")
+MAX_METHODS = 8
 
 # Bounds of what one sweep may ask for. An experiment takes at most 50 candidates; a sweep spanning more than
 # MAX_COMBINATIONS before the rules is a typing slip, not a plan (and its list of skipped ones would be unreadable).
@@ -89,6 +96,19 @@ Varied = tuple[tuple[str, tuple[str, ...]], ...]  # ((flag or env name, its valu
 
 
 @dataclass(frozen=True)
+class MethodChoice:
+    """A method a sweep compares, in its engine's spelling, with the draft it runs (None: the base's draft, where the
+    method takes one)."""
+
+    algorithm: str
+    draft: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.algorithm if self.draft is None else f"{self.algorithm}={self.draft}"
+
+
+@dataclass(frozen=True)
 class Sweep:
     steps: tuple[int, ...]  # vLLM: num_speculative_tokens
     topk: tuple[int, ...] = ()  # SGLang only (one value at least); vLLM has none
@@ -96,10 +116,12 @@ class Sweep:
     flags: Varied = ()
     env: Varied = ()
     name_prefix: str = ""
+    # The methods compared, each with its draft (None: the base's); empty: the base's own method alone.
+    methods: tuple[MethodChoice, ...] = ()
 
     @property
     def combinations(self) -> int:
-        sizes = [len(self.steps), max(len(self.topk), 1), max(len(self.draft_tokens), 1)]
+        sizes = [len(self.steps), max(len(self.topk), 1), max(len(self.draft_tokens), 1), max(len(self.methods), 1)]
         sizes += [len(values) for _, values in (*self.flags, *self.env)]
         return math.prod(sizes)
 
@@ -220,6 +242,49 @@ def parse_numbers(value: Any, field: str) -> tuple[int, ...]:
     return tuple(sorted(numbers))
 
 
+def parse_methods(value: Any, field: str, engine: str) -> tuple[MethodChoice, ...]:
+    """The methods a sweep compares, each once, in their engine's spelling: as typed, `EAGLE3, NGRAM,
+    STANDALONE=/models/qwen3-0.6b` (a method with its draft after `=`); from JSON, a list of such strings or of
+    {"method", "draft"} objects. Every name is one of the engine's methods (its table's choices); a draft path is
+    bounded here, and checked under the host's models root with every candidate's own fields."""
+    if value is None or value == "" or value == []:
+        return ()
+    if isinstance(value, str):
+        items: list[Any] = [part.strip() for part in re.split(r"[,\n]+", value) if part.strip()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise SweepError(field, "Give a list of methods, e.g. EAGLE3, NGRAM.")
+    known = [c for c in launch_fields.field(engine, "speculative_algorithm").choices if c]  # type: ignore[union-attr]
+    limit = launch_fields.text_limits().get("speculative_draft_model_path", 512)
+    out: list[MethodChoice] = []
+    for item in items:
+        if isinstance(item, dict) and set(item) <= {"method", "draft"} and isinstance(item.get("method"), str):
+            name, draft = item["method"].strip(), item.get("draft")
+        elif isinstance(item, str):
+            name, _, typed = item.partition("=")
+            name, draft = name.strip(), typed.strip() or None
+        else:
+            raise SweepError(field, f"{str(item)[:40]!r} is not a method (a name, or NAME=draft path).")
+        if name not in known:
+            shown = ", ".join(known)
+            raise SweepError(
+                field, f"{name[:40]!r} is no method of {launch_fields.label(engine)}; its methods: {shown}."
+            )
+        if draft is not None:
+            if not isinstance(draft, str) or not draft or len(draft) > limit or CONTROL_CHARS.search(draft):
+                raise SweepError(field, f"{name}: a draft path is one line of at most {limit} characters.")
+            if draft.startswith("-"):
+                raise SweepError(field, f"{name}: {draft[:40]!r} is a flag, not a draft path.")
+        choice = MethodChoice(name, draft)
+        if any(other.algorithm == name and other.draft == draft for other in out):
+            raise SweepError(field, f"{choice.text[:60]} is given twice.")
+        out.append(choice)
+    if len(out) > MAX_METHODS:
+        raise SweepError(field, f"At most {MAX_METHODS} methods.")
+    return tuple(out)
+
+
 def parse_varied(value: Any, field: str, kind: str) -> Varied:
     """Flags (`kind` "flag") or environment variables (`kind` "env") and the values each takes in turn.
 
@@ -293,10 +358,12 @@ def build_grid(base: Mapping[str, Any], sweep: Sweep) -> Grid:
     their values (SGLang's `s3-k1-d4`, vLLM's `num_speculative_tokens 3`, then each varied flag and environment
     variable) and are configs of the base's engine."""
     engine = base.get("engine") or launch_fields.SGLANG
+    if engine not in (launch_fields.SGLANG, launch_fields.VLLM):
+        raise SweepError("base", f"No sweep rules for the engine {str(engine)[:40]!r}.")
+    if sweep.methods:
+        return _methods_grid(base, sweep, engine)
     if engine == launch_fields.VLLM:
         return _chain_grid(base, sweep)
-    if engine != launch_fields.SGLANG:
-        raise SweepError("base", f"No sweep rules for the engine {str(engine)[:40]!r}.")
     algorithm = base.get("speculative_algorithm") or ""
     if algorithm not in EAGLE_FAMILY:
         raise SweepError(
@@ -341,6 +408,81 @@ def build_grid(base: Mapping[str, Any], sweep: Sweep) -> Grid:
             "above 1, and the topk-1 combinations it would change are listed as replaced and run once."
         )
     return Grid(list(candidates.values()), skipped, notes)
+
+
+def _methods_grid(base: Mapping[str, Any], sweep: Sweep, engine: str) -> Grid:
+    """One grid per method, merged: each method's candidates are the base with that method and its draft, over the
+    lists that method takes (an EAGLE-family method the steps, topk and draft tokens with SGLang's rules; a width
+    method the draft tokens alone; a vLLM method that takes num_speculative_tokens the steps list), named after the
+    method first. A method with no list of its own runs once, at the engine's defaults for its settings."""
+    if sweep.combinations > MAX_COMBINATIONS:
+        raise SweepError(
+            "", f"The lists span {sweep.combinations} combinations; at most {MAX_COMBINATIONS}: shorten them."
+        )
+    candidates: dict[str, dict[str, Any]] = {}
+    skipped: list[Skipped] = []
+    notes: list[str] = []
+    for choice in sweep.methods:
+        own = {**base, "speculative_algorithm": choice.algorithm}
+        if choice.draft is not None:
+            own["speculative_draft_model_path"] = choice.draft
+        prefix = " ".join(filter(None, [sweep.name_prefix, choice.algorithm]))
+        if engine == launch_fields.VLLM:
+            if choice.algorithm in VLLM_K_METHODS:
+                grid = _chain_grid(own, dataclasses.replace(sweep, methods=(), name_prefix=prefix))
+            else:
+                grid = _defaults_grid(own, sweep, prefix, engine)
+        elif choice.algorithm in EAGLE_FAMILY:
+            grid = build_grid(own, dataclasses.replace(sweep, methods=(), name_prefix=prefix))
+        elif choice.algorithm in WIDTH_METHODS:
+            grid = _width_grid(own, sweep, prefix)
+        else:
+            grid = _defaults_grid(own, sweep, prefix, engine)
+        for candidate in grid.candidates:
+            candidates.setdefault(candidate["name"], candidate)
+        skipped += grid.skipped
+        notes += [note for note in grid.notes if note not in notes]
+    return Grid(list(candidates.values()), skipped, notes)
+
+
+def _width_grid(base: Mapping[str, Any], sweep: Sweep, prefix: str) -> Grid:
+    """An SGLang width method (WIDTH_METHODS) over the draft-token list, its steps and topk left to SGLang."""
+    algorithm = base["speculative_algorithm"]
+    widths: Sequence[int | None] = sweep.draft_tokens or (None,)
+    candidates = []
+    for width, flag_values, env_values in itertools.product(
+        widths,
+        list(itertools.product(*(values for _, values in sweep.flags))),
+        list(itertools.product(*(values for _, values in sweep.env))),
+    ):
+        flags = dict(zip((name for name, _ in sweep.flags), flag_values, strict=True))
+        env = dict(zip((name for name, _ in sweep.env), env_values, strict=True))
+        core = "defaults" if width is None else f"d{width}"
+        name = _name(prefix, core, flags, env)
+        candidates.append(_candidate(base, name, {STEPS: None, TOPK: None, DRAFT: width}, flags, env))
+    note = (
+        f"{algorithm} drafts one run of draft-tokens width: it varies the draft-token list alone; SGLang sets its "
+        "steps and topk from it."
+    )
+    return Grid(candidates, [], [note])
+
+
+def _defaults_grid(base: Mapping[str, Any], sweep: Sweep, prefix: str, engine: str) -> Grid:
+    """A method no value list applies to: one candidate per varied flag and variable, at the engine's defaults."""
+    candidates = []
+    for flag_values, env_values in itertools.product(
+        list(itertools.product(*(values for _, values in sweep.flags))),
+        list(itertools.product(*(values for _, values in sweep.env))),
+    ):
+        flags = dict(zip((name for name, _ in sweep.flags), flag_values, strict=True))
+        env = dict(zip((name for name, _ in sweep.env), env_values, strict=True))
+        cleared = {name: None for name in swept_fields(engine)}
+        candidates.append(_candidate(base, _name(prefix, "defaults", flags, env), cleared, flags, env))
+    note = (
+        f"{base['speculative_algorithm']} takes none of the sweep's number lists here: it runs once per varied "
+        f"setting, at {launch_fields.label(engine)}'s defaults for its own settings."
+    )
+    return Grid(candidates, [], [note])
 
 
 def _chain_grid(base: Mapping[str, Any], sweep: Sweep) -> Grid:

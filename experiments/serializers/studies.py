@@ -102,7 +102,10 @@ def _values(space: SearchSpace, name: str) -> dict[str, Any]:
         return {}
     candidate = space.candidate(name)
     engine = candidate.get("engine") or launch_fields.SGLANG
-    values: dict[str, Any] = {shown: candidate.get(field) for field, shown in sweeps.axis_names(engine).items()}
+    values: dict[str, Any] = {}
+    if space.sweep.methods:
+        values["method"] = candidate.get("speculative_algorithm")
+    values.update({shown: candidate.get(field) for field, shown in sweeps.axis_names(engine).items()})
     args = list(candidate.get("extra_args") or [])
     values.update({flag: sweeps.flag_value(args, flag) for flag, _ in space.sweep.flags})
     values.update({env: (candidate.get("env") or {}).get(env) for env, _ in space.sweep.env})
