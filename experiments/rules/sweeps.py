@@ -414,7 +414,8 @@ def _methods_grid(base: Mapping[str, Any], sweep: Sweep, engine: str) -> Grid:
     """One grid per method, merged: each method's candidates are the base with that method and its draft, over the
     lists that method takes (an EAGLE-family method the steps, topk and draft tokens with SGLang's rules; a width
     method the draft tokens alone; a vLLM method that takes num_speculative_tokens the steps list), named after the
-    method first. A method with no list of its own runs once, at the engine's defaults for its settings."""
+    method first. A method with no list of its own runs once, at the engine's defaults for its settings. A method
+    given no draft runs the base's where it drafts with a model of its own, and none where it does not."""
     if sweep.combinations > MAX_COMBINATIONS:
         raise SweepError(
             "", f"The lists span {sweep.combinations} combinations; at most {MAX_COMBINATIONS}: shorten them."
@@ -426,6 +427,9 @@ def _methods_grid(base: Mapping[str, Any], sweep: Sweep, engine: str) -> Grid:
         own = {**base, "speculative_algorithm": choice.algorithm}
         if choice.draft is not None:
             own["speculative_draft_model_path"] = choice.draft
+        elif choice.algorithm not in launch_fields.DRAFT_METHODS[engine]:
+            # It drafts from the target's own heads or from the prompt: the base's draft is not its.
+            own["speculative_draft_model_path"] = None
         prefix = " ".join(filter(None, [sweep.name_prefix, choice.algorithm]))
         if engine == launch_fields.VLLM:
             if choice.algorithm in VLLM_K_METHODS:

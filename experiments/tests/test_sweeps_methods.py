@@ -39,6 +39,7 @@ def test_each_method_varies_the_lists_it_takes_and_is_named_first():
     # NGRAM's width is its draft tokens; SGLang sets its steps and topk from it (`_handle_ngram`).
     assert (ngram["speculative_algorithm"], ngram["speculative_num_draft_tokens"]) == ("NGRAM", 8)
     assert ngram["speculative_num_steps"] is None and ngram["speculative_eagle_topk"] is None
+    assert ngram["speculative_draft_model_path"] is None  # it drafts from the prompt: the base's draft is not its
     # A method given its own draft runs it; one given none keeps the base's.
     assert by_name["STANDALONE-s2-k1-d3"]["speculative_draft_model_path"] == "/models/small-draft"
     assert by_name["EAGLE3-s2-k1-d3"]["speculative_draft_model_path"] == BASE["speculative_draft_model_path"]
