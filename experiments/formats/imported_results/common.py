@@ -21,8 +21,7 @@ DATASET_MAX = 32  # BenchmarkProfile.dataset
 
 INTEGERS = frozenset({"completed", "failed"})
 # The server's speculative settings, from SGLang's /server_info as bench_serving stored it beside the results: the
-# method, then its settings, in the launch fields' order (launch_fields' SGLang rows; a method's own settings, kept
-# in engine_options, are no result file's).
+# method, then its settings, in the launch fields' order (launch_fields' SGLang rows with a column).
 SPEC_FIELDS = tuple(
     row.name
     for row in launch_fields.fields(launch_fields.SGLANG)
