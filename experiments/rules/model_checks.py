@@ -247,6 +247,23 @@ def vllm_max_model_len_problem(
     return None
 
 
+def _vllm_draft_model_vocab_problem(
+    spec: Mapping[str, Any], target_config: Mapping[str, Any], draft_config: Mapping[str, Any]
+) -> str | None:
+    """vLLM's own refusal of a `draft_model` draft of another vocabulary (0.17+, its draft_model proposer;
+    vllm-interface.md §4.3), in its words."""
+    target_vocab, draft_vocab = vocab_size_of(target_config), vocab_size_of(draft_config)
+    if spec.get("speculative_algorithm") != "draft_model" or None in (target_vocab, draft_vocab):
+        return None
+    if target_vocab == draft_vocab:
+        return None
+    return (
+        "vLLM refuses this pair: 'Target and draft model should have the same vocabulary size. Target model "
+        f"vocab_size={target_vocab}. Draft model vocab_size={draft_vocab}. Using models with different tokenizers can "
+        "cause out-of-bounds errors during speculative decoding.'"
+    )
+
+
 def pair_problem(
     engine: str,
     target_config: Mapping[str, Any],
@@ -260,13 +277,17 @@ def pair_problem(
     if engine == "vllm":
         options = spec.get("engine_options") or {}
         draft_len = options.get("draft_max_model_len")
-        return vllm_max_model_len_problem(
-            target_config,
-            draft_config,
-            max_model_len=int_arg(extra_args, VLLM_MAX_MODEL_LEN_FLAG),
-            draft_max_model_len=draft_len if isinstance(draft_len, int) else None,
-            env=env,
-        ) or vocab_problem(target_config, draft_config)
+        return (
+            vllm_max_model_len_problem(
+                target_config,
+                draft_config,
+                max_model_len=int_arg(extra_args, VLLM_MAX_MODEL_LEN_FLAG),
+                draft_max_model_len=draft_len if isinstance(draft_len, int) else None,
+                env=env,
+            )
+            or _vllm_draft_model_vocab_problem(spec, target_config, draft_config)
+            or vocab_problem(target_config, draft_config)
+        )
     return context_length_problem(
         target_config, draft_config, context_length=context_length_arg(extra_args), env=env
     ) or vocab_problem(target_config, draft_config)

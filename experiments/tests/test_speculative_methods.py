@@ -591,3 +591,20 @@ def test_every_method_setting_is_a_flag_or_key_the_policy_manages():
         if row.methods:
             assert row.key in launch_fields.managed_flags("sglang")
             assert launch_policy.extra_args_refusals([row.key, "1"], launch_fields.managed_flags("sglang"))
+
+
+def test_it_quotes_vllms_refusal_of_a_draft_model_of_another_vocabulary(client, auth):
+    draft = _model("small-vocab", vocab_size=32000)
+    host = _listed_models_host(_model("kimi-k2.5-sim"), draft, vllm_launcher="vllm serve")
+    candidate = _candidate(engine="vllm", speculative_algorithm="draft_model", speculative_num_steps=3,
+                           speculative_draft_model_path=draft["path"])  # fmt: skip
+    baseline = {"name": "baseline", "engine": "vllm", "model_path": TARGET, "tp_size": 8}
+
+    response = _post(client, auth, host, candidate, baseline)
+
+    assert response.status_code == 409, response.json()
+    assert _error(response, "candidates.0.speculative_draft_model_path") == (
+        "vLLM refuses this pair: 'Target and draft model should have the same vocabulary size. Target model "
+        "vocab_size=163840. Draft model vocab_size=32000. Using models with different tokenizers can cause "
+        "out-of-bounds errors during speculative decoding.'"
+    )
