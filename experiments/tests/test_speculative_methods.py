@@ -608,3 +608,14 @@ def test_it_quotes_vllms_refusal_of_a_draft_model_of_another_vocabulary(client, 
         "vocab_size=163840. Draft model vocab_size=32000. Using models with different tokenizers can cause "
         "out-of-bounds errors during speculative decoding.'"
     )
+
+
+def test_the_api_schema_states_each_method_setting_with_its_bounds_and_methods(client, auth):
+    schema = client.get("/api/openapi.json", headers=auth).json()["components"]["schemas"]["ConfigIn"]
+    options = schema["properties"]["engine_options"]["properties"]
+
+    assert options["speculative_ngram_match_type"]["anyOf"][0] == {"enum": ["BFS", "PROB"]}
+    assert options["speculative_ngram_capacity"]["anyOf"][0] == {"type": "integer", "minimum": 1, "maximum": 10**9}
+    assert options["prompt_lookup_min"]["description"] == "prompt_lookup_min (vLLM, method ngram)"
+    assert "method DFLASH" in options["speculative_dflash_block_size"]["description"]
+    assert schema["properties"]["engine_options"]["additionalProperties"] is False
