@@ -319,6 +319,9 @@
       load: (block, c) => {
         fill(block, c.form);
         remember(block, c);
+        // The engine and method just filled decide which settings the block shows (the script below); not a
+        // "change", which would read as the user's edit of the loaded config.
+        block.querySelector('select[name$="-engine"]')?.dispatchEvent(new Event("fields:refresh", { bubbles: true }));
       },
     },
     profile: {
@@ -463,6 +466,9 @@
       const engine = block?.querySelector('select[name$="-engine"]');
       if (engine) apply(engine);
     }
+  });
+  form.addEventListener("fields:refresh", function (event) {
+    if (event.target.matches?.('select[name$="-engine"]')) apply(event.target);
   });
   for (const select of form.querySelectorAll('select[name$="-engine"]')) apply(select);
 })();

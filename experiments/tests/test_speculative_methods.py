@@ -619,3 +619,24 @@ def test_the_api_schema_states_each_method_setting_with_its_bounds_and_methods(c
     assert options["prompt_lookup_min"]["description"] == "prompt_lookup_min (vLLM, method ngram)"
     assert "method DFLASH" in options["speculative_dflash_block_size"]["description"]
     assert schema["properties"]["engine_options"]["additionalProperties"] is False
+
+
+def test_a_picked_ngram_config_fills_its_settings_and_is_reused_unchanged(owner_client):
+    from experiments.reads.config_history import config_box_values
+
+    make_host(name="gpu8")
+    stored = ServerConfig.objects.create(
+        name="ngram", model_path=TARGET, tp_size=8, speculative_algorithm="NGRAM",
+        engine_options={"speculative_ngram_max_bfs_breadth": 6, "speculative_ngram_match_type": "PROB"},
+    )  # fmt: skip
+    boxes = config_box_values(stored)
+    assert (
+        boxes["option_speculative_ngram_max_bfs_breadth"] == 6 and boxes["option_speculative_dflash_block_size"] == ""
+    )
+    page = owner_client.get("/experiments/new/").content.decode()
+    post = _form_post(page, **{f"cand-0-{key}": "" if value is None else str(value) for key, value in boxes.items()})
+
+    response = owner_client.post("/experiments/new/", post)
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert Experiment.objects.get().ordered_candidates() == [stored]
