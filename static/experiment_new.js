@@ -319,6 +319,9 @@
       load: (block, c) => {
         fill(block, c.form);
         remember(block, c);
+        // The engine and method just filled decide which settings the block shows (the script below); not a
+        // "change", which would read as the user's edit of the loaded config.
+        block.querySelector('select[name$="-engine"]')?.dispatchEvent(new Event("fields:refresh", { bubbles: true }));
       },
     },
     profile: {
@@ -418,8 +421,9 @@
 
 // The engine of a config block: show the launch settings that engine takes (each field lists its engines in
 // data-engines, from experiments/rules/launch_fields.py) and its methods alone; the others are emptied as they are
-// hidden, so a block never posts a setting its engine has no use for. Without this script every field shows, and
-// the form refuses another engine's setting with a message that names it.
+// hidden, so a block never posts a setting its engine has no use for. A method's own settings (data-methods) show
+// only while one of their methods is chosen, and are emptied likewise. Without this script every field shows, and
+// the form refuses another engine's or another method's setting with a message that names it.
 (function () {
   const form = document.getElementById("experiment-form") || document.querySelector("form");
   if (!form) return;
@@ -443,9 +447,27 @@
       for (const option of group.querySelectorAll("option")) option.disabled = !own;
     }
     if (method.selectedOptions[0]?.disabled) method.value = "";
+    showMethodFields(block, engine, method.value);
+  }
+
+  function showMethodFields(block, engine, chosen) {
+    for (const field of block.querySelectorAll("[data-methods]")) {
+      const wrapper = field.closest(".field");
+      const shown = field.dataset.engines.split(" ").includes(engine) && field.dataset.methods.split(" ").includes(chosen);
+      if (wrapper) wrapper.hidden = !shown;
+      if (!shown) field.value = "";
+    }
   }
 
   form.addEventListener("change", function (event) {
+    if (event.target.matches?.('select[name$="-engine"]')) apply(event.target);
+    if (event.target.matches?.('select[name$="-speculative_algorithm"]')) {
+      const block = event.target.closest(".engine-fields");
+      const engine = block?.querySelector('select[name$="-engine"]');
+      if (engine) apply(engine);
+    }
+  });
+  form.addEventListener("fields:refresh", function (event) {
     if (event.target.matches?.('select[name$="-engine"]')) apply(event.target);
   });
   for (const select of form.querySelectorAll('select[name$="-engine"]')) apply(select);

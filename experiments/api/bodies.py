@@ -148,12 +148,23 @@ def _launch_field(row: launch_fields.LaunchField) -> tuple[Any, Any]:
 
 
 def _engine_options_schema() -> dict[str, Any]:
-    rows = [r for r in launch_fields.all_fields() if not r.column]
-    properties = {
-        r.name: {"anyOf": [{"type": "integer", "minimum": r.bounds[0], "maximum": r.bounds[1]}, {"type": "null"}]}
-        for r in rows
-        if r.bounds
-    }
+    """Every engine's settings without a column, each by its row: a number within its bounds or one of its choices
+    (which engine and method takes which is the rows' `engines_of` and `methods`, said in each description)."""
+    properties: dict[str, Any] = {}
+    for r in launch_fields.all_fields():
+        if r.column:
+            continue
+        value: dict[str, Any] = (
+            {"enum": [c for c in r.choices if c]}
+            if r.kind == launch_fields.CHOICE
+            else {"type": "integer", "minimum": r.bounds[0], "maximum": r.bounds[1]}
+            if r.bounds
+            else {}
+        )
+        takes = " and ".join(launch_fields.label(e) for e in launch_fields.engines_of(r.name))
+        if r.methods:
+            takes += f", method {' or '.join(r.methods)}"
+        properties[r.name] = {"anyOf": [value, {"type": "null"}], "description": f"{r.label} ({takes})"}
     return {"type": "object", "properties": properties, "additionalProperties": False}
 
 

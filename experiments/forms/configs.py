@@ -134,6 +134,15 @@ def _describe(row: launch_fields.LaunchField) -> tuple[str, str]:
     return row.label, "; ".join(notes)
 
 
+def _option_field(row: launch_fields.LaunchField) -> forms.Field:
+    """The form field of a setting kept in `engine_options`: a number within the row's bounds, or one of its
+    choices."""
+    if row.kind == launch_fields.CHOICE:
+        return forms.ChoiceField(required=False, choices=[(c, c or "engine's default") for c in row.choices])
+    low, high = row.bounds or (None, None)
+    return forms.IntegerField(required=False, min_value=low, max_value=high)
+
+
 class ServerConfigForm(forms.ModelForm):
     engine = forms.ChoiceField(
         choices=[(e, launch_fields.label(e)) for e in launch_fields.ENGINE_NAMES],
@@ -193,12 +202,14 @@ class ServerConfigForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         for row in launch_fields.all_fields():
             if not row.column:
-                low, high = row.bounds or (None, None)
-                self.fields[f"option_{row.name}"] = forms.IntegerField(required=False, min_value=low, max_value=high)
+                self.fields[f"option_{row.name}"] = _option_field(row)
             field = self.fields[row.name if row.column else f"option_{row.name}"]
             field.label, field.help_text = _describe(row)
-            # Which engines take the field: the page shows it for those alone (experiment_new.js).
+            # Which engines take the field, and which of their methods: the page shows it for those alone
+            # (experiment_new.js).
             field.widget.attrs["data-engines"] = " ".join(launch_fields.engines_of(row.name))
+            if row.methods:
+                field.widget.attrs["data-methods"] = " ".join(row.methods)
         self.fields["speculative_algorithm"].label = "Speculative method"
         if self.instance.pk:
             for name, value in (self.instance.engine_options or {}).items():
@@ -349,7 +360,7 @@ class ServerConfigForm(forms.ModelForm):
         options = {
             row.name: data.get(f"option_{row.name}")
             for row in launch_fields.all_fields()
-            if not row.column and data.get(f"option_{row.name}") is not None
+            if not row.column and launch_fields.is_set(data.get(f"option_{row.name}"))
         }
         unknown = [str(k)[:40] for k in (self.data.get("engine_options") or {}) if f"option_{k}" not in self.fields]
         if unknown:
@@ -358,6 +369,7 @@ class ServerConfigForm(forms.ModelForm):
         spec = {**data, "engine_options": options}
         for field, message in launch_fields.field_conflicts(engine, spec):
             self._conflict(field if field in self.fields else f"option_{field}", message)
+        self._check_host_knows(engine, spec)
         if data.get("profile_eagle3"):
             if data.get("speculative_algorithm"):
                 self._add_eagle3_profile(data)
@@ -370,6 +382,24 @@ class ServerConfigForm(forms.ModelForm):
             if name in self.fields and name not in self.errors:
                 self.add_error(name, f"Must be {problem.partition(' must be ')[2] or problem}.")
         return data
+
+    def _check_host_knows(self, engine: str, spec: dict[str, Any]) -> None:
+        """The method and its settings against what the host's SGLang is known to take (its version and its --help
+        listing, `Host.server_flags`): a method its version lacks, or a setting's flag its listing does not name, is
+        refused now rather than by the server after the baseline ran. Says nothing where nothing is known."""
+        host = self.listed_on
+        if host is None or engine != launch_fields.SGLANG:
+            return  # only SGLang's listing is read from a host (a vLLM config is held to its rows alone)
+        version = host.listed_sglang_version
+        refusal = launch_fields.method_version_refusal(engine, spec.get("speculative_algorithm") or "", version)
+        if refusal:
+            self._conflict("speculative_algorithm", f"{refusal} (as {host.name}'s SGLang was last read)")
+        known = host.known_server_flags()
+        if known is None or not spec.get("speculative_algorithm"):
+            return
+        for name, flag in launch_fields.unlisted_flags(engine, spec, known):
+            what = f"SGLang {version}" if version else "The SGLang"
+            self._conflict(f"option_{name}", f"{what} on {host.name} does not know {flag} (its launch_server --help).")
 
     def _conflict(self, field: str, message: str) -> None:
         """A field refused for what another field holds (a rule no schema states)."""

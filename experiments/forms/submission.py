@@ -225,9 +225,14 @@ class ExperimentSubmission:
             mismatch = model_checks.algorithm_problem(data.get("speculative_algorithm"), draft)
             if mismatch:
                 warnings.append(f"{data['name']}: {mismatch}")
+            engine = data.get("engine") or launch_fields.SGLANG
+            algorithm = data.get("speculative_algorithm") or ""
+            if target is not None and not data.get("speculative_draft_model_path"):
+                problem = model_checks.mtp_problem(engine, algorithm, target)
+                if problem:
+                    self._field_error(path, form, "speculative_algorithm", problem)
             if target is None or draft is None:
                 continue
-            engine = data.get("engine") or launch_fields.SGLANG
             spec = {**data, "extra_args": data["extra_args_text"], "engine_options": data.get("engine_options") or {}}
             problem = model_checks.pair_problem(engine, target, draft, spec=spec, env=data["env_text"])
             if problem:

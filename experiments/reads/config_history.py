@@ -25,7 +25,7 @@ from experiments.forms.profiles import BenchmarkProfileForm
 from experiments.forms.submission import profile_form_data
 from experiments.forms.values import format_env
 from experiments.models import BenchmarkProfile, Experiment, Measurement, Run, ServerConfig, ServerConfigQuerySet
-from experiments.rules import config_names, secrets
+from experiments.rules import config_names, launch_fields, secrets
 
 # A search box's text is a name, a path or a hash prefix: anything longer is a paste gone wrong.
 MAX_QUERY = 200
@@ -101,6 +101,13 @@ def config_box_values(config: ServerConfig) -> dict[str, Any]:
         if name in ("expect", "log_metrics"):
             value = fields[name].prepare_value(value)
         values[name] = "" if value is None else value
+    # Each engine option's box (the form's option_<name>), empty where the config has none: a picked config leaves
+    # nothing of the block's former settings (a method's own ones included).
+    options = config.engine_options or {}
+    for row in launch_fields.all_fields():
+        if not row.column:
+            value = options.get(row.name)
+            values[f"option_{row.name}"] = "" if value is None else value
     return values
 
 

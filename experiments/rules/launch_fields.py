@@ -62,6 +62,10 @@ class LaunchField:
     import_what: str = ""
     # The letter before its value in an imported config's name ("kimi eagle3 s2 k1 d3"); "": not in names.
     name_letter: str = ""
+    # The methods that take it, in the engine's spelling (empty: every method, or every launch). A method's own
+    # setting is kept in `engine_options`, shown on the form only while one of its methods is chosen, and refused,
+    # naming its method, for any other (`field_conflicts`).
+    methods: tuple[str, ...] = ()
 
     @property
     def shown_as(self) -> str:
@@ -84,6 +88,67 @@ _SERVED_NAME = LaunchField(
 )
 _DRAFT_PATH_LABEL = "Draft model path"
 
+
+def _sglang_method_row(name: str, label: str, methods: tuple[str, ...], **kwargs: Any) -> LaunchField:
+    """A setting one SGLang method takes: `--` + its server arg with `_` as `-`, reported back under that name."""
+    kind = CHOICE if "choices" in kwargs else INT
+    flag = "--" + name.replace("_", "-")
+    return LaunchField(
+        name, label, kind, FLAG, flag, column=False, speculative=True, auto=True, effective=name, methods=methods,
+        **kwargs,
+    )  # fmt: skip
+
+
+def _sglang_method_rows() -> tuple[LaunchField, ...]:
+    ngram, dflash, dspark = ("NGRAM",), ("DFLASH",), ("DSPARK",)
+    return (
+        _sglang_method_row(
+            "speculative_ngram_min_match_window_size", "N-gram min match window", ngram, bounds=(1, 1024),
+            diff_label="ngram min window", help="the shortest suffix matched; SGLang's default 1 (before era C)",
+        ),
+        _sglang_method_row(
+            "speculative_ngram_max_match_window_size", "N-gram max match window", ngram, bounds=(1, 1024),
+            diff_label="ngram max window", help="the longest suffix matched; SGLang's default 12 (before era C)",
+        ),
+        _sglang_method_row(
+            "speculative_ngram_min_bfs_breadth", "N-gram min BFS breadth", ngram, bounds=(1, 64),
+            diff_label="ngram min breadth", help="SGLang's default 1",
+        ),
+        _sglang_method_row(
+            "speculative_ngram_max_bfs_breadth", "N-gram max BFS breadth", ngram, bounds=(1, 64),
+            diff_label="ngram max breadth", help="SGLang's default 10; NGRAM's topk is this",
+        ),
+        _sglang_method_row(
+            "speculative_ngram_match_type", "N-gram match type", ngram, choices=("", "BFS", "PROB"),
+            diff_label="ngram match type", help="BFS (recency, SGLang's default) or PROB (frequency)",
+        ),
+        _sglang_method_row(
+            "speculative_ngram_branch_length", "N-gram branch length", ngram, bounds=(1, 256),
+            diff_label="ngram branch length", help="SGLang's default 18 (before era C; then max trie depth)",
+        ),
+        _sglang_method_row(
+            "speculative_ngram_max_trie_depth", "N-gram max trie depth", ngram, bounds=(1, 256),
+            diff_label="ngram trie depth", help="SGLang's default 18 (era C; before it, branch length)",
+        ),
+        _sglang_method_row(
+            "speculative_ngram_capacity", "N-gram cache capacity", ngram, bounds=(1, 1_000_000_000),
+            diff_label="ngram capacity", help="SGLang's default 10000000",
+        ),
+        _sglang_method_row(
+            "speculative_dflash_block_size", "DFLASH block size", dflash, bounds=(1, 256),
+            diff_label="dflash block size", help="the verify window; unset: the draft's config, else 16",
+        ),
+        _sglang_method_row(
+            "speculative_draft_window_size", "DFLASH draft window", dflash, bounds=(1, 10_000_000),
+            diff_label="draft window", help="at least the block size",
+        ),
+        _sglang_method_row(
+            "speculative_dspark_block_size", "DSPARK block size (gamma)", dspark, bounds=(1, 255),
+            diff_label="dspark block size", help="tokens proposed; the verify window is gamma + 1",
+        ),
+    )  # fmt: skip
+
+
 SGLANG_FIELDS: tuple[LaunchField, ...] = (
     _TARGET,
     _SERVED_NAME,
@@ -93,7 +158,8 @@ SGLANG_FIELDS: tuple[LaunchField, ...] = (
     ),
     LaunchField(
         "speculative_algorithm", "Speculative algorithm", CHOICE, FLAG, "--speculative-algorithm",
-        choices=("", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"), effective="speculative_algorithm",
+        choices=("", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO"),
+        effective="speculative_algorithm",
         diff_label="algorithm",
         import_flag="--speculative-algorithm", import_what="the speculative algorithm (NONE for none)",
     ),
@@ -119,6 +185,10 @@ SGLANG_FIELDS: tuple[LaunchField, ...] = (
         diff_label="draft tokens", import_flag="--num-draft-tokens", name_letter="d",
         import_what="the draft tokens per step",
     ),
+    # Each method's own settings (0.5.9 `server_args.py` and era C `arg_groups/fields`, `speculative_hook.py`: their
+    # defaults in the help). The bounds are specdash's, far above any value in SGLang's docs or tests (a guess where
+    # SGLang states none); each is one setting of `engine_options`.
+    *_sglang_method_rows(),
 )  # fmt: skip
 
 VLLM_FIELDS: tuple[LaunchField, ...] = (
@@ -133,7 +203,7 @@ VLLM_FIELDS: tuple[LaunchField, ...] = (
     ),
     LaunchField(
         "speculative_algorithm", "Speculative method", CHOICE, SPEC_JSON, "method",
-        choices=("", "eagle3", "eagle", "draft_model", "ngram", "mtp", "suffix"), effective="method",
+        choices=("", "eagle3", "eagle", "draft_model", "ngram", "mtp", "suffix", "dflash"), effective="method",
         diff_label="algorithm",
     ),
     LaunchField(
@@ -154,6 +224,28 @@ VLLM_FIELDS: tuple[LaunchField, ...] = (
         "draft_max_model_len", "Draft max model length", INT, SPEC_JSON, "max_model_len", column=False,
         speculative=True, auto=True, bounds=(1, 10_000_000), diff_label="draft max length",
         help="at most the draft's and the target's context",
+    ),
+    # Each method's own keys of `SpeculativeConfig` (vllm/config/speculative.py: `prompt_lookup_*` for ngram since
+    # 0.8, `suffix_decoding_*` for suffix since 0.11); the upper bounds are specdash's guesses, the lower vLLM's.
+    LaunchField(
+        "prompt_lookup_min", "prompt_lookup_min", INT, SPEC_JSON, "prompt_lookup_min", column=False, speculative=True,
+        auto=True, bounds=(1, 1024), diff_label="ngram min", methods=("ngram",),
+        help="the shortest n-gram matched; unset: prompt_lookup_max, or 5",
+    ),
+    LaunchField(
+        "prompt_lookup_max", "prompt_lookup_max", INT, SPEC_JSON, "prompt_lookup_max", column=False, speculative=True,
+        auto=True, bounds=(1, 1024), diff_label="ngram max", methods=("ngram",),
+        help="the longest n-gram matched; unset: prompt_lookup_min, or 5",
+    ),
+    LaunchField(
+        "suffix_decoding_max_tree_depth", "suffix_decoding_max_tree_depth", INT, SPEC_JSON,
+        "suffix_decoding_max_tree_depth", column=False, speculative=True, auto=True, bounds=(1, 1024),
+        diff_label="suffix tree depth", methods=("suffix",), help="vLLM's default 24",
+    ),
+    LaunchField(
+        "suffix_decoding_max_cached_requests", "suffix_decoding_max_cached_requests", INT, SPEC_JSON,
+        "suffix_decoding_max_cached_requests", column=False, speculative=True, auto=True, bounds=(0, 10_000_000),
+        diff_label="suffix cached requests", methods=("suffix",), help="vLLM's default 10000; 0: no global cache",
     ),
 )  # fmt: skip
 
@@ -388,15 +480,93 @@ def engines_of(name: str) -> tuple[str, ...]:
 
 
 # The methods that draft with a model of their own, which the config must name (the others draft from the target's
-# own heads or from the prompt).
-DRAFT_METHODS = {SGLANG: ("EAGLE", "EAGLE3"), VLLM: ("eagle3", "eagle", "draft_model")}
+# own heads or from the prompt; SGLang's DSPARK may find its draft bundled in the target's checkpoint).
+DRAFT_METHODS = {
+    SGLANG: ("EAGLE", "EAGLE3", "STANDALONE", "DFLASH"),
+    VLLM: ("eagle3", "eagle", "draft_model", "dflash"),
+}
+# The methods whose draft is the target's own MTP layers unless a draft path names a head exported apart.
+MTP_METHODS = {SGLANG: ("NEXTN",), VLLM: ("mtp",)}
+# SGLang's methods that draft a tree of steps x topk as EAGLE does (`_handle_eagle_family`).
+SGLANG_EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+# vLLM's methods with no default number of tokens (it reads n_predict from the draft's config.json, which EAGLE-3
+# drafts do not have).
+_VLLM_TOKENS_REQUIRED = ("eagle3", "eagle", "draft_model")
+
+# The first version of each engine that knows a method (sglang-interface.md §1.2: 0.5.2 adds STANDALONE, 0.5.3
+# NGRAM; era C's builtins add DFLASH, DSPARK and UNO, placed here at 0.5.14, the era's first version: a guess, the
+# reference does not say which era-C version added them. vllm-interface.md §1.3: eagle3 from 0.8.5). A method not
+# named is known to every version specdash drives.
+METHODS_SINCE: dict[str, dict[str, tuple[int, ...]]] = {
+    SGLANG: {
+        "STANDALONE": (0, 5, 2),
+        "NGRAM": (0, 5, 3),
+        "DFLASH": (0, 5, 14),
+        "DSPARK": (0, 5, 14),
+        "UNO": (0, 5, 14),
+    },
+    VLLM: {"eagle3": (0, 8, 5)},
+}
+
+
+def version_numbers(version: str | None) -> tuple[int, ...] | None:
+    """ "0.5.3.post3" -> (0, 5, 3); None for a version that does not start with numbers."""
+    numbers = []
+    for part in str(version or "").strip().lstrip("v").split(".")[:3]:
+        digits = part[: len(part) - len(part.lstrip("0123456789"))]
+        if not digits:
+            break
+        numbers.append(int(digits[:6]))
+        if digits != part:
+            break
+    return tuple(numbers) if numbers else None
+
+
+def methods_of(engine: str, version: str | None = None) -> tuple[str, ...]:
+    """The methods `engine` knows (every one its row lists when the version is None or unreadable)."""
+    row = field(engine, "speculative_algorithm")
+    methods = tuple(c for c in row.choices if c) if row is not None else ()
+    have = version_numbers(version)
+    if have is None:
+        return methods
+    since = METHODS_SINCE.get(engine or SGLANG, {})
+    return tuple(m for m in methods if have >= since.get(m, ()))
+
+
+def method_version_refusal(engine: str, method: str, version: str | None) -> str | None:
+    """Why `engine` at `version` cannot run `method` (it came later), or None (known, or the version unknown)."""
+    if not method or version_numbers(version) is None or method in methods_of(engine, version):
+        return None
+    since = METHODS_SINCE.get(engine or SGLANG, {}).get(method)
+    if since is None:
+        return None
+    first = ".".join(str(n) for n in since)
+    return f"{label(engine)} {version} does not know the method {method}: it came with {label(engine)} {first}."
+
+
+def method_fields(engine: str, method: str) -> tuple[LaunchField, ...]:
+    """The settings only `method` (and maybe others) takes, in table order: what the form shows for it."""
+    return tuple(row for row in fields(engine) if method and method in row.methods)
+
+
+def unlisted_flags(engine: str, spec: Mapping[str, Any], known: frozenset[str]) -> list[tuple[str, str]]:
+    """(field, flag) of each set method setting whose flag the host's server does not list in its --help (SGLang
+    renames them between versions: NGRAM's branch length became its max trie depth)."""
+    return [
+        (row.name, row.key)
+        for row in fields(engine)
+        if row.methods and row.via == FLAG and is_set(value_of(spec, row)) and row.key not in known
+    ]
 
 
 def field_conflicts(engine: str, spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(field, message) for each rule between a config's fields that its engine enforces: a method the engine does
-    not know, a field of another engine, a speculative setting without a method, a draft method without a draft,
-    and each engine's own (SGLang's steps, topk and draft tokens together and topk 1's draft tokens; vLLM's draft
-    tensor parallel size of 1 or the target's). Bounds and lengths are `refusals`'."""
+    not know, a field of another engine, a speculative setting without a method, a method's setting given for
+    another method, a draft method without a draft, and each engine's own per method (SGLang's steps, topk and draft
+    tokens together and topk 1's draft tokens for the EAGLE family, NGRAM's windows and breadths, DFLASH's and
+    DSPARK's block sizes; vLLM's draft tensor parallel size of 1 or the target's, ngram's lookup lengths). Where
+    the engine refuses or overrides with a message of its own, the message quotes it. Bounds and lengths are
+    `refusals`'."""
     engine = engine or SGLANG
     name = label(engine)
     found: list[tuple[str, str]] = []
@@ -409,24 +579,46 @@ def field_conflicts(engine: str, spec: Mapping[str, Any]) -> list[tuple[str, str
     if method_row is not None and algorithm and algorithm not in method_row.choices:
         known = ", ".join(c for c in method_row.choices if c)
         return [*found, ("speculative_algorithm", f"{name} knows no method {algorithm!r}; its methods: {known}.")]
-    speculative_rows = [row for row in fields(engine) if row.speculative]
+    for row in fields(engine):
+        if row.methods and algorithm not in row.methods and is_set(value_of(spec, row)):
+            owners = " or ".join(row.methods)
+            chosen = f"method {algorithm}" if algorithm else "no method (a baseline)"
+            found.append(
+                (row.name, f"{row.label} is a setting of {owners}: this config runs {chosen}; leave it empty.")
+            )
     if not algorithm:
         found += [
             (row.name, "Only a speculative config (a method set) takes this.")
-            for row in speculative_rows
-            if is_set(value_of(spec, row))
+            for row in fields(engine)
+            if row.speculative and not row.methods and is_set(value_of(spec, row))
         ]
         return found
     if algorithm in DRAFT_METHODS[engine] and not is_set(spec.get("speculative_draft_model_path")):
-        found.append(("speculative_draft_model_path", f"{algorithm} needs a draft model path."))
+        # DFLASH's own words (era C speculative_hook.py: _handle_dflash); the others' are specdash's.
+        words = "DFLASH speculative decoding requires setting --speculative-draft-model-path."
+        message = f"SGLang refuses it: {words!r}" if algorithm == "DFLASH" else f"{algorithm} needs a draft model path."
+        found.append(("speculative_draft_model_path", message))
     if engine == SGLANG:
-        found += _sglang_conflicts(spec)
+        found += _sglang_conflicts(spec, algorithm)
     else:
         found += _vllm_conflicts(spec, algorithm)
     return found
 
 
-def _sglang_conflicts(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _int_setting(spec: Mapping[str, Any], engine: str, name: str) -> int | None:
+    """A number field's value in `spec`, or None where it is unset or not a number (its bounds refuse that)."""
+    row = field(engine, name)
+    value = value_of(spec, row) if row is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _sglang_conflicts(spec: Mapping[str, Any], algorithm: str) -> list[tuple[str, str]]:
+    if algorithm == "NGRAM":
+        return _ngram_conflicts(spec)
+    if algorithm in ("DFLASH", "DSPARK"):
+        return _block_conflicts(spec, algorithm)
+    if algorithm not in SGLANG_EAGLE_FAMILY:
+        return []  # UNO: no rule known beyond the table's
     trio = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
     given = [name for name in trio if spec.get(name) is not None]
     if given and len(given) != len(trio):
@@ -445,9 +637,84 @@ def _sglang_conflicts(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     return []
 
 
+def _ngram_conflicts(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    found = []
+    if spec.get("speculative_eagle_topk") is not None:
+        # _handle_ngram: `server_args.speculative_eagle_topk = server_args.speculative_ngram_max_bfs_breadth`,
+        # unconditionally and without a word in the log.
+        found.append(
+            (
+                "speculative_eagle_topk",
+                "SGLang sets NGRAM's topk to its max BFS breadth (speculative_eagle_topk = "
+                "speculative_ngram_max_bfs_breadth) and ignores a topk given: set the N-gram max BFS breadth instead.",
+            )
+        )
+    pairs = (
+        ("speculative_ngram_min_match_window_size", "speculative_ngram_max_match_window_size", "match window"),
+        ("speculative_ngram_min_bfs_breadth", "speculative_ngram_max_bfs_breadth", "BFS breadth"),
+    )
+    for low_name, high_name, what in pairs:
+        low, high = _int_setting(spec, SGLANG, low_name), _int_setting(spec, SGLANG, high_name)
+        if low is not None and high is not None and low > high:
+            # SGLang says nothing of this; its n-gram cache would match no window (specdash's rule).
+            found.append((low_name, f"The min {what} ({low}) is above the max {what} ({high}): set min <= max."))
+    depth = ("speculative_ngram_branch_length", "speculative_ngram_max_trie_depth")
+    if all(_int_setting(spec, SGLANG, name) is not None for name in depth):
+        found.append(
+            (
+                "speculative_ngram_max_trie_depth",
+                "The branch length and the max trie depth are one setting under two SGLang versions' names: set "
+                "the one the host's SGLang knows (branch length before era C, max trie depth from it).",
+            )
+        )
+    return found
+
+
+def _block_conflicts(spec: Mapping[str, Any], algorithm: str) -> list[tuple[str, str]]:
+    """DFLASH's and DSPARK's rules (era C `speculative_hook.py`: _handle_dflash, _handle_dspark), each in SGLang's
+    words: one step of topk 1, and a verify window the block size fixes."""
+    found = []
+    who = "DFLASH" if algorithm == "DFLASH" else "DSpark"
+    for name in ("speculative_num_steps", "speculative_eagle_topk"):
+        value = spec.get(name)
+        if value is not None and value != 1:
+            words = f"{who} only supports {name} == 1; overriding {name}={value} to 1."
+            found.append((name, f"SGLang overrides it: {words!r} Leave it empty or 1 so the config says what runs."))
+    draft = spec.get("speculative_num_draft_tokens")
+    if algorithm == "DFLASH":
+        block = _int_setting(spec, SGLANG, "speculative_dflash_block_size")
+        if block is not None and draft is not None and draft != block:
+            words = (
+                "Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set but they differ. "
+                f"For DFLASH they must match. speculative_num_draft_tokens={draft}, "
+                f"speculative_dflash_block_size={block}."
+            )
+            found.append(("speculative_num_draft_tokens", f"SGLang refuses it: {words!r}"))
+        window = _int_setting(spec, SGLANG, "speculative_draft_window_size")
+        width = block if block is not None else draft
+        if window is not None and isinstance(width, int) and window < width:
+            words = (
+                "--speculative-draft-window-size must be >= --speculative-num-draft-tokens (block_size). "
+                f"window_size={window}, block_size={width}."
+            )
+            found.append(("speculative_draft_window_size", f"SGLang refuses it: {words!r}"))
+        return found
+    gamma = _int_setting(spec, SGLANG, "speculative_dspark_block_size")
+    if gamma is not None and draft is not None and draft != gamma + 1:
+        words = (
+            f"DSpark speculative_num_draft_tokens must equal gamma + 1 (= {gamma + 1} for gamma={gamma}), but got "
+            f"speculative_num_draft_tokens={draft}."
+        )
+        found.append(("speculative_num_draft_tokens", f"SGLang refuses it: {words!r}"))
+    elif isinstance(draft, int) and draft < 2:
+        words = f"DSpark speculative_num_draft_tokens must be >= 2 (= gamma + 1), got {draft}."
+        found.append(("speculative_num_draft_tokens", f"SGLang refuses it: {words!r}"))
+    return found
+
+
 def _vllm_conflicts(spec: Mapping[str, Any], algorithm: str) -> list[tuple[str, str]]:
     found = []
-    if algorithm in DRAFT_METHODS[VLLM] and spec.get("speculative_num_steps") is None:
+    if algorithm in _VLLM_TOKENS_REQUIRED and spec.get("speculative_num_steps") is None:
         # vLLM reads it from the draft's config.json only where that has n_predict, which EAGLE-3 drafts do not.
         found.append(("speculative_num_steps", f"{algorithm} needs num_speculative_tokens (vLLM has no default)."))
     options = spec.get("engine_options") or {}
@@ -460,6 +727,11 @@ def _vllm_conflicts(spec: Mapping[str, Any], algorithm: str) -> list[tuple[str, 
                 f"target model tensor_parallel_size ({tp}).",
             )
         )
+    low, high = _int_setting(spec, VLLM, "prompt_lookup_min"), _int_setting(spec, VLLM, "prompt_lookup_max")
+    if low is not None and high is not None and low > high:
+        # vllm/config/speculative.py, SpeculativeConfig.__post_init__ (ngram).
+        words = f"prompt_lookup_min={low} must be <= prompt_lookup_max={high}"
+        found.append(("prompt_lookup_min", f"vLLM refuses it: {words!r}."))
     return found
 
 
@@ -483,6 +755,7 @@ METHOD_EQUIVALENTS = {
     "NEXTN": "mtp",
     "NGRAM": "ngram",
     "STANDALONE": "draft_model",
+    "DFLASH": "dflash",
 }
 
 

@@ -11,6 +11,8 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import launch_fields
+
 OVERRIDE_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 CONTEXT_LENGTH_FLAG = "--context-length"
 # The most model directories a listing reads; a listing this long may have left some out.
@@ -148,7 +150,45 @@ def vocab_size_of(config: Mapping[str, Any]) -> int | None:
 def listed_text_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """What a host's model listing keeps of a config.json, as its `text_config`: the language model's numbers as
     the checks above read them, so that they read a listed model exactly as they read its config.json."""
-    return {"max_position_embeddings": context_length_of(config), "vocab_size": vocab_size_of(config)}
+    return {
+        "max_position_embeddings": context_length_of(config),
+        "vocab_size": vocab_size_of(config),
+        MTP_LAYER_KEYS[0]: mtp_layers_of(config),
+    }
+
+
+# Where a checkpoint's config.json counts the MTP (next-n prediction) layers it ships beside the model's own:
+# DeepSeek-V3, GLM-4.5 and MiMo say num_nextn_predict_layers, Qwen3-Next mtp_num_hidden_layers.
+MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
+
+
+def mtp_layers_of(config: Mapping[str, Any] | None) -> int | None:
+    """The MTP layers a config.json (or a listing's entry) says the checkpoint has; 0 for a config.json that names
+    none; None where that is not known (a listing made before the count was kept, a config that was not read)."""
+    config = config or {}
+    for where in (_text_config(config), config):
+        for key in MTP_LAYER_KEYS:
+            if key in where:
+                value = where[key]
+                return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    # A config.json always names its model_type; a listing's entry never does (it keeps the count, or nothing).
+    return 0 if "model_type" in config else None
+
+
+def mtp_problem(engine: str, algorithm: str, target_config: Mapping[str, Any]) -> str | None:
+    """Why a method that drafts with the target's own MTP layers (SGLang's NEXTN, vLLM's mtp) cannot run on a
+    target whose checkpoint has none, or None (it has some, or nothing is known). For a config without a draft
+    path: one that names a head exported apart drafts with that head."""
+    if algorithm not in launch_fields.MTP_METHODS.get(engine or launch_fields.SGLANG, ()):
+        return None
+    layers = mtp_layers_of(target_config)
+    if layers is None or layers > 0:
+        return None
+    return (
+        f"{algorithm} drafts with the MTP layers of the target's own checkpoint, and its config.json has none "
+        f"({' / '.join(MTP_LAYER_KEYS)} absent or 0): choose a target with MTP layers, name an exported MTP head "
+        "as the draft model, or choose another method."
+    )
 
 
 def listed_model(models_root: str, listing: Sequence[Mapping[str, Any]], path: str) -> Mapping[str, Any] | None:
@@ -207,6 +247,23 @@ def vllm_max_model_len_problem(
     return None
 
 
+def _vllm_draft_model_vocab_problem(
+    spec: Mapping[str, Any], target_config: Mapping[str, Any], draft_config: Mapping[str, Any]
+) -> str | None:
+    """vLLM's own refusal of a `draft_model` draft of another vocabulary (0.17+, its draft_model proposer;
+    vllm-interface.md §4.3), in its words."""
+    target_vocab, draft_vocab = vocab_size_of(target_config), vocab_size_of(draft_config)
+    if spec.get("speculative_algorithm") != "draft_model" or None in (target_vocab, draft_vocab):
+        return None
+    if target_vocab == draft_vocab:
+        return None
+    return (
+        "vLLM refuses this pair: 'Target and draft model should have the same vocabulary size. Target model "
+        f"vocab_size={target_vocab}. Draft model vocab_size={draft_vocab}. Using models with different tokenizers can "
+        "cause out-of-bounds errors during speculative decoding.'"
+    )
+
+
 def pair_problem(
     engine: str,
     target_config: Mapping[str, Any],
@@ -220,13 +277,17 @@ def pair_problem(
     if engine == "vllm":
         options = spec.get("engine_options") or {}
         draft_len = options.get("draft_max_model_len")
-        return vllm_max_model_len_problem(
-            target_config,
-            draft_config,
-            max_model_len=int_arg(extra_args, VLLM_MAX_MODEL_LEN_FLAG),
-            draft_max_model_len=draft_len if isinstance(draft_len, int) else None,
-            env=env,
-        ) or vocab_problem(target_config, draft_config)
+        return (
+            vllm_max_model_len_problem(
+                target_config,
+                draft_config,
+                max_model_len=int_arg(extra_args, VLLM_MAX_MODEL_LEN_FLAG),
+                draft_max_model_len=draft_len if isinstance(draft_len, int) else None,
+                env=env,
+            )
+            or _vllm_draft_model_vocab_problem(spec, target_config, draft_config)
+            or vocab_problem(target_config, draft_config)
+        )
     return context_length_problem(
         target_config, draft_config, context_length=context_length_arg(extra_args), env=env
     ) or vocab_problem(target_config, draft_config)

@@ -42,3 +42,30 @@ def test_it_duplicates_an_experiment_and_adds_a_candidate_like_the_last(log_in, 
     assert "eagle3" in methods and "EAGLE3" not in methods
     page.click("#add-candidate")
     assert page.input_value("#id_cand-2-engine") == "vllm" and page.is_hidden("#id_cand-2-speculative_eagle_topk")
+
+
+def test_it_shows_a_methods_own_settings_only_while_that_method_is_chosen(log_in, live_web, browser):
+    make_experiment(candidates=[make_eagle_config(steps=3)])
+    page = browser.new_context().new_page()
+    log_in(page)
+    page.goto(f"{live_web}/experiments/new/")
+    breadth, block = (
+        "#id_cand-0-option_speculative_ngram_max_bfs_breadth",
+        "#id_cand-0-option_speculative_dflash_block_size",
+    )
+    assert page.is_hidden(breadth) and page.is_hidden(block)  # EAGLE3 or none: no method's own settings
+
+    page.select_option("#id_cand-0-speculative_algorithm", "NGRAM")
+    assert page.is_visible(breadth) and page.is_visible("#id_cand-0-option_speculative_ngram_match_type")
+    assert page.is_hidden(block) and page.is_hidden("#id_cand-0-option_prompt_lookup_min")
+    page.fill(breadth, "6")
+
+    # Another method hides NGRAM's settings and empties them, so the block never posts one for DFLASH.
+    page.select_option("#id_cand-0-speculative_algorithm", "DFLASH")
+    assert page.is_hidden(breadth) and page.input_value(breadth) == ""
+    assert page.is_visible(block)
+
+    # vLLM's ngram shows its own lookup lengths, not SGLang's NGRAM settings.
+    page.select_option("#id_cand-0-engine", "vllm")
+    page.select_option("#id_cand-0-speculative_algorithm", "ngram")
+    assert page.is_visible("#id_cand-0-option_prompt_lookup_min") and page.is_hidden(breadth)

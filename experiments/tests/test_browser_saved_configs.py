@@ -49,3 +49,23 @@ def test_it_loads_a_saved_config_and_profile_and_saves_the_edit_as_a_linked_vers
     assert (experiment.profile.concurrency, experiment.profile.seed) == ([1, 8], 42)
     page.goto(f"{live_web}/configs/{version.pk}/")
     assert page.inner_text("#derived-from") == "eagle-saved"
+
+
+def test_a_picked_config_shows_its_methods_own_settings_and_keeps_its_name(log_in, live_web, browser):
+    from experiments.models import ServerConfig
+
+    make_host(name="gpu8")
+    ServerConfig.objects.create(
+        name="ngram-saved", model_path="/models/kimi-k2.5-sim", tp_size=8, speculative_algorithm="NGRAM",
+        engine_options={"speculative_ngram_max_bfs_breadth": 6},
+    )  # fmt: skip
+    page = browser.new_context().new_page()
+    log_in(page)
+    page.goto(f"{live_web}/experiments/new/")
+    breadth = "#id_cand-0-option_speculative_ngram_max_bfs_breadth"
+    assert page.is_hidden(breadth)
+
+    _pick(page, "#cand-0-saved-config", "ngram-sav")
+
+    assert page.is_visible(breadth) and page.input_value(breadth) == "6"
+    assert page.input_value("#id_cand-0-name") == "ngram-saved"  # shown, not changed: still the stored config

@@ -112,7 +112,11 @@ def test_every_engine_table_is_whole():
             assert row.via == launch_fields.POSITIONAL or row.key, (engine, row.name)
             assert (row.kind == launch_fields.INT) == (row.bounds is not None), (engine, row.name)
             assert (row.kind == launch_fields.CHOICE) == bool(row.choices), (engine, row.name)
-            assert row.column or row.via == launch_fields.SPEC_JSON, (engine, row.name)
+            # A setting without a column is vLLM's speculative JSON, or one method's own (kept in engine_options).
+            assert row.column or row.via == launch_fields.SPEC_JSON or row.methods, (engine, row.name)
+            assert not row.methods or (not row.column and row.speculative), (engine, row.name)
+            method_row = launch_fields.field(engine, "speculative_algorithm")
+            assert method_row is not None and set(row.methods) <= set(method_row.choices), (engine, row.name)
         # A flag specdash sets is never one a member may add as an extra argument.
         assert launch_fields.managed_flags(engine) >= {"--host", "--port"}
 
@@ -157,7 +161,8 @@ def test_each_engine_refuses_what_its_rows_do_not_take():
     assert launch_fields.field_conflicts("vllm", sglang_topk_on_vllm)[0][0] == "speculative_eagle_topk"
     assert "knows no method 'EAGLE3'" in launch_fields.field_conflicts("vllm", sglang_method_on_vllm)[0][1]
     assert launch_fields.refusals("vllm", {"engine_options": {"speculative_eagle_topk": 1}}) == [
-        "vLLM has no option speculative_eagle_topk (its options: draft_tensor_parallel_size, draft_max_model_len)"
+        "vLLM has no option speculative_eagle_topk (its options: draft_tensor_parallel_size, draft_max_model_len, "
+        "prompt_lookup_min, prompt_lookup_max, suffix_decoding_max_tree_depth, suffix_decoding_max_cached_requests)"
     ]
     assert launch_fields.refusals("trt", {}) == ["engine must be one of sglang, vllm, not 'trt'"]
     draft_tp = {"speculative_algorithm": "eagle3", "speculative_draft_model_path": "/d", "speculative_num_steps": 2,

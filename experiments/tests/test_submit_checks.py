@@ -302,10 +302,15 @@ def test_it_reads_the_context_length_flag():
 def test_it_keeps_the_text_models_numbers_of_a_listed_config():
     config = {"architectures": ["KimiVL"], "text_config": {"max_position_embeddings": 131072, "vocab_size": 7}}
 
-    assert model_checks.listed_text_config(config) == {"max_position_embeddings": 131072, "vocab_size": 7}
-    assert model_checks.listed_text_config({"seq_length": 4096}) == {
+    assert model_checks.listed_text_config(config) == {
+        "max_position_embeddings": 131072,
+        "vocab_size": 7,
+        "num_nextn_predict_layers": None,  # no model_type: not a config.json whose silence says "none"
+    }
+    assert model_checks.listed_text_config({"seq_length": 4096, "model_type": "x"}) == {
         "max_position_embeddings": 4096,
         "vocab_size": None,
+        "num_nextn_predict_layers": 0,
     }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from experiments.actions.runs import do_claim_config_check, do_fail_config_in_preflight
 from experiments.models import Host, Run, ServerConfig
+from experiments.rules import model_checks
 from workers.hostreads import gpus
 
 from .. import engines, hosts
@@ -93,12 +94,12 @@ async def algorithm_warning(models: ModelReader, config: ServerConfig) -> str | 
 
 
 async def model_problem(models: ModelReader, config: ServerConfig) -> str | None:
-    """Why SGLang would refuse `config`'s target and draft pair (missing config.json, short draft context,
-    vocab mismatch), or None."""
+    """Why the engine would refuse `config`'s target and draft pair (missing config.json, short draft context,
+    vocab mismatch), or a method that drafts with the target's MTP layers on a target without any; or None."""
     try:
         target = await models.config_of(config.model_path, "target")
         if not config.speculative_draft_model_path:
-            return None
+            return model_checks.mtp_problem(config.engine, config.speculative_algorithm, target)
         draft = await models.config_of(config.speculative_draft_model_path, "draft")
     except hosts.HostReadError as exc:
         return str(exc)

@@ -13,7 +13,29 @@ _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?::|$)")
 # A multi-line exception message (e.g. "Capture cuda graph failed" and its list of remedies) is kept in
 # the excerpt up to this many lines.
 _MAX_MESSAGE_LINES = 12
-_KIND_RANK = {kind: rank for rank, kind in enumerate(FAILURE_KINDS, start=1)}
+MISCONFIGURED = "misconfigured"
+# The finder's order of kinds, least to most specific; a config SGLang refused sits above a crash.
+_KIND_RANK = {kind: rank for rank, kind in enumerate(("crashed", MISCONFIGURED, *FAILURE_KINDS[1:]), start=1)}
+# What SGLang raises when it refuses a speculative method's settings, at start, before any model is loaded: each
+# method's checks in `ServerArgs` (0.5.x `server_args.py`; era C `arg_groups/speculative_hook.py`: _handle_ngram,
+# _handle_dflash, _handle_dspark, _handle_uno, _handle_eagle_family; `spec_info.py: from_string`). The run failed
+# for its config, not for the host: kind "misconfigured", in SGLang's words.
+_METHOD_REFUSAL = re.compile(
+    r"(?:ValueError|NotImplementedError|AssertionError): (?:"
+    r"Ngram speculative decoding only supports|Currently ngram speculative decoding does not support"
+    r"|--speculative-ngram-external-\S+ must be positive|speculative_ngram_external_sam_budget must be"
+    r"|speculative_eagle_topk\(?\d*\)? > 1 with page_size"
+    r"|DFLASH requires --speculative-dflash-block-size|Both --speculative-num-draft-tokens and "
+    r"--speculative-dflash-block-size|--speculative-draft-window-size must be >=|DFLASH speculative decoding requires"
+    r"|Currently DFLASH speculative decoding"
+    r"|DSpark requires --speculative-dspark-block-size|DSpark speculative_num_draft_tokens must"
+    r"|DSpark could not resolve speculative_num_draft_tokens|DSpark (?:dense )?speculative decoding requires"
+    r"|DSPARK speculative decoding requires|DSpark speculative decoding only supports|DSpark with dp attention"
+    r"|Currently DSpark speculative decoding|UNO requires"
+    r"|Currently standalone speculative decoding does not support|trtllm_mha backend only supports topk = 1"
+    r"|Spec v2 currently only supports topk = 1|Unknown speculative algorithm name: "
+    r"|--speculative-use-rejection-sampling)"
+)
 # Lines after a one-line failure that carry its cause: the exit code of a dead rank, a C++ exception's what(),
 # CUDA's and SGLang's advice. Read after any log prefix (`[12-16 14:27:10] Exit code: -9`, multimodal era).
 _CAUSE_LINE = re.compile(
@@ -112,6 +134,8 @@ def find_failure(lines: Sequence[str]) -> Failure | None:
                     kind, evidence = signal.kind, signal.message
             if evidence is None:
                 evidence = texts[exception_line].strip() if exception_line is not None else message.strip()
+                if exception_line is not None and _METHOD_REFUSAL.match(evidence):
+                    kind = MISCONFIGURED
             strength = 2 if exception_line is not None else 1
             failure = Failure(kind, _named(tp_rank, evidence), first_line=index, last_line=end)
             candidates.append(((_KIND_RANK[kind], strength, -index), failure))
@@ -152,5 +176,5 @@ def find_usage_error(lines: Sequence[str]) -> Failure | None:
         if match is None:
             continue
         usage = next((i for i in range(index, -1, -1) if lines[i].lstrip().startswith("usage:")), index)
-        return Failure(kind="misconfigured", message=match.group("message"), first_line=usage, last_line=index)
+        return Failure(kind=MISCONFIGURED, message=match.group("message"), first_line=usage, last_line=index)
     return None

@@ -34,7 +34,9 @@ def _read(path: Path) -> Case:
         key, _, value = header.removeprefix("# ").partition(": ")
         if key == "message":
             case.messages.append(value)
-        elif key in ("source", "kind", "finder", "first", "last"):
+        elif key == "finder":  # it has a default: the header overrides it
+            case.finder = value
+        elif key in ("source", "kind", "first", "last"):
             setattr(case, key, getattr(case, key) or value)
     case.lines = lines[body + 1 :]
     return case

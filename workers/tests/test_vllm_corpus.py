@@ -220,6 +220,47 @@ Killed""",
         "(APIServer pid=12) ERROR 11-01 08:10:00 [core_client.py:766] Timed out waiting for engine core processes to start. This is often caused by slow weight loading for large models. Waited 600s (configured by VLLM_ENGINE_READY_TIMEOUT_S).",
         "(APIServer pid=12) ERROR 11-01 08:10:00 [core_client.py:766] Timed out waiting for engine core processes to start. This is often caused by slow weight loading for large models. Waited 600s (configured by VLLM_ENGINE_READY_TIMEOUT_S).",
     ),
+    # Each method's own refusals (vllm/config/speculative.py; texts from code, the frames as §4.1 places them).
+    Case(
+        "ngram_lookup_min_above_max",
+        f"""{AP}Traceback (most recent call last):
+{AP}  File "/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", line 1338, in create_engine_config
+{AP}    speculative_config = self.create_speculative_config(
+{AP}pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig
+{AP}  Value error, prompt_lookup_min=6 must be <= prompt_lookup_max=3 [type=value_error, input_value=ArgsKwargs((), {{'method': 'ngram'}}), input_type=ArgsKwargs]
+{AP}    For further information visit https://errors.pydantic.dev/2.11/v/value_error""",
+        "misconfigured",
+        ("prompt_lookup_min=6 must be <= prompt_lookup_max=3",),
+        f"{AP}Traceback (most recent call last):",
+        f"{AP}    For further information visit https://errors.pydantic.dev/2.11/v/value_error",
+    ),
+    Case(
+        "suffix_without_arctic_inference",
+        f"""{AP}Traceback (most recent call last):
+{AP}  File "/usr/local/lib/python3.12/dist-packages/vllm/config/speculative.py", line 402, in __post_init__
+{AP}    self._validate_suffix_decoding()
+{AP}  File "/usr/local/lib/python3.12/dist-packages/vllm/config/speculative.py", line 611, in _validate_suffix_decoding
+{AP}    raise ImportError(
+{AP}ImportError: Arctic Inference is required for suffix decoding. Install via `pip install arctic-inference==0.1.1`.""",
+        "misconfigured",
+        ("Arctic Inference is required for suffix decoding",),
+        f"{AP}Traceback (most recent call last):",
+        f"{AP}ImportError: Arctic Inference is required for suffix decoding. Install via `pip install arctic-inference==0.1.1`.",
+        finder="find_usage_error",
+    ),
+    Case(
+        "draft_model_vocabulary",
+        f"""{EC}EngineCore failed to start.
+{EC}Traceback (most recent call last):
+{EC}  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/spec_decode/draft_model.py", line 75, in __init__
+{EC}    raise ValueError(
+{EC}ValueError: Target and draft model should have the same vocabulary size. Target model vocab_size=151936. Draft model vocab_size=32000. Using models with different tokenizers can cause out-of-bounds errors during speculative decoding.
+{API_WRAPPER}""",
+        "misconfigured",
+        ("Target model vocab_size=151936. Draft model vocab_size=32000",),
+        f"{EC}Traceback (most recent call last):",
+        f"{EC}ValueError: Target and draft model should have the same vocabulary size. Target model vocab_size=151936. Draft model vocab_size=32000. Using models with different tokenizers can cause out-of-bounds errors during speculative decoding.",
+    ),
 ]
 
 

@@ -21,6 +21,16 @@ _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?::|$)")
 # dataclass TypeError for an unknown key.
 _VALIDATION = re.compile(r"ValidationError: \d+ validation errors? for SpeculativeConfig")
 _UNKNOWN_KEY = re.compile(r"TypeError: .*SpeculativeConfig.*unexpected keyword argument")
+# What vLLM raises when it refuses a speculative method's settings (vllm/config/speculative.py:
+# SpeculativeConfig.__post_init__ for ngram's lookup lengths, _validate_suffix_decoding for suffix and its Arctic
+# Inference package; the draft_model proposer's vocabulary check, 0.17+; vllm-interface.md §4.3, §4.4): outside
+# pydantic's block too (an ImportError is not wrapped), the config's fault.
+_METHOD_REFUSAL = re.compile(
+    r"Arctic Inference is required for suffix decoding|suffix_decoding_\w+=\S+ must be"
+    r"|prompt_lookup_(?:min|max)=\S+ must be|Either prompt_lookup_max or prompt_lookup_min must be provided"
+    r"|Target and draft model should have the same vocabulary size|Unknown speculative decoding method"
+    r"|Speculative decoding with draft model is not supported yet"
+)
 _PYDANTIC_TYPE = re.compile(r"\s*\[type=[^\]]*\]?.*$")
 # Words that only point at a failure told elsewhere (above, or in another process): evidence of the last resort.
 _WRAPPER = re.compile(
@@ -103,7 +113,8 @@ def _traceback_failure(texts: Sequence[str], index: int) -> tuple[tuple[int, int
     else:
         message = _exception_message(texts, exception_line, end)
         strength = 0 if _WRAPPER.search(message) else 3
-        if kind == "crashed" and (_VALIDATION.search(message) or _UNKNOWN_KEY.search(message)):
+        refused = _VALIDATION.search(message) or _UNKNOWN_KEY.search(message) or _METHOD_REFUSAL.search(message)
+        if kind == "crashed" and refused:
             kind = MISCONFIGURED
     if kind not in ("crashed", MISCONFIGURED) and evidence is not None and exception_line is None:
         message = evidence

@@ -21,11 +21,11 @@ DATASET_MAX = 32  # BenchmarkProfile.dataset
 
 INTEGERS = frozenset({"completed", "failed"})
 # The server's speculative settings, from SGLang's /server_info as bench_serving stored it beside the results: the
-# method, then its settings, in the launch fields' order (launch_fields' SGLang rows).
+# method, then its settings, in the launch fields' order (launch_fields' SGLang rows with a column).
 SPEC_FIELDS = tuple(
     row.name
     for row in launch_fields.fields(launch_fields.SGLANG)
-    if row.speculative or row.name == "speculative_algorithm"
+    if row.column and (row.speculative or row.name == "speculative_algorithm")
 )
 # The server's other settings a result file may state.
 SERVER_FIELDS = tuple(

@@ -112,3 +112,31 @@ def test_it_switches_a_slow_log_metric_off_with_a_warning_on_the_run():
     # A worker that re-attaches the run does not try the pattern again, nor warn twice.
     again = ServerLog(Run.objects.select_related("config").get(pk=run.pk))
     assert list(again.facts.metrics.patterns) == ["n"]
+
+
+class _Models:
+    """A ModelReader of fixed config.json files (no connection)."""
+
+    def __init__(self, configs: dict[str, dict]) -> None:
+        self.configs = configs
+        self.host = Host(name="gpu", models_root="/models")
+
+    async def config_of(self, path: str, role: str) -> dict:
+        return self.configs[path]
+
+
+@pytest.mark.parametrize(
+    ("target", "draft", "refused"),
+    [
+        ({"model_type": "kimi_k2", "num_nextn_predict_layers": 0}, "", True),
+        ({"model_type": "deepseek_v3", "num_nextn_predict_layers": 1}, "", False),
+        ({"model_type": "kimi_k2"}, "/models/nextn-head", False),  # an exported head drafts instead
+    ],
+)
+def test_it_fails_preflight_for_nextn_on_a_target_without_mtp_layers(target, draft, refused):
+    models = _Models({"/models/m": target, "/models/nextn-head": {"model_type": "kimi_k2"}})
+    config = _config(speculative_algorithm="NEXTN", speculative_draft_model_path=draft)
+
+    problem = asyncio.run(preflight.model_problem(models, config))  # type: ignore[arg-type]
+
+    assert (problem is not None and "MTP layers of the target's own checkpoint" in problem) == refused
