@@ -54,10 +54,10 @@ EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 # vLLM's methods whose speed num_speculative_tokens sets (see the module's docstring for `suffix`).
 VLLM_K_METHODS = ("eagle3", "eagle", "draft_model", "mtp", "ngram")
 # SGLang's methods that draft one run of tokens whose width is the draft-token setting alone: NGRAM looks the next
-# tokens up (its topk is its BFS breadth and its steps follow from the width, `_handle_ngram`), DFLASH drafts a block
-# whose size is the draft tokens (one knob sets both widths, `_handle_dflash`; topk forced to 1). Their sweeps vary the
-# draft-token list; the steps and topk lists are not theirs.
-WIDTH_METHODS = ("NGRAM", "DFLASH")
+# tokens up (its topk is its BFS breadth and its steps follow from the width, `_handle_ngram`), DFLASH and DSPARK
+# draft a block whose size is the draft tokens (one knob sets both widths, `_handle_dflash`; steps and topk forced to
+# 1). Their sweeps vary the draft-token list; the steps and topk lists are not theirs.
+WIDTH_METHODS = ("NGRAM", "DFLASH", "DSPARK")
 MAX_METHODS = 8
 
 # Bounds of what one sweep may ask for. An experiment takes at most 50 candidates; a sweep spanning more than
