@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simhost import acceptance, adaptive, gpu, lines, logs, profiler, speed, telemetry, versions, workload
+from simhost import acceptance, adaptive, gpu, lines, logs, methods, profiler, speed, telemetry, versions, workload
 
 WORDS = (
     "the of and a to in is that it for on with as was at by this be from are or an which have not one had "
@@ -61,6 +61,8 @@ class Request:
     # a repetition loop starts (-1: never) and its period, and how many template ids another prompt template put
     # at the head of input_ids (their outputs differ from the first token).
     repeat_weight: float = 0.0
+    # The method's per-position decay of acceptance for this request (simhost/methods.py; 1.0: flat, as EAGLE's).
+    decay: float = 1.0
     loop_after: int = -1
     loop_period: int = 4
     template_tokens: int = 0
@@ -150,6 +152,12 @@ class Stats:
     # --speculative-adaptive)
     last_num_steps: int = 0
     last_num_draft_tokens: int = 0
+    # DSpark's gauges: the mean cap length (drafts verified) and block accept length of the last window.
+    dspark_caps: int = 0
+    dspark_blocks: int = 0
+    dspark_accepted: int = 0
+    last_cap_length: float = 0.0
+    last_block_accept_length: float = 0.0
     # The scheduler's Prometheus gauges as of the last log tick (a prefill batch or every decode_log_interval decode
     # steps): SGLang sets them there, not on every scrape, so a scrape between ticks reads the last tick's values.
     last_running_reqs: int = 0
@@ -208,7 +216,13 @@ class Engine:
         # /start_profile's torch profiler (simhost/profiler.py): told of every step, writes the traces.
         self.profiler = profiler.Profiler(self.cfg, params, int(getattr(args, "tp_size", 1) or 1))
         self.accept_p = knobs["ngram_accept_p"] if self.cfg.algorithm == "NGRAM" else knobs["accept_p"]
+        if self.cfg.personality.base_p is not None:  # MTP, DFLASH, DSPARK: the method's own (simhost/methods.py)
+            self.accept_p = self.cfg.personality.base_p
+        self.decay = self.cfg.personality.decay if self.cfg.algorithm else 1.0
         self.accept_spread = knobs["accept_spread"]
+        # A STANDALONE draft of another vocabulary, on a version that does not refuse it: every accepted draft token
+        # is another token, so outputs leave the baseline's from the first draft on (drafts.vocab_mismatch).
+        self.vocab_mismatch = bool(knobs.get("vocab_mismatch", 0.0))
         # An EAGLE3 draft served as EAGLE (acceptance.accepts_nothing): every draft is rejected, silently.
         self.accepts_nothing = bool(knobs.get("accepts_nothing", 0.0))
         # SGLANG_SIMULATE_ACC_LEN: every verify step accepts a set length whatever the draft (simhost/adaptive.py);
@@ -284,6 +298,7 @@ class Engine:
             req.rng = random.Random(zlib.crc32(",".join(map(str, req.input_ids)).encode(), self.acceptance_seed))
             p = min(0.99, max(0.01, req.rng.gauss(self.accept_p, self.accept_spread) * req.accept_factor))
             p = workload.repeat_p(p, req.repeat_weight)
+            req.decay = workload.repeat_decay(self.decay, req.repeat_weight)
             req.p = 0.0 if self.accepts_nothing else speed.effective_p(p, self.cfg.branches, self.params.topk_gain)
             req.drafts_histogram = [0] * (self.max_accepted_drafts + 1)
         req.gpu_arrived = self.gpu_seconds
@@ -297,6 +312,8 @@ class Engine:
         if self.cfg.algorithm:
             share = workload.repetitiveness(req.input_ids)
             req.repeat_weight = workload.repeat_weight(share, self.cfg.algorithm)
+        if self.vocab_mismatch and req.diverge_at < 0:
+            req.diverge_at = 1
         faults = self.workload
         if faults.loops(req.input_ids):
             req.loop_after, req.loop_period = faults.loop_after, faults.loop_period
@@ -470,11 +487,18 @@ class Engine:
                     # A looping output: the draft has seen the loop and predicts it (workload.LOOP_ACCEPT_P).
                     k = speed.draw_accepted(req.rng, workload.LOOP_ACCEPT_P, cfg.max_accepted_drafts)
                 else:
-                    k = speed.draw_accepted(req.rng, req.p, cfg.max_accepted_drafts)
+                    k = speed.draw_accepted(req.rng, req.p, cfg.max_accepted_drafts, req.decay)
                 # A 0-step adaptive iteration is counted as a verify of no drafts: one token per forward, so the
                 # request's accept length (tokens / verify ct) stays the tokens per forward it really got.
                 req.verify_ct += 1
-                req.proposed_drafts += max(cfg.num_draft_tokens - 1, 0)
+                if cfg.kind == "DSPARK":  # the verify covers the cap only (simhost/methods.py)
+                    cap = methods.dspark_cap(k, cfg.num_draft_tokens, cfg.dspark_threshold, bs)
+                    req.proposed_drafts += cap
+                    self.stats.dspark_caps += cap
+                    self.stats.dspark_blocks += 1
+                    self.stats.dspark_accepted += k + 1
+                else:
+                    req.proposed_drafts += max(cfg.num_draft_tokens - 1, 0)
                 # The last step keeps only the tokens left: the drafts beyond them are not counted as accepted.
                 kept = min(k, left - 1)
                 req.accepted_drafts += kept
@@ -548,6 +572,10 @@ class Engine:
             st.spec_total_accepted += st.spec_accepted
             st.spec_total_forward_ct += st.spec_forward_ct
             st.spec_accepted = st.spec_forward_ct = 0
+            if st.dspark_blocks:
+                st.last_cap_length = st.dspark_caps / st.dspark_blocks
+                st.last_block_accept_length = st.dspark_accepted / st.dspark_blocks
+                st.dspark_caps = st.dspark_blocks = st.dspark_accepted = 0
         self._tick_gauges()
         graph = speed.uses_cuda_graph(cfg, bs)
         self._log(lines.decode(self.ver, bs, used, usage, spec, graph, st.last_gen_throughput, len(self.waiting)))

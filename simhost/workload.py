@@ -71,6 +71,14 @@ def repeat_p(p: float, weight: float) -> float:
     return p + (max(p, REPEAT_ACCEPT_P) - p) * weight
 
 
+def repeat_decay(decay: float, weight: float) -> float:
+    """A method's per-position decay for a repetitive prompt: flatter, as the whole repeated span matches (what
+    lets NGRAM accept a long run on filler); `decay` itself at weight 0."""
+    if weight <= 0:
+        return decay
+    return decay + (1.0 - decay) * weight
+
+
 @dataclass(frozen=True)
 class WorkloadFaults:
     """The workload faults of one server and their knobs."""

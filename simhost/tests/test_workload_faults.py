@@ -183,20 +183,17 @@ async def test_vllm_loops_accepts_the_loop_and_counts_the_candidates_template(tm
         **FAST,
     }
     spec_config = json.dumps({"method": "eagle3", "model": DRAFT, "num_speculative_tokens": 5})
-    base = start_vllm(tmp_path, "-tp", "2", env=env)
-    spec = start_vllm(
-        tmp_path,
-        *["-tp", "2", "--speculative-config", spec_config, "--per-request-spec-decode-metrics", "detailed"],
-        env=env,
-    )
-    try:
-        for server in (base, spec):
+    prompts = random_prompts(3, length=40)
+    outputs = []
+    # One server at a time: both would take the same simulated GPUs.
+    for flags in ([], ["--speculative-config", spec_config, "--per-request-spec-decode-metrics", "detailed"]):
+        server = start_vllm(tmp_path, "-tp", "2", *flags, env=env)
+        try:
             server.wait_for(r"^INFO:     Application startup complete\.$")
-        prompts = random_prompts(3, length=40)
-        base_out, spec_out = await _vllm_complete(base, prompts, 200), await _vllm_complete(spec, prompts, 200)
-    finally:
-        stop(base)
-        stop(spec)
+            outputs.append(await _vllm_complete(server, prompts, 200))
+        finally:
+            stop(server)
+    base_out, spec_out = outputs
     for b, s in zip(base_out, spec_out, strict=True):
         assert b["usage"]["prompt_tokens"] == 40 and s["usage"]["prompt_tokens"] == 40 + 11
         assert b["choices"][0]["text"] != s["choices"][0]["text"]
