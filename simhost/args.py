@@ -410,6 +410,14 @@ def resolve(argv: list[str], env: dict[str, str]) -> tuple[Any, list[str]]:
         raise ValueError(f"simhost does not simulate speculative algorithm {algo!r}; use one of {list(known)}")
     if algo in EAGLE_FAMILY and not args.speculative_draft_model_path and arch_of(args.model_path) in MTP_ARCHITECTURES:
         args.speculative_draft_model_path = args.model_path  # the MTP heads live in the target's own checkpoint
+    window = getattr(args, "speculative_draft_window_size", None)
+    if window is not None and algo not in ("EAGLE3", "DFLASH"):
+        if int(window) <= 0:
+            raise ValueError(f"--speculative-draft-window-size must be positive, got {window}.")
+        warnings.append(
+            f"--speculative-draft-window-size has no effect with speculative_algorithm={algo} (honored by Llama "
+            "EAGLE-3 and DFLASH only)."
+        )
     if getattr(args, "speculative_adaptive", False):
         warnings += _adaptive_rules(args)
     if algo in EAGLE_FAMILY:

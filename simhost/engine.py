@@ -82,6 +82,8 @@ class Request:
     proposed_drafts: int = 0
     # Index i: the verify steps that accepted exactly i drafts (as counted into accepted_drafts).
     drafts_histogram: list[int] = field(default_factory=list)
+    # DSpark: index i, the verify steps whose cap length was i (the drafts they verified).
+    cap_histogram: list[int] = field(default_factory=list)
     finished: bool = False
     aborted: bool = False
     first_token_at: float | None = None
@@ -494,6 +496,9 @@ class Engine:
                 if cfg.kind == "DSPARK":  # the verify covers the cap only (simhost/methods.py)
                     cap = methods.dspark_cap(k, cfg.num_draft_tokens, cfg.dspark_threshold, bs)
                     req.proposed_drafts += cap
+                    if len(req.cap_histogram) <= cap:
+                        req.cap_histogram += [0] * (cap + 1 - len(req.cap_histogram))
+                    req.cap_histogram[cap] += 1
                     self.stats.dspark_caps += cap
                     self.stats.dspark_blocks += 1
                     self.stats.dspark_accepted += k + 1
@@ -647,4 +652,12 @@ class Engine:
         if not (self.cfg.algorithm and self.ver.spec_tokens_details and req.finished and req.verify_ct):
             return None
         details = self._spec_meta(req, "v0512")
+        if self.cfg.kind == "DSPARK" and req.cap_histogram:  # DSpark's own fields: mean cap, block accept length
+            caps = sum(i * n for i, n in enumerate(req.cap_histogram))
+            return {
+                **details,
+                "spec_cap_length": caps / req.verify_ct,
+                "spec_block_accept_length": details["spec_accept_length"],
+                "spec_cap_lens_histogram": list(req.cap_histogram),
+            }
         return {**details, "spec_cap_length": None, "spec_block_accept_length": None, "spec_cap_lens_histogram": None}

@@ -345,3 +345,58 @@ def test_vllm_k_tokens_are_sglangs_k_steps_at_topk_1():
     assert (cfg.kind, cfg.num_steps, cfg.topk, cfg.num_draft_tokens) == ("EAGLE3", 2, 1, 3)
     ngram = S.from_server_args(engine_args(vllm_setup(V033, {"method": "ngram", "num_speculative_tokens": 4})))
     assert ngram.max_accepted_drafts == 4
+
+
+def test_a_drafter_window_is_honoured_by_eagle3_and_dflash_only():
+    _, warnings = resolve(["--model", TARGET, "--speculative-algorithm", "NGRAM", "--speculative-draft-window-size",
+                              "64"], V0523)  # fmt: skip
+    assert (
+        "--speculative-draft-window-size has no effect with speculative_algorithm=NGRAM (honored by Llama EAGLE-3 "
+        "and DFLASH only)."
+    ) in warnings
+    with pytest.raises(ValueError, match=r"^--speculative-draft-window-size must be >= --speculative-num-draft-tokens"):
+        resolve(["--model", TARGET, "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", DFLASH,
+                 "--speculative-draft-window-size", "8"], V0523)  # fmt: skip
+
+
+async def test_dspark_answers_its_own_spec_tokens_details(launch):
+    server = launch("--speculative-algorithm", "DSPARK", env={**FAST, **V0523})
+    server.wait_ready()
+    async with aiohttp.ClientSession(server.base) as http:
+        body = {"model": "default", "prompt": list(range(40)), "max_tokens": 60, "return_spec_tokens_details": True}
+        async with http.post("/v1/completions", json=body) as r:
+            details = (await r.json())["sglext"]["spec_tokens_details"]
+    assert details["spec_cap_length"] == 5.0 and details["spec_cap_lens_histogram"] == [0, 0, 0, 0, 0, details[
+        "spec_verify_ct"]]  # fmt: skip
+    assert details["spec_block_accept_length"] == details["spec_accept_length"] > 1.0
+
+
+def gpu_kv_tokens(text: str) -> int:
+    found = re.search(r"GPU KV cache size: ([\d,]+) tokens", text)
+    assert found, text[-2000:]
+    return int(found.group(1).replace(",", ""))
+
+
+def test_vllm_drafters_cost_kv_cache_tokens(tmp_path):
+    from .test_vllm_serve import start_vllm, stop
+
+    env = {"SIMHOST_VLLM_VERSION": "0.33.0", "SIMHOST_GPU_MEMORY_MIB": "700000", **FAST}
+    configs = {
+        "none": None,
+        "eagle3": {"method": "eagle3", "model": DRAFT, "num_speculative_tokens": 3},
+        "dflash": {"method": "dflash", "model": DFLASH, "num_speculative_tokens": 15},
+        "draft_model": {"method": "draft_model", "model": STANDALONE, "num_speculative_tokens": 3},
+        "ngram": {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4},
+    }
+    tokens = {}
+    for name, config in configs.items():  # one at a time: they would share the simulated GPUs
+        flags = ["--speculative-config", json.dumps(config)] if config else []
+        server = start_vllm(tmp_path, "-tp", "2", *flags, env=env)
+        try:
+            server.wait_for(r"^INFO:     Application startup complete\.$")
+            tokens[name] = gpu_kv_tokens(server.text())
+        finally:
+            stop(server)
+    assert tokens["none"] > tokens["eagle3"] > tokens["dflash"]
+    assert tokens["draft_model"] < 0.7 * tokens["eagle3"]
+    assert tokens["ngram"] > tokens["eagle3"]  # no drafter
