@@ -202,3 +202,41 @@ async def test_vllm_loops_accepts_the_loop_and_counts_the_candidates_template(tm
         metrics = s["metrics"]["speculative_decoding"]
         # 39 tokens at the healthy rate, then 160 at ~5.9 per verify (5 drafts).
         assert metrics["mean_acceptance_length"] > 4.0
+
+
+async def test_vllm_loops_only_the_candidate_and_ngram_follows_the_prompts_repetitiveness(tmp_path):
+    from .conftest import TARGET
+
+    env = {
+        "SIMHOST_VLLM_VERSION": "0.33.0",
+        "SIMHOST_GPU_MEMORY_MIB": "700000",
+        "SIMHOST_FAULTS": "output_loop_speculative",
+        "SIMHOST_LOOP_SHARE": "1",
+        "MODEL": TARGET,
+        **FAST,
+    }
+    ngram = json.dumps({"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4})
+    outputs = []
+    for flags in ([], ["--speculative-config", ngram, "--per-request-spec-decode-metrics", "detailed"]):
+        server = start_vllm(tmp_path, "-tp", "2", *flags, env=env)
+        try:
+            server.wait_for(r"^INFO:     Application startup complete\.$")
+            async with aiohttp.ClientSession(server.base) as http:
+                results = []
+                for prompt in (FILLER, NATURAL):
+                    body = {"model": TARGET, "prompt": prompt, "max_tokens": 120}
+                    async with http.post("/v1/completions", json=body) as r:
+                        assert r.status == 200, await r.text()
+                        results.append(await r.json())
+            outputs.append(results)
+        finally:
+            stop(server)
+    (base_filler, base_natural), (spec_filler, spec_natural) = outputs
+    for base, spec in ((base_filler, spec_filler), (base_natural, spec_natural)):
+        base_words, spec_words = base["choices"][0]["text"].split(), spec["choices"][0]["text"].split()
+        assert base_words[:40] == spec_words[:40] and base_words[40:] != spec_words[40:]
+        assert spec_words[44:] == spec_words[40:44] * 19  # the candidate's loop
+    # Before the loop starts the filler prompt is found again: NGRAM accepts it far more than natural text.
+    filler_steps = spec_filler["metrics"]["speculative_decoding"]["per_step_accepted"]
+    natural_steps = spec_natural["metrics"]["speculative_decoding"]["per_step_accepted"]
+    assert sum(filler_steps[:5]) / 5 > 3 > 1.5 > sum(natural_steps[:5]) / 5
