@@ -7,6 +7,7 @@ One table drives both the argparse parser and the `ServerArgs` dataclass, so `/s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import json
@@ -177,6 +178,50 @@ _BETA_SPEC_FIELD: tuple[str, Any, list[str], dict[str, Any], str] = (
 )
 ERA_C_ALGORITHMS = [*SPEC_ALGORITHMS, "DFLASH", "DSPARK", "UNO"]
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
+# The algorithms simhost runs (UNO is a builtin name of era C it does not simulate).
+SIMULATED_ALGORITHMS = (*SPEC_ALGORITHMS, "DFLASH", "DSPARK")
+# Targets whose checkpoint carries MTP heads: SGLang points the draft at the target itself (`_handle_eagle_family`).
+MTP_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "Glm4MoeForCausalLM", "BailingMoeV2ForCausalLM")
+
+# NGRAM's flags, in ServerArgs order after --speculative-draft-attention-backend (0.5.9's and 0.5.20's dumps):
+# classic eras (0.5.3 - 0.5.12) match windows and a branch length; era C a trie depth and an external corpus, no
+# match windows (0.5.20 measured: "window-size flags do not exist"). From era C's first release on: a guess.
+_NGRAM_CLASSIC: list[tuple[str, Any, list[str], dict[str, Any], str]] = [
+    ("speculative_ngram_min_match_window_size", 1, [], _INT, "NGRAM: shortest suffix matched."),
+    ("speculative_ngram_max_match_window_size", 12, [], _INT, "NGRAM: longest suffix matched."),
+    ("speculative_ngram_min_bfs_breadth", 1, [], _INT, "NGRAM: narrowest trie breadth."),
+    ("speculative_ngram_max_bfs_breadth", 10, [], _INT, "NGRAM: widest trie breadth (becomes the topk)."),
+    ("speculative_ngram_match_type", "BFS", [], {"type": str, "choices": ["BFS", "PROB"]}, "NGRAM: match type."),
+    ("speculative_ngram_branch_length", 18, [], _INT, "NGRAM: branch length."),
+    ("speculative_ngram_capacity", 10_000_000, [], _INT, "NGRAM: trie capacity."),
+]
+_NGRAM_ERA_C: list[tuple[str, Any, list[str], dict[str, Any], str]] = [
+    ("speculative_ngram_min_bfs_breadth", 1, [], _INT, "NGRAM: narrowest trie breadth."),
+    ("speculative_ngram_max_bfs_breadth", 10, [], _INT, "NGRAM: widest trie breadth (becomes the topk)."),
+    ("speculative_ngram_match_type", "BFS", [], {"type": str, "choices": ["BFS", "PROB"]}, "NGRAM: match type."),
+    ("speculative_ngram_max_trie_depth", 18, [], _INT, "NGRAM: trie depth."),
+    ("speculative_ngram_capacity", 10_000_000, [], _INT, "NGRAM: trie capacity."),
+    ("speculative_ngram_external_corpus_path", None, [], _STR, "NGRAM: an external corpus (accepted)."),
+    ("speculative_ngram_external_sam_budget", 0, [], _INT, "NGRAM: drafts from the external corpus."),
+    ("speculative_ngram_external_corpus_max_tokens", 10_000_000, [], _INT, "NGRAM: external corpus size."),
+]
+# Era C's block drafters (0.5.23 `arg_groups/speculative_hook.py`): DFLASH's block size and the draft's window
+# after the draft tokens, DSpark's block size and confidence threshold (default 0.5: a guess from a DSpark port's
+# CLI, SGLang's own default not read).
+_BLOCK_FLAGS_AFTER_DRAFT_TOKENS: list[tuple[str, Any, list[str], dict[str, Any], str]] = [
+    ("speculative_dflash_block_size", None, [], _INT, "DFLASH: block size (= draft tokens); default the draft's."),
+]
+_BLOCK_FLAGS_AFTER_ATTENTION: list[tuple[str, Any, list[str], dict[str, Any], str]] = [
+    ("speculative_draft_window_size", None, [], _INT, "DFLASH / EAGLE-3: draft KV window (accepted)."),
+    ("speculative_dspark_block_size", None, [], _INT, "DSPARK: block size (= draft tokens); default the draft's."),
+    (
+        "speculative_dspark_confidence_threshold",
+        0.5,
+        [],
+        _FLOAT,
+        "DSPARK: confidence needed to verify a draft, [0, 1]; 0 verifies whole blocks.",
+    ),
+]
 
 
 def _fields(ver: versions.Version) -> list[tuple[str, Any, list[str], dict[str, Any], str]]:
@@ -190,6 +235,10 @@ def _fields(ver: versions.Version) -> list[tuple[str, Any, list[str], dict[str, 
         out.append(entry)
         if name == "disable_radix_cache" and ver.arg_groups:
             out += _ERA_C_FIELDS
+        if name == "speculative_num_draft_tokens" and ver.arg_groups:
+            out += _BLOCK_FLAGS_AFTER_DRAFT_TOKENS
+        if name == "speculative_draft_attention_backend":
+            out += _BLOCK_FLAGS_AFTER_ATTENTION + _NGRAM_ERA_C if ver.arg_groups else _NGRAM_CLASSIC
         if name == "disable_overlap_schedule" and ver.beta_spec_flag:
             out.append(_BETA_SPEC_FIELD)
     return out
@@ -356,8 +405,19 @@ def resolve(argv: list[str], env: dict[str, str]) -> tuple[Any, list[str]]:
     if args.speculative_algorithm == "NEXTN":
         args.speculative_algorithm = "EAGLE"
     algo = args.speculative_algorithm
-    if algo is not None and algo not in SPEC_ALGORITHMS:
-        raise ValueError(f"simhost does not simulate speculative algorithm {algo!r}; use one of {SPEC_ALGORITHMS}")
+    known = SIMULATED_ALGORITHMS if ver.arg_groups else SPEC_ALGORITHMS
+    if algo is not None and algo not in known:
+        raise ValueError(f"simhost does not simulate speculative algorithm {algo!r}; use one of {list(known)}")
+    if algo in EAGLE_FAMILY and not args.speculative_draft_model_path and arch_of(args.model_path) in MTP_ARCHITECTURES:
+        args.speculative_draft_model_path = args.model_path  # the MTP heads live in the target's own checkpoint
+    window = getattr(args, "speculative_draft_window_size", None)
+    if window is not None and algo not in ("EAGLE3", "DFLASH"):
+        if int(window) <= 0:
+            raise ValueError(f"--speculative-draft-window-size must be positive, got {window}.")
+        warnings.append(
+            f"--speculative-draft-window-size has no effect with speculative_algorithm={algo} (honored by Llama "
+            "EAGLE-3 and DFLASH only)."
+        )
     if getattr(args, "speculative_adaptive", False):
         warnings += _adaptive_rules(args)
     if algo in EAGLE_FAMILY:
@@ -397,13 +457,11 @@ def resolve(argv: list[str], env: dict[str, str]) -> tuple[Any, list[str]]:
             )
             args.speculative_num_draft_tokens = args.speculative_num_steps + 1
     elif algo == "NGRAM":
-        args.disable_overlap_schedule = True
-        if args.speculative_num_draft_tokens is None:
-            args.speculative_num_draft_tokens = 12
-        if args.speculative_num_steps is None:
-            args.speculative_num_steps = args.speculative_num_draft_tokens - 1
-        if args.speculative_eagle_topk is None:
-            args.speculative_eagle_topk = 1
+        warnings += _ngram_rules(args, ver)
+    elif algo == "DFLASH":
+        warnings += _dflash_rules(args, ver)
+    elif algo == "DSPARK":
+        warnings += _dspark_rules(args, ver)
 
     if args.mem_fraction_static is None:
         max_bs = cuda_graph_max_bs(args) or 0
@@ -417,6 +475,149 @@ def resolve(argv: list[str], env: dict[str, str]) -> tuple[Any, list[str]]:
             reserved += 2 * 1024
         args.mem_fraction_static = round((gpu_mib - reserved) / gpu_mib, 3)
     return args, deprecations + warnings
+
+
+def arch_of(model_path: str) -> str:
+    try:
+        return str((read_model_config(model_path).get("architectures") or [""])[0])
+    except OSError:
+        return ""
+
+
+def _max_running_48(args: Any, ver: versions.Version) -> list[str]:
+    if args.max_running_requests is not None:
+        return []
+    args.max_running_requests = 48
+    if not ver.warns_max_running_reset:
+        return []
+    return [
+        "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly setting "
+        "--max-running-requests."
+    ]
+
+
+def _ngram_rules(args: Any, ver: versions.Version) -> list[str]:
+    """SGLang's `_handle_ngram`: CUDA only, topk from the widest trie breadth, 12 draft tokens by default, mixed
+    chunk off (and the overlap scheduler, before era C)."""
+    if args.device not in (None, "cuda") and not str(args.device).startswith("cuda"):
+        raise ValueError("Ngram speculative decoding only supports CUDA device.")
+    out = _max_running_48(args, ver)
+    args.enable_mixed_chunk = False
+    args.speculative_eagle_topk = args.speculative_ngram_max_bfs_breadth
+    if args.speculative_num_draft_tokens is None:
+        args.speculative_num_draft_tokens = 12
+        if ver.arg_groups:
+            out.append(
+                "speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. You can "
+                "override this by explicitly setting --speculative-num-draft-tokens."
+            )
+    if args.speculative_num_steps is None:
+        if ver.arg_groups:
+            args.speculative_num_steps = max(1, args.speculative_num_draft_tokens // args.speculative_eagle_topk)
+        else:  # what simhost always did for the classic eras (SGLang's own rule there not read)
+            args.speculative_num_steps = args.speculative_num_draft_tokens - 1
+    if ver.arg_groups:
+        external = args.speculative_ngram_external_corpus_path is not None
+        if external and args.speculative_ngram_external_sam_budget <= 0:
+            raise ValueError(
+                "--speculative-ngram-external-sam-budget must be positive when "
+                "--speculative-ngram-external-corpus-path is set."
+            )
+        if external and args.speculative_ngram_external_sam_budget > args.speculative_num_draft_tokens - 1:
+            raise ValueError(
+                "speculative_ngram_external_sam_budget must be less than or equal to "
+                f"speculative_num_draft_tokens - 1 ({args.speculative_num_draft_tokens - 1})."
+            )
+        out.append("The mixed chunked prefill are disabled because of using ngram speculative decoding.")
+    else:
+        args.disable_overlap_schedule = True
+        out.append("The overlap scheduler and mixed chunked prefill are disabled because of using ngram speculative "
+                   "decoding.")  # fmt: skip
+    topk, page = args.speculative_eagle_topk, args.page_size or 1
+    if topk > 1 and page > 1 and args.attention_backend != "flashinfer":
+        raise ValueError(
+            f"speculative_eagle_topk({topk}) > 1 with page_size({page}) > 1 is unstable and produces incorrect "
+            "results for paged attention backends. This combination is only supported for the 'flashinfer' backend."
+        )
+    if args.enable_dp_attention:
+        raise ValueError("Currently ngram speculative decoding does not support dp attention.")
+    return out
+
+
+def _block_rules(args: Any, name: str, block_flag: str, default_block: int, config_key: str) -> list[str]:
+    """What `_handle_dflash` and `_handle_dspark` share: one step and topk 1 forced with a warning, the block size
+    flag equal to the draft tokens, the draft tokens defaulting to the draft's config, else `default_block`."""
+    out = []
+    for field in ("speculative_num_steps", "speculative_eagle_topk"):
+        value = getattr(args, field)
+        if value is not None and int(value) != 1:
+            out.append(f"{name} only supports {field} == 1; overriding {field}={value} to 1.")
+        setattr(args, field, 1)
+    block = getattr(args, block_flag)
+    flag = "--" + block_flag.replace("_", "-")
+    if block is not None:
+        if int(block) <= 0:
+            raise ValueError(f"{name} requires {flag} to be positive, got {block}.")
+        drafts = args.speculative_num_draft_tokens
+        if drafts is not None and int(drafts) != int(block):
+            raise ValueError(
+                f"Both --speculative-num-draft-tokens and {flag} are set but they differ. For {name} they must "
+                f"match. speculative_num_draft_tokens={drafts}, {block_flag}={block}."
+            )
+        args.speculative_num_draft_tokens = int(block)
+    if args.speculative_num_draft_tokens is None:
+        inferred = None
+        path = args.speculative_draft_model_path
+        if path:
+            with contextlib.suppress(OSError):
+                inferred = read_model_config(path).get(config_key)
+        if not inferred:
+            inferred = default_block
+            out.append(f"speculative_num_draft_tokens is not set; defaulting to {inferred} for {name}.")
+        args.speculative_num_draft_tokens = int(inferred)
+    return out
+
+
+def _dflash_rules(args: Any, ver: versions.Version) -> list[str]:
+    """SGLang's `_handle_dflash` (era C)."""
+    if args.enable_dp_attention:
+        raise ValueError("Currently DFLASH speculative decoding does not support dp attention.")
+    if args.pp_size != 1:
+        raise ValueError("Currently DFLASH speculative decoding only supports pp_size == 1.")
+    if args.speculative_draft_model_path is None:
+        raise ValueError("DFLASH speculative decoding requires setting --speculative-draft-model-path.")
+    out = _block_rules(args, "DFLASH", "speculative_dflash_block_size", 16, "block_size")
+    window = args.speculative_draft_window_size
+    if window is not None:
+        if int(window) <= 0:
+            raise ValueError(f"--speculative-draft-window-size must be positive, got {window}.")
+        if int(window) < args.speculative_num_draft_tokens:
+            raise ValueError(
+                "--speculative-draft-window-size must be >= --speculative-num-draft-tokens (block_size). "
+                f"window_size={window}, block_size={args.speculative_num_draft_tokens}."
+            )
+    out += _max_running_48(args, ver)
+    if args.enable_mixed_chunk:
+        args.enable_mixed_chunk = False
+        out.append("Mixed chunked prefill is disabled because of using dflash speculative decoding.")
+    return out
+
+
+def _dspark_rules(args: Any, ver: versions.Version) -> list[str]:
+    """SGLang's `_handle_dspark` (era C): the draft defaults to the target's own checkpoint."""
+    if args.pp_size != 1:
+        raise ValueError("Currently DSpark speculative decoding only supports pp_size == 1.")
+    if args.speculative_draft_model_path is None:
+        args.speculative_draft_model_path = args.model_path
+    out = _block_rules(args, "DSpark", "speculative_dspark_block_size", 5, "dspark_block_size")
+    threshold = float(args.speculative_dspark_confidence_threshold)
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"--speculative-dspark-confidence-threshold must be in [0, 1], got {threshold}.")
+    out += _max_running_48(args, ver)
+    if args.enable_mixed_chunk:
+        args.enable_mixed_chunk = False
+        out.append("Mixed chunked prefill is disabled because of using DSpark speculative decoding.")
+    return out
 
 
 def _adaptive_rules(args: Any) -> list[str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simhost import acceptance, adaptive, gpu, lines, logs, profiler, speed, telemetry, versions
+from simhost import acceptance, adaptive, gpu, lines, logs, methods, profiler, speed, telemetry, versions, workload
 
 WORDS = (
     "the of and a to in is that it for on with as was at by this be from are or an which have not one had "
@@ -57,6 +57,15 @@ class Request:
     # leaves the right one (-1: never).
     accept_factor: float = 1.0
     diverge_at: int = -1
+    # Hooks of simhost/workload.py: the prompt's repeat weight (0: acceptance as it is), the output position where
+    # a repetition loop starts (-1: never) and its period, and how many template ids another prompt template put
+    # at the head of input_ids (their outputs differ from the first token).
+    repeat_weight: float = 0.0
+    # The method's per-position decay of acceptance for this request (simhost/methods.py; 1.0: flat, as EAGLE's).
+    decay: float = 1.0
+    loop_after: int = -1
+    loop_period: int = 4
+    template_tokens: int = 0
     created: float = field(default_factory=time.monotonic)
     output_ids: list[int] = field(default_factory=list)
     # The output kept ready to serialize: the cumulative text (" word" per token; plain ASCII, nothing to
@@ -73,6 +82,8 @@ class Request:
     proposed_drafts: int = 0
     # Index i: the verify steps that accepted exactly i drafts (as counted into accepted_drafts).
     drafts_histogram: list[int] = field(default_factory=list)
+    # DSpark: index i, the verify steps whose cap length was i (the drafts they verified).
+    cap_histogram: list[int] = field(default_factory=list)
     finished: bool = False
     aborted: bool = False
     first_token_at: float | None = None
@@ -96,8 +107,14 @@ class Request:
         """Append `count` output tokens: the request's own text, or `token` repeated (simulated acceptance's fixed
         token mode writes one token id for everything a verify step accepts)."""
         start = len(self.output_ids)
-        seed = sum(self.input_ids[:8]) + len(self.input_ids)
-        new = [((seed + 7 * i) % len(WORDS) + 1000 * ((seed + i) % 7)) % vocab for i in range(start, start + count)]
+        prompt = self.input_ids[self.template_tokens :]
+        seed = sum(prompt[:8]) + len(prompt)
+        positions = range(start, start + count)
+        if self.loop_after >= 0:
+            positions = [workload.loop_source(i, self.loop_after, self.loop_period) for i in positions]  # type: ignore[assignment]
+        new = [((seed + 7 * i) % len(WORDS) + 1000 * ((seed + i) % 7)) % vocab for i in positions]
+        if self.template_tokens:
+            new = [(t + 1) % vocab for t in new]
         if token is not None:
             new = [token % vocab] * count
         elif self.diverge_at >= 0:
@@ -137,6 +154,12 @@ class Stats:
     # --speculative-adaptive)
     last_num_steps: int = 0
     last_num_draft_tokens: int = 0
+    # DSpark's gauges: the mean cap length (drafts verified) and block accept length of the last window.
+    dspark_caps: int = 0
+    dspark_blocks: int = 0
+    dspark_accepted: int = 0
+    last_cap_length: float = 0.0
+    last_block_accept_length: float = 0.0
     # The scheduler's Prometheus gauges as of the last log tick (a prefill batch or every decode_log_interval decode
     # steps): SGLang sets them there, not on every scrape, so a scrape between ticks reads the last tick's values.
     last_running_reqs: int = 0
@@ -195,7 +218,13 @@ class Engine:
         # /start_profile's torch profiler (simhost/profiler.py): told of every step, writes the traces.
         self.profiler = profiler.Profiler(self.cfg, params, int(getattr(args, "tp_size", 1) or 1))
         self.accept_p = knobs["ngram_accept_p"] if self.cfg.algorithm == "NGRAM" else knobs["accept_p"]
+        if self.cfg.personality.base_p is not None:  # MTP, DFLASH, DSPARK: the method's own (simhost/methods.py)
+            self.accept_p = self.cfg.personality.base_p
+        self.decay = self.cfg.personality.decay if self.cfg.algorithm else 1.0
         self.accept_spread = knobs["accept_spread"]
+        # A STANDALONE draft of another vocabulary, on a version that does not refuse it: every accepted draft token
+        # is another token, so outputs leave the baseline's from the first draft on (drafts.vocab_mismatch).
+        self.vocab_mismatch = bool(knobs.get("vocab_mismatch", 0.0))
         # An EAGLE3 draft served as EAGLE (acceptance.accepts_nothing): every draft is rejected, silently.
         self.accepts_nothing = bool(knobs.get("accepts_nothing", 0.0))
         # SGLANG_SIMULATE_ACC_LEN: every verify step accepts a set length whatever the draft (simhost/adaptive.py);
@@ -211,6 +240,8 @@ class Engine:
             self.adaptive = adaptive.AdaptiveSteps(
                 adaptive.parse_config(Path(path).read_text() if path else None), self.cfg.num_steps, graph_bs
             )
+        # The workload faults (output_loop, template_mismatch); main sets them from SIMHOST_FAULTS.
+        self.workload = workload.WorkloadFaults()
         self.started = time.monotonic()
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -261,17 +292,36 @@ class Engine:
         return not self.running and not self.waiting
 
     def submit(self, req: Request) -> None:
+        if req.kind == "generate":
+            self._shape(req)
         if self.cfg.algorithm:
             # What a draft accepts is a property of the prompt (at temperature 0 a real GPU accepts the same drafts
             # for the same prompt on every launch): the draws come from the prompt, not from the launch's noise.
             req.rng = random.Random(zlib.crc32(",".join(map(str, req.input_ids)).encode(), self.acceptance_seed))
             p = min(0.99, max(0.01, req.rng.gauss(self.accept_p, self.accept_spread) * req.accept_factor))
+            p = workload.repeat_p(p, req.repeat_weight)
+            req.decay = workload.repeat_decay(self.decay, req.repeat_weight)
             req.p = 0.0 if self.accepts_nothing else speed.effective_p(p, self.cfg.branches, self.params.topk_gain)
             req.drafts_histogram = [0] * (self.max_accepted_drafts + 1)
         req.gpu_arrived = self.gpu_seconds
         self.waiting.append(req)
         self._idle.clear()
         self._wake.set()
+
+    def _shape(self, req: Request) -> None:
+        """What the workload and its faults do to a client's request (simhost/workload.py): the prompt's
+        repetitiveness moves acceptance, a looping prompt's output loops, another template adds its ids."""
+        if self.cfg.algorithm:
+            share = workload.repetitiveness(req.input_ids)
+            req.repeat_weight = workload.repeat_weight(share, self.cfg.algorithm)
+        if self.vocab_mismatch and req.diverge_at < 0:
+            req.diverge_at = 1
+        faults = self.workload
+        if faults.loops(req.input_ids):
+            req.loop_after, req.loop_period = faults.loop_after, faults.loop_period
+        if faults.template_extra:
+            req.input_ids = faults.template_ids(self.vocab) + req.input_ids
+            req.template_tokens = faults.template_extra
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
@@ -435,12 +485,25 @@ class Engine:
             if self.cfg.algorithm:
                 if simulated_length is not None:
                     k = simulated_length - 1
+                elif req.loop_after >= 0 and len(req.output_ids) >= req.loop_after and not self.accepts_nothing:
+                    # A looping output: the draft has seen the loop and predicts it (workload.LOOP_ACCEPT_P).
+                    k = speed.draw_accepted(req.rng, workload.LOOP_ACCEPT_P, cfg.max_accepted_drafts)
                 else:
-                    k = speed.draw_accepted(req.rng, req.p, cfg.max_accepted_drafts)
+                    k = speed.draw_accepted(req.rng, req.p, cfg.max_accepted_drafts, req.decay)
                 # A 0-step adaptive iteration is counted as a verify of no drafts: one token per forward, so the
                 # request's accept length (tokens / verify ct) stays the tokens per forward it really got.
                 req.verify_ct += 1
-                req.proposed_drafts += max(cfg.num_draft_tokens - 1, 0)
+                if cfg.kind == "DSPARK":  # the verify covers the cap only (simhost/methods.py)
+                    cap = methods.dspark_cap(k, cfg.num_draft_tokens, cfg.dspark_threshold, bs)
+                    req.proposed_drafts += cap
+                    if len(req.cap_histogram) <= cap:
+                        req.cap_histogram += [0] * (cap + 1 - len(req.cap_histogram))
+                    req.cap_histogram[cap] += 1
+                    self.stats.dspark_caps += cap
+                    self.stats.dspark_blocks += 1
+                    self.stats.dspark_accepted += k + 1
+                else:
+                    req.proposed_drafts += max(cfg.num_draft_tokens - 1, 0)
                 # The last step keeps only the tokens left: the drafts beyond them are not counted as accepted.
                 kept = min(k, left - 1)
                 req.accepted_drafts += kept
@@ -514,6 +577,10 @@ class Engine:
             st.spec_total_accepted += st.spec_accepted
             st.spec_total_forward_ct += st.spec_forward_ct
             st.spec_accepted = st.spec_forward_ct = 0
+            if st.dspark_blocks:
+                st.last_cap_length = st.dspark_caps / st.dspark_blocks
+                st.last_block_accept_length = st.dspark_accepted / st.dspark_blocks
+                st.dspark_caps = st.dspark_blocks = st.dspark_accepted = 0
         self._tick_gauges()
         graph = speed.uses_cuda_graph(cfg, bs)
         self._log(lines.decode(self.ver, bs, used, usage, spec, graph, st.last_gen_throughput, len(self.waiting)))
@@ -585,4 +652,12 @@ class Engine:
         if not (self.cfg.algorithm and self.ver.spec_tokens_details and req.finished and req.verify_ct):
             return None
         details = self._spec_meta(req, "v0512")
+        if self.cfg.kind == "DSPARK" and req.cap_histogram:  # DSpark's own fields: mean cap, block accept length
+            caps = sum(i * n for i, n in enumerate(req.cap_histogram))
+            return {
+                **details,
+                "spec_cap_length": caps / req.verify_ct,
+                "spec_block_accept_length": details["spec_accept_length"],
+                "spec_cap_lens_histogram": list(req.cap_histogram),
+            }
         return {**details, "spec_cap_length": None, "spec_block_accept_length": None, "spec_cap_lens_histogram": None}

@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, NoReturn
 
-from simhost import acceptance, adaptive, knobs, logs, scheduler, speed, tracebacks, versions
+from simhost import acceptance, adaptive, drafts, knobs, logs, scheduler, speed, tracebacks, versions, workload
 from simhost import args as sargs
 from simhost import faults as sfaults
 
@@ -82,12 +82,19 @@ class Launcher:
         # Read once at startup, as SGLang's envs are: a value that is not a float fails here, from the main process.
         self.simulated = adaptive.SimulatedAcceptance.from_env(os.environ, self.ver.simulate_acc_default_method)
         self.draft: dict[str, Any] | None = None
-        if a.speculative_algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
+        self.draft_index: dict[str, Any] | None = None
+        if a.speculative_algorithm in ("EAGLE", "EAGLE3", "STANDALONE", "DFLASH", "DSPARK"):
             if not a.speculative_draft_model_path:
                 raise ValueError(
                     f"--speculative-draft-model-path is required for speculative algorithm {a.speculative_algorithm}"
                 )
-            self.draft = sargs.read_model_config(a.speculative_draft_model_path)
+            if a.speculative_draft_model_path == a.model_path:  # MTP heads or DSpark layers in the target
+                self.draft, self.draft_index = drafts.in_checkpoint(
+                    a.speculative_algorithm, self.target, scheduler.load_index(a.model_path)
+                )
+            else:
+                self.draft = sargs.read_model_config(a.speculative_draft_model_path)
+                self.draft_index = scheduler.load_index(a.speculative_draft_model_path)
         # Before 0.5.12 these are printed before logging is configured: bare, on stderr.
         for text in warnings:
             if self.ver.timestamped_arg_warnings:
@@ -122,7 +129,7 @@ class Launcher:
                     target=self.target,
                     draft=self.draft,
                     target_index=scheduler.load_index(a.model_path),
-                    draft_index=scheduler.load_index(a.speculative_draft_model_path) if self.draft else None,
+                    draft_index=self.draft_index if self.draft else None,
                     faults=self.faults,
                     fault_rank=int(knobs.get("SIMHOST_FAULT_RANK")),
                     load_seconds=knobs.get_float("SIMHOST_LOAD_SECONDS"),
@@ -215,6 +222,8 @@ class Launcher:
             "accept_spread": knobs.get_float("SIMHOST_ACCEPT_SPREAD"),
             "ngram_accept_p": knobs.get_float("SIMHOST_NGRAM_ACCEPT_P"),
             "accepts_nothing": float(acceptance.accepts_nothing(a.speculative_algorithm, self.draft)),
+            # STANDALONE with a draft of another vocabulary, where the version does not refuse it: outputs corrupted
+            "vocab_mismatch": float(drafts.vocab_mismatch(a.speculative_algorithm, self.target, self.draft)),
             "vocab_size": float(self.target.get("vocab_size", 32000)),
             "throttle_after": knobs.get_float("SIMHOST_THROTTLE_AFTER_S")
             if knobs.get("SIMHOST_THROTTLE_AFTER_S")
@@ -234,6 +243,7 @@ class Launcher:
             simulated=self.simulated,
         )
         engine.on_fatal = self.crash_schedulers
+        engine.workload = workload.WorkloadFaults.for_server(self.faults, bool(engine.cfg.algorithm))
         state = ServerState(
             args=a,
             engine=engine,

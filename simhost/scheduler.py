@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simhost import acceptance, gpu, lines, logs, speed, tracebacks, versions
+from simhost import acceptance, drafts, gpu, lines, logs, speed, tracebacks, versions
 from simhost import args as sargs
 
 GIB = 1 << 30
@@ -256,10 +256,14 @@ class _Rank:
         self.log(f"Load weight begin. avail mem={avail:.2f} GB")
         start = time.monotonic()
         self._shards(job.draft_index, "draft_weights")
+        arch = (job.draft.get("architectures") or ["LlamaForCausalLMEagle3"])[0]
+        if str(arch).endswith("NextN") and int(job.draft.get("num_hidden_layers", 0)) != 1:
+            self.fail(tracebacks.nextn_traceback())  # NEXTN on a target without its MTP layer
         avail -= weights
         self.hold(self.held_gb + weights)
-        arch = (job.draft.get("architectures") or ["LlamaForCausalLMEagle3"])[0]
         self._weight_end(time.monotonic() - start, arch, avail, weights)
+        if drafts.vocab_mismatch(a["speculative_algorithm"], job.target, job.draft) and self.ver.at_least("0.5.23"):
+            self.fail(tracebacks.standalone_vocab_traceback(job.target["vocab_size"], job.draft["vocab_size"]))
         kv = tokens * _kv_bytes_per_token(job.draft, job.tp_size) / GIB
         kv_dtype = "torch.bfloat16" if a["kv_cache_dtype"] == "auto" else f"torch.{a['kv_cache_dtype']}"
         self.log(_kv_line(job.draft, tokens, kv, kv_dtype if self.ver.kv_line_dtype else None))

@@ -238,6 +238,15 @@ async def metrics(request: web.Request) -> web.Response:
             ("spec_num_steps", "Currently active speculative_num_steps.", st.last_num_steps),
             ("spec_num_draft_tokens", "Currently active speculative_num_draft_tokens.", st.last_num_draft_tokens),
         ]
+    if e.cfg.kind == "DSPARK":  # speculative-observability.md d1: DSpark's own gauges
+        gauges += [
+            ("spec_cap_length", "The average cap length of DSpark speculative decoding.", st.last_cap_length),
+            (
+                "spec_block_accept_length",
+                "The average block acceptance length of DSpark speculative decoding.",
+                st.last_block_accept_length,
+            ),
+        ]
     counters = [
         ("prompt_tokens_total", "Number of prefill tokens processed.", st.prompt_tokens),
         ("generation_tokens_total", "Number of generation tokens processed.", st.finished_generation_tokens),

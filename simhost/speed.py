@@ -18,10 +18,13 @@ show the attention kernel switching path there), and speculation's advantage shr
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
+
+from simhost import methods
 
 
 def _default_verify_ms() -> dict[int, float]:
@@ -47,6 +50,7 @@ class SpeedParams:
     prefill_fixed_ms: float = 10.0
     prefill_per_token_ms: float = 0.05
     accept_p: float = 0.62
+    ngram_accept_p: float = 0.3
     topk_gain: float = 0.35  # each extra top-k branch adds this much "effective tries" per position
 
 
@@ -59,6 +63,26 @@ class SpecConfig:
     overlap: bool = True
     cuda_graph: bool = True
     cuda_graph_max_bs: int = 256
+    # The method the server really runs (simhost/methods.py): MTP for EAGLE on the target's own heads; None: the
+    # algorithm's name.
+    method: str | None = None
+    dspark_threshold: float = 0.5  # --speculative-dspark-confidence-threshold
+
+    @property
+    def kind(self) -> str | None:
+        """The method's name in the speed and acceptance models (None for a baseline)."""
+        if not self.algorithm:
+            return None
+        return self.method or self.algorithm
+
+    @property
+    def personality(self) -> methods.Personality:
+        return methods.personality(self.kind)
+
+    @property
+    def is_tree(self) -> bool:
+        """EAGLE-style drafting (steps x topk, tree verify); the others draft a chain, a block or a trie path."""
+        return self.kind in ("EAGLE", "EAGLE3", "MTP", "STANDALONE")
 
     @classmethod
     def from_server_args(cls, args: object) -> SpecConfig:
@@ -66,6 +90,8 @@ class SpecConfig:
             return getattr(args, name, None)
 
         algo = get("speculative_algorithm")
+        method = methods.method_of(algo, get("speculative_draft_model_path"), get("model_path")) if algo else None
+        threshold = get("speculative_dspark_confidence_threshold")
         graph_max = get("cuda_graph_max_bs") or get("cuda_graph_max_bs_decode")
         no_graph = (
             get("disable_cuda_graph")
@@ -80,18 +106,26 @@ class SpecConfig:
             overlap=not get("disable_overlap_schedule"),
             cuda_graph=not no_graph,
             cuda_graph_max_bs=graph_max or 256,
+            method=method if method != algo else None,
+            dspark_threshold=0.5 if threshold is None else float(threshold),
         )
 
     @property
     def max_accepted_drafts(self) -> int:
-        return min(self.num_steps, self.num_draft_tokens - 1) if self.algorithm else 0
+        if not self.algorithm:
+            return 0
+        if self.kind == "DSPARK":
+            return methods.dspark_drafts(self.num_draft_tokens)
+        if self.personality.drafts_from_tokens:
+            return max(self.num_draft_tokens - 1, 0)
+        return min(self.num_steps, self.num_draft_tokens - 1)
 
     @property
     def branches(self) -> float:
         """The top-k branches the verify step really checks per depth: a tree of topk x steps candidates is cut to
         draft tokens - 1 of them, so topk 4 with 3 draft tokens at 2 steps checks one branch per depth (topk 1's
         gain) and pays the wider draft for nothing. Ties steps, topk and draft tokens together."""
-        if not self.algorithm or self.topk <= 1 or self.num_steps < 1:
+        if not self.algorithm or self.topk <= 1 or self.num_steps < 1 or not self.is_tree:
             return 1.0
         return max(1.0, min(float(self.topk), (self.num_draft_tokens - 1) / self.num_steps))
 
@@ -100,7 +134,9 @@ class SpecConfig:
         """False where capturing the target-verify CUDA graphs runs out of memory: their buffers grow with
         topk x draft tokens per request (the tree mask and logits), past what an 8 x H200 kimi-k2.5 leaves free
         at the default --mem-fraction-static. Without CUDA graphs nothing is captured."""
-        return not self.algorithm or not self.cuda_graph or self.topk * self.num_draft_tokens <= GRAPH_TREE_LIMIT
+        if not self.algorithm or not self.cuda_graph or not self.is_tree:
+            return True
+        return self.topk * self.num_draft_tokens <= GRAPH_TREE_LIMIT
 
 
 def forward_ms(params: SpeedParams, tokens_per_req: int, bs: int) -> float:
@@ -108,6 +144,50 @@ def forward_ms(params: SpeedParams, tokens_per_req: int, bs: int) -> float:
     top = max(table)
     base = table.get(tokens_per_req) or table[top] + params.verify_ms_per_extra_token * (tokens_per_req - top)
     return base + params.per_token_ms * tokens_per_req * (bs - 1)
+
+
+def draft_step_ms(params: SpeedParams, cfg: SpecConfig, bs: int) -> float:
+    """One draft forward at batch bs: EAGLE's (and STANDALONE's, NGRAM's) from SpeedParams, as always; the other
+    methods' from their personality. A tree drafts topk branches per request."""
+    kind = cfg.kind or "EAGLE3"
+    pers = cfg.personality
+    if kind in params.draft_step_ms and kind != "NGRAM":
+        base, per_req = params.draft_step_ms[kind], params.draft_per_req_ms
+    else:
+        base, per_req = pers.draft_step_ms, pers.draft_per_req_ms
+    return base + per_req * (bs - 1) * (cfg.topk if cfg.is_tree else 1)
+
+
+def forward_tokens_ms(params: SpeedParams, tokens_per_req: float, bs: int) -> float:
+    """forward_ms for a mean number of query tokens per request that need not be whole (a DSpark batch verifies
+    each request's own cap): the batch-1 cost interpolated between the table's neighbours."""
+    low = int(tokens_per_req)
+    if low == tokens_per_req:
+        return forward_ms(params, low, bs)
+    frac = tokens_per_req - low
+    base = (1 - frac) * forward_ms(params, low, 1) + frac * forward_ms(params, low + 1, 1)
+    return base + params.per_token_ms * tokens_per_req * (bs - 1)
+
+
+def verify_forward_ms(params: SpeedParams, cfg: SpecConfig, bs: int) -> float:
+    """The target's verify forward of one iteration at batch bs, per method (simhost/methods.py)."""
+    n = cfg.num_draft_tokens
+    if cfg.personality.block_verify:  # DFLASH: one causal chunk of the block
+        base = params.verify_ms[1] + methods.BLOCK_VERIFY_MS_PER_TOKEN * (n - 1)
+        return base + params.per_token_ms * n * (bs - 1)
+    if cfg.kind == "DSPARK":  # the capped prefix plus the bonus token
+        p, decay = accept_p_of(params, cfg), cfg.personality.decay
+        cap = methods.expected_dspark_cap(p, decay, methods.dspark_drafts(n), cfg.dspark_threshold, bs)
+        return forward_tokens_ms(params, 1 + cap, bs)
+    return forward_ms(params, n, bs)
+
+
+def accept_p_of(params: SpeedParams, cfg: SpecConfig) -> float:
+    """The method's per-token acceptance at position 1 before the prompt and the spread move it."""
+    base = cfg.personality.base_p
+    if base is not None:
+        return base
+    return params.ngram_accept_p if cfg.kind == "NGRAM" else params.accept_p
 
 
 def uses_cuda_graph(cfg: SpecConfig, bs: int) -> bool:
@@ -119,9 +199,9 @@ def iteration_parts(params: SpeedParams, cfg: SpecConfig, bs: int) -> tuple[floa
     scheduling overhead, so the two always add up to iteration_ms (what EAGLE3_PROFILE prints)."""
     draft = 0.0
     if cfg.algorithm:
-        step = params.draft_step_ms.get(cfg.algorithm, 1.5) + params.draft_per_req_ms * (bs - 1) * cfg.topk
-        draft = cfg.num_steps * step
-        verify = forward_ms(params, cfg.num_draft_tokens, bs)
+        steps = 1 if cfg.personality.one_forward else cfg.num_steps
+        draft = steps * draft_step_ms(params, cfg, bs)
+        verify = verify_forward_ms(params, cfg, bs)
     else:
         verify = forward_ms(params, 1, bs)
     if not uses_cuda_graph(cfg, bs):
@@ -164,7 +244,7 @@ def phase_parts(params: SpeedParams, cfg: SpecConfig, bs: int) -> PhaseParts:
     other = 0.0 if cfg.overlap else params.schedule_overhead_ms
     extend = 0.0
     if cfg.algorithm:
-        extend = params.draft_step_ms.get(cfg.algorithm, 1.5) + params.draft_per_req_ms * (bs - 1)
+        extend = draft_step_ms(params, dataclasses.replace(cfg, topk=1), bs)
         if not uses_cuda_graph(cfg, bs):
             extend *= params.no_graph_factor
     return PhaseParts(draft=draft, verify=forward - other - extend, draft_extend=extend, other=other)
@@ -179,7 +259,7 @@ def iteration_ms(params: SpeedParams, cfg: SpecConfig, bs: int) -> float:
 def prefill_ms(params: SpeedParams, cfg: SpecConfig, new_tokens: int) -> float:
     ms = params.prefill_fixed_ms + params.prefill_per_token_ms * new_tokens
     if cfg.algorithm:  # the draft model extends over the prompt too
-        ms += params.draft_step_ms.get(cfg.algorithm, 1.5)
+        ms += draft_step_ms(params, cfg, 1)
     return ms
 
 
@@ -189,23 +269,42 @@ def effective_p(p: float, topk: float, gain: float) -> float:
     return 1 - (1 - p) ** (1 + gain * (topk - 1))
 
 
-def draw_accepted(rng: random.Random, p: float, max_accepted: int) -> int:
-    """Accepted drafts in one verify step: a run of successes, Bernoulli p each, capped."""
+def draw_accepted(rng: random.Random, p: float, max_accepted: int, decay: float = 1.0) -> int:
+    """Accepted drafts in one verify step: a run of successes, Bernoulli p each (p x decay**i at position i:
+    methods.position_p; at decay 1 exactly p, the draws EAGLE always made), capped."""
     k = 0
-    while k < max_accepted and rng.random() < p:
+    if decay == 1.0:
+        while k < max_accepted and rng.random() < p:
+            k += 1
+        return k
+    while k < max_accepted and rng.random() < methods.position_p(p, decay, k):
         k += 1
     return k
 
 
-def expected_accept_length(p: float, max_accepted: int) -> float:
+def _run_probs(p: float, max_accepted: int, decay: float) -> list[float]:
+    """P(exactly k drafts accepted), k = 0..max_accepted."""
+    if decay == 1.0:
+        return [p**k * (1 - p) for k in range(max_accepted)] + [p**max_accepted]
+    probs, alive = [], 1.0
+    for k in range(max_accepted):
+        q = methods.position_p(p, decay, k)
+        probs.append(alive * (1 - q))
+        alive *= q
+    return [*probs, alive]
+
+
+def expected_accept_length(p: float, max_accepted: int, decay: float = 1.0) -> float:
     """Expected tokens per request per iteration: accepted drafts + 1 bonus."""
-    return sum(p**i for i in range(max_accepted + 1))
+    if decay == 1.0:
+        return sum(p**i for i in range(max_accepted + 1))
+    return sum((k + 1) * q for k, q in enumerate(_run_probs(p, max_accepted, decay)))
 
 
 @cache
-def expected_iterations(p: float, max_accepted: int, tokens: int) -> float:
+def expected_iterations(p: float, max_accepted: int, tokens: int, decay: float = 1.0) -> float:
     """Expected iterations to emit `tokens` tokens (the last iteration may overshoot and be truncated)."""
-    probs = [p**k * (1 - p) for k in range(max_accepted)] + [p**max_accepted]
+    probs = _run_probs(p, max_accepted, decay)
     e = [0.0] * (tokens + 1)
     for n in range(1, tokens + 1):
         e[n] = 1 + sum(pk * e[max(0, n - (k + 1))] for k, pk in enumerate(probs))
@@ -219,8 +318,9 @@ def expected_output_throughput(
 
     The prefill emits the first token; each of the `concurrency` prefills stalls everyone's decoding.
     """
-    p = effective_p(params.accept_p, cfg.branches, params.topk_gain) if cfg.algorithm else 0.0
-    iters = expected_iterations(p, cfg.max_accepted_drafts, output_len - 1)
+    p = effective_p(accept_p_of(params, cfg), cfg.branches, params.topk_gain) if cfg.algorithm else 0.0
+    decay = cfg.personality.decay if cfg.algorithm else 1.0
+    iters = expected_iterations(p, cfg.max_accepted_drafts, output_len - 1, decay)
     total_ms = concurrency * prefill_ms(params, cfg, input_len) + iters * iteration_ms(params, cfg, concurrency)
     return concurrency * output_len / total_ms * 1000
 

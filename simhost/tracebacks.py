@@ -45,6 +45,47 @@ def context_error_traceback(target_len: int, derived: int) -> str:
     )
 
 
+def nextn_traceback() -> str:
+    """NEXTN (EAGLE on the target's own checkpoint) on a target whose config has no MTP layer
+    (`num_nextn_predict_layers` != 1): the DeepSeek model's `load_weights(is_nextn=True)` assertion, raised while
+    the draft worker loads its weights. Frame lines are illustrative (the reference has no real log of it)."""
+    frames = [
+        *_INIT_FRAMES,
+        ("managers/scheduler.py", 512, "maybe_init_draft_worker", "self.draft_worker = DraftWorkerClass("),
+        ("speculative/eagle_worker.py", 115, "__init__", "super().__init__("),
+        ("managers/tp_worker.py", 96, "__init__", "self.model_runner = ModelRunner("),
+        ("model_executor/model_runner.py", 345, "__init__", "self.initialize(min_per_gpu_memory)"),
+        ("model_executor/model_runner.py", 420, "initialize", "self.load_model()"),
+        ("model_executor/model_runner.py", 801, "load_model", "self.model = get_model("),
+        ("models/deepseek_nextn.py", 170, "load_weights", "super().load_weights(weights, is_nextn=True)"),
+        (
+            "models/deepseek_v2.py",
+            2705,
+            "load_weights",
+            'assert num_nextn_layers == 1, "Only 1 nextn layer is supported"',
+        ),
+    ]
+    return _tb(frames, "AssertionError: Only 1 nextn layer is supported")
+
+
+def standalone_vocab_traceback(target_vocab: int, draft_vocab: int) -> str:
+    """STANDALONE with a draft of another vocabulary, once SGLang checks it (PR #23838, merged mid-2026: simhost
+    gives it to 0.5.23 only, a guess at the release); before, the server starts and every accepted draft token is
+    wrong (issue #24051)."""
+    frames = [
+        *_INIT_FRAMES,
+        ("managers/scheduler.py", 512, "maybe_init_draft_worker", "self.draft_worker = DraftWorkerClass("),
+        ("speculative/standalone_worker.py", 96, "__init__", "self._validate_vocab_compatibility("),
+        ("speculative/standalone_worker.py", 131, "_validate_vocab_compatibility", "raise ValueError("),
+    ]
+    return _tb(
+        frames,
+        "ValueError: STANDALONE speculative decoding requires the draft model to share the same vocabulary as the "
+        f"target model, but got target vocab_size={target_vocab} and draft vocab_size={draft_vocab}. Use a draft "
+        "model with a matching vocabulary, or a speculative algorithm that supports heterogeneous vocabularies.",
+    )
+
+
 def context_message(is_draft: bool, context_len: int, derived: int) -> str:
     reason = "Target model's" if is_draft else "User-specified"
     return (

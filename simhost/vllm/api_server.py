@@ -17,7 +17,7 @@ import time
 from multiprocessing.connection import Connection, wait
 from typing import Any, NoReturn
 
-from simhost import acceptance, gpu, knobs, speed
+from simhost import acceptance, drafts, gpu, knobs, speed, workload
 from simhost import faults as sfaults
 from simhost.vllm import args as vargs
 from simhost.vllm import core, lines, tracebacks, versions
@@ -138,7 +138,7 @@ class ApiServer:
             gpu_mib=knobs.gpu_memory_mib(),
             faults=self.faults,
             target_bytes=vargs.weights_bytes(s.args.model, 16 << 30),
-            draft_bytes=vargs.weights_bytes(draft, 1 << 30) if draft else 0,
+            draft_bytes=_draft_bytes(s, draft),
             target_shards=vargs.shard_count(s.args.model),
             draft_shards=vargs.shard_count(draft) if draft else 1,
             title_prefix=os.environ.get("VLLM_PROCESS_NAME_PREFIX", "VLLM"),
@@ -207,6 +207,7 @@ class ApiServer:
         engine = VllmEngine(
             s, ready, speed.SpeedParams(), engine_knobs, seed, None, acceptance_seed=int(seed_text or 0)
         )
+        engine.workload = workload.WorkloadFaults.for_server(self.faults, bool(engine.cfg.algorithm))
         crash_faults = {"crash_on_first_request", "crash_mid_benchmark"} & self.faults
         state = State(
             ver=ver,
@@ -387,3 +388,13 @@ def main(argv: list[str]) -> int:
     sys.stdout.flush()
     # Not sys.exit: multiprocessing's atexit hook would join an EngineCore that outlives us.
     os._exit(code)
+
+
+def _draft_bytes(setup: vargs.EngineSetup, draft: str | None) -> int:
+    """The drafter's weights: its checkpoint's, or for mtp the target's share of its MTP layer(s)."""
+    if not draft or setup.spec is None:
+        return 0
+    if setup.spec.method == "mtp":
+        index = {"metadata": {"total_size": vargs.weights_bytes(draft, 16 << 30)}}
+        return int(drafts.in_checkpoint("EAGLE", setup.target, index)[1]["metadata"]["total_size"])
+    return vargs.weights_bytes(draft, 1 << 30)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simhost import drafts
 from simhost.vllm.versions import VllmVersion
 
 # The top-level parser's usage (the subcommand list varies by version and is unverified: reference §1.4).
@@ -338,8 +339,22 @@ _SPEC_KEYS_033 = {
     "kv_cache_dtype",
     "tensor_parallel_size",
 }
-# The methods the simulator serves; the other names vLLM knows fail with its own error.
-SIMULATED_METHODS = ("eagle3", "eagle", "ngram")
+# The methods the simulator serves, and the version each arrives in (the reference's 0.33 Literal lists dflash and
+# dspark; draft_model runs from 0.17 on, where vLLM checks its vocabulary; mtp's and suffix's first versions among
+# simhost's profiles are guesses). The other names vLLM knows fail with its own error.
+SIMULATED_METHODS = ("eagle3", "eagle", "ngram", "mtp", "suffix", "draft_model", "dflash", "dspark")
+METHOD_SINCE = {"mtp": "0.11.0", "suffix": "0.13.0", "draft_model": "0.17.1", "dflash": "0.33.0", "dspark": "0.33.0"}
+# SpeculativeConfig's suffix-decoding keys and their defaults (vLLM's `_validate_suffix_decoding`).
+SUFFIX_DEFAULTS = {
+    "suffix_decoding_max_tree_depth": 24,
+    "suffix_decoding_max_cached_requests": 10000,
+    "suffix_decoding_max_spec_factor": 1.0,
+    "suffix_decoding_min_token_prob": 0.1,
+}
+
+
+def methods_of(ver: VllmVersion) -> tuple[str, ...]:
+    return tuple(m for m in SIMULATED_METHODS if m not in METHOD_SINCE or ver.at_least(METHOD_SINCE[m]))
 
 
 def spec_keys(ver: VllmVersion) -> set[str]:
@@ -350,17 +365,20 @@ def spec_keys(ver: VllmVersion) -> set[str]:
         keys |= {"disable_padded_drafter_batch", "enforce_eager"}
     if ver.at_least("0.33.0"):
         keys |= _SPEC_KEYS_033
+    if ver.at_least(METHOD_SINCE["suffix"]):
+        keys |= set(SUFFIX_DEFAULTS)
     return keys
 
 
 @dataclass(frozen=True)
 class Speculative:
-    method: str  # eagle3 | eagle | ngram
+    method: str  # one of SIMULATED_METHODS
     model: str | None
     num_spec_tokens: int
     draft_tp: int
     draft_max_model_len: int | None
     draft_config: dict[str, Any] | None
+    prompt_lookup: tuple[int, int] | None = None  # ngram: (min, max)
 
 
 @dataclass(frozen=True)
@@ -446,13 +464,19 @@ def _speculative(a: ServeArgs, ver: VllmVersion, target: dict[str, Any], max_len
     if method in ("eagle3", "eagle", "draft_model") and model is None:
         if tokens is not None:
             raise fail("num_speculative_tokens was provided but without speculative model.")
-    if method == "draft_model":
+    if method == "draft_model" and not ver.at_least(METHOD_SINCE["draft_model"]):
         raise fail(
             "Speculative decoding with draft model is not supported yet. Please consider using other speculative "
             "decoding methods such as ngram, medusa, eagle, or mtp."
         )
-    if method not in SIMULATED_METHODS:
+    if method not in methods_of(ver):
         raise fail(f"Unknown speculative decoding method: {method}")
+    if method == "suffix":
+        depth = raw.get("suffix_decoding_max_tree_depth", SUFFIX_DEFAULTS["suffix_decoding_max_tree_depth"])
+        if depth < 1:
+            raise fail(f"suffix_decoding_max_tree_depth={depth} must be >= 1")
+        if tokens is None:
+            tokens = depth  # vLLM warns "Defaulted num_speculative_tokens to %s for suffix decoding."
     if tokens is None:
         # from memory of vLLM's SpeculativeConfig (the reference only says "required unless n_predict")
         raise fail(
@@ -469,7 +493,37 @@ def _speculative(a: ServeArgs, ver: VllmVersion, target: dict[str, Any], max_len
                 where="vllm/config/speculative.py",
             )
         raise fail(f"Expected num_speculative_tokens to be greater than zero ({tokens}).")
-    draft_config = read_model_config(str(model)) if method != "ngram" else None
+    lookup = None
+    if method == "ngram":
+        low_raw, high_raw = raw.get("prompt_lookup_min"), raw.get("prompt_lookup_max")
+        if low_raw is None:  # both missing: 5 and 5, "arbitrarily chosen" (vLLM); one missing: the other's
+            low_raw = 5 if high_raw is None else high_raw
+        if high_raw is None:
+            high_raw = low_raw
+        low, high = int(low_raw), int(high_raw)
+        if low < 1:
+            raise fail(f"prompt_lookup_min={low} must be > 0")
+        if high < 1:
+            raise fail(f"prompt_lookup_max={high} must be > 0")
+        if low > high:
+            raise fail(f"prompt_lookup_min={low} must be <= prompt_lookup_max={high}")
+        lookup = (int(low), int(high))
+    if method == "mtp" and model is None:
+        model = a.model  # the MTP layers are the target's own
+    draft_config = read_model_config(str(model)) if method not in ("ngram", "suffix") else None
+    if method == "mtp" and draft_config is not None:
+        if not int(draft_config.get("num_nextn_predict_layers") or 0):
+            # a guess at vLLM's words: the MTP model config needs its n_predict from num_nextn_predict_layers
+            raise fail(f"The model {model} has no MTP layers (num_nextn_predict_layers is 0): it cannot run mtp.")
+        draft_config = drafts.in_checkpoint("EAGLE", draft_config, {})[0]  # its MTP layer(s) only
+    if method == "draft_model" and draft_config is not None:
+        target_vocab, draft_vocab = int(target.get("vocab_size", 0)), int(draft_config.get("vocab_size", 0))
+        if target_vocab != draft_vocab:
+            raise fail(
+                "Target and draft model should have the same vocabulary size. "
+                f"Target model vocab_size={target_vocab}. Draft model vocab_size={draft_vocab}. "
+                "Using models with different tokenizers can cause out-of-bounds errors during speculative decoding."
+            )
     draft_tp = raw.get("draft_tensor_parallel_size") or a.tp
     if draft_tp not in (1, a.tp):
         raise fail(
@@ -495,4 +549,5 @@ def _speculative(a: ServeArgs, ver: VllmVersion, target: dict[str, Any], max_len
         draft_tp=int(draft_tp),
         draft_max_model_len=draft_len,
         draft_config=draft_config,
+        prompt_lookup=lookup,
     )

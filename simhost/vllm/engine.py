@@ -18,8 +18,19 @@ from typing import Any
 from simhost.engine import Engine, Request
 from simhost.vllm.args import EngineSetup
 
-# The speed model's algorithm names for vLLM's methods.
-ALGORITHMS = {"eagle3": "EAGLE3", "eagle": "EAGLE", "ngram": "NGRAM"}
+# The speed model's algorithm names for vLLM's methods (simhost/methods.py): mtp is EAGLE on the target's own
+# checkpoint (MTP), draft_model SGLang's STANDALONE, suffix an n-gram-like lookup without a draft model (NGRAM's
+# personality: a guess), dflash and dspark the block drafters.
+ALGORITHMS = {
+    "eagle3": "EAGLE3",
+    "eagle": "EAGLE",
+    "ngram": "NGRAM",
+    "mtp": "EAGLE",
+    "draft_model": "STANDALONE",
+    "suffix": "NGRAM",
+    "dflash": "DFLASH",
+    "dspark": "DSPARK",
+}
 # vLLM's largest CUDA-graph capture size by default (0.11: min(2 x max_num_seqs, 512)).
 GRAPH_MAX_BS = 512
 
@@ -28,15 +39,20 @@ def engine_args(setup: EngineSetup) -> types.SimpleNamespace:
     """The SGLang-named settings simhost's Engine reads, from a vLLM launch."""
     a, spec = setup.args, setup.spec
     k = spec.num_spec_tokens if spec else 0
+    # K drafts: SGLang's K steps at topk 1 and K + 1 draft tokens; a DSpark block of K drafts.
+    draft_tokens = (k if spec.method == "dspark" else k + 1) if spec else 1
+    steps = 1 if spec and spec.method in ("dflash", "dspark") else k
     return types.SimpleNamespace(
+        model_path=a.model,
+        speculative_draft_model_path=spec.model if spec else None,
         tp_size=a.tp,
         disable_radix_cache=not a.enable_prefix_caching,
         max_prefill_tokens=setup.max_num_batched_tokens,
         decode_log_interval=10**9,  # vLLM prints no per-batch lines
         speculative_algorithm=ALGORITHMS[spec.method] if spec else None,
-        speculative_num_steps=k,
+        speculative_num_steps=steps,
         speculative_eagle_topk=1,
-        speculative_num_draft_tokens=k + 1 if spec else 1,
+        speculative_num_draft_tokens=draft_tokens,
         disable_overlap_schedule=bool(spec) or not a.async_scheduling,
         disable_cuda_graph=a.enforce_eager,
         cuda_graph_max_bs=GRAPH_MAX_BS,
