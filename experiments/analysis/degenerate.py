@@ -13,7 +13,7 @@ finding: nothing is guessed.
 The thresholds are our own choice (no engine or harness states one). They are set far from what healthy runs show:
 over 400 simulated healthy runs (random ids as specdash's client sends by default and natural-text prompts, natural
 text outputs, a few failed requests) the run-level flag fired in none (measured in
-experiments/tests/test_analysis_degenerate.py); a request is counted only on a loop the client's detector calls one,
+workers/tests/test_degenerate_benchmarks.py); a request is counted only on a loop the client's detector calls one,
 which natural text essentially never forms.
 """
 

@@ -8,7 +8,7 @@ it the same tokens). Periods of 1 to MAX_PERIOD tokens; the tail must cover MIN_
 tokens, so a healthy output essentially never matches: for natural text, whose most frequent word has a probability
 near 0.06, a chance repeat of even 20 tokens in a row at a given period has a probability far below 1e-12.
 These bounds are our own choice (no engine or harness states one); the false-positive rate over simulated healthy
-runs is measured in experiments/tests/test_analysis_degenerate.py.
+runs is measured in workers/tests/test_degenerate_benchmarks.py.
 """
 
 from __future__ import annotations
