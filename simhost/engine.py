@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simhost import acceptance, adaptive, gpu, lines, logs, profiler, speed, telemetry, versions
+from simhost import acceptance, adaptive, gpu, lines, logs, profiler, speed, telemetry, versions, workload
 
 WORDS = (
     "the of and a to in is that it for on with as was at by this be from are or an which have not one had "
@@ -57,6 +57,13 @@ class Request:
     # leaves the right one (-1: never).
     accept_factor: float = 1.0
     diverge_at: int = -1
+    # Hooks of simhost/workload.py: the prompt's repeat weight (0: acceptance as it is), the output position where
+    # a repetition loop starts (-1: never) and its period, and how many template ids another prompt template put
+    # at the head of input_ids (their outputs differ from the first token).
+    repeat_weight: float = 0.0
+    loop_after: int = -1
+    loop_period: int = 4
+    template_tokens: int = 0
     created: float = field(default_factory=time.monotonic)
     output_ids: list[int] = field(default_factory=list)
     # The output kept ready to serialize: the cumulative text (" word" per token; plain ASCII, nothing to
@@ -96,8 +103,14 @@ class Request:
         """Append `count` output tokens: the request's own text, or `token` repeated (simulated acceptance's fixed
         token mode writes one token id for everything a verify step accepts)."""
         start = len(self.output_ids)
-        seed = sum(self.input_ids[:8]) + len(self.input_ids)
-        new = [((seed + 7 * i) % len(WORDS) + 1000 * ((seed + i) % 7)) % vocab for i in range(start, start + count)]
+        prompt = self.input_ids[self.template_tokens :]
+        seed = sum(prompt[:8]) + len(prompt)
+        positions = range(start, start + count)
+        if self.loop_after >= 0:
+            positions = [workload.loop_source(i, self.loop_after, self.loop_period) for i in positions]  # type: ignore[assignment]
+        new = [((seed + 7 * i) % len(WORDS) + 1000 * ((seed + i) % 7)) % vocab for i in positions]
+        if self.template_tokens:
+            new = [(t + 1) % vocab for t in new]
         if token is not None:
             new = [token % vocab] * count
         elif self.diverge_at >= 0:
@@ -211,6 +224,8 @@ class Engine:
             self.adaptive = adaptive.AdaptiveSteps(
                 adaptive.parse_config(Path(path).read_text() if path else None), self.cfg.num_steps, graph_bs
             )
+        # The workload faults (output_loop, template_mismatch); main sets them from SIMHOST_FAULTS.
+        self.workload = workload.WorkloadFaults()
         self.started = time.monotonic()
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -261,17 +276,33 @@ class Engine:
         return not self.running and not self.waiting
 
     def submit(self, req: Request) -> None:
+        if req.kind == "generate":
+            self._shape(req)
         if self.cfg.algorithm:
             # What a draft accepts is a property of the prompt (at temperature 0 a real GPU accepts the same drafts
             # for the same prompt on every launch): the draws come from the prompt, not from the launch's noise.
             req.rng = random.Random(zlib.crc32(",".join(map(str, req.input_ids)).encode(), self.acceptance_seed))
             p = min(0.99, max(0.01, req.rng.gauss(self.accept_p, self.accept_spread) * req.accept_factor))
+            p = workload.repeat_p(p, req.repeat_weight)
             req.p = 0.0 if self.accepts_nothing else speed.effective_p(p, self.cfg.branches, self.params.topk_gain)
             req.drafts_histogram = [0] * (self.max_accepted_drafts + 1)
         req.gpu_arrived = self.gpu_seconds
         self.waiting.append(req)
         self._idle.clear()
         self._wake.set()
+
+    def _shape(self, req: Request) -> None:
+        """What the workload and its faults do to a client's request (simhost/workload.py): the prompt's
+        repetitiveness moves acceptance, a looping prompt's output loops, another template adds its ids."""
+        if self.cfg.algorithm:
+            share = workload.repetitiveness(req.input_ids)
+            req.repeat_weight = workload.repeat_weight(share, self.cfg.algorithm)
+        faults = self.workload
+        if faults.loops(req.input_ids):
+            req.loop_after, req.loop_period = faults.loop_after, faults.loop_period
+        if faults.template_extra:
+            req.input_ids = faults.template_ids(self.vocab) + req.input_ids
+            req.template_tokens = faults.template_extra
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
@@ -435,6 +466,9 @@ class Engine:
             if self.cfg.algorithm:
                 if simulated_length is not None:
                     k = simulated_length - 1
+                elif req.loop_after >= 0 and len(req.output_ids) >= req.loop_after and not self.accepts_nothing:
+                    # A looping output: the draft has seen the loop and predicts it (workload.LOOP_ACCEPT_P).
+                    k = speed.draw_accepted(req.rng, workload.LOOP_ACCEPT_P, cfg.max_accepted_drafts)
                 else:
                     k = speed.draw_accepted(req.rng, req.p, cfg.max_accepted_drafts)
                 # A 0-step adaptive iteration is counted as a verify of no drafts: one token per forward, so the

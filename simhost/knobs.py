@@ -58,6 +58,14 @@ KNOBS: list[tuple[str, str, str]] = [
         "0",
         "share of prompts whose output a speculative server changes late (token 40..127): float non-determinism",
     ),
+    ("SIMHOST_LOOP_SHARE", "0.5", "output_loop(_speculative): share of prompts whose output loops (by prompt hash)"),
+    ("SIMHOST_LOOP_AFTER_TOKENS", "40", "output_loop(_speculative): output tokens before the loop starts"),
+    ("SIMHOST_LOOP_PERIOD", "4", "output_loop(_speculative): the last this many tokens repeat until max tokens"),
+    (
+        "SIMHOST_TEMPLATE_EXTRA_TOKENS",
+        "11",
+        "template_mismatch: extra prompt tokens a speculative server's own template adds per request",
+    ),
     ("SIMHOST_FLAKY_SECONDS", "5", "health_flaky: seconds of 503 answers after ready"),
     ("SIMHOST_FLOOD_LINES_PER_S", "200", "log_flood: extra log lines per second once ready (>= 100000 works)"),
     ("SIMHOST_CRASH_AFTER_REQUESTS", "5", "crash_mid_benchmark: requests served before the next one crashes"),
@@ -80,6 +88,17 @@ FAULTS: list[tuple[str, str]] = [
     ("env_drop", "scheduler processes start without the variables in SIMHOST_ENV_DROP"),
     ("reject_requests", "healthy, but every non-warm-up generation answers HTTP 500 with an error body"),
     ("draft_bug", "a speculative server's outputs change after SIMHOST_DRAFT_BUG_AFTER tokens (a buggy draft path)"),
+    (
+        "output_loop",
+        "every server: SIMHOST_LOOP_SHARE of prompts loop after SIMHOST_LOOP_AFTER_TOKENS output tokens (the last "
+        "SIMHOST_LOOP_PERIOD tokens repeat); a draft accepts a loop almost perfectly",
+    ),
+    ("output_loop_speculative", "output_loop on speculative servers only (the candidate's outputs then differ)"),
+    (
+        "template_mismatch",
+        "a speculative server applies another prompt template: SIMHOST_TEMPLATE_EXTRA_TOKENS more prompt tokens per "
+        "request and outputs that differ from the first token",
+    ),
     ("warmup_exception", "an ASGI exception traceback during warm-up (a client that went away); the server lives on"),
 ]
 

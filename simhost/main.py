@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, NoReturn
 
-from simhost import acceptance, adaptive, knobs, logs, scheduler, speed, tracebacks, versions
+from simhost import acceptance, adaptive, knobs, logs, scheduler, speed, tracebacks, versions, workload
 from simhost import args as sargs
 from simhost import faults as sfaults
 
@@ -234,6 +234,7 @@ class Launcher:
             simulated=self.simulated,
         )
         engine.on_fatal = self.crash_schedulers
+        engine.workload = workload.WorkloadFaults.for_server(self.faults, bool(engine.cfg.algorithm))
         state = ServerState(
             args=a,
             engine=engine,

@@ -75,8 +75,8 @@ async def openai(request: web.Request) -> web.StreamResponse:
 
     def usage(full: bool) -> dict[str, Any]:
         u: dict[str, Any] = {
-            "prompt_tokens": len(ids),
-            "total_tokens": len(ids) + len(req.output_ids),
+            "prompt_tokens": len(req.input_ids),  # with a template's ids, where the server added some
+            "total_tokens": len(req.input_ids) + len(req.output_ids),
             "completion_tokens": len(req.output_ids),
         }
         if full:  # chat dumps nulls; the completions usage chunk is dumped with exclude_none

@@ -17,7 +17,7 @@ import time
 from multiprocessing.connection import Connection, wait
 from typing import Any, NoReturn
 
-from simhost import acceptance, gpu, knobs, speed
+from simhost import acceptance, gpu, knobs, speed, workload
 from simhost import faults as sfaults
 from simhost.vllm import args as vargs
 from simhost.vllm import core, lines, tracebacks, versions
@@ -207,6 +207,7 @@ class ApiServer:
         engine = VllmEngine(
             s, ready, speed.SpeedParams(), engine_knobs, seed, None, acceptance_seed=int(seed_text or 0)
         )
+        engine.workload = workload.WorkloadFaults.for_server(self.faults, bool(engine.cfg.algorithm))
         crash_faults = {"crash_on_first_request", "crash_mid_benchmark"} & self.faults
         state = State(
             ver=ver,
