@@ -35,8 +35,9 @@ KINDS = (REPETITION_LOOP, DEGENERATE_OUTPUT, REPEATED_PROMPTS, FILLER_PROMPTS, T
 # (all of them, in a run of fewer): one looping answer in a hundred is a model's habit, a tenth is the benchmark.
 MAX_LOOP_SHARE = 0.10
 MIN_REQUESTS = 2
-# An output that is empty, or one token repeated from its first or second token on.
-DEGENERATE_LOOP_AT = 1
+# An output that is empty, or one token repeated from its first or second token on (`loop_at` is where the first
+# repeat is: 1 or 2 for such an output).
+DEGENERATE_LOOP_AT = 2
 # Prompts repeat when at least this share of the requests sent a prompt already sent in the run.
 MAX_REPEATED_SHARE = 0.25
 # A prompt is filler when at least this share of its 4-grams already occurred in it (natural text: a few percent;

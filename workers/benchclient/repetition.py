@@ -26,14 +26,16 @@ NGRAM = 4
 
 @dataclass(frozen=True, slots=True)
 class Loop:
-    at: int  # the position where the periodic tail begins: the output is a loop from there to its end
+    # The first position that repeats the token `period` before it, through to the end: the output has looped
+    # after `at` tokens (a loop of the 4 tokens before token 40, repeated from 40 on, is at 40).
+    at: int
     period: int
 
 
 def find_loop(tokens: Sequence[object]) -> Loop | None:
-    """The earliest-starting periodic tail of `tokens` (period 1..MAX_PERIOD) covering at least MIN_REPEATS periods
-    and MIN_LOOP_TOKENS tokens; None when there is none. Among periods whose tails start at the same position the
-    smallest wins (a period-4 loop is also periodic at 8)."""
+    """The loop of the earliest-starting periodic tail of `tokens` (period 1..MAX_PERIOD) covering at least
+    MIN_REPEATS periods and MIN_LOOP_TOKENS tokens; None when there is none. Among periods whose tails start at the
+    same position the smallest wins (a period-4 loop is also periodic at 8)."""
     n = len(tokens)
     best: Loop | None = None
     for period in range(1, min(MAX_PERIOD, n // MIN_REPEATS) + 1):
@@ -46,9 +48,9 @@ def find_loop(tokens: Sequence[object]) -> Loop | None:
         tail = matched + period
         if tail < max(MIN_LOOP_TOKENS, MIN_REPEATS * period):
             continue
-        start = n - tail
-        if best is None or start < best.at:
-            best = Loop(start, period)
+        at = n - matched
+        if best is None or at - period < best.at - best.period:
+            best = Loop(at, period)
     return best
 
 

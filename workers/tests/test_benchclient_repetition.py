@@ -17,14 +17,14 @@ def test_it_finds_where_a_periodic_tail_begins() -> None:
     head = list(range(100, 140))  # 40 distinct tokens
     looped = head + [1, 2, 3, 4] * 10
     loop = repetition.find_loop(looped)
-    assert loop == repetition.Loop(40, 4)
+    assert loop == repetition.Loop(44, 4)  # 40 new tokens, one period of the loop, then its repeats
     # One token repeated to the end is period 1; a loop of the head's own last tokens starts earlier.
-    assert repetition.find_loop(head + [7] * 30) == repetition.Loop(40, 1)
-    assert repetition.find_loop(head + head[-4:] * 8) == repetition.Loop(36, 4)
+    assert repetition.find_loop(head + [7] * 30) == repetition.Loop(41, 1)
+    assert repetition.find_loop(head + head[-4:] * 8) == repetition.Loop(40, 4)  # as simhost loops
 
 
 def test_it_prefers_the_smallest_period_of_a_tail() -> None:
-    assert repetition.find_loop([9, 8] + [1, 2] * 20) == repetition.Loop(2, 2)
+    assert repetition.find_loop([9, 8] + [1, 2] * 20) == repetition.Loop(4, 2)
 
 
 @pytest.mark.parametrize(
@@ -44,7 +44,7 @@ def test_it_finds_no_loop_where_there_is_none(tokens: list[int]) -> None:
 
 def test_it_finds_a_loop_of_words_and_of_the_longest_period() -> None:
     period = [f"w{i}" for i in range(32)]
-    assert repetition.find_loop(["x"] * 0 + list("abcdefgh") + period * 3) == repetition.Loop(8, 32)
+    assert repetition.find_loop(["x"] * 0 + list("abcdefgh") + period * 3) == repetition.Loop(40, 32)
 
 
 def test_natural_text_never_loops() -> None:
@@ -77,7 +77,7 @@ def _sglang_line(ids: list[int], **meta: object) -> bytes:
 
 
 def test_the_native_stream_records_the_loop_and_the_prompt_tokens_without_keeping_outputs() -> None:
-    ids = list(range(100, 140)) + [1, 2, 3, 4] * 6
+    ids = list(range(100, 140)) + list(range(136, 140)) * 6
     record = RequestRecord(prompt_len=5, start=0.0)
     receiver = SseReceiver(SglangStream(record), record)
     receiver(_sglang_line(ids[:10], prompt_tokens=17), 0.1)
@@ -108,7 +108,7 @@ def test_the_openai_stream_checks_the_words_of_its_text() -> None:
     receiver(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\ndata: [DONE]\n\n", 0.3)
     receiver.end_of_body()
 
-    assert (record.loop_at, record.loop_period, record.loop_unit) == (30, 3, "words")
+    assert (record.loop_at, record.loop_period, record.loop_unit) == (33, 3, "words")
     assert record.server_prompt_tokens == 21
 
 

@@ -90,11 +90,11 @@ def _looping_rows(share: float, *, requests: int = 64, accept: float = 7.8) -> l
 def test_it_says_where_outputs_loop_and_that_acceptance_is_not_the_drafts() -> None:
     findings = degenerate.check_run(_looping_rows(31 / 64), speculative=True)
     assert [f.kind for f in findings] == [degenerate.REPETITION_LOOP]
-    assert findings[0].sentence.startswith("outputs loop after 36 tokens in 31 of 64 requests; acceptance ")
+    assert findings[0].sentence.startswith("outputs loop after 40 tokens in 31 of 64 requests; acceptance ")
     assert findings[0].sentence.endswith(" is not a property of the draft")
     # A baseline's loop says only that it loops.
     (baseline,) = degenerate.check_run(_looping_rows(31 / 64))
-    assert baseline.sentence == "outputs loop after 36 tokens in 31 of 64 requests"
+    assert baseline.sentence == "outputs loop after 40 tokens in 31 of 64 requests"
 
 
 def test_a_rare_loop_is_no_finding() -> None:
