@@ -102,6 +102,7 @@ def test_a_looping_candidate_and_another_template_are_caught_and_a_healthy_one_i
     html = client.get(f"/experiments/{body['id']}/").content.decode()
     assert "outputs loop after 40 tokens in 8 of 8 requests" in html
     assert 'class="verdict verdict-slower degenerate-benchmark">degenerate benchmark' in html
+    assert '<span class="failure degenerate-run">· degenerate benchmark: outputs loop after 40 tokens' in html
     run_html = client.get(Run.objects.get(pk=runs["looping"]["id"]).get_absolute_url()).content.decode()
     assert 'id="degenerate"' in run_html and "outputs loop after 40 tokens in 8 of 8 requests" in run_html
     healthy_html = client.get(Run.objects.get(pk=runs["healthy"]["id"]).get_absolute_url()).content.decode()
