@@ -63,3 +63,35 @@ def test_a_looping_baseline_is_flagged_and_a_healthy_candidate_after_it_is_not()
     candidate.refresh_from_db()
     assert baseline.degenerate_reason == "outputs loop after 40 tokens in 8 of 8 requests"
     assert candidate.degenerate_findings == []
+
+
+LOOP = [
+    {"kind": "repetition_loop", "count": 8, "total": 8, "sentence": "outputs loop after 40 tokens in 8 of 8 requests"}
+]
+
+
+def test_compare_and_the_experiments_table_read_the_runs_findings(client, owner, owner_client) -> None:
+    from experiments.models import ApiToken
+
+    from .factories import make_config, make_eagle_config
+    from .test_compare import _measured, _pick
+
+    experiment = _measured(
+        "looping", {"baseline": [80.0, 81.0, 82.0], "eagle3-2step": [95.0, 96.0, 97.0]},
+        baseline=make_config(name="baseline"), candidates=[make_eagle_config(name="eagle3-2step")],
+    )  # fmt: skip
+    Run.objects.filter(experiment=experiment, config__name="eagle3-2step").update(degenerate_findings=LOOP)
+    _, token = ApiToken.issue(owner)
+    picks = [_pick(experiment, "baseline"), _pick(experiment, "eagle3-2step")]
+
+    body = client.get("/api/compare", {"pick": picks}, headers={"Authorization": f"Bearer {token}"}).json()
+
+    assert {row["degenerate"] for row in body["comparison"]} == {
+        "its runs are degenerate: outputs loop after 40 tokens in 8 of 8 requests"
+    }
+    assert all(row["gate"]["outcome"] == "failed" for row in body["comparison"])
+    # The experiments table's best cell: none to trust, where the only candidate loops.
+    html = owner_client.get("/experiments/").content.decode()
+    assert "eagle3-2step @c=" not in html
+    Run.objects.filter(experiment=experiment).update(degenerate_findings=[])
+    assert "eagle3-2step @c=" in owner_client.get("/experiments/").content.decode()
