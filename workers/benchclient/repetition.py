@@ -20,8 +20,10 @@ from dataclasses import dataclass
 MAX_PERIOD = 32
 MIN_REPEATS = 3
 MIN_LOOP_TOKENS = 24
-# The n of the n-grams whose repeats within a prompt measure how repetitive (filler) it is.
+# The n of the n-grams whose repeats within a prompt measure how repetitive (filler) it is, read over its first
+# REPEAT_WINDOW units: a bound on the work per prompt before the clock starts (filler shows within them).
 NGRAM = 4
+REPEAT_WINDOW = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,7 @@ def repeat_share(prompt: Sequence[int] | str) -> float | None:
     """The share of the prompt's NGRAM-grams (of token ids, or of words of a text) already seen earlier in it: about 0
     for natural text and random ids, near 1 for a phrase pasted over and over. None for a prompt too short to say
     (fewer than 2 * NGRAM units)."""
-    units: Sequence[object] = words(prompt) if isinstance(prompt, str) else prompt
+    units: Sequence[object] = (words(prompt) if isinstance(prompt, str) else prompt)[:REPEAT_WINDOW]
     total = len(units) - NGRAM + 1
     if len(units) < 2 * NGRAM:
         return None
