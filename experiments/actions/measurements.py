@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import transaction
 
-from ..analysis import acceptance, slo, steady_state
+from ..analysis import acceptance, degenerate, slo, steady_state
 from ..models import Measurement, PromptResults, Run
 from .runs import do_add_run_warning
 
@@ -73,3 +73,39 @@ def do_record_prompt_results(run: Run, pass_index: int, concurrency: int, reques
     PromptResults.objects.update_or_create(
         run=run, defaults={"pass_index": pass_index, "concurrency": concurrency, "requests": requests}
     )
+    do_check_degenerate(run, requests)
+
+
+@transaction.atomic
+def do_check_degenerate(run: Run, requests: list[dict[str, Any]]) -> None:
+    """Store the run's degenerate-benchmark findings (analysis/degenerate.py), read from its prompt results as they
+    are recorded: the only findings any comparison reads (`Run.degenerate_findings`). A candidate's template is checked
+    against the experiment's first baseline run with prompt results; a baseline run's rows, once recorded, re-check
+    the template of the candidates' runs recorded before it."""
+    experiment = run.experiment
+    recorded = PromptResults.objects.filter(run__experiment=experiment).exclude(run=run)
+    if run.config_id == experiment.baseline_id:
+        _store_findings(run, requests, None)
+        others = recorded.exclude(run__config_id=experiment.baseline_id).select_related("run__config")
+        for other in others.defer("digests"):
+            _store_findings(other.run, other.requests, requests)
+        return
+    first_baseline = (
+        recorded.filter(run__config_id=experiment.baseline_id).order_by("run__sequence").values_list("requests").first()
+    )
+    _store_findings(run, requests, first_baseline[0] if first_baseline else None)
+
+
+def _store_findings(run: Run, requests: list[dict[str, Any]], baseline_rows: list[dict[str, Any]] | None) -> None:
+    config = run.config
+    findings = degenerate.check_run(
+        requests if isinstance(requests, list) else [],
+        baseline_rows=baseline_rows if isinstance(baseline_rows, list) else None,
+        speculative=config.is_speculative,
+        # Simulated acceptance writes one token for everything a verify step accepts: degenerate by design.
+        check_outputs=config.simulated_accept_length is None,
+    )
+    stored = [finding.as_json() for finding in findings]
+    if stored != run.degenerate_findings:
+        run.degenerate_findings = stored
+        run.save(update_fields=["degenerate_findings"])

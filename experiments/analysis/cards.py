@@ -18,6 +18,8 @@ from .comparison import FASTER, INCONCLUSIVE, SLOWER, ComparisonRow, launches_to
 from .equivalence import OUTPUTS_DIFFER
 from .intervals import ratio_text
 
+# A card's kind when its candidate's runs measure a degenerate benchmark (analysis/degenerate.py).
+DEGENERATE = "degenerate"
 # The smallest effect `compare_configs` calls faster or slower (its default).
 MIN_EFFECT = 0.02
 
@@ -26,7 +28,7 @@ MIN_EFFECT = 0.02
 class VerdictCard:
     candidate: str
     sentence: str
-    # The card's overall kind, for its colour: faster, slower, inconclusive, mixed or outputs differ.
+    # The card's overall kind, for its colour: faster, slower, inconclusive, mixed, outputs differ or degenerate.
     kind: str
     # More launches of every config that would likely settle the inconclusive cells; None when none would.
     launches: int | None
@@ -42,15 +44,32 @@ def verdict_cards(
     passes_per_launch: int,
     simulated: Collection[str] = (),
     collapsed: Mapping[str, Sequence[tuple[int, float]]] | None = None,
+    degenerate: Mapping[str, str] | None = None,
 ) -> list[VerdictCard]:
     """One card per measured candidate, in candidate order; the baseline is never a candidate of its own. Those in
     `simulated` are marked so (their acceptance was set, not measured); `collapsed` gives, per candidate, the
-    (concurrency, accept length) of the cells where its acceptance collapsed, which its sentence says."""
+    (concurrency, accept length) of the cells where its acceptance collapsed, which its sentence says; `degenerate`
+    why a candidate's runs (or the baseline's) measure a degenerate benchmark (analysis/degenerate.py), which replaces
+    its verdict (and, the baseline's, every card's trust)."""
     cards = []
+    reasons = degenerate or {}
     for name in candidates:
         own = sorted((row for row in rows if row.candidate == name), key=lambda row: row.concurrency)
         if name != baseline and own:
             card = _card(name, own, passes_per_launch)
+            if name in reasons:
+                best = max(own, key=lambda row: row.speedup)
+                sentence = (
+                    f"{name}'s runs measure a degenerate benchmark, so its speed is no result: {reasons[name]} "
+                    f"(it ran {ratio(best)} at c={best.concurrency})."
+                )
+                card = VerdictCard(name, sentence, DEGENERATE, None)
+            if baseline in reasons:
+                card = dataclasses.replace(
+                    card,
+                    sentence=card.sentence[:-1] + f"; but the baseline's runs are degenerate ({reasons[baseline]}), "
+                    "so no verdict against it can be trusted.",
+                )
             cells = (collapsed or {}).get(name)
             if cells:
                 card = dataclasses.replace(card, sentence=card.sentence[:-1] + _collapse_clause(cells, own))

@@ -10,6 +10,11 @@ and every reader must say the same way:
 - acceptance collapse: a speculative candidate whose mean accept length at a concurrency is at most COLLAPSED (1.0 is
   "only the bonus token": the target rejected every draft token) pays for its draft and gets nothing; each of its rows
   carries that reason, in the verdict sentence itself;
+- degenerate benchmarks (`degenerate`, analysis/degenerate.py: `config_reasons` of the runs' stored findings): a
+  candidate whose runs loop, answer degenerately, send repeated or filler prompts or another prompt template than the
+  baseline's measured the benchmark, not the draft; its rows are shown with that reason, but never the headline, the
+  best row, a recommendation, or passed by a gate. A degenerate baseline makes every verdict untrustworthy: no row is
+  best, the headline says so, and every gate fails;
 - what an inconclusive row needs (`needs`, `launches`) and the rules of the CLI gate (`slower_gate`,
   `outputs_gate`), so that the pages show the rule the gate applies.
 """
@@ -77,6 +82,8 @@ class Comparison:
     outputs_unjudged: str = ""
     # (candidate, concurrency) -> mean accept length of its usable samples (speculative candidates only).
     accept_length: Mapping[tuple[str, int], float] = field(default_factory=dict)
+    # Config (candidate or baseline) -> why its runs measure a degenerate benchmark (analysis/degenerate.py).
+    degenerate: Mapping[str, str] = field(default_factory=dict)
 
     # -- the rows a page shows, and the answers read from them ---------------------------------------------------
 
@@ -86,9 +93,26 @@ class Comparison:
         return [row for row in self.rows if row.candidate not in self.simulated]
 
     @property
+    def trusted_rows(self) -> list[ComparisonRow]:
+        """The rows a winner may be read from: judged rows of candidates whose runs are not degenerate, against a
+        baseline whose runs are not (none when it is): what `best`, recommendations and study winners read."""
+        if self.baseline in self.degenerate:
+            return []
+        return [row for row in self.judged_rows if row.candidate not in self.degenerate]
+
+    @property
     def best(self) -> ComparisonRow | None:
         """The row a one-line summary shows (the experiments table, the notification, the headline)."""
-        return best_row(self.judged_rows)
+        return best_row(self.trusted_rows)
+
+    def degenerate_reason(self, row: ComparisonRow) -> str | None:
+        """Why the row measures a degenerate benchmark (its candidate's runs, or the baseline's), else None."""
+        if self.baseline in self.degenerate:
+            why = self.degenerate[self.baseline]
+            return f"the baseline's runs are degenerate: {why}; no verdict against it can be trusted"
+        if row.candidate in self.degenerate:
+            return f"its runs are degenerate: {self.degenerate[row.candidate]}"
+        return None
 
     @property
     def measured(self) -> list[str]:
@@ -121,6 +145,9 @@ class Comparison:
         accept = self.collapsed(row)
         if accept is not None:
             out.append(f"its acceptance collapsed (accept length {accept:.2f}: the target rejected every draft token)")
+        degenerate = self.degenerate_reason(row)
+        if degenerate is not None:
+            out.append(degenerate)
         if row.candidate in self.simulated:
             out.append("its accept length is simulated: a speed a better draft would have, never a result to deploy")
         if row.verdict == INCONCLUSIVE:
@@ -140,8 +167,20 @@ class Comparison:
     @property
     def headline(self) -> str | None:
         """The answer a page leads with, in one sentence with its interval and its reasons."""
+        if self.baseline in self.degenerate and self.rows:
+            return (
+                f"No verdict can be trusted: the baseline's runs are degenerate ({self.degenerate[self.baseline]}), so "
+                "every speedup against them measures the benchmark, not the draft."
+            )
         best = self.best
         if best is None:
+            flagged = [name for name in self.measured if name in self.degenerate and name not in self.simulated]
+            if flagged:
+                name = flagged[0]
+                return (
+                    f"No trustworthy result: {name}'s runs are degenerate ({self.degenerate[name]}), so its speed "
+                    "is not a property of the draft."
+                )
             return None
         at = f"at concurrency {best.concurrency}"
         said = self.said(best)
@@ -176,6 +215,7 @@ class Comparison:
             passes_per_launch=self.passes_per_launch,
             simulated=self.simulated,
             collapsed=collapsed,
+            degenerate=self.degenerate,
         )
 
     def may_win(self, row: ComparisonRow) -> bool:
@@ -219,6 +259,12 @@ class Comparison:
         other row is inconclusive, with what would settle it."""
         speed = row.speed_verdict or row.verdict
         said = self.said(row)
+        degenerate = self.degenerate_reason(row)
+        if degenerate is not None:
+            # FAILED, not inconclusive: a degenerate benchmark is a defect to fix (the benchmark's, or the draft's when
+            # only the candidate loops), never noise that more runs settle; and CI jobs commonly pass
+            # --allow-inconclusive, which would turn a looping arm that "ran fastest" into a green build.
+            return GateOutcome(FAILED, f"degenerate benchmark: {degenerate} ({said})")
         if speed == SLOWER:
             return GateOutcome(FAILED, f"slower than the baseline: {said}")
         if speed == FASTER:
@@ -234,6 +280,11 @@ class Comparison:
         match; otherwise it cannot judge, and says why."""
         if candidate in self.outputs_differ:
             return GateOutcome(FAILED, "outputs differ from the baseline's at temperature 0")
+        for name, whose in ((self.baseline, "the baseline's"), (candidate, "its")):
+            if name in self.degenerate:  # FAILED for the reason slower_gate gives
+                return GateOutcome(
+                    FAILED, f"degenerate benchmark: {whose} runs are degenerate: {self.degenerate[name]}"
+                )
         if candidate in self.outputs_match:
             return GateOutcome(PASSED, "outputs match the baseline's at temperature 0")
         return GateOutcome(INCONCLUSIVE, self.outputs_unjudged or "no outputs compared with the baseline's")
@@ -250,10 +301,12 @@ def judge(
     outputs_unjudged: str = "",
     simulated: Collection[str] = (),
     speculative: Collection[str] | None = None,
+    degenerate: Mapping[str, str] | None = None,
 ) -> Comparison:
     """The Comparison of `candidates` against `baseline` over `samples` (unusable ones are left out by
     `compare_configs`). A simulated candidate is never gated on its outputs. `speculative` names the candidates whose
-    accept length can collapse (all, when None)."""
+    accept length can collapse (all, when None). `degenerate` gives, per config (the baseline too), why its runs measure
+    a degenerate benchmark (`degenerate.config_reasons`); simulated candidates are exempt, as from the output gate."""
     samples = list(samples)
     simulated_set = frozenset(simulated)
     differ = frozenset(outputs_differ) - simulated_set
@@ -274,4 +327,5 @@ def judge(
         outputs_match=frozenset(outputs_match) - differ - simulated_set,
         outputs_unjudged=outputs_unjudged,
         accept_length={key: statistics.fmean(values) for key, values in accepts.items()},
+        degenerate={name: why for name, why in (degenerate or {}).items() if name not in simulated_set},
     )

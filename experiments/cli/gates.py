@@ -19,7 +19,8 @@ Nothing is recomputed here: each gate reads what the API already decided, by the
   concurrency in `--against`'s experiment when given, else the series' last value before this experiment
   (`accept_length[].reference`). The first run of a series has no reference and passes, saying so (nothing can have
   dropped yet); with `--against`, a cell that experiment did not measure is inconclusive.
-An experiment that has not finished, or whose runs failed, adds an error check. Exit: 1 when any check failed, else
+An experiment that has not finished, or whose runs failed, adds an error check; a config whose runs measure a
+degenerate benchmark (`degenerate`) adds a failed one, whatever the gates. Exit: 1 when any check failed, else
 2 when any is inconclusive (unless allowed) or an error, else 0.
 """
 
@@ -101,7 +102,7 @@ def _percent(value: str) -> float:
 
 
 def evaluate(experiment: dict[str, Any], gates: Sequence[Gate], against: dict[str, Any] | None = None) -> list[Check]:
-    checks = _experiment_checks(experiment)
+    checks = _experiment_checks(experiment) + _degenerate(experiment)
     for gate in gates:
         if gate.name == "slower":
             checks += _slower(experiment)
@@ -133,6 +134,19 @@ def _experiment_checks(experiment: dict[str, Any]) -> list[Check]:
                   for r in experiment.get("runs", []) if r["state"] == "failed"]  # fmt: skip
         return [Check("runs", "experiment", None, ERROR, "runs failed: " + ", ".join(failed), {"failed": len(failed)})]
     return [Check("runs", "experiment", None, ERROR, f"the experiment has not finished (it is {status})")]
+
+
+def _degenerate(experiment: dict[str, Any]) -> list[Check]:
+    """Whatever gates were asked for: a config whose runs measure a degenerate benchmark (the API's `degenerate`,
+    analysis/degenerate.py) fails, with why. Failed, not inconclusive: a looping arm or filler prompts are a defect to
+    fix, never noise that more runs settle, and `--allow-inconclusive` must not turn them green
+    (analysis/verdicts.py: slower_gate says the same of each row)."""
+    checks = []
+    baseline = experiment.get("baseline")
+    for name, reason in (experiment.get("degenerate") or {}).items():
+        whose = "the baseline's" if name == baseline else "its"
+        checks.append(Check("degenerate", str(name), None, FAILED, f"{whose} runs are degenerate: {reason}"))
+    return checks
 
 
 def _gated(experiment: dict[str, Any]) -> list[str]:

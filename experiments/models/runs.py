@@ -9,6 +9,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from experiments.analysis import degenerate
 from experiments.formats.run_facts import server_facts
 from experiments.rules import launch_fields
 
@@ -115,6 +116,10 @@ class Run(models.Model):
     cancel_reason = models.TextField(blank=True)
     # What went wrong without failing the run: [{"kind", "message", "at"}], shown on the run page.
     warnings = models.JSONField(default=list, blank=True)
+    # Why this run measures a degenerate benchmark (analysis/degenerate.py: check_run, as its prompt results were
+    # recorded): [{"kind", "count", "total", "sentence"}], empty when healthy or not checked. The comparison keeps a
+    # config with such a run out of its headline, its best row, recommendations and the CI gate.
+    degenerate_findings = models.JSONField(default=list, blank=True, editable=False)
     benchmark_cell = models.PositiveIntegerField(default=0)
     # The benchmark client's own count of the current cell's requests (finished, of all), about once a second.
     cell_requests_done = models.PositiveIntegerField(default=0)
@@ -160,6 +165,11 @@ class Run(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("run_detail", args=[self.pk])
+
+    @property
+    def degenerate_reason(self) -> str:
+        """Why the run measures a degenerate benchmark, in one sentence ("" when it does not)."""
+        return degenerate.reason([degenerate.Finding.from_json(f) for f in self.degenerate_findings or []])
 
     @property
     def is_imported(self) -> bool:

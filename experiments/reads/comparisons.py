@@ -158,6 +158,7 @@ def build_comparison(picks: Sequence[Pick]) -> PickedComparison:
         outputs_match=[p.label for p in picked[1:] if p.outputs_match],
         simulated=[p.label for p in picked[1:] if p.config.simulated_accept_length is not None],
         speculative=[p.label for p in picked[1:] if p.config.is_speculative],
+        degenerate=samples.degenerate_reasons(values, label=_label),
     )
     result.config_diff = _where_picks_differ(picked) + config_diff_rows([p.config for p in picked])
     usable = [{**v, "run__config__name": v["label"]} for v in samples.usable(values)]

@@ -276,6 +276,7 @@ def _add_best_speedups(rows: Iterable[ExperimentRow]) -> None:
             outputs_match=[c.config.name for c in candidates if c.outputs_match],
             simulated=[c.config.name for c in candidates if c.config.simulated_accept_length is not None],
             speculative=[c.config.name for c in candidates if c.config.is_speculative],
+            degenerate=samples.degenerate_reasons(own),
         )
         best = row.comparison.best
         if best is not None:

@@ -181,6 +181,7 @@ def build_report(experiment: Experiment, *, with_figures: bool = True) -> Experi
         outputs_unjudged=experiment.profile.outputs_unjudged,
         simulated=[c.name for c in candidates if c.simulated_accept_length is not None],
         speculative=[c.name for c in candidates if c.is_speculative],
+        degenerate=samples.degenerate_reasons(usable),
     )
     rows = comparison.rows
     throughput = points_series(((m["run__config__name"], m["concurrency"], m[THROUGHPUT]) for m in usable), names)

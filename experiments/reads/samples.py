@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from django.db.models import Q
 
 from experiments import analysis
+from experiments.analysis import degenerate
 from experiments.models import Measurement, Run
 
 # What a sample is made of; `measurement_values` reads these and whatever else a page needs.
@@ -30,6 +31,8 @@ SAMPLE_FIELDS = (
     "concurrency",
     "output_throughput",
     "accept_length",
+    # Why the run measures a degenerate benchmark (Run.degenerate_findings; `degenerate_reasons` reads it).
+    "run__degenerate_findings",
 )
 Value = Mapping[str, Any]
 V = TypeVar("V", bound=Value)
@@ -85,3 +88,16 @@ def launch_means(values: Sequence[Value]) -> dict[int, dict[int, float]]:
     for value in usable(values):
         sums.setdefault(value["run_id"], {}).setdefault(value["concurrency"], []).append(value["output_throughput"])
     return {run: {level: sum(v) / len(v) for level, v in cells.items()} for run, cells in sums.items()}
+
+
+def degenerate_reasons(
+    values: Iterable[Value], label: Callable[[Value], str | None] = by_config_name
+) -> dict[str, str]:
+    """Per name (as `samples` names them): why its runs measure a degenerate benchmark, read from the runs of the
+    usable `values` (`degenerate.config_reasons`: one flagged run flags its config), for `analysis.judge`."""
+    runs: dict[tuple[int, str], tuple[str, Any]] = {}
+    for value in values:
+        name = label(value)
+        if name is not None and is_usable(value) and (value["run_id"], name) not in runs:
+            runs[value["run_id"], name] = (name, value.get("run__degenerate_findings") or [])
+    return degenerate.config_reasons(runs.values())

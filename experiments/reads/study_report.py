@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from experiments.analysis import deployment
+from experiments.analysis import degenerate, deployment
 from experiments.analysis.deployment_view import curves_of
 from experiments.charts import comparison as comparison_charts
 from experiments.charts import deployment as deployment_charts
@@ -26,12 +26,17 @@ def study_history(study: Study) -> plan.History:
     runs = list(
         Run.objects.filter(experiment__studyround__study=study)
         .order_by("experiment__studyround__index", "sequence")
-        .values("id", "config_id", "state", "started_at")
+        .values("id", "config_id", "state", "started_at", "degenerate_findings")
     )
     means = samples.launch_means(samples.measurement_values(Q(run_id__in=[r["id"] for r in runs])))
     history = plan.History()
     gated = Candidate.objects.filter(experiment__studyround__study=study, outputs_differ=True)
     history.outputs_differ = {names[c] for c in gated.values_list("config_id", flat=True) if c in names}
+    succeeded = [(names[r["config_id"]], r["degenerate_findings"]) for r in runs if r["state"] == Run.State.SUCCEEDED
+                 and r["config_id"] in names]  # fmt: skip
+    # The baseline stays in every race: without it there is nothing to race against (its own flag is on its
+    # experiments' pages and gate).
+    history.degenerate = {n: why for n, why in degenerate.config_reasons(succeeded).items() if n != plan.BASELINE}
     for run in runs:
         name = names.get(run["config_id"])
         if name is None or run["started_at"] is None:

@@ -35,6 +35,8 @@ def comparison_row_json(comparison: analysis.Comparison, row: analysis.Compariso
         "reasons": comparison.reasons(row),
         "accept_length": _round(comparison.accept_length.get((row.candidate, row.concurrency)), 4),
         "acceptance_collapsed": comparison.collapsed(row) is not None,
+        # Why the row measures a degenerate benchmark (its candidate's runs, or the baseline's); null when it does not.
+        "degenerate": comparison.degenerate_reason(row),
         # The `slower` gate's reading of this row (null for simulated acceptance, which no gate judges).
         "gate": None if simulated else {"outcome": slower.outcome, "message": slower.message},
     }

@@ -51,6 +51,9 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         # One sentence per candidate (the pages' verdict cards), and the outputs gate's reading of each.
         "verdicts": verdicts_json(comparison),
         "outputs_gate": outputs_gates_json(comparison),
+        # Config (candidate or baseline) -> why its runs measure a degenerate benchmark (analysis/degenerate.py): such a
+        # candidate is never the headline, the best row or passed by a gate; such a baseline leaves no verdict trusted.
+        "degenerate": dict(comparison.degenerate),
         # Per speculative candidate: [{concurrency, mean, low, high, reference}] of the token-weighted figure.
         "accept_length": accept_length_json(report),
         # Each acceptance figure's column, name and definition (analysis/acceptance.py), as the glossary gives them.

@@ -41,6 +41,11 @@ def run_state_json(run: Run, standing: Standing | None = None) -> dict[str, Any]
         # the live alarms with their remedies: [{kind, message, at, line?, text?, remedies?}]. In the state events
         # too, so an open run page shows a warning the moment it is raised.
         "warnings": run.warnings,
+        # Why the run measures a degenerate benchmark (analysis/degenerate.py), checked as its prompt results were
+        # recorded: {reason, findings: [{kind, count, total, sentence}]}; null when healthy or not checked.
+        "degenerate": {"reason": run.degenerate_reason, "findings": run.degenerate_findings}
+        if run.degenerate_findings
+        else None,
         # Queued runs only: place on the host, what it waits for, estimated start and duration (seconds).
         "queue": queue.as_json() if queue else None,
         # Queued and live runs: when it should start (queued) and end, each a range {low, mid, high} in seconds from

@@ -54,6 +54,9 @@ class History:
     # Configs whose outputs parted from the baseline's in some round (the equivalence gate): measured, so never
     # proposed again, but never in a race either: a speed bought by wrong outputs is no candidate's.
     outputs_differ: set[str] = field(default_factory=set)
+    # Configs whose runs measure a degenerate benchmark (analysis/degenerate.py: config_reasons, the rule the
+    # experiment's comparison applies), with why: measured, never proposed again, never in a race.
+    degenerate: dict[str, str] = field(default_factory=dict)
     launches: int = 0
 
     def add(self, name: str, tok_s: Mapping[int, float]) -> None:
@@ -62,11 +65,12 @@ class History:
             cells.setdefault(level, []).append(value)
 
     def at(self, level: int) -> dict[str, list[float]]:
-        """What races at `level`: every measured config but those whose outputs differ."""
+        """What races at `level`: every measured config but those whose outputs differ or whose runs are
+        degenerate."""
         return {
             name: cells[level]
             for name, cells in self.samples.items()
-            if cells.get(level) and name not in self.outputs_differ
+            if cells.get(level) and name not in self.outputs_differ and name not in self.degenerate
         }
 
 

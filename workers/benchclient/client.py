@@ -27,7 +27,7 @@ from typing import Any
 
 import aiohttp
 
-from . import prometheus, steady_state
+from . import prometheus, repetition, steady_state
 from .metrics import RequestRecord, summarize
 from .streams import OpenAICompletionStream, SglangStream, SseReceiver, Stream, StreamError
 from .transport import ConnectError, HttpError, HttpPool, parse_base_url
@@ -292,6 +292,9 @@ async def run_benchmark(config: BenchConfig) -> tuple[dict[str, Any], int]:
                 prompt_index=prompt.index,
                 category=prompt.category,
                 keep_output=config.keep_outputs,
+                # Before the clock starts: what the degenerate-benchmark checks read of the prompt as sent.
+                prompt_digest=repetition.prompt_digest(prompt.content),
+                prompt_repeat_share=repetition.repeat_share(prompt.content),
             )
             for prompt in prompts
         ]

@@ -37,6 +37,15 @@ class RequestRecord:
     # The generated token ids (final chunk's output_ids), kept only when the run compares outputs.
     keep_output: bool = False
     output_ids: list[int] | None = None
+    # For the degenerate-benchmark checks (repetition.py): where the output falls into a repetition loop (None: it
+    # does not), counted in the units it was checked in ("tokens" ids, or "words" of the text when the server sent
+    # no ids); the prompt's digest and repetitiveness, measured as it was sent; the server's own count of its tokens.
+    loop_at: int | None = None
+    loop_period: int | None = None
+    loop_unit: str | None = None
+    prompt_digest: str | None = None
+    prompt_repeat_share: float | None = None
+    server_prompt_tokens: int | None = None
     error: str | None = None
     # True when the server could not be reached at all (connection refused, DNS failure).
     unreachable: bool = False
@@ -212,6 +221,13 @@ def request_rows(records: Sequence[RequestRecord], *, split_itl: bool) -> list[d
             "ok": record.succeeded,
             "output_len": record.output_len,
             "accept_length": record.output_len / record.spec_verify_ct if record.spec_verify_ct else None,
+            # What the degenerate-benchmark checks read (experiments/analysis/degenerate.py), a few bytes a request.
+            "loop_at": record.loop_at,
+            "loop_period": record.loop_period,
+            "loop_unit": record.loop_unit,
+            "prompt_digest": record.prompt_digest,
+            "prompt_repeat_share": record.prompt_repeat_share,
+            "prompt_tokens": record.server_prompt_tokens,
         }
         row |= _latencies_ms(record, split_itl=split_itl)
         if record.keep_output:

@@ -12,6 +12,7 @@ import re
 import time
 from typing import Any
 
+from . import repetition
 from .metrics import RequestRecord
 
 _META_INFO_KEY = b'"meta_info"'
@@ -65,6 +66,21 @@ _HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 
 def _count_of(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _note_loop(record: RequestRecord, ids: list[int] | None, text: str | None) -> None:
+    """Record where the output falls into a repetition loop: on its token ids when the server gave them, else on the
+    words of its text."""
+    units: list[Any]
+    if ids:
+        units, record.loop_unit = ids, "tokens"
+    elif text:
+        units, record.loop_unit = repetition.words(text), "words"
+    else:
+        return
+    loop = repetition.find_loop(units)
+    if loop is not None:
+        record.loop_at, record.loop_period = loop.at, loop.period
 
 
 def _histogram_of(fields: dict[str, Any]) -> list[int] | None:
@@ -153,11 +169,17 @@ class SglangStream:
         if isinstance(verify_ct, int):
             self.record.spec_verify_ct = verify_ct
         self.record.spec_drafts_histogram = _histogram_of(meta_info)
-        if self.record.keep_output and self._final is not None:
+        self.record.server_prompt_tokens = _count_of(meta_info.get("prompt_tokens"))
+        # The final (cumulative) chunk is decoded whole once: the loop check reads its ids (or its text).
+        if self._final is not None:
             line, offset = self._final
             event = json.loads(line[offset:])
             ids = event.get("output_ids") if isinstance(event, dict) else None
-            if isinstance(ids, list) and all(isinstance(t, int) for t in ids):
+            if not (isinstance(ids, list) and all(isinstance(t, int) for t in ids)):
+                ids = None
+            text = event.get("text") if isinstance(event, dict) else None
+            _note_loop(self.record, ids, text if isinstance(text, str) else None)
+            if self.record.keep_output and ids is not None:
                 self.record.output_ids = ids
 
 
@@ -180,7 +202,10 @@ class OpenAICompletionStream:
         self.usage_completion_tokens: int | None = None
         self.spec_details: dict[str, Any] | None = None
         self.vllm_spec: dict[str, Any] | None = None
+        self.usage_prompt_tokens: int | None = None
         self.token_ids: list[int] = []
+        # The text pieces, joined once at the end for the loop check when no token ids came.
+        self.text_pieces: list[str] = []
 
     def feed(self, line: bytes, offset: int, now: float) -> None:
         event = json.loads(line[offset:])
@@ -196,16 +221,20 @@ class OpenAICompletionStream:
             if isinstance(ids, list) and ids:
                 self.record.chunk_times.append(now)
                 self.record.chunk_tokens.append(len(ids))
-                if self.record.keep_output:
-                    self.token_ids.extend(ids)
+                self.token_ids.extend(ids)
                 break
-            if choice.get("text"):
+            text = choice.get("text")
+            if text:
                 self.record.chunk_times.append(now)
                 self.record.chunk_tokens.append(1)
+                if isinstance(text, str):
+                    self.text_pieces.append(text)
                 break
         usage = event.get("usage")
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             self.usage_completion_tokens = usage["completion_tokens"]
+        if isinstance(usage, dict):
+            self.usage_prompt_tokens = _count_of(usage.get("prompt_tokens")) or self.usage_prompt_tokens
         sglext = event.get("sglext")
         if isinstance(sglext, dict) and isinstance(sglext.get("spec_tokens_details"), dict):
             self.spec_details = sglext["spec_tokens_details"]
@@ -227,6 +256,9 @@ class OpenAICompletionStream:
             self.record.spec_verify_ct = _count_of(self.vllm_spec.get("num_spec_steps"))
             histogram = self.vllm_spec.get("acceptance_histogram")
             self.record.spec_drafts_histogram = _histogram_of({_HISTOGRAM_KEYS[0]: histogram})
+        self.record.server_prompt_tokens = self.usage_prompt_tokens
+        ids = [t for t in self.token_ids if isinstance(t, int)] if self.token_ids else None
+        _note_loop(self.record, ids, "".join(self.text_pieces))
         if self.record.keep_output and self.token_ids:
             self.record.output_ids = self.token_ids
 

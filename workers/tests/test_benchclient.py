@@ -784,6 +784,10 @@ async def test_it_benchmarks_a_streaming_server(fake_sglang: tuple[FakeSglang, s
     assert warmup["sampling_params"] == {"temperature": 0.0, "max_new_tokens": 24, "ignore_eos": True}
     assert warmup["stream"] is True
     assert len(first["input_ids"]) == 16 and max(first["input_ids"]) < 500
+    # What the degenerate-benchmark checks read: distinct random prompts, outputs that count up (no loop).
+    rows = result["requests"]
+    assert len({row["prompt_digest"] for row in rows}) == 8
+    assert all(row["loop_at"] is None and row["loop_unit"] == "tokens" for row in rows)
 
 
 async def test_it_counts_failed_requests_without_failing_the_run(fake_sglang: tuple[FakeSglang, str]) -> None:
