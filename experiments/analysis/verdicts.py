@@ -220,8 +220,13 @@ class Comparison:
 
     def may_win(self, row: ComparisonRow) -> bool:
         """Whether the row may be named the winner anywhere (a headline, a bake-off's band, an engine's fastest): not
-        simulated acceptance, not outputs that differ, not a collapsed acceptance."""
-        return row.candidate not in self.simulated and row.verdict != OUTPUTS_DIFFER and self.collapsed(row) is None
+        simulated acceptance, not outputs that differ, not a collapsed acceptance, not a degenerate benchmark."""
+        return (
+            row.candidate not in self.simulated
+            and row.verdict != OUTPUTS_DIFFER
+            and self.collapsed(row) is None
+            and self.degenerate_reason(row) is None
+        )
 
     def winners(self) -> dict[int, Winner]:
         """At each concurrency the comparison measured: the fastest row that may win and is settled faster than the

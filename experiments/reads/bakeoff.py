@@ -63,11 +63,15 @@ def study_bakeoff(study: Study) -> bakeoff.Bakeoff:
     names[study.baseline_id] = plan.BASELINE
 
     def reasons(row: Any) -> list[str]:
-        return (
-            ["its outputs differ from the baseline's at temperature 0"]
-            if row.candidate in history.outputs_differ
-            else []
-        )
+        out = []
+        if row.candidate in history.outputs_differ:
+            out.append("its outputs differ from the baseline's at temperature 0")
+        if row.candidate in history.degenerate:
+            out.append(f"its runs are degenerate: {history.degenerate[row.candidate]}")
+        return out
+
+    def may_win(row: Any) -> bool:  # the rule the study's races apply (`plan.History.at`)
+        return row.candidate not in history.outputs_differ and row.candidate not in history.degenerate
 
     return bakeoff.build(
         rows,
@@ -77,7 +81,7 @@ def study_bakeoff(study: Study) -> bakeoff.Bakeoff:
         costs=config_costs(Q(experiment__studyround__study=study), names),
         reasons=reasons,
         gate=lambda name: NOT_GATED,
-        may_win=lambda row: row.candidate not in history.outputs_differ,
+        may_win=may_win,
     )
 
 

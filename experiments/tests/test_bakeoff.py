@@ -184,3 +184,21 @@ def test_the_page_and_the_api_show_the_experiments_comparison_grouped_by_method_
     text = page.content.decode()
     assert page.status_code == 200 and data["headline"] in text.replace("&#x27;", "'")
     assert "60,000 fewer KV-cache tokens than the baseline (6% of its pool)" in text
+
+
+def test_a_method_whose_benchmark_is_degenerate_never_wins_and_its_cell_says_why() -> None:
+    samples = [
+        Sample(name, level, launch, 0, value)
+        for name, levels in SPEEDS.items()
+        for level, values in levels.items()
+        for launch, value in enumerate(values)
+    ]
+    loop = "outputs loop after 40 tokens in 31 of 64 requests"
+    comparison = judge(
+        samples, baseline="base", candidates=list(METHODS), passes_per_launch=1, degenerate={"eagle": loop}
+    )
+    view = _build(comparison)
+
+    eagle = next(line for line in view.lines if line.method.algorithm == "EAGLE3")
+    assert not eagle.cells[1].wins and any(loop in reason for reason in eagle.cells[1].reasons)
+    assert comparison.winners()[1].candidate == "ngram-a"
