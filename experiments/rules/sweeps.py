@@ -430,7 +430,7 @@ def _methods_grid(base: Mapping[str, Any], sweep: Sweep, engine: str) -> Grid:
         elif choice.algorithm not in launch_fields.DRAFT_METHODS[engine]:
             # It drafts from the target's own heads or from the prompt: the base's draft is not its.
             own["speculative_draft_model_path"] = None
-        prefix = " ".join(filter(None, [sweep.name_prefix, choice.algorithm]))
+        prefix = " ".join(filter(None, [sweep.name_prefix, choice.algorithm, _draft_tag(choice, sweep.methods)]))
         if engine == launch_fields.VLLM:
             if choice.algorithm in VLLM_K_METHODS:
                 grid = _chain_grid(own, dataclasses.replace(sweep, methods=(), name_prefix=prefix))
@@ -447,6 +447,14 @@ def _methods_grid(base: Mapping[str, Any], sweep: Sweep, engine: str) -> Grid:
         skipped += grid.skipped
         notes += [note for note in grid.notes if note not in notes]
     return Grid(list(candidates.values()), skipped, notes)
+
+
+def _draft_tag(choice: MethodChoice, methods: Sequence[MethodChoice]) -> str:
+    """What tells a method's drafts apart in its candidates' names, where the sweep runs it with more than one: the
+    draft's directory name ("step2000"), or "base draft" for the base's."""
+    if sum(1 for other in methods if other.algorithm == choice.algorithm) < 2:
+        return ""
+    return choice.draft.rstrip("/").rsplit("/", 1)[-1] if choice.draft else "base draft"
 
 
 def _width_grid(base: Mapping[str, Any], sweep: Sweep, prefix: str) -> Grid:

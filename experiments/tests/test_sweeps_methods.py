@@ -126,3 +126,16 @@ def test_the_api_previews_a_sweep_over_methods_and_names_a_bad_method(client, ow
     refused = preview("EAGLE3, LOOKAHEAD")
     assert refused.status_code == 422
     assert "'LOOKAHEAD' is no method of SGLang" in str(refused.json()["errors"])
+
+
+def test_one_method_with_several_drafts_names_each_candidate_after_its_draft():
+    methods = (MethodChoice("EAGLE3", "/models/run-step2000"), MethodChoice("EAGLE3", "/models/run-step4000/"))
+    grid = build_grid(BASE, Sweep(steps=(2,), topk=(1,), methods=methods))
+
+    assert _names(grid) == ["EAGLE3 run-step2000-s2-k1-d3", "EAGLE3 run-step4000-s2-k1-d3"]
+    assert [c["speculative_draft_model_path"] for c in grid.candidates] == [
+        "/models/run-step2000",
+        "/models/run-step4000/",
+    ]
+    space = SearchSpace.build(BASE, Sweep(steps=(2, 3), topk=(1,), methods=methods))
+    assert all(space.name_of(space.params_of(name)) == name for name in space.names)
