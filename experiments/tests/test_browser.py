@@ -6,6 +6,7 @@ import pytest
 
 from experiments.models import Experiment, Host
 from experiments.tests.waiting import until
+from simhost import hostsetup
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -26,7 +27,9 @@ def test_it_submits_an_experiment_in_the_browser_and_shows_live_runs_and_the_com
     page.select_option("#id_experiment-host", sim_host.name)
     # The model path fields suggest the host's model directories, as listed.
     page.wait_for_selector("#host-models option[value$='/kimi-k2.5-sim-eagle3']", state="attached", timeout=30_000)
-    assert page.inner_text("#host-models-status").startswith(f"3 models on {sim_host.name}")
+    # Every model directory the simulated host ships (a directory with a config.json, as the listing finds them).
+    shipped = sum(1 for d in hostsetup.MODELS_ROOT.iterdir() if (d / "config.json").is_file())
+    assert page.inner_text("#host-models-status").startswith(f"{shipped} models on {sim_host.name}")
     page.fill("#id_baseline-tp_size", "2")
     page.fill("#id_cand-0-tp_size", "2")
     page.fill("#id_profile-concurrency_text", "1, 2")

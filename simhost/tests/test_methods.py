@@ -187,13 +187,25 @@ def kv_tokens(text: str) -> int:
 def test_each_drafter_logs_its_weights_and_kv_and_costs_the_pool(launch):
     # One rank each, as the real engine logs it: the draft worker's `Load weight end ... mem usage=` and its own
     # `KV Cache is allocated` line after the target's; `max_total_num_tokens` shrinks with the drafter's KV bytes.
+    # Each on a simulated GPU of its own: six servers loading at once on one GPU race for its memory, and which one the
+    # simulated OOM kills depends on the machine's load.
     servers = {
-        "none": launch(),
-        "eagle3": launch(*EAGLE3_2STEP),
-        "standalone": launch("--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", STANDALONE),
-        "ngram": launch("--speculative-algorithm", "NGRAM"),
-        "mtp": launch("--speculative-algorithm", "NEXTN", model=MTP_TARGET),
-        "dflash": launch("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", DFLASH, env=V0523),
+        "none": launch("--base-gpu-id", "0"),
+        "eagle3": launch(*EAGLE3_2STEP, "--base-gpu-id", "1"),
+        "standalone": launch(
+            "--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", STANDALONE, "--base-gpu-id", "2"
+        ),
+        "ngram": launch("--speculative-algorithm", "NGRAM", "--base-gpu-id", "3"),
+        "mtp": launch("--speculative-algorithm", "NEXTN", "--base-gpu-id", "4", model=MTP_TARGET),
+        "dflash": launch(
+            "--speculative-algorithm",
+            "DFLASH",
+            "--speculative-draft-model-path",
+            DFLASH,
+            "--base-gpu-id",
+            "5",
+            env=V0523,
+        ),
     }
     texts = {}
     for name, server in servers.items():
@@ -253,11 +265,12 @@ async def test_an_older_sglang_serves_the_other_vocabulary_and_corrupts_outputs(
 
 
 async def test_mtp_accepts_more_than_eagle3_and_dspark_reports_its_cap(launch):
-    mtp = launch("--speculative-algorithm", "NEXTN", "--enable-metrics", "--decode-log-interval", "5", model=MTP_TARGET,
-                 env=FAST)  # fmt: skip
-    eagle3 = launch(*EAGLE3_2STEP, "--enable-metrics", "--decode-log-interval", "5", env=FAST)
+    # A simulated GPU each: servers loading at once on one GPU race for its memory (see above).
+    mtp = launch("--speculative-algorithm", "NEXTN", "--enable-metrics", "--decode-log-interval", "5",
+                 "--base-gpu-id", "0", model=MTP_TARGET, env=FAST)  # fmt: skip
+    eagle3 = launch(*EAGLE3_2STEP, "--enable-metrics", "--decode-log-interval", "5", "--base-gpu-id", "1", env=FAST)
     dspark = launch("--speculative-algorithm", "DSPARK", "--enable-metrics", "--decode-log-interval", "5",
-                    env={**FAST, **V0523})  # fmt: skip
+                    "--base-gpu-id", "2", env={**FAST, **V0523})  # fmt: skip
     lengths = {}
     for name, server in (("mtp", mtp), ("eagle3", eagle3), ("dspark", dspark)):
         server.wait_ready()
