@@ -22,6 +22,9 @@ Guesses, where SpecForge is silent (each said again where it is used):
 Nothing here guesses past that: an entry whose name leaves the allowed characters, a link that is not a sibling's
 bare name, a non-numeric step, a file too big to read, a best_meta that disagrees with the -best link, is skipped
 or refused with its reason.
+
+Long module: the listing, the links, best_meta and the metrics file are one layout's rules, each refusing what the
+others rely on; split, every part would re-check the names the others already allowed.
 """
 
 from __future__ import annotations
