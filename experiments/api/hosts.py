@@ -58,6 +58,7 @@ class HostIn(Schema):
     extra_env_prefixes: str | list[str] | None = None
     extra_flags: str | list[str] | None = None
     default_env: str | dict[str, Any] | None = None
+    draft_training_dirs: str | list[str] | None = None  # absolute paths under the models root, or one per line
 
 
 assert set(HostIn.model_fields) >= {*Host.ADMIN_FIELDS}, "a host field unstated"
