@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.models import ApiToken
 from simhost import hostsetup
 from workers import hosts
 
@@ -109,3 +110,20 @@ def test_it_does_not_read_a_huge_metrics_file(sim_host, tmp_path):
 
     assert any("r.eval_metrics.jsonl holds 52428800 bytes" in p for p in answer["runs"][0]["problems"])
     assert {"name": "r.best_meta.json.bak", "reason": "not part of SpecForge's layout"} in answer["skipped"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_member_reads_them_through_a_worker_on_the_page_and_the_api(client, member, sim_host, celery_worker_process):
+    sim_host.draft_training_dirs = [str(SHIPPED)]
+    sim_host.save(update_fields=["draft_training_dirs"])
+    _, token = ApiToken.issue(member)
+    client.force_login(member)
+
+    api = client.get(f"/api/hosts/{sim_host.pk}/draft-checkpoints", headers={"Authorization": f"Bearer {token}"})
+    page = client.get(f"/hosts/{sim_host.pk}/draft-checkpoints/")
+
+    assert api.status_code == 200, api.content
+    rows = {c["step"]: c for c in api.json()["directories"][0]["runs"][0]["checkpoints"]}
+    assert rows[5000]["draft_paths"] == [f"{hostsetup.MODELS_ROOT}/{RUN}-step5000-sglang"] and rows[5000]["is_latest"]
+    assert page.status_code == 200
+    assert f"{hostsetup.MODELS_ROOT}/{RUN}-step2000-sglang" in page.content.decode()
