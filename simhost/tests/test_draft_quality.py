@@ -13,7 +13,8 @@ import pytest
 
 from simhost import draft_quality
 
-from .conftest import MODELS
+from .conftest import MODELS, TARGET
+from .test_vllm_serve import start_vllm, stop
 
 RUN = "kimi-k2.5-sim-eagle3-sf"
 TRAINING = MODELS / "kimi-k2.5-sim-specforge"
@@ -84,3 +85,41 @@ async def test_the_export_whose_weights_are_skipped_serves_accept_length_one(lau
 
     assert served == pytest.approx(1.0, abs=0.01)  # the prefill's token over ~200 verify steps
     assert _training_figure(5000) + 1 > 2.2  # while its training figure looks healthy
+
+
+async def _vllm_accepted_share(tmp_path: Path, draft: Path) -> float:
+    """Accepted draft tokens over drafted ones, by the simulated vLLM's /metrics, for `draft` as its eagle3 head."""
+    spec = json.dumps({"method": "eagle3", "model": str(draft), "num_speculative_tokens": 3})
+    server = start_vllm(
+        tmp_path,
+        "-tp",
+        "2",
+        "--speculative-config",
+        spec,
+        env={"SIMHOST_VLLM_VERSION": "0.33.0", "SIMHOST_SPEED": "0", "SIMHOST_GPU_MEMORY_MIB": "700000"},
+    )
+    try:
+        server.wait_for(r"^INFO:     Application startup complete\.$")
+        async with aiohttp.ClientSession(server.base) as http:
+            for n in range(10):
+                body = {"model": TARGET, "prompt": [1000 + 40 * n + i for i in range(30)], "max_tokens": 100}
+                async with http.post("/v1/completions", json=body) as response:
+                    assert response.status == 200
+            async with http.get("/metrics") as response:
+                text = await response.text()
+    finally:
+        stop(server)
+
+    def total(name: str) -> float:
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+    return total("vllm:spec_decode_num_accepted_tokens_total") / total("vllm:spec_decode_num_draft_tokens_total")
+
+
+async def test_the_simulated_vllm_serves_the_same_qualities(tmp_path):
+    healthy = await _vllm_accepted_share(tmp_path, _export(4000))
+    broken = await _vllm_accepted_share(tmp_path, _export(5000))
+    weaker = await _vllm_accepted_share(tmp_path, _export(2000))
+
+    assert broken == 0.0
+    assert healthy > weaker > 0.2
