@@ -16,7 +16,19 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, NoReturn
 
-from simhost import acceptance, adaptive, drafts, knobs, logs, scheduler, speed, tracebacks, versions, workload
+from simhost import (
+    acceptance,
+    adaptive,
+    draft_quality,
+    drafts,
+    knobs,
+    logs,
+    scheduler,
+    speed,
+    tracebacks,
+    versions,
+    workload,
+)
 from simhost import args as sargs
 from simhost import faults as sfaults
 
@@ -218,10 +230,15 @@ class Launcher:
             "launch_noise": knobs.get_float("SIMHOST_LAUNCH_NOISE"),
             "slowdown": knobs.get_float("SIMHOST_SLOWDOWN"),
             "drift": knobs.get_float("SIMHOST_DRIFT"),
-            "accept_p": knobs.get_float("SIMHOST_ACCEPT_P"),
+            # A trained draft's quality (simhost/draft_quality.py): its config's multiplier on acceptance, and a draft
+            # whose weights the serving loader skips accepts nothing.
+            "accept_p": knobs.get_float("SIMHOST_ACCEPT_P") * draft_quality.acceptance_multiplier(self.draft),
             "accept_spread": knobs.get_float("SIMHOST_ACCEPT_SPREAD"),
             "ngram_accept_p": knobs.get_float("SIMHOST_NGRAM_ACCEPT_P"),
-            "accepts_nothing": float(acceptance.accepts_nothing(a.speculative_algorithm, self.draft)),
+            "accepts_nothing": float(
+                acceptance.accepts_nothing(a.speculative_algorithm, self.draft)
+                or (self.draft is not None and draft_quality.weights_skipped(a.speculative_draft_model_path))
+            ),
             # STANDALONE with a draft of another vocabulary, where the version does not refuse it: outputs corrupted
             "vocab_mismatch": float(drafts.vocab_mismatch(a.speculative_algorithm, self.target, self.draft)),
             "vocab_size": float(self.target.get("vocab_size", 32000)),

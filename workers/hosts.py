@@ -15,10 +15,12 @@ from typing import Any
 import asyncssh
 from django.conf import settings
 
+from experiments import serializers
 from experiments.actions.hosts import do_record_key_public_half, do_store_connection_test
+from experiments.formats import specforge_runs
 from experiments.models import Host, SshKey
-from experiments.rules import host_allowlist, model_checks, server_flags
-from workers.hostreads import fingerprint, gpus
+from experiments.rules import host_allowlist, model_checks, model_paths, server_flags
+from workers.hostreads import fingerprint, gpus, training_dirs
 
 from .ssh import HostAccess, HostConnection, SSHError
 
@@ -167,6 +169,71 @@ async def _read_file_range(access: HostAccess, path: str, offset: int, length: i
         return await conn.get_range(path, offset, length)
     finally:
         await conn.close()
+
+
+def read_draft_checkpoints(host: Host) -> list[dict[str, Any]]:
+    """Each of the host's draft training directories, read now (serializers.training_directory_json), or why not
+    (refused_directory_json), in the admin's order, in one SSH session. Raises SSHError when the host is not
+    reached."""
+    return asyncio.run(_read_draft_checkpoints(host, host_access(host)))
+
+
+async def _read_draft_checkpoints(host: Host, access: HostAccess) -> list[dict[str, Any]]:
+    dirs = [d for d in host.draft_training_dirs or [] if isinstance(d, str)]
+    # The world re-checked: the setting was valid when saved, under the models root the host had then.
+    refusals = {d: model_paths.model_path_refusal("The training directory", d, host.models_root) for d in dirs}
+    if all(refusals.values()):
+        return [serializers.refused_directory_json(d, refusals[d] or "") for d in dirs]
+    conn = await HostConnection.open(access, timeout=settings.SPECDASH_CONNECT_TIMEOUT)
+    try:
+        found = await conn.run(training_dirs.drafts_command(host.models_root))
+        drafts_raw = training_dirs.decode_lines(found.stdout, 1) if found.ok else None
+        drafts = specforge_runs.parse_config_listing(drafts_raw[0]) if drafts_raw else []
+        answers = []
+        for directory in dirs:
+            refusal = refusals[directory]
+            if refusal is None:
+                answers.append(await _read_training_dir(conn, host, directory, drafts))
+            else:
+                answers.append(serializers.refused_directory_json(directory, refusal))
+        return answers
+    finally:
+        await conn.close()
+
+
+async def _read_training_dir(conn: HostConnection, host: Host, directory: str, drafts: list[str]) -> dict[str, Any]:
+    root = host.models_root
+    listed = await conn.run(training_dirs.listing_command(root, directory))
+    lines = training_dirs.decode_lines(listed.stdout, 2) if listed.ok else None
+    if lines is None:
+        # Outside the root, missing, or unreadable: the reason is for the worker's log (admins read it), as for models.
+        logger.info("training dir %s on %s unreadable: %s", directory, host.name, listed.stderr_tail())
+        return serializers.refused_directory_json(
+            directory, f"{directory} is not a readable directory under the models root on {host.name}"
+        )
+    resolved, raw = lines[0].decode("utf-8", "replace"), lines[1]
+    entries, skipped, problems = specforge_runs.parse_listing(raw, cut=len(raw) >= training_dirs.MAX_LISTING_BYTES)
+    wanted = specforge_runs.files_to_read(entries)
+    files: dict[str, str] = {}
+    if wanted:
+        read = await conn.run(training_dirs.files_command(root, directory, wanted))
+        contents = training_dirs.decode_lines(read.stdout, len(wanted)) if read.ok else None
+        for (name, _), data in zip(wanted, contents or [], strict=False):
+            if data:
+                files[name] = data.decode("utf-8", "replace")
+    # Paths as the host's setting writes them (what a config's draft path must be), not as resolved on the host.
+    found = specforge_runs.read_training_directory(
+        directory.rstrip("/"),
+        entries,
+        files,
+        models_root=root.rstrip("/"),
+        models_root_drafts=drafts,
+        skipped=skipped,
+        problems=problems,
+    )
+    answer = serializers.training_directory_json(directory, found)
+    answer["resolved_path"] = resolved
+    return answer
 
 
 def read_gpus(host_list: list[Host]) -> dict[int, list[dict[str, Any]] | str]:

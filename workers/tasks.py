@@ -162,6 +162,21 @@ def read_run_log(run_id: int, offset: int) -> dict:
     return {"ok": True, "size": size, "data": base64.b64encode(data).decode()}
 
 
+@shared_task(name="workers.tasks.read_draft_checkpoints", ignore_result=False, time_limit=PROBE_TIME_LIMIT)
+def read_draft_checkpoints(host_id: int) -> dict:
+    """The host's draft training directories read now (the paths the host's setting names, never one a caller
+    names); the web waits for this answer."""
+    close_old_connections()
+    host = Host.objects.select_related("ssh_key").filter(pk=host_id).first()
+    if host is None:
+        return {"ok": False, "error": "no such host"}
+    try:
+        directories = hosts.read_draft_checkpoints(host)
+    except SSHError as exc:
+        return {"ok": False, "error": str(exc)}
+    return {"ok": True, "directories": directories}
+
+
 @shared_task(name="workers.tasks.list_host_models", ignore_result=True, time_limit=PROBE_TIME_LIMIT)
 def list_host_models(host_id: int) -> dict:
     """List the host's models and the flags its SGLang accepts, and store them; nobody waits for the answer (pages

@@ -4,3 +4,5 @@ the product names a simulated model itself."""
 
 TARGET = "kimi-k2.5-sim"
 DRAFT = "kimi-k2.5-sim-eagle3"
+# The simulated SpecForge training directory (simhost/README.md, "Draft checkpoints"), set on the demo's host.
+TRAINING_DIR = "kimi-k2.5-sim-specforge"

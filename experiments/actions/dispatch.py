@@ -6,7 +6,8 @@ Two kinds of sending: fire-and-forget wake-ups, deliveries and model listings, a
 worker and waits for (it holds no SSH keys, so a worker connects and answers). Those block the request for at most
 WORKER_ANSWER_TIMEOUT; the worker itself writes what it learnt (the pinned host key, the GPU inventory), so a caller
 re-reads the host. Only admins ask questions (a connection test), and a viewer of a run whose stored log was cut
-at its host's cap reads the rest from the host, a bounded slice a question (`read_run_log`): nothing else another
+at its host's cap reads the rest from the host, a bounded slice a question (`read_run_log`), and a member reads
+a host's draft checkpoints live (`read_draft_checkpoints`, bounded listings and small files): nothing else another
 role does waits for a worker.
 """
 
@@ -28,6 +29,7 @@ DELIVER_TASK = "workers.tasks.deliver_notification"
 TEST_HOST_TASK = "workers.tasks.test_host"
 LIST_HOST_MODELS_TASK = "workers.tasks.list_host_models"
 READ_RUN_LOG_TASK = "workers.tasks.read_run_log"
+READ_DRAFT_CHECKPOINTS_TASK = "workers.tasks.read_draft_checkpoints"
 # The most of a run's host log one question carries: it crosses Redis once as base64 (11 MB).
 RUN_LOG_SLICE = 8 * 1024 * 1024
 
@@ -106,3 +108,9 @@ def read_run_log(run: Run, offset: int) -> tuple[bytes, int]:
     read through a worker. Raises HostProbeFailed."""
     answer = _ask_worker(READ_RUN_LOG_TASK, [run.pk, offset])
     return base64.b64decode(answer["data"]), int(answer["size"])
+
+
+def read_draft_checkpoints(host: Host) -> list[dict[str, Any]]:
+    """The host's draft training directories and their checkpoints, read now through a worker
+    (serializers.training_directory_json each, or refused_directory_json). Raises HostProbeFailed."""
+    return list(_ask_worker(READ_DRAFT_CHECKPOINTS_TASK, [host.pk])["directories"])

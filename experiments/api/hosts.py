@@ -58,6 +58,7 @@ class HostIn(Schema):
     extra_env_prefixes: str | list[str] | None = None
     extra_flags: str | list[str] | None = None
     default_env: str | dict[str, Any] | None = None
+    draft_training_dirs: str | list[str] | None = None  # absolute paths under the models root, or one per line
 
 
 assert set(HostIn.model_fields) >= {*Host.ADMIN_FIELDS}, "a host field unstated"
@@ -108,6 +109,24 @@ def host_models(request: HttpRequest, host_id: int, response: HttpResponse):
     if listed_at:
         response["X-Models-Listed-At"] = listed_at
     return host.listed_models()
+
+
+@api.get("/hosts/{host_id}/draft-checkpoints")
+def host_draft_checkpoints(request: HttpRequest, host_id: int):
+    """The host's draft training directories (SpecForge's layout) read now through a worker (members and up): per
+    directory its runs, each checkpoint's step, `exported` with its `draft_paths` (each usable as a config's draft
+    model path), `is_latest`/`is_best`, `metrics` (eval/*), `simulated_acc_len` and `served_definition` (the same + 1:
+    the bonus token counted, as a server's accept length is); `refusal` when a directory was not read, `skipped`
+    entries and `problems` with their reasons. 502 when the host failed, 504 when no worker answered."""
+    require(request, "experiments.add_experiment")
+    host = get_object_or_404(Host.objects.select_related("ssh_key"), pk=host_id)
+    directories = []
+    if host.draft_training_dirs:
+        try:
+            directories = dispatch.read_draft_checkpoints(host)
+        except dispatch.HostProbeFailed as exc:
+            raise HttpError(exc.status, str(exc)) from exc
+    return {"id": host.pk, "directories": directories}
 
 
 @api.post("/hosts/{host_id}/models/refresh", response={202: dict})

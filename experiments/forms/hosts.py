@@ -9,7 +9,7 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from experiments.rules import host_allowlist, launch_policy, secrets
+from experiments.rules import host_allowlist, launch_policy, model_paths, secrets
 
 from ..models import Host, SshKey
 from .values import check_env, format_env, no_control_chars, parse_env
@@ -20,6 +20,8 @@ USERNAME = re.compile(r"\A[a-z_][a-z0-9_.-]{0,31}\Z", re.IGNORECASE)
 ENV_PREFIX = re.compile(r"\A[A-Z][A-Z0-9]*_\Z")
 MAX_ENV_PREFIXES = 20
 MAX_SHELL_SETUP = 8000
+MAX_DRAFT_TRAINING_DIRS = 10
+MAX_DRAFT_TRAINING_DIR = 512
 # Tab and newline are how shell lines are written; any other control character makes what an admin reads on the
 # page differ from what the host's shell runs.
 SHELL_SETUP_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -49,6 +51,13 @@ class HostForm(forms.ModelForm):
         + " (each with its value rule). Flags that load code, read files, listen or connect out are never allowed.",
     )
 
+    draft_training_dirs = forms.CharField(
+        required=False,
+        label="Draft training directories",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One per line: directories under the models root where drafts are trained (SpecForge's layout: "
+        "{run}-step{N}/ checkpoints, -latest/-best links, {run}.best_meta.json). Read, never run.",
+    )
     default_env = forms.CharField(
         required=False,
         label="Default environment",
@@ -68,6 +77,7 @@ class HostForm(forms.ModelForm):
             self.initial["extra_env_prefixes"] = ", ".join(self.instance.extra_env_prefixes)
             self.initial["extra_flags"] = ", ".join(self.instance.extra_flags)
             self.initial["default_env"] = format_env(self.instance.default_env or {})
+            self.initial["draft_training_dirs"] = "\n".join(self.instance.draft_training_dirs or [])
 
     def clean_address(self) -> str:
         address = self.cleaned_data["address"].strip()
@@ -114,6 +124,19 @@ class HostForm(forms.ModelForm):
             raise ValidationError([f"{problem}." for problem in problems])
         return list(dict.fromkeys(flags))  # in the admin's order, once each
 
+    def clean_draft_training_dirs(self) -> list[str]:
+        raw = self._list_or_text("draft_training_dirs")
+        items = raw if isinstance(raw, list) else str(raw or "").replace("\r\n", "\n").split("\n")
+        paths = [item.strip() if isinstance(item, str) else item for item in items]
+        paths = [path for path in paths if path != ""]
+        if len(paths) > MAX_DRAFT_TRAINING_DIRS:
+            raise ValidationError(f"At most {MAX_DRAFT_TRAINING_DIRS} directories.")
+        for path in paths:
+            if not isinstance(path, str) or len(path) > MAX_DRAFT_TRAINING_DIR:
+                raise ValidationError(f"A directory is a path of at most {MAX_DRAFT_TRAINING_DIR} characters.")
+            no_control_chars(path, "A draft training directory")
+        return list(dict.fromkeys(paths))
+
     def clean_shell_setup(self) -> str:
         text = str(self.cleaned_data.get("shell_setup") or "").replace("\r\n", "\n")
         if len(text) > MAX_SHELL_SETUP:
@@ -148,6 +171,12 @@ class HostForm(forms.ModelForm):
         for field in ("work_dir", "models_root"):
             if str(data.get(field) or "").startswith("-"):
                 self.add_error(field, "A directory, not an option: it must not start with '-'.")
+        # Held to the model path rules against the models root this form sets: a training directory is read like a
+        # model, and only inside the root the admin chose.
+        for path in data.get("draft_training_dirs") or []:
+            refusal = model_paths.model_path_refusal("A draft training directory", path, data.get("models_root") or "")
+            if refusal:
+                self.add_error("draft_training_dirs", refusal)
         for field in ("port", "server_port"):
             if data.get(field) is not None and not 1 <= data[field] <= 65535:
                 self.add_error(field, "A TCP port is between 1 and 65535.")
@@ -159,6 +188,7 @@ class HostForm(forms.ModelForm):
         host.extra_env_prefixes = self.cleaned_data.get("extra_env_prefixes") or []
         host.extra_flags = self.cleaned_data.get("extra_flags") or []
         host.default_env = self.cleaned_data.get("default_env") or {}
+        host.draft_training_dirs = self.cleaned_data.get("draft_training_dirs") or []
         return host
 
 

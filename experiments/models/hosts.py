@@ -93,6 +93,7 @@ class Host(models.Model):
         "quota_gpu_hours_per_day",
         "run_log_cap_mib",
         "run_trace_cap_mib",
+        "draft_training_dirs",
     )
 
     name = models.SlugField(max_length=64, unique=True)
@@ -163,6 +164,9 @@ class Host(models.Model):
         help_text="MiB of profiler traces one run may store; the rest stay on the host "
         "(blank: SPECDASH_RUN_TRACE_CAP_MIB).",
     )
+    # Directories under the models root where drafts are trained (SpecForge's layout: formats/specforge_runs.py),
+    # read live for the host's draft checkpoints page; absolute paths, each held to the model path rules (admins only).
+    draft_training_dirs = models.JSONField(default=list, blank=True)
     # Environment variable prefixes a config may set on this host beyond the built-in allowlist (admins only).
     extra_env_prefixes = models.JSONField(default=list, blank=True)
     # SGLang flags a config may set on this host beyond a member's list, from launch_flags.HOST_FLAG_RULES only

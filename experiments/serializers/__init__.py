@@ -5,6 +5,7 @@ exports use them too, so a field is added in one place. Secret-looking environme
 from .comparisons import comparison_row_json, comparison_rows_json, equivalence_json, outputs_gates_json, verdicts_json
 from .configs import config_history_json, config_json, config_search_json, profile_search_json
 from .deployment import deployment_json
+from .draft_checkpoints import refused_directory_json, training_directory_json
 from .experiments import (
     accept_length_json,
     cadence_json,
@@ -44,6 +45,7 @@ __all__ = [
     "profile_trace_json",
     "prompt_set_json",
     "queued_experiment_json",
+    "refused_directory_json",
     "run_json",
     "run_row_json",
     "run_state_json",
@@ -51,5 +53,6 @@ __all__ = [
     "server_metric_samples_json",
     "study_json",
     "suspicion_json",
+    "training_directory_json",
     "verdicts_json",
 ]

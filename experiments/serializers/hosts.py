@@ -20,6 +20,7 @@ def host_json(h: Host) -> dict[str, Any]:
         "key_name": h.key_name,
         "extra_env_prefixes": h.extra_env_prefixes,
         "extra_flags": h.extra_flags,
+        "draft_training_dirs": h.draft_training_dirs,
         "default_env": secrets.shown(h.default_env or {}),
         "work_dir": h.work_dir,
         "models_root": h.models_root,

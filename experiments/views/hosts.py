@@ -64,6 +64,22 @@ def refresh_host_models(request: HttpRequest, host_id: int) -> HttpResponse:
     return redirect("host_detail", host.pk)
 
 
+@requires("experiments.add_experiment")
+def host_draft_checkpoints(request: HttpRequest, host_id: int) -> HttpResponse:
+    """The host's draft training directories, read now through a worker (members and up: a question a worker
+    answers over SSH, not a stored listing); each checkpoint's step, exports (servable draft paths), latest/best
+    and training metrics."""
+    host = get_object_or_404(Host.objects.select_related("ssh_key"), pk=host_id)
+    directories, error, status = [], "", 200
+    if host.draft_training_dirs:
+        try:
+            directories = dispatch.read_draft_checkpoints(host)
+        except dispatch.HostProbeFailed as exc:
+            error, status = str(exc), exc.status
+    context = {"host": host, "directories": directories, "error": error}
+    return render(request, "experiments/host_draft_checkpoints.html", context, status=status)
+
+
 @requires("experiments.add_host")
 def host_new(request: HttpRequest) -> HttpResponse:
     form = HostForm(request.POST or None)

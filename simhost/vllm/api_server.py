@@ -17,7 +17,7 @@ import time
 from multiprocessing.connection import Connection, wait
 from typing import Any, NoReturn
 
-from simhost import acceptance, drafts, gpu, knobs, speed, workload
+from simhost import acceptance, draft_quality, drafts, gpu, knobs, speed, workload
 from simhost import faults as sfaults
 from simhost.vllm import args as vargs
 from simhost.vllm import core, lines, tracebacks, versions
@@ -191,12 +191,17 @@ class ApiServer:
             "launch_noise": knobs.get_float("SIMHOST_LAUNCH_NOISE"),
             "slowdown": knobs.get_float("SIMHOST_SLOWDOWN"),
             "drift": knobs.get_float("SIMHOST_DRIFT"),
-            "accept_p": knobs.get_float("SIMHOST_ACCEPT_P"),
+            # A trained draft's quality (simhost/draft_quality.py), as simhost's SGLang serves it.
+            "accept_p": knobs.get_float("SIMHOST_ACCEPT_P") * draft_quality.acceptance_multiplier(draft),
             "accept_spread": knobs.get_float("SIMHOST_ACCEPT_SPREAD"),
             "ngram_accept_p": knobs.get_float("SIMHOST_NGRAM_ACCEPT_P"),
             # An EAGLE3 head served as method "eagle": simhost's SGLang accepts nothing there; vLLM is assumed to
             # behave alike (the reference is silent).
-            "accepts_nothing": float(acceptance.accepts_nothing("EAGLE" if method == "eagle" else None, draft)),
+            # A draft whose weights the loader skips: assumed silent in vLLM too (the reference is silent).
+            "accepts_nothing": float(
+                acceptance.accepts_nothing("EAGLE" if method == "eagle" else None, draft)
+                or (draft is not None and s.spec is not None and draft_quality.weights_skipped(s.spec.model))
+            ),
             "vocab_size": float(s.target.get("vocab_size", 32000)),
             "throttle_after": knobs.get_float("SIMHOST_THROTTLE_AFTER_S")
             if knobs.get("SIMHOST_THROTTLE_AFTER_S")

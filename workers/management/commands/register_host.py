@@ -38,6 +38,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--extra-flag", action="append", default=[], help="an SGLang flag the host allows, e.g. --enable-mscclpp"
         )
+        parser.add_argument(
+            "--draft-training-dir", action="append", default=[], help="a draft training directory (repeatable)"
+        )
         parser.add_argument("--repin", action="store_true", help="forget the pinned key and pin the current one")
 
     def handle(self, *args, **o):
@@ -60,6 +63,7 @@ class Command(BaseCommand):
                 "server_port": o["server_port"],
                 "extra_env_prefixes": ",".join(o["extra_env_prefix"]),
                 "extra_flags": o["extra_flag"],
+                "draft_training_dirs": o["draft_training_dir"],
             }
             form = HostForm(data, instance=existing)
             if not form.is_valid():

@@ -365,6 +365,7 @@ class Command(BaseCommand):
             key_name=key_name,
             work_dir=str(var / "simhost-work"),
             models_root=str(hostsetup.MODELS_ROOT),
+            draft_training_dir=[str(hostsetup.MODELS_ROOT / suggestions.TRAINING_DIR)],
             shell_setup=demo_host.shell_setup(var),
             launcher=hostsetup.LAUNCHER,
             vllm_launcher=hostsetup.VLLM_LAUNCHER,
