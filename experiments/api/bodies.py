@@ -316,6 +316,19 @@ _METHODS = {
 }
 
 
+_DRAFTS = {
+    "anyOf": [
+        {"type": "string", "maxLength": sweeps.MAX_METHODS * 520},
+        {
+            "type": "array",
+            "maxItems": sweeps.MAX_METHODS,
+            "items": {"type": "string", "minLength": 1, "maxLength": 512},
+        },
+        {"type": "null"},
+    ]
+}
+
+
 class SweepIn(Schema):
     """Value lists whose grid of candidates varies `base` (a config inline or by id); the API refuses other keys.
     The base's engine decides the lists: SGLang's steps, topk (required) and draft tokens; vLLM's steps list alone,
@@ -337,6 +350,9 @@ class SweepIn(Schema):
     # Methods compared (each once, the base's engine's names): "EAGLE3, NGRAM" or a list of names, NAME=draft
     # strings or {"method", "draft"} objects; none: the base's own method.
     methods: Annotated[list[str | _MethodIn] | str | None, WithJsonSchema(_METHODS)] = None
+    # Draft checkpoints compared (paths under the host's models root): each method that drafts with a model of its
+    # own runs each in turn.
+    drafts: Annotated[list[str] | str | None, WithJsonSchema(_DRAFTS)] = None
 
     def form_payload(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump(exclude_unset=True).items() if k != "base"}

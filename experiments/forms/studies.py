@@ -102,6 +102,7 @@ class StudySubmission(ExperimentSubmission):
                 "env": [[name, list(values)] for name, values in sweep["env"]],
                 "name_prefix": sweep["name_prefix"],
                 "methods": [[m.algorithm, m.draft] for m in sweep["methods"]],
+                "drafts": list(sweep["drafts"]),
             },
             tolerance=data["tolerance"],
             max_launches=data["max_launches"] or MAX_LAUNCHES,

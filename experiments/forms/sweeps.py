@@ -9,6 +9,7 @@ options); the topk list is required of SGLang only.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from typing import Any
 
@@ -76,6 +77,20 @@ class MethodListField(forms.Field):
             raise ValidationError(exc.message) from None
 
 
+class DraftListField(forms.Field):
+    """Draft paths typed one per line (or comma-separated), or a JSON list."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", forms.Textarea(attrs={**_PAGE_FORM, "rows": 2}))
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> tuple[str, ...]:
+        try:
+            return sweeps.parse_drafts(value, "drafts")
+        except sweeps.SweepError as exc:
+            raise ValidationError(exc.message) from None
+
+
 class SweepForm(forms.Form):
     """The value lists of a sweep and the candidate it varies (`base_data`: the data of a config form, with its
     `base_prefix` on the page). Valid, it holds the grid and one config form per candidate (`candidate_forms`)."""
@@ -108,6 +123,12 @@ class SweepForm(forms.Form):
         required=False,
         help_text="compare methods: e.g. EAGLE3, NGRAM, STANDALONE=/models/small-draft (a method's draft after =); "
         "empty: the candidate's own method",
+    )
+    drafts = DraftListField(
+        label="Draft checkpoints",
+        required=False,
+        help_text="compare drafts (e.g. a training run's exported checkpoints), one per line: each method that takes a "
+        "draft runs each in turn; empty: the candidate's own draft",
     )
     name_prefix = forms.CharField(
         label="Name prefix",
@@ -211,6 +232,15 @@ class SweepForm(forms.Form):
             name_prefix=data["name_prefix"],
             methods=data.get("methods") or (),
         )
+        try:
+            base = self._base_config()
+            algorithm = base.get("speculative_algorithm") or ""
+            choices = sweeps.with_drafts(sweep.methods, data.get("drafts") or (), algorithm, self.engine)
+        except sweeps.SweepError as exc:
+            self.add_error("drafts", ValidationError(exc.message, code=CONFLICT))
+            return data
+        sweep = dataclasses.replace(sweep, methods=choices)
+        data["methods"] = choices  # what a study's space keeps: the drafts applied
         try:
             self.grid = sweeps.build_grid(self._base_config(), sweep)
         except sweeps.SweepError as exc:

@@ -285,6 +285,54 @@ def parse_methods(value: Any, field: str, engine: str) -> tuple[MethodChoice, ..
     return tuple(out)
 
 
+def parse_drafts(value: Any, field: str) -> tuple[str, ...]:
+    """Draft checkpoints a sweep compares (their paths, each once, in order): one per line or comma-separated as typed,
+    or a JSON list. Bounded here as a draft path is; each is checked under the host's models root, and as a draft of
+    the target, with every candidate's own fields."""
+    if value is None or value == "" or value == []:
+        return ()
+    if isinstance(value, str):
+        items: list[Any] = [part.strip() for part in re.split(r"[,\n]+", value) if part.strip()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise SweepError(field, "Give a list of draft paths.")
+    limit = launch_fields.text_limits().get("speculative_draft_model_path", 512)
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip() or len(item) > limit or CONTROL_CHARS.search(item):
+            raise SweepError(field, f"A draft path is one line of at most {limit} characters: {str(item)[:40]!r}.")
+        path = item.strip()
+        if path.startswith("-"):
+            raise SweepError(field, f"{path[:40]!r} is a flag, not a draft path.")
+        if path in out:
+            raise SweepError(field, f"{path[:60]} is given twice.")
+        out.append(path)
+    if len(out) > MAX_METHODS:
+        raise SweepError(field, f"At most {MAX_METHODS} drafts.")
+    return tuple(out)
+
+
+def with_drafts(
+    methods: Sequence[MethodChoice], drafts: Sequence[str], base_algorithm: str, engine: str
+) -> tuple[MethodChoice, ...]:
+    """The methods a sweep compares once its draft checkpoints are applied: each method that drafts with a model of
+    its own and was given no draft runs every checkpoint in turn (the base's method when no methods are given);
+    the others run as given. No drafts: the methods as they are."""
+    if not drafts:
+        return tuple(methods)
+    choices = list(methods) or [MethodChoice(base_algorithm)]
+    out: list[MethodChoice] = []
+    for choice in choices:
+        if choice.draft is None and choice.algorithm in launch_fields.DRAFT_METHODS[engine]:
+            out += [MethodChoice(choice.algorithm, draft) for draft in drafts]
+        else:
+            out.append(choice)
+    if len(out) > MAX_COMBINATIONS:
+        raise SweepError("drafts", f"{len(out)} method and draft pairs; at most {MAX_COMBINATIONS}.")
+    return tuple(dict.fromkeys(out))
+
+
 def parse_varied(value: Any, field: str, kind: str) -> Varied:
     """Flags (`kind` "flag") or environment variables (`kind` "env") and the values each takes in turn.
 

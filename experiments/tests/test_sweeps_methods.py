@@ -139,3 +139,80 @@ def test_one_method_with_several_drafts_names_each_candidate_after_its_draft():
     ]
     space = SearchSpace.build(BASE, Sweep(steps=(2, 3), topk=(1,), methods=methods))
     assert all(space.name_of(space.params_of(name)) == name for name in space.names)
+
+
+# --- draft checkpoints as a dimension (#53) ---------------------------------------------------------------------
+
+CHECKPOINTS = ("/models/run-step2000-sglang", "/models/run-step4000-sglang", "/models/run-step5000-sglang")
+
+
+def test_draft_checkpoints_run_the_bases_method_with_each_and_name_each_candidate_after_its_checkpoint():
+    choices = sweeps.with_drafts((), CHECKPOINTS, "EAGLE3", "sglang")
+    assert choices == tuple(MethodChoice("EAGLE3", path) for path in CHECKPOINTS)
+    grid = build_grid(BASE, Sweep(steps=(2, 3), topk=(1,), methods=choices))
+    assert len(grid.candidates) == 6
+    assert _names(grid)[:2] == ["EAGLE3 run-step2000-sglang-s2-k1-d3", "EAGLE3 run-step2000-sglang-s3-k1-d4"]
+    space = SearchSpace.build(BASE, Sweep(steps=(2, 3), topk=(1,), methods=choices))
+    assert all(space.name_of(space.params_of(name)) == name for name in space.names)
+
+
+def test_with_methods_only_those_that_take_a_draft_run_each_checkpoint():
+    choices = sweeps.with_drafts((MethodChoice("EAGLE3"), MethodChoice("NGRAM")), CHECKPOINTS[:2], "EAGLE3", "sglang")
+    assert choices == (
+        MethodChoice("EAGLE3", CHECKPOINTS[0]),
+        MethodChoice("EAGLE3", CHECKPOINTS[1]),
+        MethodChoice("NGRAM"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("typed", "fragment"),
+    [
+        ("/m/a\n/m/a", "is given twice"),
+        ("--trust-remote-code", "is a flag, not a draft path"),
+        ([3], "A draft path is one line"),
+        (["/m/x\r--y"], "A draft path is one line"),
+        ("\n".join(f"/m/{i}" for i in range(9)), "At most 8 drafts"),
+    ],
+)
+def test_a_bad_draft_list_is_refused_with_the_reason(typed: Any, fragment: str):
+    with pytest.raises(SweepError) as refused:
+        sweeps.parse_drafts(typed, "drafts")
+    assert fragment in refused.value.message
+
+
+@pytest.mark.django_db
+def test_the_api_previews_a_sweep_over_draft_checkpoints_each_checked_as_a_draft(client, owner):
+    _, token = ApiToken.issue(owner)
+    host = make_host()
+    base = {
+        **BASE,
+        "model_path": f"{MODELS}/kimi-k2.5-sim",
+        "speculative_draft_model_path": f"{MODELS}/kimi-k2.5-sim-eagle3",
+    }
+    profile = {"concurrency": [1], "num_prompts": 8, "input_len": 128, "output_len": 128, "passes": 1, "launches": 1}
+    drafts = [f"{MODELS}/kimi-k2.5-sim-eagle3-sf-step2000-sglang", f"{MODELS}/kimi-k2.5-sim-eagle3-sf-step4000-sglang"]
+    sweep = {"base": base, "speculative_num_steps": [2, 3], "speculative_eagle_topk": [1], "drafts": drafts}
+    answer = client.post(
+        "/api/sweeps/preview", {"host": host.name, "sweep": sweep, "profile": profile},
+        content_type="application/json", headers={"Authorization": f"Bearer {token}"},
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.content
+    candidates = answer.json()["candidates"]
+    assert [c["name"] for c in candidates] == [
+        f"EAGLE3 kimi-k2.5-sim-eagle3-sf-step{step}-sglang-s{steps}-k1-d{steps + 1}"
+        for step in (2000, 4000)
+        for steps in (2, 3)
+    ]
+    # A checkpoint outside the host's models root is refused at submission, as any draft path is.
+    study = {
+        "name": "which checkpoint", "host": host.name,
+        "baseline": {"name": "baseline", "model_path": base["model_path"], "tp_size": 8},
+        "sweep": {**sweep, "drafts": [drafts[0], "/etc/passwd-draft"]}, "profile": profile, "budget": {"launches": 4},
+    }  # fmt: skip
+    refused = client.post(
+        "/api/studies", study, content_type="application/json", headers={"Authorization": f"Bearer {token}"}
+    )
+    assert refused.status_code in (403, 404, 409, 422) and "/etc/passwd-draft" in refused.content.decode(), (
+        refused.content
+    )
