@@ -33,12 +33,18 @@ def test_a_study_over_checkpoints_answers_with_the_best_and_its_report_card_flag
         "host": sim_host.name,
         "baseline": {"name": "baseline", **target},
         "sweep": {
-            "base": {**target, "speculative_algorithm": "EAGLE3", "speculative_draft_model_path": drafts[0],
-                     "speculative_num_steps": 2, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 3},
+            "base": {
+                **target,
+                "speculative_algorithm": "EAGLE3",
+                "speculative_draft_model_path": drafts[0],
+                "speculative_num_steps": 2,
+                "speculative_eagle_topk": 1,
+                "speculative_num_draft_tokens": 3,
+            },
             "drafts": drafts,
             "speculative_num_steps": [2, 3],
             "speculative_eagle_topk": [1],
-        },  # fmt: skip
+        },
         "profile": {"concurrency": [1], "num_prompts": 4, "input_len": 32, "output_len": 48, "passes": 1},
         # Two rounds of the baseline and the six configs: every config launched twice where the race keeps it.
         "budget": {"launches": 14},
