@@ -3,14 +3,28 @@ ship read from the one comparison, the silently broken one called out, on its pa
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
+from django.utils import timezone
 
+from experiments.actions import dispatch
 from experiments.analysis import draft_report, judge
 from experiments.analysis.comparison import Sample
+from experiments.models import PromptResults, Run, Study, StudyConfig, StudyRound
 
-TRAINED = "/models/sf"
+from .factories import (
+    make_config,
+    make_eagle_config,
+    make_experiment,
+    make_host,
+    make_measurement,
+    make_profile,
+    make_run,
+)
+
+TRAINED = "/models/kimi-k2.5-sim-eagle3-sf"  # named as the simulated host's run
 # tok/s per launch at c = 1 and c = 8.
 SPEEDS = {
     "base": {1: [100, 101, 99, 100], 8: [600, 605, 595, 600]},
@@ -176,7 +190,9 @@ def test_a_draft_outside_any_training_directory_is_shown_as_such_and_without_tra
     alone = _build(_comparison(), training=[], training_note="the host could not be reached")
     assert alone.training_note == "the host could not be reached"
     assert all(card.training is None for card in alone.checkpoints) and alone.callouts == []
-    assert alone.answer is not None and alone.answer.startswith("Ship sf-step4000-sglang: served accept length 2.3")
+    assert alone.answer is not None and alone.answer.startswith(
+        "Ship kimi-k2.5-sim-eagle3-sf-step4000-sglang: served accept length 2.3"
+    )
     assert "in training" not in alone.answer
 
 
@@ -223,3 +239,193 @@ def test_the_training_listing_is_checked_not_trusted() -> None:
         (7, (), None, ())
     ]
     assert checkpoints[0].accept_length(3) == (None, "no eval/simulated_acc_len recorded")
+
+
+# ---- the read, the API and the page ------------------------------------------------------------------------------
+
+
+def _measured_experiment(host_dirs=("/train",), weird_name: str = "sf-step4000-s3"):
+    """An experiment on a host with a training directory: the baseline and five draft candidates, three launches
+    each, with their cells' accept lengths and their first cells' per-request rows."""
+    host = make_host(draft_training_dirs=list(host_dirs))
+    base = make_config(name="base")
+    configs = []
+    for name in SERVED:
+        steps = 2 if name.endswith("s2") else 3
+        path = "/models/other-draft" if name.startswith("other") else f"{TRAINED}-{name.rsplit('-', 1)[0][3:]}-sglang"
+        shown = weird_name if name == "sf-step4000-s3" else name
+        configs.append(make_eagle_config(steps, name=shown, speculative_draft_model_path=path))
+    experiment = make_experiment(host=host, baseline=base, candidates=configs, with_runs=False)
+    for launch in range(3):
+        for config in (base, *configs):
+            key = "sf-step4000-s3" if config.name == weird_name else config.name
+            run = make_run(experiment=experiment, config=config, state=Run.State.SUCCEEDED, launch_index=launch)
+            for level in (1, 8):
+                served = SERVED.get(key)
+                make_measurement(
+                    run, concurrency=level, output_throughput=SPEEDS[key][level][launch],
+                    accept_length=served, mean_request_accept_length=served,
+                    accepted_drafts_histogram=[10, 20, 30, 40] if served else None,
+                )  # fmt: skip
+            if key in SERVED:
+                rows = [
+                    {"index": i, "category": category, "ok": True, "output_len": 64, "accept_length": value,
+                     "output_ids": list(range(64))}
+                    for category, values in _requests(SERVED[key]).items()
+                    for i, value in enumerate(values)
+                ]  # fmt: skip
+                PromptResults.objects.create(run=run, pass_index=0, concurrency=1, requests=rows)
+    return experiment
+
+
+@pytest.fixture
+def training(monkeypatch):
+    """The host boundary: the worker's answer to `read_draft_checkpoints`, and the hosts it was asked about."""
+    asked: list[int] = []
+
+    def read(host):
+        asked.append(host.pk)
+        return _training_json()
+
+    monkeypatch.setattr(dispatch, "read_draft_checkpoints", read)
+    return asked
+
+
+@pytest.mark.django_db
+def test_the_api_and_the_page_show_each_checkpoint_against_its_training_and_the_experiments_winner(
+    member, client, training
+) -> None:
+    experiment = _measured_experiment()
+    client.force_login(member)
+
+    data = client.get(f"/api/experiments/{experiment.pk}/drafts").json()
+    report = client.get(f"/api/experiments/{experiment.pk}").json()
+    assert training == [experiment.host_id]
+    assert data["training_note"] is None
+    by_label = {c["label"]: c for c in data["checkpoints"]}
+    assert list(by_label) == ["step2000", "step4000", "step5000", "other-draft"]
+    assert by_label["other-draft"]["provenance"] == draft_report.NOT_FROM_TRAINING
+    assert by_label["step4000"]["training"]["is_best"] and by_label["step5000"]["training"]["is_latest"]
+    s3 = by_label["step4000"]["candidates"][0]
+    assert s3["candidate"] == "sf-step4000-s3" and s3["requests"] == 120
+    assert s3["served_accept_length"] == pytest.approx(2.33, abs=0.05)
+    assert s3["training_accept_length"] == pytest.approx(1 + 0.6448 + 0.6448**2 + 0.6448**3, abs=1e-3)
+    assert {c["category"] for c in s3["served_by_category"]} == {"chat", "code"}
+    assert [c["concurrency"] for c in s3["served_by_concurrency"]] == [1, 8]
+    assert s3["position_acceptance"][0]["rates"] == pytest.approx([0.9, 0.7, 0.4])
+    # One answer: every cell is the experiment's own comparison row, and the winner is its winner.
+    rows = {(r["candidate"], r["concurrency"]): r for r in report["comparison"]}
+    for checkpoint in data["checkpoints"]:
+        for candidate in checkpoint["candidates"]:
+            for cell in candidate["cells"]:
+                row = rows[cell["candidate"], cell["concurrency"]]
+                assert (cell["speedup"], cell["ci_low"], cell["ci_high"], cell["verdict"]) == (
+                    row["speedup"], row["ci_low"], row["ci_high"], row["verdict"]
+                )  # fmt: skip
+    assert data["answer"].startswith("Ship step4000: served accept length 2.3")
+    assert data["callouts"] == [by_label["step5000"]["callout"]] and "serving loader skipped" in data["callouts"][0]
+    assert by_label["step5000"]["candidates"][0]["far_below_training"]
+
+    page = client.get(f"/experiments/{experiment.pk}/drafts/")
+    text = page.content.decode().replace("&#x27;", "'")
+    assert page.status_code == 200 and data["answer"] in text and data["callouts"][0] in text
+    assert 'id="drafts-chart"' in text and 'id="drafts-figure"' in text
+    assert f'href="/experiments/{experiment.pk}/drafts/"' in client.get(experiment.get_absolute_url()).content.decode()
+
+
+@pytest.mark.django_db
+def test_without_training_figures_the_card_shows_the_served_ones_with_the_reason(
+    viewer, member, client, training, monkeypatch
+) -> None:
+    experiment = _measured_experiment()
+    client.force_login(viewer)
+    data = client.get(f"/api/experiments/{experiment.pk}/drafts").json()
+    assert training == []  # a viewer's page asks no worker
+    assert "members and up" in data["training_note"] and data["callouts"] == []
+    assert data["answer"].startswith("Ship kimi-k2.5-sim-eagle3-sf-step4000-sglang: served accept length 2.3")
+
+    def fails(host):
+        raise dispatch.HostProbeFailed("No worker answered within 60 s; is a Celery worker running?", 504)
+
+    monkeypatch.setattr(dispatch, "read_draft_checkpoints", fails)
+    client.force_login(member)
+    page = client.get(f"/experiments/{experiment.pk}/drafts/")
+    assert page.status_code == 200
+    assert "could not be read (No worker answered within 60 s" in page.content.decode()
+
+    bare = _measured_experiment(host_dirs=())
+    monkeypatch.setattr(dispatch, "read_draft_checkpoints", lambda host: pytest.fail("the worker was asked"))
+    data = client.get(f"/api/experiments/{bare.pk}/drafts").json()
+    assert "has no draft training directories set" in data["training_note"]
+
+
+@pytest.mark.django_db
+def test_names_are_escaped_on_the_page_and_in_the_figure(member, client, training) -> None:
+    name = "<img src=x onerror=alert(1)>%{x}"
+    experiment = _measured_experiment(weird_name=name)
+    client.force_login(member)
+    text = client.get(f"/experiments/{experiment.pk}/drafts/").content.decode()
+    assert name not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    figure = json.loads(text.split('id="drafts-figure" type="application/json">')[1].split("</script>")[0])
+    hovers = json.dumps(figure["data"])
+    assert "<img" not in hovers and "&lt;img" in hovers and "&#37;{x}" in hovers
+
+
+@pytest.mark.django_db
+def test_the_study_card_reads_its_rows_and_recommendation(owner, client, training) -> None:
+    study = make_study_with_rounds(owner)
+    client.force_login(owner)
+    data = client.get(f"/api/studies/{study.pk}/drafts").json()
+    by_label = {c["label"]: c for c in data["checkpoints"]}
+    assert list(by_label) == ["step2000", "step4000", "step5000"]
+    assert [c["candidate"] for c in by_label["step4000"]["candidates"]] == [
+        "EAGLE3 kimi-k2.5-sim-eagle3-sf-step4000-sglang-s2-k1-d3",
+        "EAGLE3 kimi-k2.5-sim-eagle3-sf-step4000-sglang-s3-k1-d4",
+    ]
+    assert data["answer"].startswith("Ship step4000: ")
+    assert data["callouts"] and data["callouts"][0].startswith("step5000 serves accept length 1.00")
+    page = client.get(f"/studies/{study.pk}/drafts/")
+    assert page.status_code == 200 and 'id="drafts-answer"' in page.content.decode()
+    assert f'href="/studies/{study.pk}/drafts/"' in client.get(f"/studies/{study.pk}/").content.decode()
+
+
+STEPS = (2000, 4000, 5000)
+STUDY_SPEEDS = {(2000, 2): 125, (2000, 3): 130, (4000, 2): 140, (4000, 3): 150, (5000, 2): 90, (5000, 3): 91}
+STUDY_SERVED = {(2000, 2): 1.85, (2000, 3): 2.01, (4000, 2): 2.06, (4000, 3): 2.33, (5000, 2): 1.0, (5000, 3): 1.0}
+
+
+def make_study_with_rounds(owner) -> Study:
+    """A study of three checkpoints x two step counts, named as its sweep names them, over three rounds of one
+    launch each."""
+    host = make_host(draft_training_dirs=["/train"])
+    base = make_config(name="base")
+    profile = make_profile(concurrency=[1])
+    study = Study.objects.create(
+        name="which checkpoint", host=host, baseline=base, profile=profile, max_launches=40,
+        base={"model_path": "/models/kimi-k2.5-sim", "tp_size": 8, "speculative_algorithm": "EAGLE3"},
+        space={"steps": [2, 3], "topk": [1], "methods": [["EAGLE3", f"{TRAINED}-step{n}-sglang"] for n in STEPS]},
+        created_by=owner,
+    )  # fmt: skip
+    configs = {}
+    for (step, steps), _ in STUDY_SPEEDS.items():
+        name = f"EAGLE3 kimi-k2.5-sim-eagle3-sf-step{step}-sglang-s{steps}-k1-d{steps + 1}"
+        config = make_eagle_config(
+            steps, name=f"c-{step}-{steps}", speculative_draft_model_path=f"{TRAINED}-step{step}-sglang"
+        )
+        StudyConfig.objects.create(study=study, name=name, config=config)
+        configs[step, steps] = config
+    for index in range(3):
+        experiment = make_experiment(host=host, baseline=base, candidates=list(configs.values()), profile=profile,
+                                     with_runs=False)  # fmt: skip
+        StudyRound.objects.create(study=study, index=index, experiment=experiment)
+        run = make_run(experiment=experiment, config=base, state=Run.State.SUCCEEDED, started_at=timezone.now())
+        make_measurement(run, concurrency=1, output_throughput=100 + index)
+        for key, config in configs.items():
+            run = make_run(experiment=experiment, config=config, state=Run.State.SUCCEEDED, started_at=timezone.now())
+            served = STUDY_SERVED[key]
+            make_measurement(run, concurrency=1, output_throughput=STUDY_SPEEDS[key] + index, accept_length=served,
+                             mean_request_accept_length=served)  # fmt: skip
+            rows = [{"index": i, "category": "chat", "ok": True, "accept_length": value}
+                    for i, value in enumerate(_requests(served)["chat"])]  # fmt: skip
+            PromptResults.objects.create(run=run, pass_index=0, concurrency=1, requests=rows)
+    return study
