@@ -96,7 +96,7 @@ def training_checkpoints(directories: Iterable[Any]) -> list[TrainingCheckpoint]
         for run in runs if isinstance(runs, list) else []:
             checkpoints = run.get("checkpoints") if isinstance(run, Mapping) else None
             for c in checkpoints if isinstance(checkpoints, list) else []:
-                if not isinstance(c, Mapping) or not _is_int(c.get("step")):
+                if not isinstance(c, Mapping) or type(c.get("step")) is not int:  # (a bool is no step)
                     continue
                 paths = c.get("draft_paths")
                 metrics = c.get("metrics")
@@ -358,8 +358,8 @@ def _answer(cards: Sequence[CheckpointCard], winners: Mapping[int, Winner]) -> s
 
 def _plateau(cards: Sequence[CheckpointCard]) -> str | None:
     """Where training stopped helping: within one training run and one served shape (the shape measured for the most
-    checkpoints), the last step whose served accept length beat the previous step's by more than its own 95%
-    interval's half-width. None with fewer than two such checkpoints."""
+    checkpoints, the deepest on a tie), the last step whose served accept length beat the previous step's by more
+    than its own 95% interval's half-width. None with fewer than two such checkpoints."""
     series: dict[tuple[str, str], list[tuple[int, CandidateCard]]] = {}
     for card in cards:
         if card.training is None:
@@ -368,7 +368,8 @@ def _plateau(cards: Sequence[CheckpointCard]) -> str | None:
             if candidate.served is not None:
                 key = (card.training.run_id, candidate.candidate.shape)
                 series.setdefault(key, []).append((card.training.step, candidate))
-    longest = max(series.items(), key=lambda item: len(item[1]), default=None)
+    # Most checkpoints first; on a tie the deepest drafting (the most positions the training figure covers).
+    longest = max(series.items(), key=lambda item: (len(item[1]), item[1][0][1].candidate.steps or 0), default=None)
     if longest is None or len(longest[1]) < 2:
         return None
     (_, shape), points = longest
@@ -390,10 +391,6 @@ def _plateau(cards: Sequence[CheckpointCard]) -> str | None:
         f"Training stopped helping after step{last_gain}: no later checkpoint served a higher accept length by more "
         f"than its interval ({', '.join(after_gain)}; {shape})."
     )
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_number(value: Any) -> bool:

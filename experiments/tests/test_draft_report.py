@@ -429,3 +429,18 @@ def make_study_with_rounds(owner) -> Study:
                     for i, value in enumerate(_requests(served)["chat"])]  # fmt: skip
             PromptResults.objects.create(run=run, pass_index=0, concurrency=1, requests=rows)
     return study
+
+
+def test_where_the_last_checkpoint_still_served_more_training_may_still_help() -> None:
+    comparison = _comparison()
+    kept = [c for c in _candidates() if c.name in ("sf-step2000-s3", "sf-step4000-s3")]
+    report = draft_report.build(
+        kept,
+        draft_report.training_checkpoints(_training_json()),
+        rows=comparison.rows,
+        winners=comparison.winners(),
+        may_win=comparison.may_win,
+        reasons=comparison.reasons,
+    )
+    assert report.plateau is not None
+    assert report.plateau.startswith("Served accept length still rose at the last step measured (step4000, 2.3")
