@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from .comparison import FASTER, ComparisonRow
+from .draft_training import TrainingCheckpoint
 from .intervals import mean_interval, ratio_text
 from .verdicts import Winner
 
@@ -44,79 +44,11 @@ LIKELY_CAUSES = (
     "a key the loader does not expect is skipped without an error), a vocab mapping mismatch (d2t/t2d), or the wrong "
     "algorithm (an EAGLE-3 head served as EAGLE)"
 )
-MAX_POSITIONS = 64
 
 
 def normalised(path: str) -> str:
     """A draft path as matched: trailing slashes aside (a server resolves `/a/b/` and `/a/b` to one directory)."""
     return path.rstrip("/") or path
-
-
-@dataclass(frozen=True)
-class TrainingCheckpoint:
-    directory: str
-    run_id: str
-    step: int
-    is_latest: bool
-    is_best: bool
-    draft_paths: tuple[str, ...]
-    simulated_acc_len: float | None  # SpecForge's, without the bonus token
-    per_position_acc: tuple[float, ...] = ()
-
-    @property
-    def position_acceptance(self) -> list[float]:
-        """The share of verify steps that accept at least j drafts, j = 1.. (Π_{i ≤ j} acc_i): the served
-        per-position acceptance's definition."""
-        out, product = [], 1.0
-        for acc in self.per_position_acc:
-            product *= acc
-            out.append(product)
-        return out
-
-    def accept_length(self, depth: int | None) -> tuple[float | None, str]:
-        """The training figure on the served definition at draft depth `depth`, and what it is taken over."""
-        rates = self.position_acceptance
-        if rates and depth:
-            used = min(depth, len(rates))
-            note = f"over the first {used} of {len(rates)} trained positions"
-            if depth > len(rates):
-                note = f"over the {len(rates)} trained positions (served with {depth} steps)"
-            return 1 + sum(rates[:used]), note
-        if self.simulated_acc_len is None:
-            return None, "no eval/simulated_acc_len recorded"
-        return self.simulated_acc_len + 1, "eval/simulated_acc_len + 1, at the training's own draft length"
-
-
-def training_checkpoints(directories: Iterable[Any]) -> list[TrainingCheckpoint]:
-    """The checkpoints of `training_directory_json` answers (each directory's runs' checkpoints); a value of another
-    type than the shape's is left out (a worker's answer is checked, not trusted)."""
-    out = []
-    for directory in directories:
-        runs = directory.get("runs") if isinstance(directory, Mapping) else None
-        for run in runs if isinstance(runs, list) else []:
-            checkpoints = run.get("checkpoints") if isinstance(run, Mapping) else None
-            for c in checkpoints if isinstance(checkpoints, list) else []:
-                if not isinstance(c, Mapping) or type(c.get("step")) is not int:  # (a bool is no step)
-                    continue
-                paths = c.get("draft_paths")
-                metrics = c.get("metrics")
-                positions = metrics.get("eval/per_position_acc") if isinstance(metrics, Mapping) else None
-                simulated: Any = c.get("simulated_acc_len")
-                out.append(
-                    TrainingCheckpoint(
-                        directory=str(directory.get("path") or ""),
-                        run_id=str(run.get("run_id") or ""),
-                        step=c["step"],
-                        is_latest=c.get("is_latest") is True,
-                        is_best=c.get("is_best") is True,
-                        draft_paths=tuple(p for p in paths if isinstance(p, str)) if isinstance(paths, list) else (),
-                        simulated_acc_len=float(simulated) if _is_number(simulated) else None,
-                        per_position_acc=tuple(float(v) for v in positions[:MAX_POSITIONS])
-                        if isinstance(positions, list) and all(_is_number(v) for v in positions)
-                        else (),
-                    )
-                )
-    return out
 
 
 @dataclass(frozen=True)
@@ -329,16 +261,9 @@ def _answer(cards: Sequence[CheckpointCard], winners: Mapping[int, Winner]) -> s
     if not cards:
         return None
     winning = [card for card in cards if card.wins_at]
+    owners = {k.candidate.name: (card.label, k) for card in cards for k in card.candidates}
     if not winning:
-        contenders = [w.row for w in winners.values() if w.candidate is None and w.row is not None and not w.settled]
-        if contenders:
-            row = contenders[0]
-            owner = next((c.label for c in cards if any(k.candidate.name == row.candidate for k in c.candidates)), "")
-            return (
-                f"No checkpoint to ship yet: none is settled faster than the baseline; the closest, {owner} "
-                f"({row.candidate}), runs {ratio_text(row.speedup, row.ci_low, row.ci_high)} at c = {row.concurrency}."
-            )
-        return "No checkpoint to ship: none serves faster than the baseline at any concurrency measured."
+        return _no_ship(winners, owners)
     ship = max(winning, key=lambda card: (len(card.wins_at), -card.wins_at[0]))
     cell = ship.best[ship.wins_at[0]]
     quoted = next(c for c in ship.candidates if c.candidate.name == cell.candidate)
@@ -354,6 +279,30 @@ def _answer(cards: Sequence[CheckpointCard], winners: Mapping[int, Winner]) -> s
     if others:
         sentence += f" (elsewhere the winner is {'; '.join(others)})"
     return sentence + "."
+
+
+def _no_ship(winners: Mapping[int, Winner], owners: Mapping[str, tuple[str, CandidateCard]]) -> str:
+    """Why no checkpoint is shipped: a winner that serves no draft here, one the comparison may not name, or no
+    candidate settled faster (with the closest)."""
+    for w in sorted(winners.values(), key=lambda w: w.concurrency):
+        if w.candidate is not None and w.candidate not in owners:
+            return (
+                f"No checkpoint to ship: {w.candidate}, which serves no draft checkpoint, wins at c = {w.concurrency}."
+            )
+        if w.candidate is not None:
+            label, gated = owners[w.candidate]
+            why = "; ".join(cell.reasons) if (cell := gated.cells.get(w.concurrency)) else ""
+            return (
+                f"No checkpoint to ship: {label} ({w.candidate}) leads at c = {w.concurrency} but may not win: {why}."
+            )
+    rows = [w.row for w in winners.values() if w.row is not None and not w.settled and w.row.candidate in owners]
+    if not rows:
+        return "No checkpoint to ship: none serves faster than the baseline at any concurrency measured."
+    row, said = rows[0], ratio_text(rows[0].speedup, rows[0].ci_low, rows[0].ci_high)
+    return (
+        f"No checkpoint to ship yet: none is settled faster than the baseline; the closest, {owners[row.candidate][0]} "
+        f"({row.candidate}), runs {said} at c = {row.concurrency}."
+    )
 
 
 def _plateau(cards: Sequence[CheckpointCard]) -> str | None:
@@ -391,7 +340,3 @@ def _plateau(cards: Sequence[CheckpointCard]) -> str | None:
         f"Training stopped helping after step{last_gain}: no later checkpoint served a higher accept length by more "
         f"than its interval ({', '.join(after_gain)}; {shape})."
     )
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

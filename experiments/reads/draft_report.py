@@ -18,7 +18,7 @@ from django.db import connection
 from django.db.models import JSONField, Q
 from django.db.models.expressions import RawSQL
 
-from experiments.analysis import acceptance_positions, draft_report
+from experiments.analysis import acceptance_positions, draft_report, draft_training
 from experiments.analysis.comparison import ComparisonRow
 from experiments.analysis.verdicts import COLLAPSED
 from experiments.models import Experiment, PromptResults, Run, ServerConfig, Study, StudyConfig
@@ -53,7 +53,7 @@ def experiment_draft_report(
     )
     return draft_report.build(
         candidates,
-        draft_report.training_checkpoints(directories),
+        draft_training.training_checkpoints(directories),
         rows=comparison.rows,
         winners=comparison.winners(),
         may_win=comparison.may_win,
@@ -110,7 +110,7 @@ def study_draft_report(
     candidates = _candidates(drafts, names, values, view.rows if view else [], _first_cells(where, names))
     return draft_report.build(
         candidates,
-        draft_report.training_checkpoints(directories),
+        draft_training.training_checkpoints(directories),
         rows=rows,
         winners=winners,
         may_win=may_win,

@@ -10,8 +10,9 @@ import pytest
 from django.utils import timezone
 
 from experiments.actions import dispatch
-from experiments.analysis import draft_report, judge
+from experiments.analysis import draft_report, draft_training, judge
 from experiments.analysis.comparison import Sample
+from experiments.analysis.verdicts import Winner
 from experiments.models import PromptResults, Run, Study, StudyConfig, StudyRound
 
 from .factories import (
@@ -99,7 +100,7 @@ def _comparison(**gates):
 def _build(comparison, training=None, **extra):
     return draft_report.build(
         _candidates(),
-        draft_report.training_checkpoints(_training_json() if training is None else training),
+        draft_training.training_checkpoints(_training_json() if training is None else training),
         rows=comparison.rows,
         winners=comparison.winners(),
         may_win=comparison.may_win,
@@ -151,7 +152,7 @@ def test_a_checkpoint_that_serves_far_below_its_training_is_called_out_with_the_
 
 
 def test_the_rule_counts_the_served_figures_interval_and_a_figure_just_above_it_is_not_flagged() -> None:
-    trained = draft_report.training_checkpoints(_training_json())[3]  # step 5000: 2.31 on the served definition
+    trained = draft_training.training_checkpoints(_training_json())[3]  # step 5000: 2.31 on the served definition
     figure, _ = trained.accept_length(3)
     assert figure is not None
     just_above = draft_report.CandidateCard(_candidates()[0], 0.76 * figure, None, None, 1, {}, figure, "", {})
@@ -202,7 +203,7 @@ def test_no_checkpoint_is_shipped_when_none_is_settled_faster() -> None:
     comparison = judge(samples, baseline="base", candidates=["sf-step4000-s3"], passes_per_launch=1)
     report = draft_report.build(
         [c for c in _candidates() if c.name == "sf-step4000-s3"],
-        draft_report.training_checkpoints(_training_json()),
+        draft_training.training_checkpoints(_training_json()),
         rows=comparison.rows,
         winners=comparison.winners(),
         may_win=comparison.may_win,
@@ -234,7 +235,7 @@ def test_the_training_listing_is_checked_not_trusted() -> None:
         "not a directory",
         {"runs": "nope"},
     ]  # fmt: skip
-    checkpoints = draft_report.training_checkpoints(odd)
+    checkpoints = draft_training.training_checkpoints(odd)
     assert [(c.step, c.draft_paths, c.simulated_acc_len, c.per_position_acc) for c in checkpoints] == [
         (7, (), None, ())
     ]
@@ -436,7 +437,7 @@ def test_where_the_last_checkpoint_still_served_more_training_may_still_help() -
     kept = [c for c in _candidates() if c.name in ("sf-step2000-s3", "sf-step4000-s3")]
     report = draft_report.build(
         kept,
-        draft_report.training_checkpoints(_training_json()),
+        draft_training.training_checkpoints(_training_json()),
         rows=comparison.rows,
         winners=comparison.winners(),
         may_win=comparison.may_win,
@@ -444,3 +445,36 @@ def test_where_the_last_checkpoint_still_served_more_training_may_still_help() -
     )
     assert report.plateau is not None
     assert report.plateau.startswith("Served accept length still rose at the last step measured (step4000, 2.3")
+
+
+def test_no_checkpoint_is_shipped_when_another_method_wins_or_the_leader_may_not_win() -> None:
+    SPEEDS["ngram"] = {1: [400, 401, 399, 400], 8: [900, 901, 899, 900]}
+    try:
+        samples = [
+            Sample(name, level, launch, 0, value, SERVED.get(name))
+            for name, levels in SPEEDS.items()
+            for level, values in levels.items()
+            for launch, value in enumerate(values)
+        ]
+        comparison = judge(
+            samples, baseline="base", candidates=[*SERVED, "ngram"], passes_per_launch=1, speculative=list(SERVED)
+        )
+    finally:
+        del SPEEDS["ngram"]
+    report = _build(comparison)
+    assert report.answer == "No checkpoint to ship: ngram, which serves no draft checkpoint, wins at c = 1."
+
+    # A study's recommendation reads no collapse: a leader whose acceptance collapsed is named, never shipped.
+    collapsed = _comparison()
+    row = next(r for r in collapsed.rows if r.candidate == "sf-step5000-s3" and r.concurrency == 1)
+    report = draft_report.build(
+        _candidates(),
+        draft_training.training_checkpoints(_training_json()),
+        rows=collapsed.rows,
+        winners={1: Winner(1, "sf-step5000-s3", row, True)},
+        may_win=collapsed.may_win,
+        reasons=collapsed.reasons,
+    )
+    assert report.answer is not None and report.answer.startswith(
+        "No checkpoint to ship: step5000 (sf-step5000-s3) leads at c = 1 but may not win: its acceptance collapsed"
+    )
