@@ -245,15 +245,16 @@ def test_the_training_listing_is_checked_not_trusted() -> None:
 # ---- the read, the API and the page ------------------------------------------------------------------------------
 
 
-def _measured_experiment(host_dirs=("/train",), weird_name: str = "sf-step4000-s3"):
+def measured_experiment(host_dirs=("/train",), weird_name: str = "sf-step4000-s3", host=None, models=TRAINED):
     """An experiment on a host with a training directory: the baseline and five draft candidates, three launches
-    each, with their cells' accept lengths and their first cells' per-request rows."""
-    host = make_host(draft_training_dirs=list(host_dirs))
+    each, with their cells' accept lengths and their first cells' per-request rows (`models`: where the drafts
+    exported from the training run lie)."""
+    host = host or make_host(draft_training_dirs=list(host_dirs))
     base = make_config(name="base")
     configs = []
     for name in SERVED:
         steps = 2 if name.endswith("s2") else 3
-        path = "/models/other-draft" if name.startswith("other") else f"{TRAINED}-{name.rsplit('-', 1)[0][3:]}-sglang"
+        path = "/models/other-draft" if name.startswith("other") else f"{models}-{name.rsplit('-', 1)[0][3:]}-sglang"
         shown = weird_name if name == "sf-step4000-s3" else name
         configs.append(make_eagle_config(steps, name=shown, speculative_draft_model_path=path))
     experiment = make_experiment(host=host, baseline=base, candidates=configs, with_runs=False)
@@ -296,7 +297,7 @@ def training(monkeypatch):
 def test_the_api_and_the_page_show_each_checkpoint_against_its_training_and_the_experiments_winner(
     member, client, training
 ) -> None:
-    experiment = _measured_experiment()
+    experiment = measured_experiment()
     client.force_login(member)
 
     data = client.get(f"/api/experiments/{experiment.pk}/drafts").json()
@@ -338,7 +339,7 @@ def test_the_api_and_the_page_show_each_checkpoint_against_its_training_and_the_
 def test_without_training_figures_the_card_shows_the_served_ones_with_the_reason(
     viewer, member, client, training, monkeypatch
 ) -> None:
-    experiment = _measured_experiment()
+    experiment = measured_experiment()
     client.force_login(viewer)
     data = client.get(f"/api/experiments/{experiment.pk}/drafts").json()
     assert training == []  # a viewer's page asks no worker
@@ -354,7 +355,7 @@ def test_without_training_figures_the_card_shows_the_served_ones_with_the_reason
     assert page.status_code == 200
     assert "could not be read (No worker answered within 60 s" in page.content.decode()
 
-    bare = _measured_experiment(host_dirs=())
+    bare = measured_experiment(host_dirs=())
     monkeypatch.setattr(dispatch, "read_draft_checkpoints", lambda host: pytest.fail("the worker was asked"))
     data = client.get(f"/api/experiments/{bare.pk}/drafts").json()
     assert "has no draft training directories set" in data["training_note"]
@@ -363,7 +364,7 @@ def test_without_training_figures_the_card_shows_the_served_ones_with_the_reason
 @pytest.mark.django_db
 def test_names_are_escaped_on_the_page_and_in_the_figure(member, client, training) -> None:
     name = "<img src=x onerror=alert(1)>%{x}"
-    experiment = _measured_experiment(weird_name=name)
+    experiment = measured_experiment(weird_name=name)
     client.force_login(member)
     text = client.get(f"/experiments/{experiment.pk}/drafts/").content.decode()
     assert name not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
