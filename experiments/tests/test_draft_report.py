@@ -479,3 +479,28 @@ def test_no_checkpoint_is_shipped_when_another_method_wins_or_the_leader_may_not
     assert report.answer is not None and report.answer.startswith(
         "No checkpoint to ship: step5000 (sf-step5000-s3) leads at c = 1 but may not win: its acceptance collapsed"
     )
+
+
+@pytest.mark.django_db
+def test_the_read_runs_a_fixed_number_of_queries_whatever_the_checkpoints(member, client, training) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(member)
+    counts = []
+    for weird_name in ("a", "b"):
+        experiment = measured_experiment(weird_name=weird_name)
+        if weird_name == "b":  # more checkpoints: two more drafts outside any training directory
+            for position, path in enumerate(("/models/x", "/models/y"), start=10):
+                config = make_eagle_config(3, speculative_draft_model_path=path)
+                experiment.candidate_set.create(config=config, position=position)
+                run = make_run(experiment=experiment, config=config, state=Run.State.SUCCEEDED)
+                make_measurement(run, concurrency=1, output_throughput=120, mean_request_accept_length=1.8)
+                PromptResults.objects.create(
+                    run=run, pass_index=0, concurrency=1, requests=[{"ok": True, "accept_length": 1.8}]
+                )
+        with CaptureQueriesContext(connection) as queries:
+            data = client.get(f"/api/experiments/{experiment.pk}/drafts").json()
+        counts.append(len(queries))
+    assert len(data["checkpoints"]) == 6
+    assert counts[0] == counts[1], counts
