@@ -211,7 +211,7 @@ def build(
         cards.append(CheckpointCard(path, label, trained, candidate_cards, best, wins_at))
     cards.sort(key=lambda c: (c.training is None, c.training.run_id if c.training else "", c.step or 0, c.label))
     report = DraftReport(levels, cards, None, None, training_note)
-    report.answer = _answer(cards, winners)
+    report.answer = _answer(cards, winners) if rows else None  # nothing compared yet: no answer to give
     report.plateau = _plateau(cards)
     if any(c.topk and c.topk > 1 for c in candidates) and training:
         report.notes.append("SpecForge simulates a chain of drafts: a tree (topk > 1) serves more than its figure.")

@@ -504,3 +504,11 @@ def test_the_read_runs_a_fixed_number_of_queries_whatever_the_checkpoints(member
         counts.append(len(queries))
     assert len(data["checkpoints"]) == 6
     assert counts[0] == counts[1], counts
+
+
+def test_before_anything_is_compared_there_is_no_answer() -> None:
+    report = draft_report.build(
+        _candidates(), draft_training.training_checkpoints(_training_json()), rows=[], winners={},
+        may_win=lambda row: True, reasons=lambda row: [],
+    )  # fmt: skip
+    assert report.answer is None and [card.label for card in report.checkpoints][:1] == ["step2000"]
