@@ -20,6 +20,7 @@ import redis
 from celery import current_app
 from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
+from kombu.exceptions import OperationalError
 
 from experiments.models import Host, Run
 
@@ -114,3 +115,23 @@ def read_draft_checkpoints(host: Host) -> list[dict[str, Any]]:
     """The host's draft training directories and their checkpoints, read now through a worker
     (serializers.training_directory_json each, or refused_directory_json). Raises HostProbeFailed."""
     return list(_ask_worker(READ_DRAFT_CHECKPOINTS_TASK, [host.pk])["directories"])
+
+
+def read_draft_training(host: Host, *, may_ask: bool) -> tuple[list[dict[str, Any]], str]:
+    """`read_draft_checkpoints` for a page that shows what it can without them (the draft's report card): the
+    directories and "" when read; [] and the reason in one line when the reader may not ask a worker (`may_ask`:
+    members and up, as the host's draft checkpoints page), the host has none set (no worker is asked) or the read
+    failed (the host, no worker, no broker). Never raises for those."""
+    if not may_ask:
+        return [], "training figures are read live from the host for members and up: served figures alone"
+    if not host.draft_training_dirs:
+        return [], f"{host.name} has no draft training directories set: served figures alone"
+    try:
+        return read_draft_checkpoints(host), ""
+    except HostProbeFailed as exc:
+        return [], f"the training directories could not be read ({exc}): served figures alone"
+    except (OperationalError, redis.RedisError, OSError) as exc:
+        return (
+            [],
+            f"no worker could be asked to read the training directories ({type(exc).__name__}): served figures alone",
+        )

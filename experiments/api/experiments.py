@@ -15,6 +15,7 @@ from experiments.serializers.exports import (
     experiment_export_response,
 )
 
+from ..actions import dispatch
 from ..actions.audit import Actor
 from ..actions.experiments import do_create_experiment, do_rerun_experiment, do_set_cadence
 from ..forms import (
@@ -25,7 +26,9 @@ from ..forms import (
 )
 from ..models import Experiment
 from ..reads.bakeoff import experiment_bakeoff
+from ..reads.draft_report import experiment_draft_report
 from ..serializers.bakeoff import bakeoff_json
+from ..serializers.draft_report import draft_report_json
 from .base import api, config_data, host_name, profile_data, require, require_manage
 from .bodies import ExperimentIn, RerunIn, ScheduleIn
 from .refusals import documented, refused, responses, status_of
@@ -81,6 +84,20 @@ def get_experiment_bakeoff(request: HttpRequest, experiment_id: int):
     require(request, "experiments.view_experiment")
     experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
     return bakeoff_json(experiment_bakeoff(experiment))
+
+
+@api.get("/experiments/{experiment_id}/drafts")
+def get_experiment_drafts(request: HttpRequest, experiment_id: int):
+    """The draft's report card: per draft checkpoint (each distinct draft path of the speculative candidates) its
+    served accept length per concurrency and prompt category (SpecForge's definition), beside its training figure
+    where the host's training directories hold it (read live for members and up; `training_note` says why not), the
+    comparison's rows of its candidates, the checkpoint to ship (`answer`) and the callouts (reads/draft_report.py)."""
+    require(request, "experiments.view_experiment")
+    experiment = get_object_or_404(Experiment.objects.select_related("host", "baseline", "profile"), pk=experiment_id)
+    directories, why = dispatch.read_draft_training(
+        experiment.host, may_ask=request.user.has_perm("experiments.add_experiment")
+    )
+    return draft_report_json(experiment_draft_report(experiment, directories, why))
 
 
 @api.post("/experiments/{experiment_id}/schedule", response={200: dict, 422: dict})

@@ -10,12 +10,15 @@ from ninja.errors import HttpError
 
 from experiments.serializers import study_json
 
+from ..actions import dispatch
 from ..actions.audit import Actor
 from ..actions.studies import do_cancel_study, do_confirm_recommendation, do_start_study
 from ..forms.studies import StudySubmission
 from ..models import Study
 from ..reads.bakeoff import study_bakeoff
+from ..reads.draft_report import study_draft_report
 from ..serializers.bakeoff import bakeoff_json
+from ..serializers.draft_report import draft_report_json
 from .base import api, config_data, host_name, profile_data, require
 from .bodies import StudyIn
 from .refusals import documented, refused, responses, status_of
@@ -58,6 +61,18 @@ def get_study_bakeoff(request: HttpRequest, study_id: int):
     require(request, "experiments.view_experiment")
     study = get_object_or_404(Study.objects.select_related("host", "profile", "baseline"), pk=study_id)
     return bakeoff_json(study_bakeoff(study))
+
+
+@api.get("/studies/{study_id}/drafts")
+def get_study_drafts(request: HttpRequest, study_id: int):
+    """The draft's report card of the study: its rows and recommendation per draft checkpoint, beside the training
+    figures (as GET /api/experiments/{id}/drafts)."""
+    require(request, "experiments.view_experiment")
+    study = get_object_or_404(Study.objects.select_related("host", "profile", "baseline"), pk=study_id)
+    directories, why = dispatch.read_draft_training(
+        study.host, may_ask=request.user.has_perm("experiments.add_experiment")
+    )
+    return draft_report_json(study_draft_report(study, directories, why))
 
 
 @api.post("/studies/{study_id}/cancel", response={200: dict, 403: dict})

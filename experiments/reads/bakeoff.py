@@ -5,7 +5,7 @@ the weights each model took)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db.models import Q
@@ -44,15 +44,7 @@ def study_bakeoff(study: Study) -> bakeoff.Bakeoff:
     settings = study.plan_settings()
     space = study.search_space()
     rows = recommend.rows(history, settings)
-    winners = {
-        best.concurrency: Winner(
-            best.concurrency,
-            None if best.config == plan.BASELINE else best.config,
-            next((r for r in rows if r.candidate == best.config and r.concurrency == best.concurrency), None),
-            best.settled,
-        )
-        for best in recommend.best_per_concurrency(history, settings)
-    }
+    winners = study_winners(history, settings, rows)
     methods = {}
     for name in {row.candidate for row in rows}:
         candidate = space.candidate(name)
@@ -83,6 +75,20 @@ def study_bakeoff(study: Study) -> bakeoff.Bakeoff:
         gate=lambda name: NOT_GATED,
         may_win=may_win,
     )
+
+
+def study_winners(history: plan.History, settings: plan.Settings, rows: Sequence[Any]) -> dict[int, Winner]:
+    """The study's recommendation at each concurrency as the comparison's winners (`Comparison.winners`' shape):
+    the recommended config (None: the baseline) with its row among `rows` (`recommend.rows`)."""
+    return {
+        best.concurrency: Winner(
+            best.concurrency,
+            None if best.config == plan.BASELINE else best.config,
+            next((r for r in rows if r.candidate == best.config and r.concurrency == best.concurrency), None),
+            best.settled,
+        )
+        for best in recommend.best_per_concurrency(history, settings)
+    }
 
 
 def method_of(engine: str, algorithm: str | None) -> bakeoff.Method | None:
