@@ -63,3 +63,18 @@ def test_a_study_over_checkpoints_answers_with_the_best_and_its_report_card_flag
     assert len(trials) == 6 and all(f"{RUN}-step" in name for name in trials), list(trials)
     (band,) = body["recommendation"]
     assert f"{RUN}-step4000" in band["config"], band
+
+    # The draft's report card: the checkpoint to ship is the study's winner, beside its training figure on the same
+    # definition; the checkpoint whose weights were skipped is called out with the likely causes.
+    card = client.get(f"/api/studies/{study.pk}/drafts", headers=headers).json()
+    assert card["answer"].startswith("Ship step4000: "), card["answer"]
+    by_step = {c["training"]["step"]: c for c in card["checkpoints"] if c["training"]}
+    assert sorted(by_step) == list(STEPS), card
+    assert by_step[4000]["training"]["is_best"] and by_step[5000]["training"]["is_latest"]
+    (callout,) = card["callouts"]
+    assert callout.startswith("step5000 serves accept length 1.0") and "the serving loader skipped" in callout, callout
+    healthy = [k for k in by_step[4000]["candidates"] if k["served_accept_length"] is not None]
+    assert healthy and not any(k["far_below_training"] for k in healthy), by_step[4000]
+    client.force_login(owner)
+    page = client.get(f"/studies/{study.pk}/drafts/").content.decode()
+    assert "Ship step4000" in page and "step5000 serves accept length" in page
