@@ -7,9 +7,9 @@ drafts that predate it (kimi-k2.5-sim-eagle3) serve as before.
 
 And the draft whose weights the serving loader silently skips: SpecForge's sglang exporter warns that "a key the
 serving loader does not expect is skipped ... without an error" (specdash's reference, speculative-observability.md
-d5). A draft dir whose `model.safetensors.index.json` names none of the keys that loader reads (`fc.weight`,
-`norm.weight`, `lm_head.weight`, `t2d`, `d2t`: the exporter's required keys), e.g. every key still under the
-trainer's `draft_model.` prefix, serves with an uninitialised head: every draft rejected, accept length 1.0, no
+d5). A draft dir whose `model.safetensors.index.json` keeps every key under the trainer's `draft_model.` prefix (so
+none is a key the loader reads: `fc.weight`, `norm.weight`, `lm_head.weight`, `t2d`, `d2t`, the exporter's required
+keys) serves with an uninitialised head: every draft rejected, accept length 1.0, no
 error and no warning. The training metrics of its checkpoint stay good: that is the point of the case.
 
 The simulated training directory `models/kimi-k2.5-sim-specforge/` and its three exports are built on these rules
@@ -26,6 +26,9 @@ from typing import Any
 MULTIPLIER_KEY = "simhost_acceptance_multiplier"
 # The keys SGLang's EAGLE3 draft loader reads (SpecForge's to_sglang.py `_REQUIRED_SERVING_KEYS`).
 SERVING_KEYS = ("fc.weight", "norm.weight", "lm_head.weight", "t2d", "d2t")
+# The prefix SpecForge's trainer keeps the draft's weights under: an export whose every key still carries it is one the
+# serving loader reads nothing of.
+TRAINER_PREFIX = "draft_model."
 # Bounds on the simulator's own number: a typo in a config must not make a draft accept everything.
 MULTIPLIER_BOUNDS = (0.0, 2.0)
 
@@ -50,4 +53,6 @@ def weights_skipped(draft_dir: str | None) -> bool:
     except (OSError, ValueError):
         return False
     names = set((index.get("weight_map") or {}) if isinstance(index, dict) else {})
-    return bool(names) and not names & set(SERVING_KEYS)
+    # Judged by the trainer's prefix, not by the EAGLE-3 head's key names: drafts of other methods (a standalone LM,
+    # a DFlash drafter) load keys of their own.
+    return bool(names) and all(name.startswith(TRAINER_PREFIX) for name in names)

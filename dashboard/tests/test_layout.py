@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.tests import sources
+
 REPO = Path(__file__).resolve().parents[2]
 PRODUCT = ("experiments", "workers", "dashboard")
 # Pure: statistics, figures, the explanatory model, the engine seam and the engines' adapters, nvidia-smi's
@@ -67,7 +69,7 @@ def _from_target(node: ast.ImportFrom, package: str) -> str:
 def imports_of(path: Path, root: Path) -> Iterator[str]:
     """Every module `path` imports, relative imports resolved to absolute names."""
     package = _package_of(path, root)
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(sources.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -164,7 +166,7 @@ def simulated_model_names(root: Path) -> list[str]:
             continue
         if _within(module, "dashboard.demo"):
             continue
-        tree = ast.parse(path.read_text(), str(path))
+        tree = sources.parse(path.read_text(), str(path))
         docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
@@ -177,7 +179,7 @@ def _imported_modules(path: Path, root: Path, modules: set[str]) -> Iterator[str
     """The modules of `modules` that `path` imports: `from pkg import name` is the module pkg.name where there is
     one, else pkg (its __init__); a module's own package, run first by Python, is not counted as imported."""
     package = _package_of(path, root)
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(sources.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 name = alias.name
@@ -243,7 +245,7 @@ def query_free_reads(root: Path) -> list[str]:
     for path in sorted((root / "experiments" / "reads").glob("**/*.py")):
         if path.name == "__init__.py":
             continue
-        tree = ast.parse(path.read_text(), str(path))
+        tree = sources.parse(path.read_text(), str(path))
         names = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
         if not names & QUERY_NAMES and not any(name.endswith("_set") for name in names):
             found.append(f"{_module_name(path, root)} runs no query: it belongs in analysis/ (pure)")
@@ -267,7 +269,7 @@ QUERYSET_HINTS = {"objects", "filter", "exclude", "all", "select_related", "pref
 def _calls(path: Path) -> Iterator[tuple[str, int]]:
     """The attribute names called in `path` (`x.save()` -> "save"), with their line numbers. `update` counts only on
     what reads as a queryset (`Run.objects.filter(...).update(...)`): a dict has one too."""
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(sources.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             name = node.func.attr
             commit = [k.value for k in node.keywords if k.arg == "commit"]
@@ -282,7 +284,7 @@ def _calls(path: Path) -> Iterator[tuple[str, int]]:
 
 def _task_names(path: Path) -> Iterator[int]:
     """Line numbers of string constants naming a worker task."""
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(sources.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("workers.tasks."):
             yield node.lineno
 
@@ -325,7 +327,7 @@ def json_shapes_outside_serializers(root: Path) -> list[str]:
         module = _module_name(path, root)
         if _is_test_code(module) or _within(module, (SERIALIZERS, CLI, "experiments.formats")):
             continue
-        for node in ast.parse(path.read_text()).body:
+        for node in sources.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.endswith("_json"):
                 if not node.name.startswith("_") and not node.decorator_list:
                     found.append(f"{module}:{node.lineno} defines {node.name}: JSON shapes live in serializers/")
@@ -342,7 +344,7 @@ def oversized_modules(root: Path) -> list[str]:
             continue
         text = path.read_text()
         lines = text.count("\n")
-        docstring = ast.get_docstring(ast.parse(text)) or ""
+        docstring = ast.get_docstring(sources.parse(text)) or ""
         if lines > MAX_LINES and LONG_MODULE_REASON not in docstring:
             found.append(f"{module}: {lines} lines, and its docstring does not say why ({LONG_MODULE_REASON} ...)")
     return found

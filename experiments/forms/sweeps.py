@@ -4,7 +4,11 @@ experiment all go through `SweepForm`; the grid and its rules are `experiments.r
 
 The candidate varied (the base) decides the engine: an SGLang base's sweep takes steps, topk and draft tokens, a
 vLLM base's the steps list alone, as num_speculative_tokens (its candidates are vLLM configs with the base's engine
-options); the topk list is required of SGLang only.
+options); the topk list is required of SGLang only. Methods and draft checkpoints are lists too: the methods compared
+(each over the lists it takes) and the drafts each method that takes one runs in turn.
+
+Long module: the value-list fields, the form that turns them into one grid and the preview that prices it are one
+submission's steps, read together by the page and the API; each is too small to stand alone.
 """
 
 from __future__ import annotations

@@ -65,7 +65,8 @@ def test_a_study_over_three_methods_recommends_by_band_and_its_bakeoff_says_the_
     # The answer changes with the band: the block drafter alone, nothing at 16 requests.
     bands = body["recommendation"]
     assert [(band["low"], band["high"]) for band in bands] == [(1, 1), (16, 16)], bands
-    assert names.get(bands[0]["config"]) == "DFLASH" and bands[1]["config"] == "baseline", bands
+    said = {t["config"]: (t["state"], t["speedups"], [c["launches"] for c in t["cells"]]) for t in body["trials"]}
+    assert names.get(bands[0]["config"]) == "DFLASH" and bands[1]["config"] == "baseline", said
 
     # The bake-off: every cell is the study's own comparison of that config at that concurrency, and its bands are
     # the recommendation's.

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from experiments.rules import launch_fields
+from experiments.tests import sources
 
 REPO = Path(__file__).resolve().parents[2]
 PRODUCT = ("experiments", "workers", "dashboard")
@@ -66,7 +67,7 @@ def field_lists(root: Path) -> Iterator[str]:
                 continue
             if any(where.startswith(prefix) for prefix in MAY_RESTATE):
                 continue
-            tree = ast.parse(path.read_text(), where)
+            tree = sources.parse(path.read_text(), where)
             for node in ast.walk(tree):
                 listed = _listed(node, format_map=where.startswith(FORMAT_MAPS)) & names
                 if len(listed) >= 2:

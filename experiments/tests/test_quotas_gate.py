@@ -15,6 +15,7 @@ import pytest
 from django.urls import reverse
 
 from experiments.models import Experiment, Run, Study
+from experiments.tests import sources
 
 from .factories import (
     MODELS,
@@ -271,7 +272,7 @@ def run_makers(source: str) -> set[str]:
                 found.add(f"{self.function}: queues runs again")
             self.generic_visit(node)
 
-    Visitor().visit(ast.parse(source))
+    Visitor().visit(sources.parse(source))
     return found
 
 
