@@ -242,21 +242,34 @@ def parse_numbers(value: Any, field: str) -> tuple[int, ...]:
     return tuple(sorted(numbers))
 
 
+def _typed_items(value: Any, field: str, what: str) -> list[Any]:
+    """A list as typed (comma- or line-separated) or as JSON; empty when nothing is given."""
+    if value is None or value == "" or value == []:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in re.split(r"[,\n]+", value) if part.strip()]
+    if isinstance(value, list):
+        return value
+    raise SweepError(field, f"Give a list of {what}.")
+
+
+def _draft_path_refusal(path: Any) -> str | None:
+    """Why a draft path typed into a sweep is not one (bounded as the config field is), else None."""
+    limit = launch_fields.text_limits().get("speculative_draft_model_path", 512)
+    if not isinstance(path, str) or not path.strip() or len(path) > limit or CONTROL_CHARS.search(path):
+        return f"a draft path is one line of at most {limit} characters"
+    if path.strip().startswith("-"):
+        return f"{path.strip()[:40]!r} is a flag, not a draft path"
+    return None
+
+
 def parse_methods(value: Any, field: str, engine: str) -> tuple[MethodChoice, ...]:
     """The methods a sweep compares, each once, in their engine's spelling: as typed, `EAGLE3, NGRAM,
     STANDALONE=/models/qwen3-0.6b` (a method with its draft after `=`); from JSON, a list of such strings or of
     {"method", "draft"} objects. Every name is one of the engine's methods (its table's choices); a draft path is
     bounded here, and checked under the host's models root with every candidate's own fields."""
-    if value is None or value == "" or value == []:
-        return ()
-    if isinstance(value, str):
-        items: list[Any] = [part.strip() for part in re.split(r"[,\n]+", value) if part.strip()]
-    elif isinstance(value, list):
-        items = value
-    else:
-        raise SweepError(field, "Give a list of methods, e.g. EAGLE3, NGRAM.")
+    items = _typed_items(value, field, "methods, e.g. EAGLE3, NGRAM")
     known = [c for c in launch_fields.field(engine, "speculative_algorithm").choices if c]  # type: ignore[union-attr]
-    limit = launch_fields.text_limits().get("speculative_draft_model_path", 512)
     out: list[MethodChoice] = []
     for item in items:
         if isinstance(item, dict) and set(item) <= {"method", "draft"} and isinstance(item.get("method"), str):
@@ -271,11 +284,9 @@ def parse_methods(value: Any, field: str, engine: str) -> tuple[MethodChoice, ..
             raise SweepError(
                 field, f"{name[:40]!r} is no method of {launch_fields.label(engine)}; its methods: {shown}."
             )
-        if draft is not None:
-            if not isinstance(draft, str) or not draft or len(draft) > limit or CONTROL_CHARS.search(draft):
-                raise SweepError(field, f"{name}: a draft path is one line of at most {limit} characters.")
-            if draft.startswith("-"):
-                raise SweepError(field, f"{name}: {draft[:40]!r} is a flag, not a draft path.")
+        refusal = None if draft is None else _draft_path_refusal(draft)
+        if refusal is not None:
+            raise SweepError(field, f"{name}: {refusal}.")
         choice = MethodChoice(name, draft)
         if any(other.algorithm == name and other.draft == draft for other in out):
             raise SweepError(field, f"{choice.text[:60]} is given twice.")
@@ -289,22 +300,12 @@ def parse_drafts(value: Any, field: str) -> tuple[str, ...]:
     """Draft checkpoints a sweep compares (their paths, each once, in order): one per line or comma-separated as typed,
     or a JSON list. Bounded here as a draft path is; each is checked under the host's models root, and as a draft of
     the target, with every candidate's own fields."""
-    if value is None or value == "" or value == []:
-        return ()
-    if isinstance(value, str):
-        items: list[Any] = [part.strip() for part in re.split(r"[,\n]+", value) if part.strip()]
-    elif isinstance(value, list):
-        items = value
-    else:
-        raise SweepError(field, "Give a list of draft paths.")
-    limit = launch_fields.text_limits().get("speculative_draft_model_path", 512)
     out: list[str] = []
-    for item in items:
-        if not isinstance(item, str) or not item.strip() or len(item) > limit or CONTROL_CHARS.search(item):
-            raise SweepError(field, f"A draft path is one line of at most {limit} characters: {str(item)[:40]!r}.")
+    for item in _typed_items(value, field, "draft paths"):
+        refusal = _draft_path_refusal(item)
+        if refusal is not None:
+            raise SweepError(field, f"{refusal[0].upper()}{refusal[1:]}: {str(item)[:40]!r}.")
         path = item.strip()
-        if path.startswith("-"):
-            raise SweepError(field, f"{path[:40]!r} is a flag, not a draft path.")
         if path in out:
             raise SweepError(field, f"{path[:60]} is given twice.")
         out.append(path)
