@@ -116,3 +116,13 @@ def test_a_member_exports_through_a_worker_with_the_api(client, member, sim_host
     assert rows[3000]["exported"] and rows[3000]["draft_paths"] == [f"{models}/{RUN}-step3000-sglang"]
     event = AuditEvent.objects.get(action=AuditEvent.Action.HOST_EXPORT, target_id=sim_host.pk)
     assert event.detail["ok"] and event.detail["output_dir"] == f"{models}/{RUN}-step3000-sglang"
+
+
+def test_a_failed_export_comes_back_with_its_status_and_output(sim_host, tmp_path):
+    models = _models_with_training_dir(sim_host, tmp_path)
+    sim_host.specforge_launcher = "sh -c 'echo no GPU left >&2; exit 3' specforge"
+
+    answer = hosts.export_draft_checkpoint(sim_host, str(models / "train"), RUN, 3000)
+
+    assert (answer["ok"], answer["exit_status"]) == (False, 3) and "no GPU left" in answer["output"]
+    assert "refused" not in answer
