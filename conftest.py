@@ -519,6 +519,7 @@ def sim_host(sshd, tmp_path, settings, task_queue):
         shell_setup=hostsetup.shell_setup(state_dir, SIM_LOAD_SECONDS, hostsetup.FAST_HEALTH_POLL_SECONDS),
         launcher=hostsetup.LAUNCHER,
         vllm_launcher=hostsetup.VLLM_LAUNCHER,
+        specforge_launcher=hostsetup.SPECFORGE_LAUNCHER,
         python="python",
         server_port=free_port(),
         gpu_inventory=[{"index": i, "name": "NVIDIA H200 (simulated)"} for i in range(8)],

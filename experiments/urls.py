@@ -111,6 +111,11 @@ urlpatterns = [
     path("hosts/<int:host_id>/clean/", hosts.clean_host, name="clean_host"),
     path("hosts/<int:host_id>/models/refresh/", hosts.refresh_host_models, name="refresh_host_models"),
     path("hosts/<int:host_id>/draft-checkpoints/", hosts.host_draft_checkpoints, name="host_draft_checkpoints"),
+    path(
+        "hosts/<int:host_id>/draft-checkpoints/export",
+        hosts.export_draft_checkpoint,
+        name="export_draft_checkpoint",
+    ),
     path("keys/", hosts.key_list, name="key_list"),
     path("keys/new/", hosts.key_new, name="key_new"),
     path("keys/<int:key_id>/", hosts.key_edit, name="key_edit"),

@@ -43,6 +43,8 @@ MODELS_ROOT = REPO / "simhost" / "models"
 LAUNCHER = "python -m simhost.launch_server"
 # `vllm serve` on the simulated host: `{VLLM_LAUNCHER} MODEL [flags]` (README.md, "vLLM").
 VLLM_LAUNCHER = "python -m simhost.vllm_serve"
+# SpecForge's CLI on the simulated host: `{SPECFORGE_LAUNCHER} export --to sglang ...` (simhost/specforge.py).
+SPECFORGE_LAUNCHER = "python -m simhost.specforge"
 
 
 def processes_of(state_dir: Path) -> list[int]:

@@ -1,6 +1,7 @@
 """Reaching a registered host over SSH and reading it: the connection test (which pins its key), the GPU
 processes, the model directories and their config.json, the flags its SGLang accepts, its work directory, whether
-a port is free, and a slice of a run's log file."""
+a port is free, and a slice of a run's log file; and the one command a member may have run there besides a run's,
+the export of a listed draft checkpoint (rules/draft_export.py), which an admin allows per host."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from experiments import serializers
 from experiments.actions.hosts import do_record_key_public_half, do_store_connection_test
 from experiments.formats import specforge_runs
 from experiments.models import Host, SshKey
-from experiments.rules import host_allowlist, model_checks, model_paths, server_flags
+from experiments.rules import draft_export, host_allowlist, model_checks, model_paths, server_flags
 from workers.hostreads import fingerprint, gpus, training_dirs
 
 from .ssh import HostAccess, HostConnection, SSHError
@@ -27,6 +28,11 @@ from .ssh import HostAccess, HostConnection, SSHError
 logger = logging.getLogger(__name__)
 
 MAX_MODELS = model_checks.MAX_LISTED_MODELS
+# An EAGLE-3 head's export reads one checkpoint and writes a few hundred MB: well under a minute on a GPU host, and
+# the web waits for the answer (dispatch.WORKER_ANSWER_TIMEOUT) — a guess, there is no SpecForge timing to cite.
+EXPORT_TIMEOUT = 45.0
+# What of the export's output comes back (the audit log and the page keep it): its last lines.
+EXPORT_OUTPUT_CHARS = 4000
 
 
 class HostReadError(Exception):
@@ -234,6 +240,43 @@ async def _read_training_dir(conn: HostConnection, host: Host, directory: str, d
     answer = serializers.training_directory_json(directory, found)
     answer["resolved_path"] = resolved
     return answer
+
+
+def export_draft_checkpoint(host: Host, directory: str, run_id: str, step: int) -> dict[str, Any]:
+    """Export step `step` of run `run_id` in the host's training directory `directory` for SGLang, as the host's
+    listing read now shows it (the world re-checked: the page the member clicked may be old), with the host's
+    SpecForge launcher. {"ok", "output_dir", "command", "exit_status", "output"}, or {"ok": False, "refused": True,
+    "error"} when refused before anything ran. Raises SSHError when the host is not reached or the export outlives
+    EXPORT_TIMEOUT."""
+    if directory not in (host.draft_training_dirs or []):
+        return {"ok": False, "refused": True, "error": "That training directory is not one an admin set on this host."}
+    access = host_access(host)
+    directories = asyncio.run(_read_draft_checkpoints(host, access))
+    plan = draft_export.plan_export(host.specforge_launcher, host.models_root, directories, directory, run_id, step)
+    if isinstance(plan, str):
+        return {"ok": False, "refused": True, "error": plan}
+    return asyncio.run(_export(access, plan))
+
+
+async def _export(access: HostAccess, plan: draft_export.ExportPlan) -> dict[str, Any]:
+    conn = await HostConnection.open(access, timeout=settings.SPECDASH_CONNECT_TIMEOUT)
+    try:
+        out = shlex.quote(plan.output_dir)
+        present = await conn.run(f"test -e {out} || test -L {out}")
+        if present.exit_status == 0:
+            exists = f"{plan.output_dir} exists on the host: nothing is overwritten."
+            return {"ok": False, "refused": True, "error": exists}
+        result = await conn.run(plan.command, timeout=EXPORT_TIMEOUT)
+    finally:
+        await conn.close()
+    output = (result.stdout + result.stderr)[-EXPORT_OUTPUT_CHARS:]
+    return {
+        "ok": result.ok,
+        "output_dir": plan.output_dir,
+        "command": plan.command,
+        "exit_status": result.exit_status,
+        "output": output,
+    }
 
 
 def read_gpus(host_list: list[Host]) -> dict[int, list[dict[str, Any]] | str]:

@@ -177,6 +177,24 @@ def read_draft_checkpoints(host_id: int) -> dict:
     return {"ok": True, "directories": directories}
 
 
+@shared_task(name="workers.tasks.export_draft_checkpoint", ignore_result=False, time_limit=PROBE_TIME_LIMIT)
+def export_draft_checkpoint(host_id: int, directory: str, run_id: str, step: int) -> dict:
+    """Export a draft checkpoint the host lists now for SGLang with the host's SpecForge launcher (the paths and the
+    command built here from the host's settings and listing, never a caller's); the web waits for this answer.
+    `ok` false with `error`: refused or the host failed; with `exit_status`: the export ran and failed."""
+    close_old_connections()
+    host = Host.objects.select_related("ssh_key").filter(pk=host_id).first()
+    if host is None:
+        return {"ok": False, "error": "no such host"}
+    try:
+        answer = hosts.export_draft_checkpoint(host, directory, run_id, step)
+    except SSHError as exc:
+        return {"ok": False, "error": str(exc)}
+    if not answer["ok"] and "exit_status" in answer:
+        answer["error"] = f"the export exited with status {answer['exit_status']}: {answer['output'][-500:]}"
+    return answer
+
+
 @shared_task(name="workers.tasks.list_host_models", ignore_result=True, time_limit=PROBE_TIME_LIMIT)
 def list_host_models(host_id: int) -> dict:
     """List the host's models and the flags its SGLang accepts, and store them; nobody waits for the answer (pages

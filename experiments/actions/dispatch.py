@@ -7,7 +7,8 @@ worker and waits for (it holds no SSH keys, so a worker connects and answers). T
 WORKER_ANSWER_TIMEOUT; the worker itself writes what it learnt (the pinned host key, the GPU inventory), so a caller
 re-reads the host. Only admins ask questions (a connection test), and a viewer of a run whose stored log was cut
 at its host's cap reads the rest from the host, a bounded slice a question (`read_run_log`), and a member reads
-a host's draft checkpoints live (`read_draft_checkpoints`, bounded listings and small files): nothing else another
+a host's draft checkpoints live (`read_draft_checkpoints`, bounded listings and small files) and has one exported
+where an admin allows it (`export_draft_checkpoint`, bounded by the worker's export timeout): nothing else another
 role does waits for a worker.
 """
 
@@ -31,6 +32,7 @@ TEST_HOST_TASK = "workers.tasks.test_host"
 LIST_HOST_MODELS_TASK = "workers.tasks.list_host_models"
 READ_RUN_LOG_TASK = "workers.tasks.read_run_log"
 READ_DRAFT_CHECKPOINTS_TASK = "workers.tasks.read_draft_checkpoints"
+EXPORT_DRAFT_CHECKPOINT_TASK = "workers.tasks.export_draft_checkpoint"
 # The most of a run's host log one question carries: it crosses Redis once as base64 (11 MB).
 RUN_LOG_SLICE = 8 * 1024 * 1024
 
@@ -52,7 +54,8 @@ def send_deliver_notification(delivery_id: int) -> None:
 
 
 class HostProbeFailed(Exception):
-    """A probe of a host got no answer: `status` is 502 when the host failed, 504 when no worker answered."""
+    """A probe of a host got no answer: `status` is 502 when the host failed, 504 when no worker answered, 409
+    when the worker refused the question as the host is now (nothing ran)."""
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
@@ -67,7 +70,9 @@ def _ask_worker(task: str, args: list[Any]) -> dict[str, Any]:
             f"No worker answered within {WORKER_ANSWER_TIMEOUT} s; is a Celery worker running?", 504
         ) from exc
     if not answer.get("ok"):
-        raise HostProbeFailed(answer.get("error") or "the host could not be reached", 502)
+        raise HostProbeFailed(
+            answer.get("error") or "the host could not be reached", 409 if answer.get("refused") else 502
+        )
     return answer
 
 
@@ -115,6 +120,12 @@ def read_draft_checkpoints(host: Host) -> list[dict[str, Any]]:
     """The host's draft training directories and their checkpoints, read now through a worker
     (serializers.training_directory_json each, or refused_directory_json). Raises HostProbeFailed."""
     return list(_ask_worker(READ_DRAFT_CHECKPOINTS_TASK, [host.pk])["directories"])
+
+
+def export_draft_checkpoint(host: Host, directory: str, run_id: str, step: int) -> dict[str, Any]:
+    """Have a worker export a checkpoint the host lists now for SGLang (workers.hosts.export_draft_checkpoint's
+    answer: "output_dir", "command", "exit_status", "output"). Raises HostProbeFailed (409: refused, nothing ran)."""
+    return _ask_worker(EXPORT_DRAFT_CHECKPOINT_TASK, [host.pk, directory, run_id, step])
 
 
 def read_draft_training(host: Host, *, may_ask: bool) -> tuple[list[dict[str, Any]], str]:

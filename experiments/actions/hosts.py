@@ -118,6 +118,36 @@ def do_test_host(host: Host, actor: Actor) -> None:
     record_event(actor, AuditEvent.Action.HOST_TEST, host, ok=True, pinned=not was_pinned, host_key=host.host_key)
 
 
+def do_export_draft_checkpoint(host: Host, actor: Actor, directory: str, run_id: str, step: int) -> dict[str, Any]:
+    """Have a worker export step `step` of run `run_id` in the host's training directory `directory` for SGLang with
+    the admin's SpecForge launcher (rules/draft_export.py builds the command from the host's listing, re-read by the
+    worker). Recorded whether it ran or not. Raises ExportRefused (no launcher: nothing asked) or
+    dispatch.HostProbeFailed (409: refused by the worker, 502: the host or the export failed, 504: no worker)."""
+    if not host.specforge_launcher.strip():
+        raise ExportRefused("An admin has not allowed draft exports on this host (it has no SpecForge launcher).")
+    asked = {"directory": directory[:512], "run_id": run_id[:200], "step": step}
+    try:
+        answer = dispatch.export_draft_checkpoint(host, directory, run_id, step)
+    except dispatch.HostProbeFailed as exc:
+        record_event(actor, AuditEvent.Action.HOST_EXPORT, host, ok=False, error=str(exc)[:1000], **asked)
+        raise
+    record_event(
+        actor,
+        AuditEvent.Action.HOST_EXPORT,
+        host,
+        ok=True,
+        output_dir=answer["output_dir"],
+        command=answer["command"],
+        output=str(answer.get("output") or "")[-1000:],
+        **asked,
+    )
+    return answer
+
+
+class ExportRefused(Exception):
+    """A draft export this host does not allow; nothing was asked of a worker."""
+
+
 def do_store_model_inventory(host: Host, models: list[dict[str, Any]]) -> None:
     """Keep the models a worker just listed on the host, with the root it listed: the submission checks model paths
     and model pairs against them (a worker-written fact, like the GPU inventory)."""

@@ -12,10 +12,19 @@ from pydantic import ConfigDict, WithJsonSchema
 
 from experiments import serializers
 from experiments.actions import dispatch
+from experiments.rules import draft_export, launch_policy
 
 from ..actions.audit import Actor
-from ..actions.hosts import do_mark_host_clean, do_register_host, do_request_model_listing, do_test_host
+from ..actions.hosts import (
+    ExportRefused,
+    do_export_draft_checkpoint,
+    do_mark_host_clean,
+    do_register_host,
+    do_request_model_listing,
+    do_test_host,
+)
 from ..forms import (
+    DraftExportForm,
     HostForm,
     plain_errors,
 )
@@ -48,6 +57,7 @@ class HostIn(Schema):
     shell_setup: str | None = None
     launcher: str | None = None
     vllm_launcher: str | None = None
+    specforge_launcher: str | None = None  # blank: no draft export on this host
     python: str | None = None
     cost_per_gpu_hour: float | None = None
     quota_launches_queued: int | None = None
@@ -127,6 +137,47 @@ def host_draft_checkpoints(request: HttpRequest, host_id: int):
         except dispatch.HostProbeFailed as exc:
             raise HttpError(exc.status, str(exc)) from exc
     return {"id": host.pk, "directories": directories}
+
+
+def _picked_text(max_length: int) -> WithJsonSchema:
+    no_controls = launch_policy.CONTROL_CHARS.pattern[1:-1]
+    return WithJsonSchema(
+        {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": f"^[^{no_controls}]*$"}
+    )
+
+
+class DraftExportIn(Schema):
+    """A checkpoint as `GET /api/hosts/{id}/draft-checkpoints` lists it: its directory's `path`, its run's `run_id`
+    and its `step`."""
+
+    directory: Annotated[str, _picked_text(DraftExportForm.base_fields["directory"].max_length or 0)]
+    run_id: Annotated[str, _picked_text(DraftExportForm.base_fields["run_id"].max_length or 0)]
+    step: Annotated[int, int_schema(0, draft_export.MAX_STEP)]
+
+
+@api.post("/hosts/{host_id}/draft-checkpoints/export", response=responses(200, 409), openapi_extra=documented(409))
+def export_draft_checkpoint(request: HttpRequest, host_id: int, payload: DraftExportIn):
+    """Export a listed, not yet exported checkpoint for SGLang with the host's SpecForge launcher, where an admin set
+    one (members and up); specdash builds the command from the host's listing, read again now. 200 with the
+    `output_dir` (now listed as the checkpoint's draft path), the `exit_status` and the `output`'s tail; 409 when
+    refused (no launcher, not listed, exported already, the output exists), 502 when the host or the export failed,
+    504 when no worker answered."""
+    require(request, "experiments.add_experiment")
+    host = get_object_or_404(Host.objects.select_related("ssh_key"), pk=host_id)
+    form = DraftExportForm(payload.model_dump())
+    if not form.is_valid():
+        return refused("invalid checkpoint", plain_errors(form))
+    data = form.cleaned_data
+    try:
+        answer = do_export_draft_checkpoint(host, Actor.of(request), data["directory"], data["run_id"], data["step"])
+    except ExportRefused as exc:
+        return refused(str(exc), {}, 409)
+    except dispatch.HostProbeFailed as exc:
+        if exc.status == 409:
+            return refused(str(exc), {}, 409)
+        raise HttpError(exc.status, str(exc)) from exc
+    keys = ("output_dir", "exit_status", "output")
+    return Status(200, {"id": host.pk, **{key: answer.get(key) for key in keys}})
 
 
 @api.post("/hosts/{host_id}/models/refresh", response={202: dict})

@@ -17,7 +17,10 @@ Guesses, where SpecForge is silent (each said again where it is used):
 - which draft directory was exported from which step: `specforge export --to sglang --output-dir D` writes
   `save_pretrained`'s files and records no provenance, so a draft dir counts as step N's export when its name is
   `{run_id}-step{N}` followed by `-`, `_` or `.` and a suffix, and it holds a config.json, in the models root or
-  in the training directory itself.
+  in the training directory itself;
+- the draft model config a run was trained with (`--draft-model-config`, the JSON `specforge export --draft-config`
+  needs): SpecForge keeps no copy beside the checkpoints, so a team that lets specdash export keeps one as
+  `{run_id}.draft_config.json` in the training directory (a regular file; a link is not followed).
 
 Nothing here guesses past that: an entry whose name leaves the allowed characters, a link that is not a sibling's
 bare name, a non-numeric step, a file too big to read, a best_meta that disagrees with the -best link, is skipped
@@ -56,6 +59,7 @@ RANK_FILE = re.compile(r"\Atraining_state_rank(?P<rank>[0-9]{1,6})\.pt\Z")
 LINK = re.compile(r"\A(?P<run>.+)-(?P<which>latest|best)\Z")
 META = re.compile(r"\A(?P<run>.+)\.best_meta\.json\Z")
 METRICS = re.compile(r"\A(?P<run>.+)\.eval_metrics\.jsonl\Z")
+DRAFT_CONFIG = re.compile(r"\A(?P<run>.+)\.draft_config\.json\Z")
 METRIC_KEY = re.compile(r"\Aeval/[A-Za-z0-9_]{1,64}(/[0-9]{1,3})?\Z")
 EXPORT_SEPARATORS = "-_."
 # SpecForge's own tracker directory (tensorboard's event files): binary, not read.
@@ -112,6 +116,7 @@ class TrainingRun:
     best_metric: str | None = None
     best_score: float | None = None
     problems: tuple[str, ...] = ()  # about the run's links and files, each with its reason
+    draft_config: str | None = None  # absolute path of `{run_id}.draft_config.json`, what an export needs
 
 
 @dataclass(frozen=True)
@@ -219,6 +224,7 @@ def read_training_directory(
     links: dict[str, dict[str, Entry]] = {}
     metas: dict[str, Entry] = {}
     metric_files: dict[str, Entry] = {}
+    draft_configs: dict[str, str] = {}
     drafts_here = []
     for name, entry in sorted(tops.items()):
         if entry.kind == "d" and any(e.path == f"{name}/config.json" for e in inside.get(name, [])):
@@ -235,12 +241,14 @@ def read_training_directory(
             metas[match["run"]] = entry
         elif match := METRICS.match(name):
             metric_files[match["run"]] = entry
+        elif (match := DRAFT_CONFIG.match(name)) and entry.kind == "f":
+            draft_configs[match["run"]] = f"{path.rstrip('/')}/{name}"
         elif name in TRACKER_DIRS:
             skip.append(Skipped(name, "tracker logs (binary): not read"))
         else:
             skip.append(Skipped(shown(name), "not part of SpecForge's layout"))
 
-    run_ids = sorted(set(checkpoints) | set(links) | set(metas) | set(metric_files))
+    run_ids = sorted(set(checkpoints) | set(links) | set(metas) | set(metric_files) | set(draft_configs))
     runs = []
     run_problems = list(problems)
     if len(run_ids) > MAX_RUNS:
@@ -257,6 +265,7 @@ def read_training_directory(
                 metric_files.get(run_id),
                 files,
                 drafts,
+                draft_configs.get(run_id),
             )
         )
     return TrainingDirectory(path, tuple(runs), tuple(skip[:MAX_SKIPPED]), tuple(run_problems))
@@ -301,6 +310,7 @@ def _run(
     metrics_entry: Entry | None,
     files: Mapping[str, str],
     drafts: Sequence[tuple[str, str]],
+    draft_config: str | None = None,
 ) -> TrainingRun:
     problems = []
     latest, why = _link_step(run_id, "latest", links.get("latest"), steps)
@@ -353,7 +363,7 @@ def _run(
                 metrics=per_step.get(step, {}),
             )
         )
-    return TrainingRun(run_id, tuple(checkpoints), latest, best, best_metric, best_score, tuple(problems))
+    return TrainingRun(run_id, tuple(checkpoints), latest, best, best_metric, best_score, tuple(problems), draft_config)
 
 
 def _meta(run_id: str, entry: Entry | None, files: Mapping[str, str]) -> tuple[dict[str, Any] | None, str]:

@@ -4,7 +4,7 @@ One module per concern; everything is importable from `experiments.forms`.
 """
 
 from .configs import ServerConfigForm, config_form_data
-from .hosts import HostForm, SshKeyForm
+from .hosts import DraftExportForm, HostForm, SshKeyForm
 from .logins import LoginForm
 from .notes import ExperimentNotesForm, RunNotesForm
 from .profiles import BenchmarkProfileForm
@@ -37,6 +37,7 @@ __all__ = [
     "MAX_CONCURRENCY",
     "BenchmarkProfileForm",
     "CadenceForm",
+    "DraftExportForm",
     "ExperimentForm",
     "ExperimentNotesForm",
     "ExperimentSubmission",

@@ -9,7 +9,7 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from experiments.rules import host_allowlist, launch_policy, model_paths, secrets
+from experiments.rules import draft_export, host_allowlist, launch_policy, model_paths, secrets
 
 from ..models import Host, SshKey
 from .values import check_env, format_env, no_control_chars, parse_env
@@ -161,7 +161,7 @@ class HostForm(forms.ModelForm):
             data["default_env"], missing = secrets.with_stored_secrets(env, stored or {})
             for name in missing:
                 self.add_error("default_env", f"{name} shows {secrets.MASK}: type its value (secrets are never shown).")
-        for field in ("work_dir", "models_root", "launcher", "vllm_launcher", "python"):
+        for field in ("work_dir", "models_root", "launcher", "vllm_launcher", "specforge_launcher", "python"):
             value = data.get(field)
             if isinstance(value, str):
                 try:
@@ -190,6 +190,23 @@ class HostForm(forms.ModelForm):
         host.default_env = self.cleaned_data.get("default_env") or {}
         host.draft_training_dirs = self.cleaned_data.get("draft_training_dirs") or []
         return host
+
+
+class DraftExportForm(forms.Form):
+    """A member's choice of a listed checkpoint to export (the page's button, the API's body): which one, never a
+    path to write or a command; the worker finds it in the host's listing or refuses (rules/draft_export.py)."""
+
+    directory = forms.CharField(max_length=MAX_DRAFT_TRAINING_DIR, strip=False)
+    run_id = forms.CharField(max_length=200, strip=False)
+    step = forms.IntegerField(min_value=0, max_value=draft_export.MAX_STEP)
+
+    def clean_directory(self) -> str:
+        no_control_chars(self.cleaned_data["directory"], "The training directory")
+        return str(self.cleaned_data["directory"])
+
+    def clean_run_id(self) -> str:
+        no_control_chars(self.cleaned_data["run_id"], "The run")
+        return str(self.cleaned_data["run_id"])
 
 
 class SshKeyForm(forms.ModelForm):

@@ -42,6 +42,7 @@ class AuditEvent(models.Model):
         HOST_TEST = "host.test"
         HOST_CLEAN = "host.clean"
         HOST_MODELS = "host.models"  # a worker asked to list the host's models again
+        HOST_EXPORT = "host.export"  # a draft checkpoint exported for serving by the host's specforge_launcher
         KEY_CREATE = "key.create"
         KEY_EDIT = "key.edit"
         KEY_DELETE = "key.delete"

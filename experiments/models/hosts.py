@@ -94,6 +94,7 @@ class Host(models.Model):
         "run_log_cap_mib",
         "run_trace_cap_mib",
         "draft_training_dirs",
+        "specforge_launcher",
     )
 
     name = models.SlugField(max_length=64, unique=True)
@@ -167,6 +168,14 @@ class Host(models.Model):
     # Directories under the models root where drafts are trained (SpecForge's layout: formats/specforge_runs.py),
     # read live for the host's draft checkpoints page; absolute paths, each held to the model path rules (admins only).
     draft_training_dirs = models.JSONField(default=list, blank=True)
+    # The words that run SpecForge's CLI on this host (`specforge`, `/opt/venv/bin/specforge`); set, members may
+    # have specdash export a listed checkpoint for SGLang (`... export --to sglang ...`); blank: no export here.
+    specforge_launcher = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        help_text="e.g. /opt/venv/bin/specforge; blank: specdash never exports draft checkpoints on this host.",
+    )
     # Environment variable prefixes a config may set on this host beyond the built-in allowlist (admins only).
     extra_env_prefixes = models.JSONField(default=list, blank=True)
     # SGLang flags a config may set on this host beyond a member's list, from launch_flags.HOST_FLAG_RULES only

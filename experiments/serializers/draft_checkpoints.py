@@ -37,6 +37,7 @@ def _run_json(run: TrainingRun) -> dict[str, Any]:
         "best_metric": run.best_metric,
         "best_score": run.best_score,
         "problems": list(run.problems),
+        "draft_config": run.draft_config,  # null: no {run_id}.draft_config.json, so no export from here
         "checkpoints": [_checkpoint_json(c) for c in run.checkpoints],
     }
 

@@ -26,6 +26,7 @@ def host_json(h: Host) -> dict[str, Any]:
         "models_root": h.models_root,
         "launcher": h.launcher,
         "vllm_launcher": h.vllm_launcher,
+        "specforge_launcher": h.specforge_launcher,
         "server_port": h.server_port,
         "cost_per_gpu_hour": h.cost_per_gpu_hour,
         # An admin's quotas for members' launches here (null: the SPECDASH_QUOTA_* default), and what applies.

@@ -15,16 +15,18 @@ from experiments.rules import secrets
 
 from ..actions.audit import Actor
 from ..actions.hosts import (
+    ExportRefused,
     do_delete_key,
     do_edit_host,
     do_edit_key,
+    do_export_draft_checkpoint,
     do_mark_host_clean,
     do_register_host,
     do_register_key,
     do_request_model_listing,
     do_test_host,
 )
-from ..forms import HostForm, SshKeyForm
+from ..forms import DraftExportForm, HostForm, SshKeyForm
 from ..models import AuditEvent, Host, SshKey
 from .access import requires
 
@@ -78,6 +80,26 @@ def host_draft_checkpoints(request: HttpRequest, host_id: int) -> HttpResponse:
             error, status = str(exc), exc.status
     context = {"host": host, "directories": directories, "error": error}
     return render(request, "experiments/host_draft_checkpoints.html", context, status=status)
+
+
+@requires("experiments.add_experiment")
+@require_POST
+def export_draft_checkpoint(request: HttpRequest, host_id: int) -> HttpResponse:
+    """Export a checkpoint the draft checkpoints page listed for SGLang, where an admin allows it on the host
+    (members and up: they pick a listed checkpoint; specdash builds the command)."""
+    host = get_object_or_404(Host.objects.select_related("ssh_key"), pk=host_id)
+    form = DraftExportForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Not exported: pick a checkpoint from the list.")
+        return redirect("host_draft_checkpoints", host.pk)
+    run_id, step = form.cleaned_data["run_id"], form.cleaned_data["step"]
+    try:
+        answer = do_export_draft_checkpoint(host, Actor.of(request), form.cleaned_data["directory"], run_id, step)
+    except (ExportRefused, dispatch.HostProbeFailed) as exc:
+        messages.error(request, f"{run_id}-step{step} not exported: {exc}")
+    else:
+        messages.success(request, f"{run_id}-step{step} exported for SGLang to {answer['output_dir']}.")
+    return redirect("host_draft_checkpoints", host.pk)
 
 
 @requires("experiments.add_host")

@@ -67,6 +67,9 @@ def main() -> None:
 
     draft = MODELS / "kimi-k2.5-sim-eagle3"
     config = json.loads((draft / "config.json").read_text())
+    # The draft config the run was trained with, kept where specdash's export looks for it (a guess: SpecForge
+    # keeps none beside its checkpoints; experiments/formats/specforge_runs.py).
+    (TRAINING / f"{RUN_ID}.draft_config.json").write_text(json.dumps(config, indent=2) + "\n")
     index = json.loads((draft / "model.safetensors.index.json").read_text())
     for step in EXPORTED:
         out = MODELS / f"{RUN_ID}-step{step}-sglang"

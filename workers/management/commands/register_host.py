@@ -31,6 +31,9 @@ class Command(BaseCommand):
         parser.add_argument("--models-root", default="")
         parser.add_argument("--shell-setup", default="")
         parser.add_argument("--launcher", default="python3 -m sglang.launch_server")
+        parser.add_argument(
+            "--specforge-launcher", default="", help="e.g. 'specforge' (blank: specdash exports no draft here)"
+        )
         parser.add_argument("--vllm-launcher", default="", help="e.g. 'vllm serve' (blank: no vLLM on the host)")
         parser.add_argument("--python", default="python3")
         parser.add_argument("--server-port", type=int, default=30000)
@@ -59,6 +62,7 @@ class Command(BaseCommand):
                 "shell_setup": o["shell_setup"],
                 "launcher": o["launcher"],
                 "vllm_launcher": o["vllm_launcher"],
+                "specforge_launcher": o["specforge_launcher"],
                 "python": o["python"],
                 "server_port": o["server_port"],
                 "extra_env_prefixes": ",".join(o["extra_env_prefix"]),

@@ -369,6 +369,7 @@ class Command(BaseCommand):
             shell_setup=demo_host.shell_setup(var),
             launcher=hostsetup.LAUNCHER,
             vllm_launcher=hostsetup.VLLM_LAUNCHER,
+            specforge_launcher=hostsetup.SPECFORGE_LAUNCHER,
             python="python",
             server_port=server_port,
             repin=True,  # our own sshd on loopback; its key is pinned afresh at each registration
