@@ -45,6 +45,8 @@ LAUNCHER = "python -m simhost.launch_server"
 VLLM_LAUNCHER = "python -m simhost.vllm_serve"
 # SpecForge's CLI on the simulated host: `{SPECFORGE_LAUNCHER} export --to sglang ...` (simhost/specforge.py).
 SPECFORGE_LAUNCHER = "python -m simhost.specforge"
+# Each launcher of the simulated host by the Host field that holds it (the demo registers them all).
+LAUNCHERS = {"launcher": LAUNCHER, "vllm_launcher": VLLM_LAUNCHER, "specforge_launcher": SPECFORGE_LAUNCHER}
 
 
 def processes_of(state_dir: Path) -> list[int]:

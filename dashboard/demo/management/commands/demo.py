@@ -367,9 +367,7 @@ class Command(BaseCommand):
             models_root=str(hostsetup.MODELS_ROOT),
             draft_training_dir=[str(hostsetup.MODELS_ROOT / suggestions.TRAINING_DIR)],
             shell_setup=demo_host.shell_setup(var),
-            launcher=hostsetup.LAUNCHER,
-            vllm_launcher=hostsetup.VLLM_LAUNCHER,
-            specforge_launcher=hostsetup.SPECFORGE_LAUNCHER,
+            **hostsetup.LAUNCHERS,
             python="python",
             server_port=server_port,
             repin=True,  # our own sshd on loopback; its key is pinned afresh at each registration
