@@ -157,6 +157,8 @@ def test_it_keeps_its_worker_through_a_redis_restart_and_starts_a_dead_one_again
         os.killpg(worker, signal.SIGKILL)
         _wait_for(lambda: "The worker exited with code" in log.read_text(), "the demo restarting its worker", 15)
         assert "starting it again" in log.read_text()
+        # The demo logs the restart before it records the new child: wait for the record, not for the log line.
+        _wait_for(lambda: _demo_children(var)["worker"] != worker, "the restarted worker recorded", 15)
         restarted = _demo_children(var)["worker"]
         assert restarted != worker and _alive(restarted, settle=0) and demo.poll() is None
         assert "cancelled" not in run_states()

@@ -26,19 +26,13 @@ pytestmark = [
 ]
 
 RUN_TIMEOUT_S = 30
-# Runs whose length is mostly the simulated GPU's own clock (its loading and its decode steps keep to it), not the
-# machine's: what the estimates learn from one launch then holds for the next while the suite's other tests come and
-# go beside this one; 0.2 s of loading and 16 tokens left a launch mostly process start-ups, which a busy 2-core
-# machine stretches by half from one minute to the next.
-PACED = {"SIMHOST_LOAD_SECONDS": "2.5"}
-OUTPUT_LEN = 96
 
 
 def _submit(host, owner, name: str) -> Experiment:
-    profile = BenchmarkProfile(name="p", **{**SMALL_PROFILE, "launches": 2, "output_len": OUTPUT_LEN})
+    profile = BenchmarkProfile(name="p", **{**SMALL_PROFILE, "launches": 2})
     return do_create_experiment(
-        actor=Actor(owner), name=name, host=host, baseline=sim_config(host, "base", env=PACED),
-        candidates=[sim_config(host, "eagle", speculative=True, env=PACED)], profile=profile,
+        actor=Actor(owner), name=name, host=host, baseline=sim_config(host, "base"),
+        candidates=[sim_config(host, "eagle", speculative=True)], profile=profile,
     )  # fmt: skip
 
 
