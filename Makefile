@@ -77,7 +77,8 @@ lint: install
 # Tests run against PostgreSQL (the Celery worker subprocess must share the test database) and real Redis, in
 # TEST_WORKERS parallel processes: most of the suite's time is spent waiting on simulated servers, not on the CPU.
 # Each worker has its own test database, sshd, Celery queue and channel prefix; idle workers take tests from busy
-# ones. The ten slowest tests are printed at the end.
+# ones. The ten slowest tests are printed at the end. Tests marked `alone` (an estimate of wall-clock time judged
+# against the wall clock: no test can make that independent of three busy neighbours) run after, by themselves.
 # PYTHONDONTWRITEBYTECODE (set by some shells and CI images) is dropped for the run: with it no process keeps the
 # bytecode it compiles, so each of the hundreds the suite starts (Celery workers, web servers, every simulated
 # server and scheduler rank, every benchmark client, each xdist worker's assertion rewriting) compiles the
@@ -86,8 +87,12 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/specdash
 TEST_WORKERS ?= 4
 test: install system-packages services
 	$(MAKE) --no-print-directory lint
-	SECRET_KEY=test-only DATABASE_URL="$(TEST_DATABASE_URL)" REDIS_URL="$${TEST_REDIS_URL:-redis://127.0.0.1:6379/14}" \
-		env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10
+	export SECRET_KEY=test-only DATABASE_URL="$(TEST_DATABASE_URL)" REDIS_URL="$${TEST_REDIS_URL:-redis://127.0.0.1:6379/14}"; \
+		env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10 -m "not alone"; \
+		parallel=$$?; \
+		env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest -q -p no:xdist -m alone; \
+		alone=$$?; \
+		[ $$parallel -eq 0 ] && [ $$alone -eq 0 ]
 
 clean:
 	rm -rf var/simhost-work var/simhost-state
